@@ -1,0 +1,107 @@
+"""Subnet CIDR reservations as a custom resource.
+
+AWS::EC2::SubnetCidrReservation exists in only a few regions' CloudFormation registries, so the
+reservation is made by a small boto3 handler (subnet_cidr_reservation_handler/index.py) behind
+custom_resources.Provider, which works in every region.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from aws_cdk import Acknowledgment, CfnElement, CustomResource, Duration, Stack, Validations
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+HANDLER_DIR = Path(__file__).parent / "subnet_cidr_reservation_handler"
+RESOURCE_TYPE = "Custom::SubnetCidrReservation"
+HANDLER_RUNTIME = lambda_.Runtime.PYTHON_3_14
+
+
+@dataclass(frozen=True)
+class ReservationSpec:
+    """One explicit reservation of `cidr` inside `subnet`."""
+
+    subnet: ec2.ISubnet
+    cidr: str
+    description: str
+
+
+class SubnetCidrReservationProvider(Construct):
+    """The handler and provider, allowed to manage reservations in the given subnets only."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, subnets: Sequence[ec2.ISubnet]
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        subnet_arns = [
+            stack.format_arn(service="ec2", resource="subnet", resource_name=subnet.subnet_id)
+            for subnet in subnets
+        ]
+        self.handler = lambda_.Function(
+            self,
+            "Handler",
+            runtime=HANDLER_RUNTIME,
+            handler="index.on_event",
+            code=lambda_.Code.from_asset(str(HANDLER_DIR)),
+            timeout=Duration.minutes(2),
+            description="Creates, adopts and deletes subnet CIDR reservations for Multus",
+            log_group=logs.LogGroup(self, "HandlerLogs", retention=logs.RetentionDays.ONE_MONTH),
+        )
+        self.handler.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "ec2:CreateSubnetCidrReservation",
+                    "ec2:DeleteSubnetCidrReservation",
+                    "ec2:GetSubnetCidrReservations",
+                ],
+                resources=subnet_arns,
+            )
+        )
+        self.provider = cr.Provider(
+            self,
+            "Provider",
+            on_event_handler=self.handler,
+            log_group=logs.LogGroup(self, "ProviderLogs", retention=logs.RetentionDays.ONE_MONTH),
+        )
+        self._acknowledge_framework_findings()
+
+    def reserve(self, construct_id: str, spec: ReservationSpec) -> CustomResource:
+        return CustomResource(
+            self,
+            construct_id,
+            service_token=self.provider.service_token,
+            resource_type=RESOURCE_TYPE,
+            properties={
+                "SubnetId": spec.subnet.subnet_id,
+                "Cidr": spec.cidr,
+                "ReservationType": "explicit",
+                "Description": spec.description,
+            },
+        )
+
+    def _acknowledge_framework_findings(self) -> None:
+        stack = Stack.of(self)
+        cfn_handler = self.handler.node.default_child
+        assert isinstance(cfn_handler, CfnElement)
+        handler_id = stack.resolve(stack.get_logical_id(cfn_handler))
+        Validations.of(self).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
+                "service-role/AWSLambdaBasicExecutionRole]",
+                reason="Only lets the two functions write their own CloudWatch logs; CDK's Lambda "
+                "and Provider constructs attach it.",
+            ),
+            Acknowledgment(
+                id=f"AwsSolutions::AwsSolutions-IAM5[Resource::<{handler_id}.Arn>:*]",
+                reason="The Provider framework may invoke any version of its own on-event "
+                "handler (<arn>:*); the handler itself can only touch the Multus subnets.",
+            ),
+        )

@@ -1,0 +1,108 @@
+"""The one place that reads CDK context (cdk.json and `-c` values) and turns it into AppConfig.
+
+Layers, later ones winning, merged key by key (lists are replaced whole):
+1. the defaults in config.model (the seed deployment);
+2. the `config` object in cdk.json context;
+3. the JSON or YAML file named by the `config_file` context value (path relative to the app);
+4. `-c config.<dotted.path>=<value>` overrides, e.g. `-c config.cluster.kubernetes_version=1.35`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from config.model import AppConfig
+
+CONFIG_KEY = "config"
+CONFIG_FILE_KEY = "config_file"
+OVERRIDE_PREFIX = "config."
+
+
+class ConfigError(Exception):
+    """Invalid configuration; the message names each offending field and how to fix it."""
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def parse_config(raw: Mapping[str, Any], source: str = "config") -> AppConfig:
+    try:
+        return AppConfig.model_validate(raw)
+    except ValidationError as error:
+        raise ConfigError(describe_errors(error, source)) from None
+
+
+def describe_errors(error: ValidationError, source: str) -> str:
+    lines = [f"Invalid {source}:"]
+    for detail in error.errors():
+        path = "".join(
+            f"[{part}]" if isinstance(part, int) else f".{part}" for part in detail["loc"]
+        ).lstrip(".")
+        message = detail["msg"].removeprefix("Value error, ")
+        if detail["type"] == "extra_forbidden":
+            message = "unknown key (typo?); see config/model.py for the accepted keys"
+        lines.append(f"  - {path or '(top level)'}: {message}")
+    return "\n".join(lines)
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"config_file {path}: no such file")
+    text = path.read_text(encoding="utf-8")
+    try:
+        loaded = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        raise ConfigError(f"config_file {path}: not valid JSON/YAML: {error}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"config_file {path}: must hold a mapping at the top level")
+    return loaded
+
+
+def _override_value(text: str) -> Any:
+    """`-c` values arrive as strings; JSON objects, lists, booleans and integers are decoded.
+
+    Decimals such as 1.35 stay strings so that versions keep their text.
+    """
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return text
+    return text if isinstance(value, float) else value
+
+
+def overrides_from_context(context: Mapping[str, Any]) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for key, value in context.items():
+        if not key.startswith(OVERRIDE_PREFIX):
+            continue
+        *parents, leaf = key.removeprefix(OVERRIDE_PREFIX).split(".")
+        node = nested
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = _override_value(value) if isinstance(value, str) else value
+    return nested
+
+
+def raw_config_from_context(context: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
+    raw: dict[str, Any] = dict(context.get(CONFIG_KEY) or {})
+    config_file = context.get(CONFIG_FILE_KEY)
+    if config_file:
+        raw = deep_merge(raw, read_config_file(base_dir / str(config_file)))
+    return deep_merge(raw, overrides_from_context(context))
+
+
+def load_config(context: Mapping[str, Any], base_dir: Path) -> AppConfig:
+    return parse_config(raw_config_from_context(context, base_dir))

@@ -1,0 +1,320 @@
+"""The typed configuration: the single source of truth for every stack, construct and chart.
+
+Defaults reproduce the seed deployment (two AZs in us-west-2, VPC 10.0.0.0/16, two Multus
+networks with a /27 CIDR reservation per subnet). Every cross-field rule is checked here, before
+any CDK construct exists, so that a bad value fails with the field's path instead of a jsii trace.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from functools import cache
+from typing import Annotated, Literal
+
+import botocore.session
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+# AWS keeps the first four addresses and the last one of every subnet for itself.
+AWS_RESERVED_HEAD = 4
+AWS_RESERVED_TAIL = 1
+
+# The first Kubernetes minor each Karpenter minor supports (Karpenter's compatibility matrix).
+MIN_KARPENTER_FOR_KUBERNETES: dict[str, tuple[int, int]] = {
+    "1.33": (1, 5),
+    "1.34": (1, 6),
+    "1.35": (1, 9),
+    "1.36": (1, 13),
+}
+
+LogRetention = Literal[
+    "ONE_WEEK", "TWO_WEEKS", "ONE_MONTH", "THREE_MONTHS", "SIX_MONTHS", "ONE_YEAR", "TWO_YEARS"
+]
+
+_K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_LINUX_IFNAME = r"^[a-z][a-z0-9]{0,14}$"
+
+
+@cache
+def _ec2_instance_types() -> frozenset[str]:
+    """Instance types from the EC2 API model that ships with botocore (no network needed)."""
+    model = botocore.session.get_session().get_service_model("ec2")
+    return frozenset(model.shape_for("InstanceType").enum)
+
+
+@cache
+def _ec2_regions() -> frozenset[str]:
+    return frozenset(botocore.session.get_session().get_available_regions("ec2"))
+
+
+def _ipv4_network(value: str) -> str:
+    try:
+        ipaddress.IPv4Network(value, strict=True)
+    except ValueError as error:
+        raise ValueError(
+            f"{value!r} is not an IPv4 CIDR block with its host bits unset "
+            f"(for example 10.0.4.0/24): {error}"
+        ) from None
+    return value
+
+
+Cidr = Annotated[str, AfterValidator(_ipv4_network)]
+
+
+def _instance_type(value: str) -> str:
+    if value not in _ec2_instance_types():
+        raise ValueError(
+            f"{value!r} is not an EC2 instance type known to the EC2 API "
+            "(check the spelling, for example m6i.large)"
+        )
+    return value
+
+
+InstanceType = Annotated[str, AfterValidator(_instance_type)]
+
+
+def net(cidr: str) -> ipaddress.IPv4Network:
+    return ipaddress.IPv4Network(cidr)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MultusSubnetConfig(_Model):
+    """One Multus subnet (in the AZ at the same position of `availability_zones`)."""
+
+    cidr: Cidr
+    reservation: Cidr = Field(
+        description="Explicit CIDR reservation kept for Multus pod addresses (Whereabouts range)."
+    )
+
+    @model_validator(mode="after")
+    def _reservation_inside_usable_range(self) -> MultusSubnetConfig:
+        subnet, reserved = net(self.cidr), net(self.reservation)
+        first_usable = subnet.network_address + AWS_RESERVED_HEAD
+        last_usable = subnet.broadcast_address - AWS_RESERVED_TAIL
+        if not reserved.subnet_of(subnet):
+            raise ValueError(f"reservation {self.reservation} is not inside subnet {self.cidr}")
+        if reserved.network_address < first_usable or reserved.broadcast_address > last_usable:
+            raise ValueError(
+                f"reservation {self.reservation} overlaps the addresses AWS keeps in "
+                f"{self.cidr} (the first {AWS_RESERVED_HEAD} and the last one); "
+                f"keep it within {first_usable}-{last_usable}"
+            )
+        return self
+
+
+class MultusNetworkConfig(_Model):
+    """A secondary network: one ENI per node, one subnet per AZ, one NAD per AZ."""
+
+    name: str = Field(pattern=_K8S_NAME, max_length=40)
+    interface_name: str | None = Field(
+        default=None,
+        pattern=_LINUX_IFNAME,
+        description="Stable Linux interface name of this network's ENI (default: the name).",
+    )
+    subnets: list[MultusSubnetConfig] = Field(
+        min_length=1, description="One subnet per AZ, in the order of availability_zones."
+    )
+    ipvlan_mode: Literal["l2", "l3", "l3s"] = "l2"
+    nat_egress: bool = Field(
+        default=True, description="Default route to the AZ's NAT gateway (as in the seed)."
+    )
+
+    @property
+    def device_name(self) -> str:
+        return self.interface_name or self.name
+
+    @model_validator(mode="after")
+    def _name_usable_as_interface(self) -> MultusNetworkConfig:
+        if self.interface_name is None and not re.match(_LINUX_IFNAME, self.name):
+            raise ValueError(
+                f"name {self.name!r} cannot double as a Linux interface name "
+                "(lowercase letters and digits, at most 15); set interface_name"
+            )
+        return self
+
+
+class MultusConfig(_Model):
+    networks: list[MultusNetworkConfig] = Field(
+        default_factory=lambda: [
+            MultusNetworkConfig(
+                name="multus1",
+                subnets=[
+                    MultusSubnetConfig(cidr="10.0.4.0/24", reservation="10.0.4.32/27"),
+                    MultusSubnetConfig(cidr="10.0.5.0/24", reservation="10.0.5.32/27"),
+                ],
+            ),
+            MultusNetworkConfig(
+                name="multus2",
+                subnets=[
+                    MultusSubnetConfig(cidr="10.0.6.0/24", reservation="10.0.6.32/27"),
+                    MultusSubnetConfig(cidr="10.0.7.0/24", reservation="10.0.7.32/27"),
+                ],
+            ),
+        ],
+        min_length=1,
+    )
+    security_group_ingress_cidrs: list[Cidr] | None = Field(
+        default=None,
+        description="Sources allowed to reach Multus ENIs (default: the VPC CIDR, as in the seed).",
+    )
+    nad_namespace: str = Field(default="default", pattern=_K8S_NAME)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> MultusConfig:
+        for attribute in ("name", "device_name"):
+            seen: set[str] = set()
+            for network in self.networks:
+                value = getattr(network, attribute)
+                if value in seen:
+                    raise ValueError(
+                        f"two Multus networks share the {attribute.replace('_', ' ')} "
+                        f"{value!r}; give each network its own"
+                    )
+                seen.add(value)
+        return self
+
+
+class VpcConfig(_Model):
+    cidr: Cidr = "10.0.0.0/16"
+    public_subnet_cidrs: list[Cidr] = ["10.0.0.0/24", "10.0.1.0/24"]
+    private_subnet_cidrs: list[Cidr] = ["10.0.2.0/24", "10.0.3.0/24"]
+    nat_gateways: Literal["per_az", "single"] = "per_az"
+    flow_log_retention: LogRetention = "ONE_MONTH"
+
+    @model_validator(mode="after")
+    def _vpc_size(self) -> VpcConfig:
+        if not 16 <= net(self.cidr).prefixlen <= 28:
+            raise ValueError(f"cidr {self.cidr}: a VPC's prefix must be /16 to /28")
+        return self
+
+
+class SystemNodeGroupConfig(_Model):
+    instance_types: list[InstanceType] = Field(default=["c5.large"], min_length=1)
+    min_size: int = Field(default=1, ge=0)
+    desired_size: int = Field(default=2, ge=0)
+    max_size: int = Field(default=3, ge=1)
+    disk_size_gib: int = Field(default=20, ge=20)
+
+    @model_validator(mode="after")
+    def _sizes_ordered(self) -> SystemNodeGroupConfig:
+        if not self.min_size <= self.desired_size <= self.max_size:
+            raise ValueError(
+                f"need min_size <= desired_size <= max_size, got {self.min_size} / "
+                f"{self.desired_size} / {self.max_size}"
+            )
+        return self
+
+
+class ClusterConfig(_Model):
+    name: str = Field(default="eks-karpenterwithmultus", pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,99}$")
+    kubernetes_version: Literal["1.33", "1.34", "1.35", "1.36"] = "1.34"
+    public_access_cidrs: list[Cidr] = Field(
+        default=["0.0.0.0/0"],
+        description="Who may reach the public API endpoint; narrow it to your operators' ranges.",
+    )
+    admin_principal_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:.+$",
+        description="IAM principal given cluster-admin through an access entry.",
+    )
+    system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
+
+
+class KarpenterConfig(_Model):
+    version: str = Field(default="1.14.1", pattern=r"^\d+\.\d+\.\d+$")
+    namespace: str = Field(default="kube-system", pattern=_K8S_NAME)
+    replicas: int = Field(default=2, ge=1)
+    spot_service_linked_role: bool = False
+
+    @property
+    def minor(self) -> tuple[int, int]:
+        major, minor, _ = self.version.split(".")
+        return int(major), int(minor)
+
+
+class AppConfig(_Model):
+    """Everything one environment (account + region) needs."""
+
+    name: str = Field(default="karpenterwithmultus", pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,40}$")
+    account: str | None = Field(default=None, pattern=r"^\d{12}$")
+    region: str = "us-west-2"
+    availability_zones: list[str] = Field(default=["us-west-2a", "us-west-2b"], min_length=2)
+    vpc: VpcConfig = VpcConfig()
+    multus: MultusConfig = MultusConfig()
+    cluster: ClusterConfig = ClusterConfig()
+    karpenter: KarpenterConfig = KarpenterConfig()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AppConfig:
+        self._check_region()
+        self._check_subnet_counts()
+        self._check_subnets_fit_vpc()
+        self._check_karpenter_supports_kubernetes()
+        return self
+
+    def _check_region(self) -> None:
+        if self.region not in _ec2_regions():
+            raise ValueError(f"region {self.region!r} is not an AWS region known to EC2")
+        for az in self.availability_zones:
+            if not re.fullmatch(re.escape(self.region) + r"[a-z]", az):
+                raise ValueError(
+                    f"availability_zones: {az!r} is not an availability zone of {self.region} "
+                    f"(expected names like {self.region}a)"
+                )
+        if len(set(self.availability_zones)) != len(self.availability_zones):
+            raise ValueError("availability_zones: each AZ may appear only once")
+
+    def _check_subnet_counts(self) -> None:
+        want = len(self.availability_zones)
+        counted = {
+            "vpc.public_subnet_cidrs": len(self.vpc.public_subnet_cidrs),
+            "vpc.private_subnet_cidrs": len(self.vpc.private_subnet_cidrs),
+        }
+        for index, network in enumerate(self.multus.networks):
+            counted[f"multus.networks[{index}] ({network.name}).subnets"] = len(network.subnets)
+        for field, count in counted.items():
+            if count != want:
+                raise ValueError(
+                    f"{field}: {count} subnet(s) for {want} availability zones; give one per "
+                    f"AZ, in the order of availability_zones {self.availability_zones}"
+                )
+
+    def _check_subnets_fit_vpc(self) -> None:
+        vpc = net(self.vpc.cidr)
+        placed: list[tuple[str, ipaddress.IPv4Network]] = []
+        for label, cidr in self.all_subnet_cidrs():
+            subnet = net(cidr)
+            if not subnet.subnet_of(vpc):
+                raise ValueError(f"{label}: {cidr} is outside the VPC CIDR {self.vpc.cidr}")
+            for other_label, other in placed:
+                if subnet.overlaps(other):
+                    raise ValueError(f"{label}: {cidr} overlaps {other_label} ({other})")
+            placed.append((label, subnet))
+
+    def _check_karpenter_supports_kubernetes(self) -> None:
+        needed = MIN_KARPENTER_FOR_KUBERNETES[self.cluster.kubernetes_version]
+        if self.karpenter.minor < needed:
+            raise ValueError(
+                f"karpenter.version {self.karpenter.version} does not support Kubernetes "
+                f"{self.cluster.kubernetes_version}; use Karpenter >= {needed[0]}.{needed[1]}.0 "
+                "or an older cluster.kubernetes_version"
+            )
+
+    def all_subnet_cidrs(self) -> list[tuple[str, str]]:
+        """(config path, CIDR) of every subnet the VPC gets."""
+        labelled = [
+            (f"vpc.public_subnet_cidrs[{i}]", c) for i, c in enumerate(self.vpc.public_subnet_cidrs)
+        ]
+        labelled += [
+            (f"vpc.private_subnet_cidrs[{i}]", c)
+            for i, c in enumerate(self.vpc.private_subnet_cidrs)
+        ]
+        for n, network in enumerate(self.multus.networks):
+            labelled += [
+                (f"multus.networks[{n}].subnets[{i}].cidr", s.cidr)
+                for i, s in enumerate(network.subnets)
+            ]
+        return labelled

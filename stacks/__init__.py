@@ -1,0 +1,1 @@
+"""CloudFormation stacks of one environment: network, then cluster."""

@@ -1,0 +1,1 @@
+"""Stages: one deployable environment (account + region) with all its stacks."""

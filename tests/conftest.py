@@ -1,0 +1,67 @@
+"""Session-wide fixtures: the default app is synthesized once, with cdk-nag attached."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Template
+from cdk_nag import AwsSolutionsChecks
+
+from app import build_app
+from stages.environment_stage import EnvironmentStage
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_REFERENCE = REPO.parent / "shared" / "reference"
+
+
+def cdk_json_context(**overrides: Any) -> dict[str, Any]:
+    """cdk.json's context (feature flags + config), as `cdk synth` hands it to the app."""
+    context: dict[str, Any] = json.loads((REPO / "cdk.json").read_text())["context"]
+    return {**context, **overrides}
+
+
+@dataclass(frozen=True)
+class SynthesizedApp:
+    """A synthesized app. Synth fails when a validation plugin (cdk-nag) reports an error, but
+    templates are on disk by then, so assertions still run and the nag test shows the report."""
+
+    stage: EnvironmentStage
+    outdir: Path
+    synth_error: str | None
+
+    def template_json(self, stack: cdk.Stack) -> dict[str, Any]:
+        path = Path(self.stage.outdir) / stack.template_file
+        return dict(json.loads(path.read_text()))
+
+    def template(self, stack: cdk.Stack) -> Template:
+        return Template.from_json(self.template_json(stack))
+
+    def template_paths(self) -> list[Path]:
+        return sorted(Path(self.stage.outdir).glob("*.template.json"))
+
+    def validation_report(self) -> dict[str, Any]:
+        return dict(json.loads((self.outdir / "validation-report.json").read_text()))
+
+
+def synthesize(outdir: Path, context: dict[str, Any]) -> SynthesizedApp:
+    app = cdk.App(outdir=str(outdir), context=context)
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    build_app(app)
+    stage = next(child for child in app.node.children if isinstance(child, EnvironmentStage))
+    try:
+        app.synth()
+    except RuntimeError as error:
+        if "ValidationFailed" not in str(error):
+            raise
+        return SynthesizedApp(stage=stage, outdir=outdir, synth_error=str(error))
+    return SynthesizedApp(stage=stage, outdir=outdir, synth_error=None)
+
+
+@pytest.fixture(scope="session")
+def default_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
+    return synthesize(tmp_path_factory.mktemp("cdk.out"), cdk_json_context())

@@ -1,0 +1,73 @@
+"""Loading the config from CDK context: cdk.json object, config file, `-c config.x=y` values."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from config import ConfigError, load_config
+from config.loader import deep_merge, overrides_from_context
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_empty_context_gives_the_seed_defaults() -> None:
+    assert load_config({}, REPO).availability_zones == ["us-west-2a", "us-west-2b"]
+
+
+def test_cdk_json_object_then_file_then_dotted_overrides(tmp_path: Path) -> None:
+    (tmp_path / "env.json").write_text(
+        json.dumps({"cluster": {"kubernetes_version": "1.35"}, "name": "from-file"})
+    )
+    config = load_config(
+        {
+            "config": {"name": "from-cdk-json", "karpenter": {"replicas": 3}},
+            "config_file": "env.json",
+            "config.name": "from-cli",
+            "config.cluster.system_node_group.max_size": "5",
+        },
+        tmp_path,
+    )
+    assert config.name == "from-cli"
+    assert config.cluster.kubernetes_version == "1.35"
+    assert config.karpenter.replicas == 3
+    assert config.cluster.system_node_group.max_size == 5
+
+
+def test_yaml_config_file(tmp_path: Path) -> None:
+    (tmp_path / "env.yaml").write_text("vpc:\n  nat_gateways: single\n")
+    assert load_config({"config_file": "env.yaml"}, tmp_path).vpc.nat_gateways == "single"
+
+
+def test_override_values_keep_decimal_versions_as_text() -> None:
+    nested = overrides_from_context(
+        {"config.cluster.kubernetes_version": "1.30", "config.availability_zones": '["a","b"]'}
+    )
+    assert nested == {"cluster": {"kubernetes_version": "1.30"}, "availability_zones": ["a", "b"]}
+
+
+def test_deep_merge_replaces_lists_and_merges_mappings() -> None:
+    merged = deep_merge({"a": {"b": 1, "c": [1, 2]}}, {"a": {"c": [3]}})
+    assert merged == {"a": {"b": 1, "c": [3]}}
+
+
+def test_missing_config_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"config_file .*nope\.json: no such file"):
+        load_config({"config_file": "nope.json"}, tmp_path)
+
+
+def test_invalid_override_is_reported_with_its_path() -> None:
+    with pytest.raises(ConfigError, match=r"vpc\.nat_gateways"):
+        load_config({"config.vpc.nat_gateways": "two"}, REPO)
+
+
+def test_documented_three_az_example_is_valid() -> None:
+    config = load_config({"config_file": "examples/three-az-three-networks.json"}, REPO)
+    assert len(config.availability_zones) == 3
+    assert [network.name for network in config.multus.networks] == [
+        "signaling",
+        "userplane",
+        "oam",
+    ]

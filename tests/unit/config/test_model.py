@@ -1,0 +1,183 @@
+"""The config model: seed defaults and a clear, field-naming error for each kind of bad input."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from config import ConfigError, parse_config
+
+
+def seed_raw() -> dict[str, Any]:
+    """The seed config spelled out in full, so each test can break exactly one field."""
+    return parse_config({}).model_dump(mode="json")
+
+
+def error_for(raw: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw)
+    return str(caught.value)
+
+
+def test_defaults_reproduce_the_seed() -> None:
+    config = parse_config({})
+    assert config.region == "us-west-2"
+    assert config.availability_zones == ["us-west-2a", "us-west-2b"]
+    assert config.vpc.cidr == "10.0.0.0/16"
+    assert config.vpc.public_subnet_cidrs == ["10.0.0.0/24", "10.0.1.0/24"]
+    assert config.vpc.private_subnet_cidrs == ["10.0.2.0/24", "10.0.3.0/24"]
+    assert [
+        [(s.cidr, s.reservation) for s in network.subnets] for network in config.multus.networks
+    ] == [
+        [("10.0.4.0/24", "10.0.4.32/27"), ("10.0.5.0/24", "10.0.5.32/27")],
+        [("10.0.6.0/24", "10.0.6.32/27"), ("10.0.7.0/24", "10.0.7.32/27")],
+    ]
+    assert config.cluster.system_node_group.min_size == 1
+    assert config.cluster.system_node_group.desired_size == 2
+    assert config.cluster.system_node_group.max_size == 3
+
+
+def test_the_full_seed_dump_round_trips() -> None:
+    assert parse_config(seed_raw()) == parse_config({})
+
+
+def with_change(path: str, value: Any) -> dict[str, Any]:
+    raw = copy.deepcopy(seed_raw())
+    node: Any = raw
+    *parents, leaf = path.split(".")
+    for part in parents:
+        node = node[int(part)] if part.isdigit() else node[part]
+    if leaf.isdigit():
+        node[int(leaf)] = value
+    else:
+        node[leaf] = value
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        ("vpc.cidr", "10.0.0.0/33", ["vpc.cidr", "not an IPv4 CIDR"]),
+        ("vpc.public_subnet_cidrs.0", "10.0.0.1/24", ["vpc.public_subnet_cidrs[0]", "host bits"]),
+        (
+            "multus.networks.0.subnets.0.cidr",
+            "10.9.4.0/24",
+            ["multus.networks[0].subnets[0]", "not inside subnet 10.9.4.0/24"],
+        ),
+        (
+            "vpc.private_subnet_cidrs.1",
+            "10.1.3.0/24",
+            ["vpc.private_subnet_cidrs[1]", "outside the VPC CIDR 10.0.0.0/16"],
+        ),
+        (
+            "vpc.private_subnet_cidrs.1",
+            "10.0.4.128/25",
+            ["vpc.private_subnet_cidrs[1]", "overlaps", "multus.networks[0].subnets[0].cidr"],
+        ),
+        (
+            "multus.networks.0.subnets.0.reservation",
+            "10.1.4.32/27",
+            ["multus.networks[0].subnets[0]", "not inside subnet 10.0.4.0/24"],
+        ),
+        (
+            "multus.networks.0.subnets.0.reservation",
+            "10.0.4.0/28",
+            ["multus.networks[0].subnets[0]", "addresses AWS keeps", "10.0.4.4-10.0.4.254"],
+        ),
+        (
+            "multus.networks.0.subnets.0.reservation",
+            "10.0.4.240/28",
+            ["multus.networks[0].subnets[0]", "addresses AWS keeps"],
+        ),
+        ("availability_zones", ["us-west-2a"], ["availability_zones", "at least 2"]),
+        (
+            "availability_zones",
+            ["us-west-2a", "us-east-1b"],
+            ["availability_zones", "'us-east-1b' is not an availability zone of us-west-2"],
+        ),
+        ("region", "us-west-9", ["region", "not an AWS region"]),
+        (
+            "multus.networks.1.name",
+            "multus1",
+            ["multus", "two Multus networks share the name 'multus1'"],
+        ),
+        ("vpc.nat_gatways", "single", ["vpc.nat_gatways", "unknown key"]),
+        ("clustr", {}, ["clustr", "unknown key"]),
+        ("cluster.kubernetes_version", "1.31", ["cluster.kubernetes_version", "'1.33'"]),
+        (
+            "karpenter.version",
+            "1.5.3",
+            ["karpenter.version 1.5.3 does not support Kubernetes 1.34", ">= 1.6.0"],
+        ),
+        (
+            "cluster.system_node_group.instance_types",
+            ["c5.lage"],
+            ["cluster.system_node_group.instance_types[0]", "'c5.lage' is not an EC2 instance"],
+        ),
+        (
+            "cluster.system_node_group.min_size",
+            3,
+            ["cluster.system_node_group", "min_size <= desired_size <= max_size", "3 / 2 / 3"],
+        ),
+        (
+            "cluster.system_node_group.max_size",
+            1,
+            ["cluster.system_node_group", "min_size <= desired_size <= max_size", "1 / 2 / 1"],
+        ),
+    ],
+)
+def test_bad_input_names_the_field(path: str, value: Any, expected: list[str]) -> None:
+    message = error_for(with_change(path, value))
+    for fragment in expected:
+        assert fragment in message, message
+
+
+def test_network_missing_a_subnet_for_an_az_is_named() -> None:
+    raw = seed_raw()
+    raw["multus"]["networks"][1]["subnets"].pop()
+    message = error_for(raw)
+    assert "multus.networks[1] (multus2).subnets: 1 subnet(s) for 2 availability zones" in message
+
+
+def test_a_third_az_needs_subnets_everywhere() -> None:
+    raw = seed_raw()
+    raw["availability_zones"].append("us-west-2c")
+    message = error_for(raw)
+    assert "vpc.public_subnet_cidrs: 2 subnet(s) for 3 availability zones" in message
+
+
+def test_small_reservation_just_inside_the_usable_range_is_accepted() -> None:
+    config = parse_config(with_change("multus.networks.0.subnets.0.reservation", "10.0.4.4/30"))
+    assert config.multus.networks[0].subnets[0].reservation == "10.0.4.4/30"
+
+
+def test_several_errors_are_reported_together() -> None:
+    raw = with_change("vpc.cidr", "nonsense")
+    raw["typo"] = 1
+    message = error_for(raw)
+    assert "vpc.cidr" in message
+    assert "typo: unknown key" in message
+
+
+@pytest.mark.parametrize(
+    ("kubernetes", "karpenter", "accepted"),
+    [
+        ("1.33", "1.4.0", False),
+        ("1.33", "1.5.0", True),
+        ("1.34", "1.5.9", False),
+        ("1.34", "1.6.0", True),
+        ("1.35", "1.8.2", False),
+        ("1.35", "1.9.0", True),
+        ("1.36", "1.12.4", False),
+        ("1.36", "1.13.0", True),
+    ],
+)
+def test_karpenter_kubernetes_matrix(kubernetes: str, karpenter: str, accepted: bool) -> None:
+    raw = with_change("cluster.kubernetes_version", kubernetes)
+    raw["karpenter"]["version"] = karpenter
+    if accepted:
+        assert parse_config(raw).karpenter.version == karpenter
+    else:
+        assert "does not support Kubernetes" in error_for(raw)

@@ -1,0 +1,159 @@
+"""The default (seed) network: subnets, tags, route tables, reservations, outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match
+
+from config import parse_config
+from tests.conftest import SynthesizedApp
+
+SEED = parse_config({})
+
+
+@pytest.fixture(scope="module")
+def network(default_app: SynthesizedApp) -> dict[str, Any]:
+    return default_app.template_json(default_app.stage.network)
+
+
+def resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {key: r for key, r in template["Resources"].items() if r["Type"] == kind}
+
+
+def tags(resource: dict[str, Any]) -> dict[str, str]:
+    return {tag["Key"]: tag["Value"] for tag in resource["Properties"].get("Tags", [])}
+
+
+def subnets_by_group(template: dict[str, Any]) -> dict[str, list[tuple[str, str]]]:
+    grouped: dict[str, list[tuple[str, str]]] = {}
+    for subnet in resources(template, "AWS::EC2::Subnet").values():
+        group = tags(subnet)["aws-cdk:subnet-name"]
+        props = subnet["Properties"]
+        grouped.setdefault(group, []).append((props["AvailabilityZone"], props["CidrBlock"]))
+    return {group: sorted(entries) for group, entries in grouped.items()}
+
+
+def test_seed_subnets_have_exactly_the_seed_cidrs(network: dict[str, Any]) -> None:
+    assert subnets_by_group(network) == {
+        "Public": [("us-west-2a", "10.0.0.0/24"), ("us-west-2b", "10.0.1.0/24")],
+        "Nodes": [("us-west-2a", "10.0.2.0/24"), ("us-west-2b", "10.0.3.0/24")],
+        "multus1": [("us-west-2a", "10.0.4.0/24"), ("us-west-2b", "10.0.5.0/24")],
+        "multus2": [("us-west-2a", "10.0.6.0/24"), ("us-west-2b", "10.0.7.0/24")],
+    }
+
+
+def test_subnet_roles_are_tagged_for_eks_and_karpenter(network: dict[str, Any]) -> None:
+    for subnet in resources(network, "AWS::EC2::Subnet").values():
+        subnet_tags = tags(subnet)
+        group = subnet_tags["aws-cdk:subnet-name"]
+        az = subnet["Properties"]["AvailabilityZone"]
+        assert subnet_tags["Name"] == f"karpenterwithmultus-{group.lower()}-{az}"
+        assert ("kubernetes.io/role/elb" in subnet_tags) == (group == "Public")
+        assert ("kubernetes.io/role/internal-elb" in subnet_tags) == (group == "Nodes")
+        if group == "Nodes":
+            assert subnet_tags["karpenter.sh/discovery"] == SEED.cluster.name
+        else:
+            assert "karpenter.sh/discovery" not in subnet_tags
+
+
+def test_every_subnet_has_its_own_route_table(network: dict[str, Any]) -> None:
+    associations = resources(network, "AWS::EC2::SubnetRouteTableAssociation").values()
+    route_tables = [a["Properties"]["RouteTableId"]["Ref"] for a in associations]
+    subnets = [a["Properties"]["SubnetId"]["Ref"] for a in associations]
+    assert len(set(subnets)) == 8
+    assert len(set(route_tables)) == 8
+
+
+def test_nat_gateway_per_az_and_private_routes_stay_in_their_az(network: dict[str, Any]) -> None:
+    nat_gateways = resources(network, "AWS::EC2::NatGateway")
+    assert len(nat_gateways) == 2
+    subnet_az = {
+        key: r["Properties"]["AvailabilityZone"]
+        for key, r in resources(network, "AWS::EC2::Subnet").items()
+    }
+    nat_az = {key: subnet_az[r["Properties"]["SubnetId"]["Ref"]] for key, r in nat_gateways.items()}
+    table_az = {
+        a["Properties"]["RouteTableId"]["Ref"]: subnet_az[a["Properties"]["SubnetId"]["Ref"]]
+        for a in resources(network, "AWS::EC2::SubnetRouteTableAssociation").values()
+    }
+    nat_routes = [
+        r["Properties"]
+        for r in resources(network, "AWS::EC2::Route").values()
+        if "NatGatewayId" in r["Properties"]
+    ]
+    assert len(nat_routes) == 6  # 2 node subnets + 4 Multus subnets (seed: Multus egress via NAT)
+    for route in nat_routes:
+        assert table_az[route["RouteTableId"]["Ref"]] == nat_az[route["NatGatewayId"]["Ref"]]
+
+
+def test_reservations_equal_the_config(default_app: SynthesizedApp, network: dict) -> None:
+    subnet_cidr = {
+        key: r["Properties"]["CidrBlock"]
+        for key, r in resources(network, "AWS::EC2::Subnet").items()
+    }
+    reserved = sorted(
+        (subnet_cidr[r["Properties"]["SubnetId"]["Ref"]], r["Properties"]["Cidr"])
+        for r in resources(network, "Custom::SubnetCidrReservation").values()
+    )
+    assert reserved == [
+        ("10.0.4.0/24", "10.0.4.32/27"),
+        ("10.0.5.0/24", "10.0.5.32/27"),
+        ("10.0.6.0/24", "10.0.6.32/27"),
+        ("10.0.7.0/24", "10.0.7.32/27"),
+    ]
+    for reservation in resources(network, "Custom::SubnetCidrReservation").values():
+        assert reservation["Properties"]["ReservationType"] == "explicit"
+
+
+def test_reservation_handler_may_touch_only_multus_subnets(
+    default_app: SynthesizedApp, network: dict[str, Any]
+) -> None:
+    template = default_app.template(default_app.stage.network)
+    multus_subnets = {
+        key
+        for key, r in resources(network, "AWS::EC2::Subnet").items()
+        if tags(r)["aws-cdk:subnet-name"].startswith("multus")
+    }
+    policies = [
+        statement
+        for policy in resources(network, "AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if "ec2:CreateSubnetCidrReservation" in statement["Action"]
+    ]
+    assert len(policies) == 1
+    referenced = {
+        part["Ref"]
+        for arn in policies[0]["Resource"]
+        for part in arn["Fn::Join"][1]
+        if isinstance(part, dict) and "Ref" in part and part["Ref"].startswith("Network")
+    }
+    assert referenced == multus_subnets
+    template.has_resource_properties(
+        "AWS::Lambda::Function", {"Handler": "index.on_event", "Runtime": "python3.14"}
+    )
+
+
+def test_multus_security_group_admits_the_vpc_cidr(default_app: SynthesizedApp) -> None:
+    template = default_app.template(default_app.stage.network)
+    template.has_resource_properties(
+        "AWS::EC2::SecurityGroup",
+        {
+            "GroupDescription": Match.string_like_regexp("Multus"),
+            "SecurityGroupIngress": [
+                Match.object_like({"CidrIp": "10.0.0.0/16", "IpProtocol": "-1"})
+            ],
+        },
+    )
+
+
+def test_outputs_for_operators_and_later_stacks(network: dict[str, Any]) -> None:
+    outputs = set(network["Outputs"])
+    assert {"VpcId", "NodeSubnetIds", "PublicSubnetIds", "MultusSecurityGroupId"} <= outputs
+    multus_outputs = [name for name in outputs if name.startswith("MultusSubnet")]
+    assert len(multus_outputs) == 4
+
+
+def test_vpc_flow_logs_enabled(default_app: SynthesizedApp) -> None:
+    default_app.template(default_app.stage.network).resource_count_is("AWS::EC2::FlowLog", 1)

@@ -1,0 +1,30 @@
+"""The app entry point turns bad config into a short message and exit code 1, not a trace."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+
+def run_app(context: dict[str, str], outdir: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "CDK_CONTEXT_JSON": json.dumps(context),
+        "CDK_OUTDIR": outdir,
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "1",
+    }
+    return subprocess.run(
+        [sys.executable, "app.py"], cwd=REPO, env=env, capture_output=True, text=True, check=False
+    )
+
+
+def test_bad_config_exits_with_the_field_and_no_traceback(tmp_path) -> None:
+    result = run_app({"config.multus.networks": '[{"name": "x", "subnets": []}]'}, str(tmp_path))
+    assert result.returncode == 1
+    assert "multus.networks[0].subnets" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list(tmp_path.glob("**/*.template.json"))
