@@ -1,0 +1,182 @@
+"""Small Kubernetes building blocks shared by several charts.
+
+The Multus startup taint and the Karpenter node label are contracts between charts (NodePool,
+cleartaints, sample workloads), so they live here once instead of being typed in each chart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import cdk8s
+import cdk8s_plus_28 as kplus
+from constructs import Construct
+
+KARPENTER_NODE_LABEL_KEY = "karpenter-node"
+KARPENTER_NODE_LABEL_VALUE = "true"
+
+
+@dataclass(frozen=True)
+class NodeTaint:
+    key: str
+    value: str
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+    def as_dict(self) -> dict[str, str]:
+        return {"key": self.key, "value": self.value, "effect": self.effect}
+
+
+# Karpenter puts this on every new node; cleartaints removes it once the node's Multus
+# interfaces and Multus config exist, so Multus pods never land on a half-configured node.
+MULTUS_NOT_READY_TAINT = NodeTaint(key="multus/not-ready", value="true", effect="NoSchedule")
+
+
+def api_object(
+    scope: Construct,
+    construct_id: str,
+    *,
+    api_version: str,
+    kind: str,
+    name: str,
+    namespace: str | None = None,
+    body: Mapping[str, Any],
+) -> cdk8s.ApiObject:
+    """An ApiObject whose top-level fields besides metadata (spec, data...) come from `body`."""
+    obj = cdk8s.ApiObject(
+        scope,
+        construct_id,
+        api_version=api_version,
+        kind=kind,
+        metadata=cdk8s.ApiObjectMetadata(name=name, namespace=namespace),
+    )
+    for field, value in body.items():
+        obj.add_json_patch(cdk8s.JsonPatch.add(f"/{field}", value))
+    return obj
+
+
+def string_schema() -> dict[str, Any]:
+    return {"type": "string"}
+
+
+def object_schema(properties: Mapping[str, Any], required: Sequence[str] = ()) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": dict(properties)}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+def resource_schema(
+    spec: Mapping[str, Any],
+    *,
+    status: Mapping[str, Any] | None = None,
+    required: Sequence[str] = (),
+) -> dict[str, Any]:
+    """openAPIV3Schema of a custom resource: the standard envelope around its spec (and status)."""
+    properties: dict[str, Any] = {
+        "apiVersion": string_schema(),
+        "kind": string_schema(),
+        "metadata": {"type": "object"},
+        "spec": dict(spec),
+    }
+    if status is not None:
+        properties["status"] = dict(status)
+    return object_schema(properties, required)
+
+
+def custom_resource_definition(
+    scope: Construct,
+    construct_id: str,
+    *,
+    group: str,
+    kind: str,
+    plural: str,
+    singular: str,
+    version: str,
+    schema: Mapping[str, Any],
+    short_names: Sequence[str] = (),
+) -> cdk8s.ApiObject:
+    """A namespaced CRD serving and storing a single version."""
+    names: dict[str, Any] = {
+        "kind": kind,
+        "listKind": f"{kind}List",
+        "plural": plural,
+        "singular": singular,
+    }
+    if short_names:
+        names["shortNames"] = list(short_names)
+    return api_object(
+        scope,
+        construct_id,
+        api_version="apiextensions.k8s.io/v1",
+        kind="CustomResourceDefinition",
+        name=f"{plural}.{group}",
+        body={
+            "spec": {
+                "group": group,
+                "names": names,
+                "scope": "Namespaced",
+                "versions": [
+                    {
+                        "name": version,
+                        "served": True,
+                        "storage": True,
+                        "schema": {"openAPIV3Schema": dict(schema)},
+                    }
+                ],
+            }
+        },
+    )
+
+
+def resources(
+    *, cpu_millis: int, cpu_limit_millis: int, memory_mib: int, memory_limit_mib: int
+) -> kplus.ContainerResources:
+    return kplus.ContainerResources(
+        cpu=kplus.CpuResources(
+            request=kplus.Cpu.millis(cpu_millis), limit=kplus.Cpu.millis(cpu_limit_millis)
+        ),
+        memory=kplus.MemoryResources(
+            request=cdk8s.Size.mebibytes(memory_mib), limit=cdk8s.Size.mebibytes(memory_limit_mib)
+        ),
+    )
+
+
+def privileged_security_context() -> kplus.ContainerSecurityContextProps:
+    """For CNI components that write to the host's CNI directories and network namespaces."""
+    return kplus.ContainerSecurityContextProps(
+        privileged=True,
+        ensure_non_root=False,
+        allow_privilege_escalation=True,
+        read_only_root_filesystem=False,
+    )
+
+
+def restricted_security_context(user_id: int) -> kplus.ContainerSecurityContextProps:
+    """The Pod Security Standards "restricted" profile, running as `user_id`."""
+    return kplus.ContainerSecurityContextProps(
+        ensure_non_root=True,
+        user=user_id,
+        group=user_id,
+        privileged=False,
+        allow_privilege_escalation=False,
+        read_only_root_filesystem=True,
+        capabilities=kplus.ContainerSecutiryContextCapabilities(drop=[kplus.Capability.ALL]),
+        seccomp_profile=kplus.SeccompProfile(type=kplus.SeccompProfileType.RUNTIME_DEFAULT),
+    )
+
+
+def select_pods(workload: kplus.Workload, labels: Mapping[str, str]) -> None:
+    """Select the workload's pods by explicit labels.
+
+    cdk8s-plus would otherwise select on a label derived from the construct path, and a
+    DaemonSet/Deployment selector is immutable: a refactor would then force a delete+create.
+    """
+    workload.select(kplus.LabelSelector.of(labels=dict(labels)))
+    for key, value in labels.items():
+        workload.pod_metadata.add_label(key, value)
+
+
+def host_path_volume(scope: Construct, name: str, path: str) -> kplus.Volume:
+    return kplus.Volume.from_host_path(scope, f"{name}-volume", name, path=path)

@@ -1,0 +1,167 @@
+"""Karpenter NodePool and EC2NodeClass for the nodes that carry Multus interfaces.
+
+Defaults reproduce the seed's NodePool. New nodes start with the Multus startup taint (lifted by
+cleartaints) and launch into the private node subnets only: the subnet selector tags must be on
+those subnets and never on a Multus subnet, whose ENIs the user-data attaches separately.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import cdk8s
+from constructs import Construct
+
+from charts.building_blocks import (
+    KARPENTER_NODE_LABEL_KEY,
+    KARPENTER_NODE_LABEL_VALUE,
+    MULTUS_NOT_READY_TAINT,
+    NodeTaint,
+    api_object,
+)
+
+# An EKS-optimized AL2023 release that ships Kubernetes 1.34 AMIs (awslabs/amazon-eks-ami
+# release v20261112). Pinned: "@latest" would replace every node whenever AWS publishes an AMI.
+DEFAULT_AMI_ALIAS = "al2023@v20261112"
+
+
+@dataclass(frozen=True)
+class KarpenterNodePoolProps:
+    """zones: availability zones the nodes may launch in (one per configured AZ).
+    node_role_name: IAM role of the nodes; may be a CloudFormation token.
+    subnet_selector_tags / security_group_selector_tags: EC2 tags (values may be tokens) that
+    select the private node subnets and the node security groups.
+    user_data: MIME multi-part user data (the Multus ENI bootstrap), passed through verbatim.
+    tags: EC2 tags for instances, volumes and launch templates.
+    The remaining fields default to the seed's NodePool."""
+
+    zones: Sequence[str]
+    node_role_name: str
+    subnet_selector_tags: Mapping[str, str]
+    security_group_selector_tags: Mapping[str, str]
+    user_data: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    node_pool_name: str = "multus"
+    node_class_name: str = "multus"
+    ami_alias: str = DEFAULT_AMI_ALIAS
+    root_volume_size: str = "20Gi"
+    node_labels: Mapping[str, str] = field(
+        default_factory=lambda: {KARPENTER_NODE_LABEL_KEY: KARPENTER_NODE_LABEL_VALUE}
+    )
+    startup_taint: NodeTaint = MULTUS_NOT_READY_TAINT
+    instance_categories: Sequence[str] = ("m", "c", "r")
+    instance_cpus: Sequence[str] = ("2", "4", "8", "16")
+    instance_families: Sequence[str] = ("m5", "c5", "m6i", "c6i", "r6i")
+    capacity_types: Sequence[str] = ("on-demand",)
+    consolidate_after: str = "120s"
+    cpu_limit: str = "500"
+    memory_limit: str = "500Gi"
+    weight: int = 10
+
+
+class KarpenterNodePoolChart(cdk8s.Chart):
+    """A karpenter.sh/v1 NodePool and the karpenter.k8s.aws/v1 EC2NodeClass it launches."""
+
+    def __init__(self, scope: Construct, id: str, props: KarpenterNodePoolProps) -> None:
+        super().__init__(scope, id)
+        _check(props)
+        api_object(
+            self,
+            "node-class",
+            api_version="karpenter.k8s.aws/v1",
+            kind="EC2NodeClass",
+            name=props.node_class_name,
+            body={"spec": _node_class_spec(props)},
+        )
+        api_object(
+            self,
+            "node-pool",
+            api_version="karpenter.sh/v1",
+            kind="NodePool",
+            name=props.node_pool_name,
+            body={"spec": _node_pool_spec(props)},
+        )
+
+
+def _check(props: KarpenterNodePoolProps) -> None:
+    if not props.zones:
+        raise ValueError("zones: give at least one availability zone for the NodePool")
+    family, _, version = props.ami_alias.partition("@")
+    if family != "al2023" or not version.startswith("v"):
+        raise ValueError(
+            f"ami_alias {props.ami_alias!r}: pin an AL2023 release such as {DEFAULT_AMI_ALIAS} "
+            "(not @latest, which replaces every node whenever AWS publishes an AMI)"
+        )
+
+
+def _requirement(key: str, values: Sequence[str]) -> dict[str, Any]:
+    return {"key": key, "operator": "In", "values": list(values)}
+
+
+def _node_pool_spec(props: KarpenterNodePoolProps) -> dict[str, Any]:
+    requirements = [
+        *({"key": key, "operator": "Exists"} for key in props.node_labels),
+        _requirement("karpenter.k8s.aws/instance-category", props.instance_categories),
+        _requirement("karpenter.k8s.aws/instance-cpu", props.instance_cpus),
+        _requirement("karpenter.k8s.aws/instance-family", props.instance_families),
+        _requirement("karpenter.k8s.aws/instance-hypervisor", ["nitro"]),
+        _requirement("kubernetes.io/arch", ["amd64"]),
+        _requirement("kubernetes.io/os", ["linux"]),
+        _requirement("karpenter.sh/capacity-type", props.capacity_types),
+        _requirement("topology.kubernetes.io/zone", props.zones),
+    ]
+    return {
+        "template": {
+            "metadata": {"labels": dict(props.node_labels)},
+            "spec": {
+                "startupTaints": [props.startup_taint.as_dict()],
+                "requirements": requirements,
+                "nodeClassRef": {
+                    "group": "karpenter.k8s.aws",
+                    "kind": "EC2NodeClass",
+                    "name": props.node_class_name,
+                },
+            },
+        },
+        "disruption": {
+            "consolidationPolicy": "WhenEmpty",
+            "consolidateAfter": props.consolidate_after,
+        },
+        "limits": {"cpu": props.cpu_limit, "memory": props.memory_limit},
+        "weight": props.weight,
+    }
+
+
+def _node_class_spec(props: KarpenterNodePoolProps) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "amiSelectorTerms": [{"alias": props.ami_alias}],
+        "role": props.node_role_name,
+        "subnetSelectorTerms": [{"tags": dict(props.subnet_selector_tags)}],
+        "securityGroupSelectorTerms": [{"tags": dict(props.security_group_selector_tags)}],
+        # IMDSv2 only; hop limit 2 so pods (one hop further) can still reach IMDS.
+        "metadataOptions": {
+            "httpEndpoint": "enabled",
+            "httpProtocolIPv6": "disabled",
+            "httpPutResponseHopLimit": 2,
+            "httpTokens": "required",
+        },
+        "blockDeviceMappings": [
+            {
+                "deviceName": "/dev/xvda",
+                "rootVolume": True,
+                "ebs": {
+                    "volumeSize": props.root_volume_size,
+                    "volumeType": "gp3",
+                    "encrypted": True,
+                    "deleteOnTermination": True,
+                },
+            }
+        ],
+    }
+    if props.tags:
+        spec["tags"] = dict(props.tags)
+    if props.user_data is not None:
+        spec["userData"] = props.user_data
+    return spec

@@ -1,0 +1,110 @@
+"""NetworkAttachmentDefinitions: one per (Multus network, availability zone).
+
+Each attaches an ipvlan interface on the node's ENI of that network, with addresses from
+Whereabouts taken only out of the subnet's explicit CIDR reservation, so EC2 never hands the
+same addresses to an ENI. Pods reach other subnets through the VPC router via source-based
+routing (sbr), so replies leave on the interface they came in on.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import cdk8s
+from constructs import Construct
+
+from charts.building_blocks import api_object
+
+WHEREABOUTS_KUBECONFIG = "/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig"
+CNI_VERSION = "0.3.1"
+
+IpvlanMode = Literal["l2", "l3", "l3s"]
+
+
+def network_attachment_name(network: str, availability_zone: str) -> str:
+    """The NAD name pods use in their k8s.v1.cni.cncf.io/networks annotation."""
+    return f"{network}-{availability_zone}"
+
+
+def whereabouts_range_and_gateway(subnet_cidr: str, reservation_cidr: str) -> tuple[str, str]:
+    """Whereabouts range covering exactly the reservation, and the subnet's VPC router.
+
+    Subnet 10.0.4.0/24 with reservation 10.0.4.32/27 gives ("10.0.4.32-10.0.4.63/24",
+    "10.0.4.1"): the prefix stays the subnet's, because that is the interface's on-link network.
+    """
+    subnet = ipaddress.IPv4Network(subnet_cidr)
+    reservation = ipaddress.IPv4Network(reservation_cidr)
+    if not reservation.subnet_of(subnet):
+        raise ValueError(f"reservation {reservation_cidr} is not inside subnet {subnet_cidr}")
+    first, last = reservation.network_address, reservation.broadcast_address
+    vpc_router = subnet.network_address + 1
+    return f"{first}-{last}/{subnet.prefixlen}", str(vpc_router)
+
+
+@dataclass(frozen=True)
+class NetworkAttachment:
+    """name: NAD name (see network_attachment_name).
+    master_interface: the stable Linux name the node bootstrap gives this network's ENI.
+    ipvlan_mode: l2, l3 or l3s.
+    whereabouts_range / gateway: see whereabouts_range_and_gateway."""
+
+    name: str
+    master_interface: str
+    ipvlan_mode: IpvlanMode
+    whereabouts_range: str
+    gateway: str
+
+
+@dataclass(frozen=True)
+class NetworkAttachmentsProps:
+    """namespace: where the NADs live (pods elsewhere refer to them as <namespace>/<name>)."""
+
+    namespace: str
+    attachments: Sequence[NetworkAttachment]
+
+
+def cni_config(attachment: NetworkAttachment) -> dict[str, Any]:
+    return {
+        "cniVersion": CNI_VERSION,
+        "name": attachment.name,
+        "plugins": [
+            {
+                "type": "ipvlan",
+                "master": attachment.master_interface,
+                "mode": attachment.ipvlan_mode,
+                "ipam": {
+                    "type": "whereabouts",
+                    "datastore": "kubernetes",
+                    "kubernetes": {"kubeconfig": WHEREABOUTS_KUBECONFIG},
+                    "range": attachment.whereabouts_range,
+                    "gateway": attachment.gateway,
+                },
+            },
+            {"type": "sbr"},
+        ],
+    }
+
+
+class NetworkAttachmentsChart(cdk8s.Chart):
+    """One k8s.cni.cncf.io/v1 NetworkAttachmentDefinition per attachment."""
+
+    def __init__(self, scope: Construct, id: str, props: NetworkAttachmentsProps) -> None:
+        super().__init__(scope, id)
+        names = [attachment.name for attachment in props.attachments]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"network attachment names must be unique, repeated: {duplicates}")
+        for attachment in props.attachments:
+            api_object(
+                self,
+                attachment.name,
+                api_version="k8s.cni.cncf.io/v1",
+                kind="NetworkAttachmentDefinition",
+                name=attachment.name,
+                namespace=props.namespace,
+                body={"spec": {"config": json.dumps(cni_config(attachment))}},
+            )

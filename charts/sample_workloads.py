@@ -1,0 +1,96 @@
+"""Optional sample workloads (the seed's scale-out test): one multitool Deployment per AZ.
+
+Each pod is pinned to its AZ and to Karpenter's Multus nodes and asks Multus for that AZ's
+network attachments. The large default requests make every replica need its own node, so
+scaling a Deployment exercises Karpenter, the ENI bootstrap and cleartaints end to end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import cdk8s
+import cdk8s_plus_28 as kplus
+from constructs import Construct
+
+from charts.building_blocks import KARPENTER_NODE_LABEL_KEY, resources, select_pods
+
+# wbitt/network-multitool is the maintained home of praqma/network-multitool (the seed's
+# image): ping, curl, dig, ip, tcpdump... Pinned to an Alpine-based release tag.
+MULTITOOL_IMAGE = "wbitt/network-multitool:3.22.2"
+
+MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+
+
+@dataclass(frozen=True)
+class ZoneWorkload:
+    """availability_zone: where the pods run.
+    network_attachment_names: NADs (in the chart's namespace) to attach, in interface order."""
+
+    availability_zone: str
+    network_attachment_names: Sequence[str]
+
+
+@dataclass(frozen=True)
+class SampleWorkloadsProps:
+    """namespace: of the Deployments, and of the NADs they name.
+    cpu_millis / memory_mib: requests and limits of each pod (seed: 2 CPUs, 2 GiB)."""
+
+    namespace: str
+    workloads: Sequence[ZoneWorkload]
+    replicas: int = 1
+    cpu_millis: int = 2000
+    memory_mib: int = 2048
+
+
+def deployment_name(availability_zone: str) -> str:
+    return f"multitool-{availability_zone}"
+
+
+class SampleWorkloadsChart(cdk8s.Chart):
+    """One multitool Deployment per zone, each with that zone's Multus interfaces."""
+
+    def __init__(self, scope: Construct, id: str, props: SampleWorkloadsProps) -> None:
+        super().__init__(scope, id)
+        for workload in props.workloads:
+            _deployment(self, props, workload)
+
+
+def _deployment(scope: Construct, props: SampleWorkloadsProps, workload: ZoneWorkload) -> None:
+    name = deployment_name(workload.availability_zone)
+    deployment = kplus.Deployment(
+        scope,
+        name,
+        metadata=cdk8s.ApiObjectMetadata(name=name, namespace=props.namespace),
+        replicas=props.replicas,
+        select=False,
+        # The image runs nginx as root on port 80, as it does in the seed.
+        security_context=kplus.PodSecurityContextProps(ensure_non_root=False),
+    )
+    select_pods(deployment, {"app": name})
+    deployment.pod_metadata.add_annotation(
+        MULTUS_NETWORKS_ANNOTATION, ", ".join(workload.network_attachment_names)
+    )
+    deployment.scheduling.attract(
+        kplus.Node.labeled(
+            kplus.NodeLabelQuery.is_("topology.kubernetes.io/zone", workload.availability_zone),
+            kplus.NodeLabelQuery.exists(KARPENTER_NODE_LABEL_KEY),
+        )
+    )
+    deployment.add_container(
+        name="multitool",
+        image=MULTITOOL_IMAGE,
+        image_pull_policy=kplus.ImagePullPolicy.IF_NOT_PRESENT,
+        resources=resources(
+            cpu_millis=props.cpu_millis,
+            cpu_limit_millis=props.cpu_millis,
+            memory_mib=props.memory_mib,
+            memory_limit_mib=props.memory_mib,
+        ),
+        security_context=kplus.ContainerSecurityContextProps(
+            ensure_non_root=False,
+            read_only_root_filesystem=False,
+            allow_privilege_escalation=False,
+        ),
+    )

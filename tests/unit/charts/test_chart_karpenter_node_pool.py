@@ -1,0 +1,165 @@
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import cdk8s
+import pytest
+
+from charts.karpenter_node_pool import KarpenterNodePoolChart
+
+THREE_ZONES = ("eu-west-1a", "eu-west-1b", "eu-west-1c")
+
+
+def synth(helpers: SimpleNamespace, **overrides: object) -> dict[str, dict]:
+    chart = KarpenterNodePoolChart(
+        cdk8s.Testing.app(), "node-pool", helpers.node_pool_props(**overrides)
+    )
+    return {manifest["kind"]: manifest for manifest in cdk8s.Testing.synth(chart)}
+
+
+@pytest.fixture(scope="module")
+def seed(seed_manifests: dict[str, list[dict]]) -> dict[str, dict]:
+    return {m["kind"]: m for m in seed_manifests["karpenter-node-pool"]}
+
+
+@pytest.fixture(scope="module")
+def seed_node_pool_file(helpers: SimpleNamespace, reference_dir: Path) -> dict[str, dict]:
+    path = reference_dir / "seed-karpenter-with-multus-on-eks" / "config" / "nodepool.yaml"
+    return {m["kind"]: m for m in helpers.load_yaml_documents(path)}
+
+
+def requirement(node_pool: dict, key: str) -> dict:
+    (found,) = [r for r in node_pool["spec"]["template"]["spec"]["requirements"] if r["key"] == key]
+    return found
+
+
+def test_node_pool_carries_the_seed_scheduling_contract(seed: dict[str, dict]) -> None:
+    template = seed["NodePool"]["spec"]["template"]
+    assert template["metadata"]["labels"] == {"karpenter-node": "true"}
+    assert template["spec"]["startupTaints"] == [
+        {"key": "multus/not-ready", "value": "true", "effect": "NoSchedule"}
+    ]
+    assert requirement(seed["NodePool"], "karpenter-node") == {
+        "key": "karpenter-node",
+        "operator": "Exists",
+    }
+
+
+def test_node_pool_matches_the_seed_apart_from_the_zones(
+    seed: dict[str, dict], seed_node_pool_file: dict[str, dict]
+) -> None:
+    ours, theirs = seed["NodePool"]["spec"], seed_node_pool_file["NodePool"]["spec"]
+    zone = "topology.kubernetes.io/zone"
+
+    def without_zone(spec: dict) -> list[dict]:
+        return [r for r in spec["template"]["spec"]["requirements"] if r["key"] != zone]
+
+    assert without_zone(ours) == without_zone(theirs)
+    assert ours["template"]["metadata"] == theirs["template"]["metadata"]
+    assert ours["template"]["spec"]["startupTaints"] == theirs["template"]["spec"]["startupTaints"]
+    for field in ("disruption", "limits", "weight"):
+        assert ours[field] == theirs[field], field
+
+
+def test_node_pool_limits_disruption_and_weight(seed: dict[str, dict]) -> None:
+    spec = seed["NodePool"]["spec"]
+    assert spec["disruption"] == {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "120s"}
+    assert spec["limits"] == {"cpu": "500", "memory": "500Gi"}
+    assert spec["weight"] == 10
+    assert requirement(seed["NodePool"], "karpenter.sh/capacity-type")["values"] == ["on-demand"]
+    assert requirement(seed["NodePool"], "karpenter.k8s.aws/instance-family")["values"] == [
+        "m5",
+        "c5",
+        "m6i",
+        "c6i",
+        "r6i",
+    ]
+
+
+def test_zones_come_from_props(helpers: SimpleNamespace) -> None:
+    node_pool = synth(helpers, zones=THREE_ZONES)["NodePool"]
+    assert requirement(node_pool, "topology.kubernetes.io/zone") == {
+        "key": "topology.kubernetes.io/zone",
+        "operator": "In",
+        "values": list(THREE_ZONES),
+    }
+
+
+def test_node_pool_launches_its_node_class(seed: dict[str, dict]) -> None:
+    assert seed["NodePool"]["spec"]["template"]["spec"]["nodeClassRef"] == {
+        "group": "karpenter.k8s.aws",
+        "kind": "EC2NodeClass",
+        "name": seed["EC2NodeClass"]["metadata"]["name"],
+    }
+
+
+def test_node_class_requires_imdsv2_reachable_from_pods(seed: dict[str, dict]) -> None:
+    assert seed["EC2NodeClass"]["spec"]["metadataOptions"] == {
+        "httpEndpoint": "enabled",
+        "httpProtocolIPv6": "disabled",
+        "httpPutResponseHopLimit": 2,
+        "httpTokens": "required",
+    }
+
+
+def test_node_class_root_volume_is_encrypted_gp3(helpers: SimpleNamespace) -> None:
+    (mapping,) = synth(helpers, root_volume_size="50Gi")["EC2NodeClass"]["spec"][
+        "blockDeviceMappings"
+    ]
+    assert mapping["deviceName"] == "/dev/xvda"
+    assert mapping["rootVolume"] is True
+    assert mapping["ebs"] == {
+        "volumeSize": "50Gi",
+        "volumeType": "gp3",
+        "encrypted": True,
+        "deleteOnTermination": True,
+    }
+
+
+def test_node_class_ami_is_a_pinned_al2023_release(seed: dict[str, dict]) -> None:
+    (term,) = seed["EC2NodeClass"]["spec"]["amiSelectorTerms"]
+    assert re.fullmatch(r"al2023@v\d{8}", term["alias"])
+
+
+@pytest.mark.parametrize("alias", ["al2023@latest", "bottlerocket@v1.30.0", "al2023"])
+def test_unpinned_or_foreign_ami_alias_is_rejected(helpers: SimpleNamespace, alias: str) -> None:
+    with pytest.raises(ValueError, match="ami_alias"):
+        synth(helpers, ami_alias=alias)
+
+
+def test_empty_zone_list_is_rejected(helpers: SimpleNamespace) -> None:
+    with pytest.raises(ValueError, match="zones"):
+        synth(helpers, zones=())
+
+
+def test_node_class_selects_only_the_tagged_node_subnets(helpers: SimpleNamespace) -> None:
+    spec = synth(
+        helpers,
+        subnet_selector_tags={"karpenter.sh/discovery": "prod-cluster"},
+        security_group_selector_tags={"aws:cloudformation:logical-id": "NodeSg"},
+    )["EC2NodeClass"]["spec"]
+    assert spec["subnetSelectorTerms"] == [{"tags": {"karpenter.sh/discovery": "prod-cluster"}}]
+    assert spec["securityGroupSelectorTerms"] == [
+        {"tags": {"aws:cloudformation:logical-id": "NodeSg"}}
+    ]
+
+
+def test_tokens_and_user_data_pass_through_verbatim(helpers: SimpleNamespace) -> None:
+    user_data = 'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n--//--\n'
+    spec = synth(
+        helpers,
+        node_role_name=helpers.token,
+        user_data=user_data,
+        tags={"cluster": helpers.token},
+    )["EC2NodeClass"]["spec"]
+    assert spec["role"] == helpers.token
+    assert spec["userData"] == user_data
+    assert spec["tags"] == {"cluster": helpers.token}
+
+
+def test_user_data_and_tags_are_optional(helpers: SimpleNamespace) -> None:
+    spec = synth(helpers, user_data=None, tags={})["EC2NodeClass"]["spec"]
+    assert "userData" not in spec
+    assert "tags" not in spec

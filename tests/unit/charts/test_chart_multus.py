@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import cdk8s
+import pytest
+
+from charts.multus import MULTUS_IMAGE_TAG, MultusChart, MultusProps, multus_image
+
+
+@pytest.fixture(scope="module")
+def multus(seed_manifests: dict[str, list[dict]]) -> list[dict]:
+    return seed_manifests["multus"]
+
+
+@pytest.mark.parametrize(
+    ("region", "image"),
+    [
+        (
+            "us-west-2",
+            "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/multus-cni:v4.1.4-eksbuild.3_thick",
+        ),
+        (
+            "af-south-1",
+            "877085696533.dkr.ecr.af-south-1.amazonaws.com/eks/multus-cni:v4.1.4-eksbuild.3_thick",
+        ),
+        (
+            "me-south-1",
+            "558608220178.dkr.ecr.me-south-1.amazonaws.com/eks/multus-cni:v4.1.4-eksbuild.3_thick",
+        ),
+        (
+            "ap-south-2",
+            "900889452093.dkr.ecr.ap-south-2.amazonaws.com/eks/multus-cni:v4.1.4-eksbuild.3_thick",
+        ),
+        (
+            "cn-north-1",
+            "918309763551.dkr.ecr.cn-north-1.amazonaws.com.cn/eks/multus-cni:v4.1.4-eksbuild.3_thick",
+        ),
+    ],
+)
+def test_image_comes_from_the_regional_eks_registry(region: str, image: str) -> None:
+    assert multus_image(region) == image
+
+
+def test_unknown_region_fails_naming_the_region() -> None:
+    with pytest.raises(ValueError, match="'xx-nowhere-1'"):
+        MultusChart(cdk8s.Testing.app(), "multus", MultusProps(region="xx-nowhere-1"))
+
+
+def test_daemonset_and_installer_use_the_pinned_image_of_the_chart_region(
+    helpers: SimpleNamespace,
+) -> None:
+    manifests = cdk8s.Testing.synth(
+        MultusChart(cdk8s.Testing.app(), "multus", MultusProps(region="eu-south-1"))
+    )
+    daemon_set = helpers.find(manifests, "DaemonSet", "kube-multus-ds")
+    images = {c["image"] for c in helpers.containers(daemon_set)}
+    assert images == {
+        f"590381155156.dkr.ecr.eu-south-1.amazonaws.com/eks/multus-cni:{MULTUS_IMAGE_TAG}"
+    }
+
+
+def test_daemonset_runs_on_every_node_whatever_its_taints(
+    multus: list[dict], helpers: SimpleNamespace
+) -> None:
+    pod = helpers.find(multus, "DaemonSet")["spec"]["template"]["spec"]
+    for key, value, effect in [
+        ("multus/not-ready", "true", "NoSchedule"),
+        ("karpenter.sh/controller", "true", "NoSchedule"),
+        ("node.kubernetes.io/not-ready", "", "NoExecute"),
+    ]:
+        assert helpers.tolerates(pod["tolerations"], key, value, effect), key
+
+
+def test_daemon_runs_in_the_host_network_and_pid_namespaces(
+    multus: list[dict], helpers: SimpleNamespace
+) -> None:
+    pod = helpers.find(multus, "DaemonSet")["spec"]["template"]["spec"]
+    assert pod["hostNetwork"] is True
+    assert pod["hostPID"] is True
+    assert pod["serviceAccountName"] == "multus"
+    assert pod["automountServiceAccountToken"] is True
+    assert all(c["securityContext"]["privileged"] for c in pod["containers"])
+
+
+def test_shim_installer_shares_the_cni_bin_directory_with_the_host(
+    multus: list[dict], helpers: SimpleNamespace
+) -> None:
+    pod = helpers.find(multus, "DaemonSet")["spec"]["template"]["spec"]
+    (installer,) = pod["initContainers"]
+    (mount,) = installer["volumeMounts"]
+    host_paths = {v["name"]: v.get("hostPath", {}).get("path") for v in pod["volumes"]}
+    assert host_paths[mount["name"]] == "/opt/cni/bin"
+    assert mount["mountPropagation"] == "Bidirectional"
+    assert installer["command"][-1] == mount["mountPath"] + "/multus-shim"
+
+
+def test_daemon_config_delegates_to_the_vpc_cni_in_the_mounted_cni_dir(
+    multus: list[dict], helpers: SimpleNamespace
+) -> None:
+    config = json.loads(helpers.find(multus, "ConfigMap")["data"]["daemon-config.json"])
+    pod = helpers.find(multus, "DaemonSet")["spec"]["template"]["spec"]
+    (daemon,) = pod["containers"]
+    host_paths = {v["name"]: v.get("hostPath", {}).get("path") for v in pod["volumes"]}
+    mounts = {m["mountPath"]: host_paths[m["name"]] for m in daemon["volumeMounts"]}
+    assert config["multusMasterCNI"] == "10-aws.conflist"
+    assert mounts[config["confDir"]] == "/etc/cni/net.d"
+    assert mounts[config["multusAutoconfigDir"]] == "/etc/cni/net.d"
+    assert mounts[config["chrootDir"]] == "/"
+    env = {e["name"]: e.get("valueFrom") for e in daemon["env"]}
+    assert env["MULTUS_NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+
+
+def test_rbac_grants_what_the_eks_manifest_grants(
+    multus: list[dict], helpers: SimpleNamespace, reference_dir: Path
+) -> None:
+    upstream = helpers.load_yaml_documents(
+        reference_dir / "multus-v4.1.4-eksbuild.3" / "multus-daemonset-thick.yml"
+    )
+    ours = helpers.find(multus, "ClusterRole", "multus")["rules"]
+    assert helpers.rule_triples(ours) == helpers.rule_triples(
+        helpers.find(upstream, "ClusterRole", "multus")["rules"]
+    )
+    binding = helpers.find(multus, "ClusterRoleBinding", "multus")
+    assert binding["roleRef"]["name"] == "multus"
+    assert [(s["kind"], s["name"], s["namespace"]) for s in binding["subjects"]] == [
+        ("ServiceAccount", "multus", "kube-system")
+    ]
+
+
+def test_network_attachment_definition_crd_matches_upstream_schema(
+    multus: list[dict], helpers: SimpleNamespace, upstream_crds: dict[str, dict]
+) -> None:
+    ours = helpers.find(multus, "CustomResourceDefinition")
+    upstream = upstream_crds["k8s.cni.cncf.io/NetworkAttachmentDefinition"]
+    assert ours["metadata"]["name"] == upstream["metadata"]["name"]
+    assert ours["spec"]["names"]["kind"] == "NetworkAttachmentDefinition"
+    assert helpers.crd_schema(ours, "v1") == helpers.without_descriptions(
+        helpers.crd_schema(upstream, "v1")
+    )

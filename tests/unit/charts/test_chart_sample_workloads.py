@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import cdk8s
+
+from charts.sample_workloads import (
+    MULTITOOL_IMAGE,
+    MULTUS_NETWORKS_ANNOTATION,
+    SampleWorkloadsChart,
+    SampleWorkloadsProps,
+    ZoneWorkload,
+    deployment_name,
+)
+
+
+def test_one_deployment_per_zone_with_that_zones_attachments(
+    seed_manifests: dict[str, list[dict]], helpers: SimpleNamespace
+) -> None:
+    deployments = helpers.find_all(seed_manifests["sample-workloads"], "Deployment")
+    assert len(deployments) == len(helpers.seed_zones)
+    for zone in helpers.seed_zones:
+        deployment = helpers.find(deployments, "Deployment", deployment_name(zone))
+        template = deployment["spec"]["template"]
+        assert template["metadata"]["annotations"] == {
+            MULTUS_NETWORKS_ANNOTATION: f"multus1-{zone}, multus2-{zone}"
+        }
+        (term,) = template["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
+        assert term["matchExpressions"] == [
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]},
+            {"key": "karpenter-node", "operator": "Exists"},
+        ]
+
+
+def test_pods_request_what_they_are_given(helpers: SimpleNamespace) -> None:
+    props = SampleWorkloadsProps(
+        namespace="demo",
+        workloads=[ZoneWorkload("ap-south-2a", ["n1-ap-south-2a"])],
+        replicas=3,
+        cpu_millis=500,
+        memory_mib=256,
+    )
+    manifests = cdk8s.Testing.synth(SampleWorkloadsChart(cdk8s.Testing.app(), "s", props))
+    deployment = helpers.find(manifests, "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert deployment["metadata"]["namespace"] == "demo"
+    assert deployment["spec"]["replicas"] == 3
+    assert container["resources"] == {
+        "requests": {"cpu": "500m", "memory": "256Mi"},
+        "limits": {"cpu": "500m", "memory": "256Mi"},
+    }
+    assert container["image"] == MULTITOOL_IMAGE
