@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CDK entry point: load the config from context, then build the stage(s)."""
+"""CDK entry point: load the config from context, then build the direct stage or the pipeline."""
 
 from __future__ import annotations
 
@@ -9,12 +9,26 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from config import ConfigError, load_config
+from stacks.pipeline_stack import PipelineStack
 from stages.environment_stage import EnvironmentStage
 
 
 def build_app(app: cdk.App) -> cdk.App:
-    config = load_config(app.node.get_all_context(), Path(__file__).parent)
-    EnvironmentStage(app, config.name, config=config)
+    loaded = load_config(app.node.get_all_context(), Path(__file__).parent)
+    if loaded.pipeline is None:
+        EnvironmentStage(app, loaded.base.name, config=loaded.base)
+        return app
+    PipelineStack(
+        app,
+        loaded.pipeline.name,
+        pipeline=loaded.pipeline,
+        environments=loaded.environments,
+        synth_context={"config_file": loaded.config_file} if loaded.config_file else {},
+        env=cdk.Environment(
+            account=loaded.pipeline.tooling_account, region=loaded.pipeline.tooling_region
+        ),
+        description="CDK Pipeline rolling the Karpenter + Multus EKS stage out per environment",
+    )
     return app
 
 

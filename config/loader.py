@@ -5,23 +5,30 @@ Layers, later ones winning, merged key by key (lists are replaced whole):
 2. the `config` object in cdk.json context;
 3. the JSON or YAML file named by the `config_file` context value (path relative to the app);
 4. `-c config.<dotted.path>=<value>` overrides, e.g. `-c config.cluster.kubernetes_version=1.35`.
+
+A `pipeline` section in that document switches the app to a CDK Pipeline (config.pipeline).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from config.model import AppConfig
+from config.pipeline import PipelineConfig, PipelineEnvironmentConfig
 
 CONFIG_KEY = "config"
 CONFIG_FILE_KEY = "config_file"
 OVERRIDE_PREFIX = "config."
+PIPELINE_KEY = "pipeline"
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 class ConfigError(Exception):
@@ -38,11 +45,31 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
     return merged
 
 
-def parse_config(raw: Mapping[str, Any], source: str = "config") -> AppConfig:
+@dataclass(frozen=True)
+class PipelineEnvironment:
+    settings: PipelineEnvironmentConfig
+    config: AppConfig
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """The base config, plus the pipeline and each environment's merged config if configured."""
+
+    base: AppConfig
+    pipeline: PipelineConfig | None
+    environments: list[PipelineEnvironment]
+    config_file: str | None
+
+
+def _validate(model: type[ModelT], raw: Mapping[str, Any], source: str) -> ModelT:
     try:
-        return AppConfig.model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as error:
         raise ConfigError(describe_errors(error, source)) from None
+
+
+def parse_config(raw: Mapping[str, Any], source: str = "config") -> AppConfig:
+    return _validate(AppConfig, raw, source)
 
 
 def describe_errors(error: ValidationError, source: str) -> str:
@@ -104,5 +131,44 @@ def raw_config_from_context(context: Mapping[str, Any], base_dir: Path) -> dict[
     return deep_merge(raw, overrides_from_context(context))
 
 
-def load_config(context: Mapping[str, Any], base_dir: Path) -> AppConfig:
-    return parse_config(raw_config_from_context(context, base_dir))
+def load_config(context: Mapping[str, Any], base_dir: Path) -> LoadedConfig:
+    raw = raw_config_from_context(context, base_dir)
+    pipeline_raw = raw.pop(PIPELINE_KEY, None)
+    base = parse_config(raw)
+    config_file = context.get(CONFIG_FILE_KEY)
+    if pipeline_raw is None:
+        return LoadedConfig(base, None, [], config_file)
+    pipeline = _validate(PipelineConfig, pipeline_raw, "pipeline config")
+    environments = [
+        PipelineEnvironment(settings, _environment_config(raw, settings, index))
+        for index, settings in enumerate(pipeline.environments)
+    ]
+    _check_stack_names_unique(environments)
+    return LoadedConfig(base, pipeline, environments, config_file)
+
+
+def _check_stack_names_unique(environments: list[PipelineEnvironment]) -> None:
+    """Stack names derive from `name`; two environments in one account and region need two."""
+    seen: dict[tuple[str | None, str, str], str] = {}
+    for environment in environments:
+        config = environment.config
+        key = (config.account, config.region, config.name)
+        if key in seen:
+            raise ConfigError(
+                f"pipeline.environments: {seen[key]} and {environment.settings.name} deploy to "
+                f"{config.account}/{config.region} with the same name {config.name!r}; set "
+                "overrides.name in one of them"
+            )
+        seen[key] = environment.settings.name
+
+
+def _environment_config(
+    base_raw: Mapping[str, Any], settings: PipelineEnvironmentConfig, index: int
+) -> AppConfig:
+    placement = {
+        "account": settings.account,
+        "region": settings.region,
+        "availability_zones": settings.availability_zones,
+    }
+    raw = deep_merge(deep_merge(base_raw, settings.overrides), placement)
+    return parse_config(raw, f"config of pipeline.environments[{index}] ({settings.name})")

@@ -13,7 +13,14 @@ from functools import cache
 from typing import Annotated, Literal
 
 import botocore.session
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 # AWS keeps the first four addresses and the last one of every subnet for itself.
 AWS_RESERVED_HEAD = 4
@@ -184,11 +191,12 @@ class VpcConfig(_Model):
     nat_gateways: Literal["per_az", "single"] = "per_az"
     flow_log_retention: LogRetention = "ONE_MONTH"
 
-    @model_validator(mode="after")
-    def _vpc_size(self) -> VpcConfig:
-        if not 16 <= net(self.cidr).prefixlen <= 28:
-            raise ValueError(f"cidr {self.cidr}: a VPC's prefix must be /16 to /28")
-        return self
+    @field_validator("cidr")
+    @classmethod
+    def _vpc_size(cls, cidr: str) -> str:
+        if not 16 <= net(cidr).prefixlen <= 28:
+            raise ValueError(f"{cidr}: a VPC's prefix must be /16 to /28")
+        return cidr
 
 
 class SystemNodeGroupConfig(_Model):

@@ -7,7 +7,7 @@ from typing import Any
 from aws_cdk import Aspects, Environment, Stage
 from constructs import Construct
 
-from cdk_constructs.template_hygiene import AcceptLambdaRoleDependsOn
+from cdk_constructs.template_hygiene import RecordAcceptedLintFindings
 from config import AppConfig
 from stacks.network_stack import NetworkStack
 
@@ -30,4 +30,4 @@ class EnvironmentStage(Stage):
             stack_name=f"{config.name}-network",
             description=f"{config.name}: VPC, Multus subnets and CIDR reservations",
         )
-        Aspects.of(self).add(AcceptLambdaRoleDependsOn())
+        Aspects.of(self).add(RecordAcceptedLintFindings())

@@ -48,18 +48,36 @@ class SynthesizedApp:
         return dict(json.loads((self.outdir / "validation-report.json").read_text()))
 
 
-def synthesize(outdir: Path, context: dict[str, Any]) -> SynthesizedApp:
+def synthesize_with_nag(outdir: Path, context: dict[str, Any]) -> tuple[cdk.App, str | None]:
+    """Build the real app (app.build_app) and synthesize it with cdk-nag AwsSolutions attached.
+
+    Returns the app and the validation failure, if any (templates are written before it)."""
     app = cdk.App(outdir=str(outdir), context=context)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     build_app(app)
-    stage = next(child for child in app.node.children if isinstance(child, EnvironmentStage))
     try:
         app.synth()
     except RuntimeError as error:
         if "ValidationFailed" not in str(error):
             raise
-        return SynthesizedApp(stage=stage, outdir=outdir, synth_error=str(error))
-    return SynthesizedApp(stage=stage, outdir=outdir, synth_error=None)
+        return app, str(error)
+    return app, None
+
+
+def open_nag_findings(report: dict[str, Any]) -> list[str]:
+    return [
+        f"{violation['ruleName']} at {construct['constructPath']}"
+        for plugin in report["pluginReports"]
+        if plugin["pluginName"] == "AwsSolutions"
+        for violation in plugin["violations"]
+        for construct in violation["violatingConstructs"]
+    ]
+
+
+def synthesize(outdir: Path, context: dict[str, Any]) -> SynthesizedApp:
+    app, synth_error = synthesize_with_nag(outdir, context)
+    stage = next(child for child in app.node.children if isinstance(child, EnvironmentStage))
+    return SynthesizedApp(stage=stage, outdir=outdir, synth_error=synth_error)
 
 
 @pytest.fixture(scope="session")

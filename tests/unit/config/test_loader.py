@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def test_empty_context_gives_the_seed_defaults() -> None:
-    assert load_config({}, REPO).availability_zones == ["us-west-2a", "us-west-2b"]
+    assert load_config({}, REPO).base.availability_zones == ["us-west-2a", "us-west-2b"]
 
 
 def test_cdk_json_object_then_file_then_dotted_overrides(tmp_path: Path) -> None:
@@ -29,7 +29,7 @@ def test_cdk_json_object_then_file_then_dotted_overrides(tmp_path: Path) -> None
             "config.cluster.system_node_group.max_size": "5",
         },
         tmp_path,
-    )
+    ).base
     assert config.name == "from-cli"
     assert config.cluster.kubernetes_version == "1.35"
     assert config.karpenter.replicas == 3
@@ -38,7 +38,7 @@ def test_cdk_json_object_then_file_then_dotted_overrides(tmp_path: Path) -> None
 
 def test_yaml_config_file(tmp_path: Path) -> None:
     (tmp_path / "env.yaml").write_text("vpc:\n  nat_gateways: single\n")
-    assert load_config({"config_file": "env.yaml"}, tmp_path).vpc.nat_gateways == "single"
+    assert load_config({"config_file": "env.yaml"}, tmp_path).base.vpc.nat_gateways == "single"
 
 
 def test_override_values_keep_decimal_versions_as_text() -> None:
@@ -64,7 +64,7 @@ def test_invalid_override_is_reported_with_its_path() -> None:
 
 
 def test_documented_three_az_example_is_valid() -> None:
-    config = load_config({"config_file": "examples/three-az-three-networks.json"}, REPO)
+    config = load_config({"config_file": "examples/three-az-three-networks.json"}, REPO).base
     assert len(config.availability_zones) == 3
     assert [network.name for network in config.multus.networks] == [
         "signaling",

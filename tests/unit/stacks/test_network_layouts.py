@@ -13,7 +13,7 @@ from tests.conftest import REPO, cdk_json_context
 
 
 def network_template(config_context: dict[str, Any]) -> dict[str, Any]:
-    config = load_config(config_context, REPO)
+    config = load_config(config_context, REPO).base
     app = cdk.App(context=cdk_json_context())
     stack = NetworkStack(app, "Network", config=config, env=cdk.Environment(region=config.region))
     return cdk.assertions.Template.from_stack(stack).to_json()

@@ -1,0 +1,52 @@
+"""The optional `pipeline` section: a CDK Pipeline that rolls one configuration out, in order,
+to several accounts and regions. Each environment's AppConfig is the base config with the
+environment's account, region, AZs and overrides merged over it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+ACCOUNT_PATTERN = r"^\d{12}$"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PipelineSourceConfig(_Model):
+    connection_arn: str = Field(
+        pattern=r"^arn:aws[a-z-]*:(codestar-connections|codeconnections):[a-z0-9-]+:\d{12}:"
+        r"connection/[-a-f0-9]+$",
+        description="CodeStar/CodeConnections connection to the Git provider.",
+    )
+    repository: str = Field(pattern=r"^[\w.-]+/[\w.-]+$", description="owner/name")
+    branch: str = Field(default="main", min_length=1)
+
+
+class PipelineEnvironmentConfig(_Model):
+    name: str = Field(pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,30}$")
+    account: str = Field(pattern=ACCOUNT_PATTERN)
+    region: str
+    availability_zones: list[str] = Field(min_length=2)
+    manual_approval: bool = False
+    overrides: dict[str, Any] = Field(
+        default_factory=dict, description="Any AppConfig keys, merged over the base config."
+    )
+
+
+class PipelineConfig(_Model):
+    name: str = Field(default="karpenter-multus-pipeline", pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,60}$")
+    tooling_account: str = Field(pattern=ACCOUNT_PATTERN)
+    tooling_region: str
+    source: PipelineSourceConfig
+    environments: list[PipelineEnvironmentConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_environment_names(self) -> PipelineConfig:
+        names = [environment.name for environment in self.environments]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"environments: names must be unique; repeated: {duplicates}")
+        return self

@@ -1,0 +1,192 @@
+"""PipelineStack: CDK Pipelines rolling the same EnvironmentStage out to each environment."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from aws_cdk import Acknowledgment, Aspects, CfnElement, Duration, Stack, Validations, pipelines
+from aws_cdk import aws_codebuild as codebuild
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct, IConstruct
+
+from cdk_constructs.template_hygiene import RecordAcceptedLintFindings
+from config.loader import PipelineEnvironment
+from config.pipeline import PipelineConfig
+from stages.environment_stage import EnvironmentStage
+
+# The synth step runs the README's two commands: the whole test suite, then the synth itself.
+TEST_COMMAND = "make test"
+SYNTH_COMMAND = "make synth"
+
+
+def synth_commands(synth_context: Mapping[str, str]) -> list[str]:
+    """Commands of the synth step; `synth_context` is the `-c` selection to reproduce."""
+    cdk_args = " ".join(
+        f"-c {shlex.quote(f'{key}={value}')}" for key, value in synth_context.items()
+    )
+    synth = f"{SYNTH_COMMAND} CDK_ARGS={shlex.quote(cdk_args)}" if cdk_args else SYNTH_COMMAND
+    return [TEST_COMMAND, synth]
+
+
+class PipelineStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        pipeline: PipelineConfig,
+        environments: Sequence[PipelineEnvironment],
+        synth_context: Mapping[str, str],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        source = pipelines.CodePipelineSource.connection(
+            pipeline.source.repository,
+            pipeline.source.branch,
+            connection_arn=pipeline.source.connection_arn,
+        )
+        self.pipeline = pipelines.CodePipeline(
+            self,
+            "Pipeline",
+            pipeline_name=pipeline.name,
+            artifact_bucket=self._artifact_bucket(),
+            cross_account_keys=True,
+            enable_key_rotation=True,
+            self_mutation=True,
+            synth=pipelines.ShellStep(
+                "Synth",
+                input=source,
+                commands=synth_commands(synth_context),
+                primary_output_directory="cdk.out",
+            ),
+            code_build_defaults=pipelines.CodeBuildOptions(
+                build_environment=codebuild.BuildEnvironment(
+                    build_image=codebuild.LinuxBuildImage.STANDARD_7_0,
+                    compute_type=codebuild.ComputeType.MEDIUM,
+                )
+            ),
+        )
+        self.stages = [self._add_environment(environment) for environment in environments]
+        self.pipeline.build_pipeline()
+        self._acknowledge_cdk_pipelines_grants()
+        Aspects.of(self).add(RecordAcceptedLintFindings())
+
+    def _artifact_bucket(self) -> s3.Bucket:
+        """KMS-encrypted (rotating key, shareable with target accounts) and access-logged."""
+        access_logs = s3.Bucket(
+            self,
+            "ArtifactAccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
+        )
+        Validations.of(access_logs).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-S1",
+                reason="This bucket is the access-log destination of the artifact bucket; "
+                "logging it to itself would loop.",
+            )
+        )
+        artifacts = s3.Bucket(
+            self,
+            "Artifacts",
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=kms.Key(
+                self,
+                "ArtifactKey",
+                description="Pipeline artifacts, shared with the target accounts' deploy roles",
+                enable_key_rotation=True,
+            ),
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            server_access_logs_bucket=access_logs,
+            server_access_logs_prefix="artifacts/",
+        )
+        self._artifact_bucket_resource = artifacts.node.default_child
+        return artifacts
+
+    def _acknowledge_cdk_pipelines_grants(self) -> None:
+        """CDK Pipelines writes these wildcard grants itself; each is bounded to the pipeline's
+        artifact bucket and key, its CodeBuild projects' logs and reports, or the target
+        accounts' CDK bootstrap roles. Acknowledged on the pipeline construct only, never on the
+        environment stages."""
+        findings = {
+            **{
+                f"Action::{action}": "CDK Pipelines' grant on the pipeline's own artifact bucket "
+                "or key; the wildcard covers the multipart and versioned variants of one verb."
+                for action in (
+                    "s3:GetObject*",
+                    "s3:GetBucket*",
+                    "s3:List*",
+                    "s3:DeleteObject*",
+                    "s3:Abort*",
+                    "kms:GenerateDataKey*",
+                    "kms:ReEncrypt*",
+                )
+            },
+            "Resource::*": "CodePipeline/CodeBuild actions that take no resource "
+            "(e.g. codebuild:CreateReportGroup listing, cloudformation:DescribeStacks) as "
+            "generated by CDK Pipelines.",
+            f"Resource::<{self._logical_id(self._artifact_bucket_resource)}.Arn>/*": "Objects "
+            "of the pipeline's own artifact bucket.",
+            f"Resource::arn:*:iam::{self.account}:role/*": "Self-mutation assumes the "
+            "CDK bootstrap roles (cdk-*) of the tooling account to deploy the pipeline stack.",
+            f"Resource::arn:<AWS::Partition>:logs:{self.region}:{self.account}:log-group:"
+            "/aws/codebuild/*": "Asset publishing projects write to their own CodeBuild log "
+            "groups, whose names CDK Pipelines generates.",
+            f"Resource::arn:<AWS::Partition>:codebuild:{self.region}:{self.account}:"
+            "report-group/*": "Asset publishing projects' CodeBuild report groups.",
+        }
+        for project in (self.pipeline.synth_project, self.pipeline.self_mutation_project):
+            project_id = self._logical_id(project.node.default_child)
+            findings[
+                f"Resource::arn:<AWS::Partition>:logs:{self.region}:{self.account}:log-group:"
+                f"/aws/codebuild/<{project_id}>:*"
+            ] = "The CodeBuild project's own log streams."
+            findings[
+                f"Resource::arn:<AWS::Partition>:codebuild:{self.region}:{self.account}:"
+                f"report-group/<{project_id}>-*"
+            ] = "The CodeBuild project's own report groups."
+        for support in self.pipeline.pipeline.cross_region_support.values():
+            replication_bucket = self.resolve(support.replication_bucket.bucket_name)
+            findings[f"Resource::arn:<AWS::Partition>:s3:::{replication_bucket}/*"] = (
+                "Objects of the pipeline's cross-region artifact replication bucket."
+            )
+            Validations.of(support.replication_bucket).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions::AwsSolutions-S1",
+                    reason="CDK Pipelines creates this cross-region replication bucket in its "
+                    "support stack and offers no access-log option; it is KMS-encrypted and "
+                    "holds only copies of the access-logged artifact bucket's objects.",
+                )
+            )
+        Validations.of(self.pipeline).acknowledge(
+            *(
+                Acknowledgment(id=f"AwsSolutions::AwsSolutions-IAM5[{finding}]", reason=reason)
+                for finding, reason in findings.items()
+            )
+        )
+
+    def _logical_id(self, construct: IConstruct | None) -> str:
+        assert isinstance(construct, CfnElement)
+        return str(self.resolve(self.get_logical_id(construct)))
+
+    def _add_environment(self, environment: PipelineEnvironment) -> EnvironmentStage:
+        settings = environment.settings
+        stage = EnvironmentStage(self, settings.name, config=environment.config)
+        approvals = (
+            [
+                pipelines.ManualApprovalStep(
+                    f"Approve-{settings.name}",
+                    comment=f"Deploy to {settings.name} ({settings.account}/{settings.region})?",
+                )
+            ]
+            if settings.manual_approval
+            else []
+        )
+        self.pipeline.add_stage(stage, pre=approvals)
+        return stage
