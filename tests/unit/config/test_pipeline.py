@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from config import ConfigError, load_config
+from config.loader import LoadedConfig
 from tests.conftest import REPO
 
 SAMPLE: dict[str, Any] = json.loads(
@@ -16,7 +17,7 @@ SAMPLE: dict[str, Any] = json.loads(
 )
 
 
-def load(document: dict[str, Any]):  # noqa: ANN201 - LoadedConfig
+def load(document: dict[str, Any]) -> LoadedConfig:
     return load_config({"config": document}, REPO)
 
 
