@@ -207,6 +207,19 @@ class SystemNodeGroupConfig(_Model):
     disk_size_gib: int = Field(default=20, ge=20)
 
     @model_validator(mode="after")
+    def _x86_instance_types(self) -> SystemNodeGroupConfig:
+        # The group runs the AL2023 x86_64 AMI; EKS rejects Graviton (arm64) types for it.
+        # Graviton families have a "g" right after the generation digit (m6g, c7gn, t4g, x2gd,
+        # im4gn), plus the first-generation a1.
+        arm = [t for t in self.instance_types if re.match(r"^([a-z]+[0-9]+g|a1\.)", t)]
+        if arm:
+            raise ValueError(
+                f"instance_types {arm} are Graviton (arm64); the system node group runs the "
+                "AL2023 x86_64 AMI, so pick x86_64 types (for example c5.large)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _sizes_ordered(self) -> SystemNodeGroupConfig:
         if not self.min_size <= self.desired_size <= self.max_size:
             raise ValueError(
@@ -235,7 +248,20 @@ class KarpenterConfig(_Model):
     version: str = Field(default="1.14.1", pattern=r"^\d+\.\d+\.\d+$")
     namespace: str = Field(default="kube-system", pattern=_K8S_NAME)
     replicas: int = Field(default=2, ge=1)
-    spot_service_linked_role: bool = False
+    controller_cpu: str = Field(
+        default="1",
+        pattern=r"^([1-9][0-9]*m|[1-9][0-9]*(\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)$",
+        description="CPU request of each controller pod (Kubernetes quantity: 1, 500m).",
+    )
+    controller_memory: str = Field(
+        default="1Gi",
+        pattern=r"^[1-9][0-9]*(Mi|Gi)$",
+        description="Memory request and limit of each controller pod (Kubernetes quantity: 1Gi).",
+    )
+    spot_service_linked_role: bool = Field(
+        default=False,
+        description="Create the account-wide Spot service-linked role (fails if it exists).",
+    )
 
     @property
     def minor(self) -> tuple[int, int]:

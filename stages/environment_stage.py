@@ -9,6 +9,7 @@ from constructs import Construct
 
 from cdk_constructs.template_hygiene import RecordAcceptedLintFindings
 from config import AppConfig
+from stacks.cluster_stack import ClusterStack
 from stacks.network_stack import NetworkStack
 
 
@@ -29,5 +30,13 @@ class EnvironmentStage(Stage):
             config=config,
             stack_name=f"{config.name}-network",
             description=f"{config.name}: VPC, Multus subnets and CIDR reservations",
+        )
+        self.cluster = ClusterStack(
+            self,
+            "Cluster",
+            config=config,
+            network=self.network,
+            stack_name=f"{config.name}-cluster",
+            description=f"{config.name}: EKS cluster, system node group and Karpenter controller",
         )
         Aspects.of(self).add(RecordAcceptedLintFindings())

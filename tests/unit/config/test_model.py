@@ -181,3 +181,53 @@ def test_karpenter_kubernetes_matrix(kubernetes: str, karpenter: str, accepted: 
         assert parse_config(raw).karpenter.version == karpenter
     else:
         assert "does not support Kubernetes" in error_for(raw)
+
+
+def test_karpenter_controller_resources_default() -> None:
+    karpenter = parse_config({}).karpenter
+    assert (karpenter.controller_cpu, karpenter.controller_memory) == ("1", "1Gi")
+    assert karpenter.spot_service_linked_role is False
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        ("karpenter.controller_cpu", "1 core", ["karpenter.controller_cpu"]),
+        ("karpenter.controller_cpu", "0", ["karpenter.controller_cpu"]),
+        ("karpenter.controller_memory", "1GB", ["karpenter.controller_memory"]),
+        ("karpenter.controller_memory", "0Gi", ["karpenter.controller_memory"]),
+        (
+            "cluster.system_node_group.instance_types",
+            ["c5.large", "m7g.large"],
+            ["cluster.system_node_group", "['m7g.large'] are Graviton (arm64)", "x86_64"],
+        ),
+        (
+            "cluster.system_node_group.instance_types",
+            ["t4g.medium"],
+            ["cluster.system_node_group", "Graviton"],
+        ),
+    ],
+)
+def test_bad_cluster_and_karpenter_fields_are_named(
+    path: str, value: Any, expected: list[str]
+) -> None:
+    message = error_for(with_change(path, value))
+    for fragment in expected:
+        assert fragment in message, message
+
+
+@pytest.mark.parametrize(("cpu", "memory"), [("500m", "512Mi"), ("0.5", "2Gi"), ("2", "1024Mi")])
+def test_kubernetes_quantities_are_accepted(cpu: str, memory: str) -> None:
+    raw = with_change("karpenter.controller_cpu", cpu)
+    raw["karpenter"]["controller_memory"] = memory
+    karpenter = parse_config(raw).karpenter
+    assert (karpenter.controller_cpu, karpenter.controller_memory) == (cpu, memory)
+
+
+def test_x86_instance_types_with_a_g_elsewhere_are_accepted() -> None:
+    # g4dn/g5 are NVIDIA GPU x86_64 families, not Graviton.
+    raw = with_change("cluster.system_node_group.instance_types", ["g4dn.xlarge", "g5.xlarge"])
+    assert parse_config(raw).cluster.system_node_group.instance_types == [
+        "g4dn.xlarge",
+        "g5.xlarge",
+    ]

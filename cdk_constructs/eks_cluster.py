@@ -1,0 +1,209 @@
+"""The EKS control plane (aws_eks_v2), its kubectl provider, access entries and managed add-ons."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from aws_cdk import Acknowledgment, Annotations, Stack, Validations
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from cdk_constructs.nag_findings import finding_text
+
+# kubectl must be within one minor of the API server: one aws-cdk layer package per version
+# (pinned in requirements.txt). Imported on demand, each package is a ~35 MB jsii bundle.
+KUBECTL_LAYERS: Mapping[str, tuple[str, str]] = {
+    "1.33": ("aws_cdk.lambda_layer_kubectl_v33", "KubectlV33Layer"),
+    "1.34": ("aws_cdk.lambda_layer_kubectl_v34", "KubectlV34Layer"),
+    "1.35": ("aws_cdk.lambda_layer_kubectl_v35", "KubectlV35Layer"),
+    "1.36": ("aws_cdk.lambda_layer_kubectl_v36", "KubectlV36Layer"),
+}
+
+# AWS managed policies aws-cdk-lib attaches to the kubectl handler and its provider framework.
+KUBECTL_HANDLER_POLICIES: Mapping[str, str] = {
+    "AWSLambdaBasicExecutionRole": "Lets the kubectl handler and its provider framework write "
+    "their own CloudWatch logs; aws-cdk-lib attaches it.",
+    "AWSLambdaVPCAccessExecutionRole": "The kubectl functions run in the node subnets to reach "
+    "the private API endpoint and need to manage their own ENIs there.",
+    "AmazonEC2ContainerRegistryReadOnly": "The kubectl handler pulls Helm charts stored as OCI "
+    "artifacts in ECR (read-only); aws-cdk-lib attaches it.",
+    "AmazonElasticContainerRegistryPublicReadOnly": "The kubectl handler logs in to ECR Public "
+    "to pull the Karpenter charts (read-only); aws-cdk-lib attaches it in the aws partition.",
+}
+
+ALL_CONTROL_PLANE_LOGS = [
+    eks.ClusterLoggingTypes.API,
+    eks.ClusterLoggingTypes.AUDIT,
+    eks.ClusterLoggingTypes.AUTHENTICATOR,
+    eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
+    eks.ClusterLoggingTypes.SCHEDULER,
+]
+
+
+def kubectl_layer(scope: Construct, kubernetes_version: str) -> lambda_.ILayerVersion:
+    module_name, class_name = KUBECTL_LAYERS[kubernetes_version]
+    layer_class: Any = getattr(importlib.import_module(module_name), class_name)
+    layer: lambda_.ILayerVersion = layer_class(scope, "KubectlLayer")
+    return layer
+
+
+@dataclass(frozen=True)
+class EksClusterProps:
+    """node_subnets: the private subnets of the control-plane ENIs and the kubectl handler.
+    Load balancers find their subnets by the kubernetes.io/role/(internal-)elb tags, so the
+    public subnets need not be cluster subnets (control-plane ENIs then never land there).
+    core_dns_tolerations: extra tolerations so CoreDNS can run on the tainted system nodes."""
+
+    cluster_name: str
+    kubernetes_version: str
+    vpc_id: str
+    availability_zones: Sequence[str]
+    node_subnets: Sequence[ec2.ISubnet]
+    public_access_cidrs: Sequence[str]
+    admin_principal_arn: str | None
+    core_dns_tolerations: Sequence[Mapping[str, str]]
+
+
+class EksCluster(Construct):
+    """Private + CIDR-restricted public endpoint, every control-plane log type, KMS-encrypted
+    secrets, API-only authentication, and EKS-managed add-ons instead of the self-managed ones."""
+
+    def __init__(self, scope: Construct, construct_id: str, props: EksClusterProps) -> None:
+        super().__init__(scope, construct_id)
+        self.secrets_key = kms.Key(
+            self,
+            "SecretsKey",
+            description=f"Envelope encryption of Kubernetes secrets in EKS {props.cluster_name}",
+            enable_key_rotation=True,
+        )
+        self.cluster = eks.Cluster(
+            self,
+            "Cluster",
+            cluster_name=props.cluster_name,
+            version=eks.KubernetesVersion.of(props.kubernetes_version),
+            vpc=self._cluster_vpc(props),
+            vpc_subnets=[ec2.SubnetSelection(subnets=list(props.node_subnets))],
+            endpoint_access=eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(
+                *props.public_access_cidrs
+            ),
+            cluster_logging=ALL_CONTROL_PLANE_LOGS,
+            secrets_encryption_key=self.secrets_key,
+            kubectl_provider_options=eks.KubectlProviderOptions(
+                kubectl_layer=kubectl_layer(self, props.kubernetes_version)
+            ),
+            # Nodes come from our own node group and Karpenter, not from Auto Mode.
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+            default_capacity=0,
+            # Add-ons are EKS-managed below; self-managed copies would conflict with them.
+            bootstrap_self_managed_addons=False,
+            # Cluster admins are exactly the configured principal (plus the kubectl handler).
+            bootstrap_cluster_creator_admin_permissions=False,
+        )
+        # jsii's Python stubs leave kubectl_provider_options off Cluster, so mypy cannot see that
+        # it implements ICluster: consumers take this reference instead of casting themselves.
+        self.cluster_ref = cast(eks.ICluster, self.cluster)
+        if props.admin_principal_arn:
+            self.cluster.grant_cluster_admin("AdminAccess", props.admin_principal_arn)
+        # vpc-cni and kube-proxy are DaemonSets: healthy with zero nodes, and nodes need them
+        # to become Ready. CoreDNS is a Deployment: create it once nodes exist (see stack).
+        self.node_networking_addons = [
+            eks.Addon(self, "VpcCni", cluster=self.cluster_ref, addon_name="vpc-cni"),
+            eks.Addon(self, "KubeProxy", cluster=self.cluster_ref, addon_name="kube-proxy"),
+        ]
+        self.core_dns = eks.Addon(
+            self,
+            "CoreDns",
+            cluster=self.cluster_ref,
+            addon_name="coredns",
+            configuration_values={"tolerations": list(props.core_dns_tolerations)},
+        )
+        # The cluster's own (lazily created) agent add-on: every Pod Identity user, ours and any
+        # ServiceAccount added later, shares this one instead of adding a duplicate.
+        self.pod_identity_agent = self.cluster.eks_pod_identity_agent
+        self._acknowledge_library_findings()
+
+    def _cluster_vpc(self, props: EksClusterProps) -> ec2.IVpc:
+        """The VPC as the cluster should see it: the node subnets are its only subnets.
+
+        eks.Cluster tags every private subnet of its VPC for internal load balancers; handed the
+        full VPC it would also tag the Multus subnets. The network stack already tags the node
+        and public subnets, so the cluster gets this view and its tagging has nothing to do.
+        """
+        return ec2.Vpc.from_vpc_attributes(
+            self,
+            "ClusterVpc",
+            vpc_id=props.vpc_id,
+            availability_zones=list(props.availability_zones),
+            private_subnet_ids=[subnet.subnet_id for subnet in props.node_subnets],
+        )
+
+    def _acknowledge_library_findings(self) -> None:
+        Annotations.of(self.cluster).acknowledge_warning(
+            "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
+            "The network stack tags the node subnets for internal load balancers (and the "
+            "public subnets for internet-facing ones); Multus subnets must stay untagged.",
+        )
+        cfn_cluster = self.cluster.node.default_child
+        assert cfn_cluster is not None
+        Validations.of(cfn_cluster).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-EKS1",
+                reason="Operators and the deploy pipeline reach the API from outside the VPC; "
+                "the public endpoint only accepts cluster.public_access_cidrs and every call "
+                "still needs an IAM principal with an access entry.",
+            )
+        )
+        Validations.of(self.cluster.role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
+                "AmazonEKSClusterPolicy]",
+                reason="AmazonEKSClusterPolicy is the AWS-maintained service policy the EKS "
+                "control plane role must carry; it is versioned with EKS features.",
+            )
+        )
+        self._acknowledge_kubectl_provider_findings()
+
+    def _acknowledge_kubectl_provider_findings(self) -> None:
+        """The kubectl handler and its provider framework are aws-cdk-lib's own functions."""
+        provider = self.cluster.kubectl_provider
+        assert isinstance(provider, eks.KubectlProvider)
+        handler = provider.node.find_child("Handler")
+        assert isinstance(handler, lambda_.Function)
+        stack = Stack.of(self)
+        managed_policies = {
+            finding_text(self, arn)
+            for role in provider.node.find_all()
+            if isinstance(role, iam.CfnRole)
+            for arn in stack.resolve(role.managed_policy_arns)
+        }
+        Validations.of(provider).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-L1",
+                reason="aws-cdk-lib chooses the kubectl handler's Python runtime to match the "
+                "awscli and kubectl layers it ships; overriding it risks breaking them.",
+            ),
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM5[Resource::"
+                f"{finding_text(self, handler.function_arn)}:*]",
+                reason="The provider framework may invoke any version of its own kubectl "
+                "handler (<arn>:*) and nothing else.",
+            ),
+            *(
+                Acknowledgment(
+                    id=f"AwsSolutions::AwsSolutions-IAM4[Policy::{policy}]",
+                    reason=next(
+                        reason
+                        for name, reason in KUBECTL_HANDLER_POLICIES.items()
+                        if name in policy
+                    ),
+                )
+                for policy in sorted(managed_policies)
+            ),
+        )

@@ -1,0 +1,552 @@
+"""ClusterStack: EKS, add-ons, system node group, Karpenter IAM, queue, rules, Helm, outputs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from config import parse_config
+from tests.conftest import SHARED_REFERENCE, SynthesizedApp, cdk_json_context, synthesize
+
+SEED = parse_config({})
+CLUSTER = SEED.cluster.name
+REFERENCE_TEMPLATE = SHARED_REFERENCE / "karpenter-v1.14.1" / "cloudformation.yaml"
+ADMIN_ARN = "arn:aws:iam::123456789012:role/platform-admins"
+CONTROLLER_TAINT = {"key": "karpenter.sh/controller", "value": "true"}
+SCOPED_ACTIONS = {"ec2:RunInstances", "ec2:TerminateInstances", "ec2:CreateFleet", "iam:PassRole"}
+
+
+@pytest.fixture(scope="module")
+def cluster(default_app: SynthesizedApp) -> dict[str, Any]:
+    return default_app.template_json(default_app.stage.cluster)
+
+
+@pytest.fixture(scope="module")
+def variant(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One non-default synth: admin principal, Spot service-linked role, Kubernetes 1.36."""
+    overrides = {
+        "cluster": {"kubernetes_version": "1.36", "admin_principal_arn": ADMIN_ARN},
+        "karpenter": {"spot_service_linked_role": True},
+    }
+    app = synthesize(tmp_path_factory.mktemp("variant"), cdk_json_context(config=overrides))
+    return app.template_json(app.stage.cluster)
+
+
+def resources(template: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [r for r in template["Resources"].values() if r["Type"] == kind]
+
+
+def only(template: dict[str, Any], kind: str) -> dict[str, Any]:
+    (resource,) = resources(template, kind)
+    return resource
+
+
+def logical_id(template: dict[str, Any], kind: str, prefix: str) -> str:
+    (key,) = [
+        k for k, r in template["Resources"].items() if r["Type"] == kind and k.startswith(prefix)
+    ]
+    return key
+
+
+def statements(template: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every IAM statement of the template's roles (inline) and policies."""
+    for resource in template["Resources"].values():
+        if resource["Type"] == "AWS::IAM::Role":
+            for policy in resource["Properties"].get("Policies", []):
+                yield from policy["PolicyDocument"]["Statement"]
+        if resource["Type"] == "AWS::IAM::Policy":
+            yield from resource["Properties"]["PolicyDocument"]["Statement"]
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def controller_role(template: dict[str, Any]) -> dict[str, Any]:
+    return template["Resources"][logical_id(template, "AWS::IAM::Role", "KarpenterControllerRole")]
+
+
+def controller_statements(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    (policy,) = controller_role(template)["Properties"]["Policies"]
+    return {s["Sid"]: s for s in policy["PolicyDocument"]["Statement"]}
+
+
+def helm_chart(template: dict[str, Any], release: str) -> dict[str, Any]:
+    (chart,) = [
+        r["Properties"]
+        for r in resources(template, "Custom::AWSCDK-EKS-HelmChart")
+        if r["Properties"]["Release"] == release
+    ]
+    return chart
+
+
+def helm_values(template: dict[str, Any], release: str) -> dict[str, Any]:
+    """The chart values, with CloudFormation references replaced by placeholders."""
+    raw = helm_chart(template, release)["Values"]
+    if isinstance(raw, str):
+        return dict(json.loads(raw))
+    parts = raw["Fn::Join"][1]
+    return dict(json.loads("".join(p if isinstance(p, str) else "REF" for p in parts)))
+
+
+# --- the cluster -------------------------------------------------------------------------------
+
+
+def test_cluster_name_version_endpoint_logs_and_api_auth(cluster: dict[str, Any]) -> None:
+    props = only(cluster, "AWS::EKS::Cluster")["Properties"]
+    assert props["Name"] == CLUSTER
+    assert props["Version"] == "1.34"
+    vpc = props["ResourcesVpcConfig"]
+    assert vpc["EndpointPrivateAccess"] is True
+    assert vpc["EndpointPublicAccess"] is True
+    assert vpc["PublicAccessCidrs"] == SEED.cluster.public_access_cidrs
+    assert sorted(t["Type"] for t in props["Logging"]["ClusterLogging"]["EnabledTypes"]) == [
+        "api",
+        "audit",
+        "authenticator",
+        "controllerManager",
+        "scheduler",
+    ]
+    assert props["AccessConfig"] == {
+        "AuthenticationMode": "API",
+        "BootstrapClusterCreatorAdminPermissions": False,
+    }
+    assert props["BootstrapSelfManagedAddons"] is False
+    assert props["ComputeConfig"] == {"Enabled": False}  # no Auto Mode
+
+
+def test_cluster_lives_in_the_node_subnets_only(
+    default_app: SynthesizedApp, cluster: dict[str, Any]
+) -> None:
+    network = default_app.template_json(default_app.stage.network)
+    node_subnets = {
+        key
+        for key, r in network["Resources"].items()
+        if r["Type"] == "AWS::EC2::Subnet"
+        and {"Key": "aws-cdk:subnet-name", "Value": "Nodes"} in r["Properties"]["Tags"]
+    }
+    imports = only(cluster, "AWS::EKS::Cluster")["Properties"]["ResourcesVpcConfig"]["SubnetIds"]
+    exported = {
+        name: output["Value"]["Ref"]
+        for name, output in network["Outputs"].items()
+        if "Export" in output
+        for name in [output["Export"]["Name"]]
+    }
+    assert {exported[i["Fn::ImportValue"]] for i in imports} == node_subnets
+
+
+def test_cluster_does_not_tag_multus_subnets_for_load_balancers(
+    default_app: SynthesizedApp,
+) -> None:
+    network = default_app.template_json(default_app.stage.network)
+    for subnet in resources(network, "AWS::EC2::Subnet"):
+        tags = {t["Key"]: t["Value"] for t in subnet["Properties"]["Tags"]}
+        if tags["aws-cdk:subnet-name"].startswith("multus"):
+            assert "kubernetes.io/role/internal-elb" not in tags
+
+
+def test_secrets_are_encrypted_with_a_rotating_key(cluster: dict[str, Any]) -> None:
+    (encryption,) = only(cluster, "AWS::EKS::Cluster")["Properties"]["EncryptionConfig"]
+    assert encryption["Resources"] == ["secrets"]
+    key_id = encryption["Provider"]["KeyArn"]["Fn::GetAtt"][0]
+    key = cluster["Resources"][key_id]
+    assert key["Type"] == "AWS::KMS::Key"
+    assert key["Properties"]["EnableKeyRotation"] is True
+
+
+def test_kubectl_layer_matches_the_kubernetes_version(
+    cluster: dict[str, Any], variant: dict[str, Any]
+) -> None:
+    for template, version in ((cluster, "1.34"), (variant, "1.36")):
+        layers = [
+            r["Properties"]["Description"] for r in resources(template, "AWS::Lambda::LayerVersion")
+        ]
+        assert any(f"/opt/kubectl/kubectl {version}." in d for d in layers), layers
+        assert only(template, "AWS::EKS::Cluster")["Properties"]["Version"] == version
+
+
+def test_no_admin_access_entry_unless_configured(
+    cluster: dict[str, Any], variant: dict[str, Any]
+) -> None:
+    def principals(template: dict[str, Any]) -> list[Any]:
+        return [
+            r["Properties"]["PrincipalArn"]
+            for r in resources(template, "AWS::EKS::AccessEntry")
+            if any(
+                "AmazonEKSClusterAdminPolicy" in json.dumps(p["PolicyArn"])
+                for p in r["Properties"].get("AccessPolicies", [])
+            )
+        ]
+
+    # Only the kubectl handler's role (a GetAtt) is an admin by default.
+    assert all(isinstance(p, dict) for p in principals(cluster))
+    assert ADMIN_ARN in principals(variant)
+
+
+def test_managed_addons_and_core_dns_tolerates_the_controller_taint(
+    cluster: dict[str, Any],
+) -> None:
+    addons = {r["Properties"]["AddonName"]: r for r in resources(cluster, "AWS::EKS::Addon")}
+    assert set(addons) == {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"}
+    # Versions are left to EKS: the default for the cluster's Kubernetes version.
+    assert all("AddonVersion" not in a["Properties"] for a in addons.values())
+    config = json.loads(addons["coredns"]["Properties"]["ConfigurationValues"])
+    assert {**CONTROLLER_TAINT, "operator": "Equal", "effect": "NoSchedule"} in config[
+        "tolerations"
+    ]
+
+
+def test_addons_and_node_group_come_up_in_order(cluster: dict[str, Any]) -> None:
+    def depends_on(prefix: str, kind: str) -> set[str]:
+        return set(cluster["Resources"][logical_id(cluster, kind, prefix)].get("DependsOn", []))
+
+    nodegroup = logical_id(cluster, "AWS::EKS::Nodegroup", "SystemNodes")
+    assert {logical_id(cluster, "AWS::EKS::Addon", p) for p in ("EksVpcCni", "EksKubeProxy")} <= (
+        depends_on("SystemNodes", "AWS::EKS::Nodegroup")
+    )
+    assert nodegroup in depends_on("EksCoreDns", "AWS::EKS::Addon")
+
+
+# --- system node group ---------------------------------------------------------------------------
+
+
+def test_system_node_group_is_al2023_labelled_tainted_and_sized(cluster: dict[str, Any]) -> None:
+    props = only(cluster, "AWS::EKS::Nodegroup")["Properties"]
+    group = SEED.cluster.system_node_group
+    assert props["AmiType"] == "AL2023_x86_64_STANDARD"
+    assert props["InstanceTypes"] == group.instance_types
+    assert props["ScalingConfig"] == {
+        "MinSize": group.min_size,
+        "DesiredSize": group.desired_size,
+        "MaxSize": group.max_size,
+    }
+    assert props["Labels"] == {"karpenter.sh/controller": "true"}
+    assert props["Taints"] == [
+        {"Key": "karpenter.sh/controller", "Value": "true", "Effect": "NO_SCHEDULE"}
+    ]
+    assert "DiskSize" not in props  # the launch template owns the root volume
+    assert len(props["Subnets"]) == len(SEED.availability_zones)
+
+
+def test_system_nodes_require_imdsv2_and_an_encrypted_gp3_root(cluster: dict[str, Any]) -> None:
+    data = only(cluster, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
+    assert data["MetadataOptions"]["HttpTokens"] == "required"
+    assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 2
+    (root,) = data["BlockDeviceMappings"]
+    assert root["DeviceName"] == "/dev/xvda"
+    assert root["Ebs"]["Encrypted"] is True
+    assert root["Ebs"]["VolumeType"] == "gp3"
+    assert root["Ebs"]["VolumeSize"] == SEED.cluster.system_node_group.disk_size_gib
+    assert "ImageId" not in data and "UserData" not in data
+
+
+# --- Karpenter IAM -------------------------------------------------------------------------------
+
+
+def test_node_role_has_the_four_policies_and_an_ec2_linux_access_entry(
+    cluster: dict[str, Any],
+) -> None:
+    role_id = logical_id(cluster, "AWS::IAM::Role", "KarpenterNodeRole")
+    role = cluster["Resources"][role_id]["Properties"]
+    policies = {json.dumps(p).rsplit("/", 1)[-1].strip('"]}') for p in role["ManagedPolicyArns"]}
+    assert policies == {
+        "AmazonEKSWorkerNodePolicy",
+        "AmazonEKS_CNI_Policy",
+        "AmazonEC2ContainerRegistryPullOnly",
+        "AmazonSSMManagedInstanceCore",
+    }
+    (entry,) = [
+        r["Properties"]
+        for r in resources(cluster, "AWS::EKS::AccessEntry")
+        if r["Properties"]["PrincipalArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
+    ]
+    assert entry["Type"] == "EC2_LINUX"
+    assert "AccessPolicies" not in entry or entry["AccessPolicies"] == []
+
+
+def test_controller_uses_pod_identity_for_its_service_account(cluster: dict[str, Any]) -> None:
+    trust = controller_role(cluster)["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert trust == [
+        {
+            "Action": ["sts:AssumeRole", "sts:TagSession"],
+            "Effect": "Allow",
+            "Principal": {"Service": "pods.eks.amazonaws.com"},
+        }
+    ]
+    association = only(cluster, "AWS::EKS::PodIdentityAssociation")["Properties"]
+    assert association["Namespace"] == SEED.karpenter.namespace
+    assert association["ServiceAccount"] == "karpenter"
+    role_id = logical_id(cluster, "AWS::IAM::Role", "KarpenterControllerRole")
+    assert association["RoleArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
+
+
+def load_reference() -> dict[str, Any]:
+    if not REFERENCE_TEMPLATE.exists():
+        pytest.skip(f"Karpenter reference template not found at {REFERENCE_TEMPLATE}")
+
+    class CloudFormationLoader(yaml.SafeLoader):
+        """Reads !Sub/!Ref/!GetAtt... as plain values."""
+
+    def any_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
+        if isinstance(node, yaml.ScalarNode):
+            return loader.construct_scalar(node)
+        if isinstance(node, yaml.SequenceNode):
+            return loader.construct_sequence(node)
+        return loader.construct_mapping(node)  # type: ignore[arg-type]
+
+    CloudFormationLoader.add_multi_constructor("!", any_tag)
+    return dict(yaml.load(REFERENCE_TEMPLATE.read_text(), Loader=CloudFormationLoader))
+
+
+def reference_controller_statements() -> dict[str, dict[str, Any]]:
+    """The reference's controller policies (JSON inside !Sub), ${...} left as written."""
+    found: dict[str, dict[str, Any]] = {}
+    for resource in load_reference()["Resources"].values():
+        if resource["Type"] == "AWS::IAM::ManagedPolicy":
+            document = json.loads(resource["Properties"]["PolicyDocument"])
+            found.update({s["Sid"]: s for s in document["Statement"]})
+    return found
+
+
+def test_controller_actions_equal_the_reference(cluster: dict[str, Any]) -> None:
+    ours = controller_statements(cluster)
+    reference = reference_controller_statements()
+    assert set(ours) == set(reference)
+    for sid, statement in reference.items():
+        assert sorted(as_list(ours[sid]["Action"])) == sorted(as_list(statement["Action"])), sid
+
+
+def test_controller_conditions_equal_the_reference_for_this_cluster(
+    cluster: dict[str, Any],
+) -> None:
+    ours = controller_statements(cluster)
+    for sid, statement in reference_controller_statements().items():
+        expected = json.loads(
+            json.dumps(statement.get("Condition", {}))
+            .replace("${ClusterName}", CLUSTER)
+            .replace("${AWS::Region}", SEED.region)
+        )
+        actual = ours[sid].get("Condition", {})
+        if sid == "AllowZonalShiftStatusReadOnly":  # the cluster ARN is a GetAtt here
+            assert set(actual["StringEquals"]) == {"arc-zonal-shift:ResourceIdentifier"}
+            continue
+        normalise = lambda c: {  # noqa: E731 - order of list values is not meaningful
+            op: {k: sorted(as_list(v)) for k, v in body.items()} for op, body in c.items()
+        }
+        assert normalise(actual) == normalise(expected), sid
+
+
+def render(value: Any) -> str:
+    """A template value in the reference's !Sub notation: ${AWS::Partition}, ${Id.Arn}."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return "${" + value["Ref"] + "}"
+    if "Fn::GetAtt" in value:
+        return "${" + ".".join(value["Fn::GetAtt"]) + "}"
+    separator, parts = value["Fn::Join"]
+    return str(separator).join(render(part) for part in parts)
+
+
+def test_controller_resources_equal_the_reference_in_this_region(cluster: dict[str, Any]) -> None:
+    ours = controller_statements(cluster)
+    for sid, statement in reference_controller_statements().items():
+        expected = sorted(as_list(statement["Resource"]))
+        if any("Arn}" in r or "cluster/" in r for r in expected):
+            continue  # references to our own resources: checked by the next test
+        actual = sorted(
+            render(r).replace(f":{SEED.region}:", ":${AWS::Region}:")
+            for r in as_list(ours[sid]["Resource"])
+        )
+        assert actual == expected, sid
+
+
+def test_controller_may_pass_only_the_node_role_and_use_only_its_queue_and_cluster(
+    cluster: dict[str, Any],
+) -> None:
+    ours = controller_statements(cluster)
+    node_role = logical_id(cluster, "AWS::IAM::Role", "KarpenterNodeRole")
+    queue = logical_id(cluster, "AWS::SQS::Queue", "KarpenterInterruption")
+    eks_cluster = logical_id(cluster, "AWS::EKS::Cluster", "EksCluster")
+    assert ours["AllowPassingInstanceRole"]["Resource"] == {"Fn::GetAtt": [node_role, "Arn"]}
+    assert ours["AllowInterruptionQueueActions"]["Resource"] == {"Fn::GetAtt": [queue, "Arn"]}
+    assert ours["AllowAPIServerEndpointDiscovery"]["Resource"] == {
+        "Fn::GetAtt": [eks_cluster, "Arn"]
+    }
+
+
+def test_launch_terminate_and_pass_role_are_never_granted_on_everything(
+    cluster: dict[str, Any],
+) -> None:
+    """In every statement of the stack: never on "*"; on instances, fleets, launch templates,
+    volumes or Spot requests only with this cluster's ownership tag in a condition (launch
+    inputs such as AMIs and subnets need none, as in the reference); PassRole: the node role."""
+    owned = f"kubernetes.io/cluster/{CLUSTER}"
+    created = ("instance/*", "fleet/*", "launch-template/*", "volume/*", "spot-instances-request")
+    node_role = logical_id(cluster, "AWS::IAM::Role", "KarpenterNodeRole")
+    checked = 0
+    for statement in statements(cluster):
+        actions = set(as_list(statement["Action"])) & SCOPED_ACTIONS
+        if statement["Effect"] != "Allow" or not actions:
+            continue
+        checked += 1
+        targets = [render(r) for r in as_list(statement["Resource"])]
+        assert "*" not in targets, statement
+        if "iam:PassRole" in actions:
+            assert targets == ["${" + node_role + ".Arn}"], statement
+        if any(kind in target for target in targets for kind in created):
+            assert owned in json.dumps(statement.get("Condition", {})), statement
+    assert checked == 5  # the reference's four launch/terminate statements + PassRole
+
+
+# --- interruption queue --------------------------------------------------------------------------
+
+
+def test_interruption_queue_is_encrypted_short_lived_and_tls_only(cluster: dict[str, Any]) -> None:
+    queue = only(cluster, "AWS::SQS::Queue")["Properties"]
+    assert queue["MessageRetentionPeriod"] == 300
+    assert queue["SqsManagedSseEnabled"] is True
+    policy = only(cluster, "AWS::SQS::QueuePolicy")["Properties"]["PolicyDocument"]["Statement"]
+    assert any(
+        s["Effect"] == "Deny"
+        and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        and s["Principal"] == {"AWS": "*"}
+        for s in policy
+    )
+    senders = [s for s in policy if s["Effect"] == "Allow"]
+    assert all(s["Principal"] == {"Service": "events.amazonaws.com"} for s in senders)
+    assert len(senders) == len(resources(cluster, "AWS::Events::Rule"))
+
+
+def test_eventbridge_rules_send_every_interruption_event_to_the_queue(
+    cluster: dict[str, Any],
+) -> None:
+    queue = logical_id(cluster, "AWS::SQS::Queue", "KarpenterInterruption")
+    patterns = set()
+    for rule in resources(cluster, "AWS::Events::Rule"):
+        props = rule["Properties"]
+        ((target),) = props["Targets"]
+        assert target["Arn"] == {"Fn::GetAtt": [queue, "Arn"]}
+        pattern = props["EventPattern"]
+        patterns.add((pattern["source"][0], pattern["detail-type"][0]))
+    assert patterns >= {
+        ("aws.ec2", "EC2 Spot Instance Interruption Warning"),
+        ("aws.ec2", "EC2 Instance Rebalance Recommendation"),
+        ("aws.ec2", "EC2 Instance State-change Notification"),
+        ("aws.health", "AWS Health Event"),
+    }
+
+
+def test_rules_match_the_reference(cluster: dict[str, Any]) -> None:
+    reference = {
+        (
+            r["Properties"]["EventPattern"]["source"][0],
+            r["Properties"]["EventPattern"]["detail-type"][0],
+        )
+        for r in load_reference()["Resources"].values()
+        if r["Type"] == "AWS::Events::Rule"
+    }
+    ours = {
+        (
+            r["Properties"]["EventPattern"]["source"][0],
+            r["Properties"]["EventPattern"]["detail-type"][0],
+        )
+        for r in resources(cluster, "AWS::Events::Rule")
+    }
+    assert ours == reference
+
+
+# --- Helm ----------------------------------------------------------------------------------------
+
+
+def test_crd_chart_then_controller_chart_at_the_pinned_version(cluster: dict[str, Any]) -> None:
+    crds = helm_chart(cluster, "karpenter-crd")
+    controller = helm_chart(cluster, "karpenter")
+    for chart, name in ((crds, "karpenter-crd"), (controller, "karpenter")):
+        assert chart["Repository"] == f"oci://public.ecr.aws/karpenter/{name}"
+        assert chart["Chart"] == name
+        assert chart["Version"] == SEED.karpenter.version
+        assert chart["Namespace"] == SEED.karpenter.namespace
+    assert controller["SkipCrds"] is True
+    assert "SkipCrds" not in crds
+    controller_id = logical_id(cluster, "Custom::AWSCDK-EKS-HelmChart", "KarpenterController")
+    depends = set(cluster["Resources"][controller_id]["DependsOn"])
+    assert {
+        logical_id(cluster, "Custom::AWSCDK-EKS-HelmChart", "KarpenterCrds"),
+        logical_id(cluster, "AWS::EKS::PodIdentityAssociation", "Karpenter"),
+        logical_id(cluster, "AWS::EKS::Nodegroup", "SystemNodes"),
+        logical_id(cluster, "AWS::EKS::Addon", "EksClusterEksPodIdentityAgent"),
+    } <= depends
+
+
+def test_controller_values(cluster: dict[str, Any]) -> None:
+    values = helm_values(cluster, "karpenter")
+    assert values["settings"] == {"clusterName": CLUSTER, "interruptionQueue": "REF"}
+    assert values["replicas"] == SEED.karpenter.replicas == 2
+    assert values["podDisruptionBudget"] == {"name": "karpenter", "maxUnavailable": 1}
+    assert values["serviceAccount"] == {"create": True, "name": "karpenter"}
+    assert {**CONTROLLER_TAINT, "operator": "Equal", "effect": "NoSchedule"} in values[
+        "tolerations"
+    ]
+    (term,) = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert {"key": "karpenter.sh/controller", "operator": "In", "values": ["true"]} in term[
+        "matchExpressions"
+    ]
+    assert values["controller"]["resources"] == {
+        "requests": {"cpu": "1", "memory": "1Gi"},
+        "limits": {"memory": "1Gi"},
+    }
+
+
+def test_interruption_queue_name_reaches_the_chart(cluster: dict[str, Any]) -> None:
+    raw = helm_chart(cluster, "karpenter")["Values"]
+    queue = logical_id(cluster, "AWS::SQS::Queue", "KarpenterInterruption")
+    assert {"Fn::GetAtt": [queue, "QueueName"]} in raw["Fn::Join"][1]
+
+
+# --- Spot service-linked role ---------------------------------------------------------------------
+
+
+def test_spot_service_linked_role_only_when_enabled(
+    cluster: dict[str, Any], variant: dict[str, Any]
+) -> None:
+    assert resources(cluster, "AWS::IAM::ServiceLinkedRole") == []
+    assert only(variant, "AWS::IAM::ServiceLinkedRole")["Properties"]["AWSServiceName"] == (
+        "spot.amazonaws.com"
+    )
+
+
+# --- outputs and attributes ----------------------------------------------------------------------
+
+
+def test_outputs(cluster: dict[str, Any]) -> None:
+    outputs = cluster["Outputs"]
+    cluster_id = logical_id(cluster, "AWS::EKS::Cluster", "EksCluster")
+    assert outputs["ClusterName"]["Value"] == {"Ref": cluster_id}
+    assert outputs["UpdateKubeconfigCommand"]["Value"] == {
+        "Fn::Join": [
+            "",
+            ["aws eks update-kubeconfig --name ", {"Ref": cluster_id}, f" --region {SEED.region}"],
+        ]
+    }
+    queue = logical_id(cluster, "AWS::SQS::Queue", "KarpenterInterruption")
+    assert outputs["InterruptionQueueName"]["Value"] == {"Fn::GetAtt": [queue, "QueueName"]}
+    node_role = logical_id(cluster, "AWS::IAM::Role", "KarpenterNodeRole")
+    assert outputs["KarpenterNodeRoleName"]["Value"] == {"Ref": node_role}
+
+
+def test_public_attributes_for_the_next_constructs(default_app: SynthesizedApp) -> None:
+    from aws_cdk import aws_eks_v2 as eks
+    from aws_cdk import aws_iam as iam
+
+    stack = default_app.stage.cluster
+    assert isinstance(stack.cluster, eks.Cluster)
+    assert isinstance(stack.karpenter_node_role, iam.Role)
+    assert isinstance(stack.karpenter_release, eks.HelmChart)
+    assert isinstance(stack.karpenter_crds, eks.HelmChart)
