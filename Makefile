@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 # The CDK CLI and jsii run on the machine's Node.js; silence the end-of-life banner of Node 20
 # (see README, "Requirements") and keep the CLI from probing for credentials it doesn't need.
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export AWS_EC2_METADATA_DISABLED := true
 export CDK_DISABLE_CLI_TELEMETRY := true
 CDK := PATH="$(CURDIR)/$(BIN):$$PATH" npx --no-install cdk

@@ -40,6 +40,8 @@ LogRetention = Literal[
 
 _K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _LINUX_IFNAME = r"^[a-z][a-z0-9]{0,14}$"
+_CPU_QUANTITY = r"^([1-9][0-9]*m|[1-9][0-9]*(\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)$"
+_MEMORY_QUANTITY = r"^[1-9][0-9]*(Mi|Gi)$"
 
 
 @cache
@@ -250,12 +252,12 @@ class KarpenterConfig(_Model):
     replicas: int = Field(default=2, ge=1)
     controller_cpu: str = Field(
         default="1",
-        pattern=r"^([1-9][0-9]*m|[1-9][0-9]*(\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)$",
+        pattern=_CPU_QUANTITY,
         description="CPU request of each controller pod (Kubernetes quantity: 1, 500m).",
     )
     controller_memory: str = Field(
         default="1Gi",
-        pattern=r"^[1-9][0-9]*(Mi|Gi)$",
+        pattern=_MEMORY_QUANTITY,
         description="Memory request and limit of each controller pod (Kubernetes quantity: 1Gi).",
     )
     spot_service_linked_role: bool = Field(
@@ -269,6 +271,64 @@ class KarpenterConfig(_Model):
         return int(major), int(minor)
 
 
+# Interfaces (ENIs) of the Nitro m/c/r families' sizes by vCPU count (5th and 6th generation).
+MAX_ENIS_BY_VCPUS: dict[int, int] = {
+    2: 3,
+    4: 4,
+    8: 4,
+    16: 8,
+    32: 8,
+    36: 8,
+    48: 8,
+    64: 15,
+    72: 15,
+    96: 15,
+}
+
+
+class NodePoolConfig(_Model):
+    """The Karpenter NodePool of Multus nodes; defaults are the seed's."""
+
+    instance_categories: list[Literal["m", "c", "r"]] = Field(default=["m", "c", "r"], min_length=1)
+    instance_cpus: list[int] = Field(default=[2, 4, 8, 16], min_length=1)
+    instance_families: list[str] = Field(default=["m5", "c5", "m6i", "c6i", "r6i"], min_length=1)
+    capacity_types: list[Literal["on-demand", "spot"]] = Field(default=["on-demand"], min_length=1)
+    cpu_limit: str = Field(default="500", pattern=_CPU_QUANTITY)
+    memory_limit: str = Field(default="500Gi", pattern=_MEMORY_QUANTITY)
+    consolidate_after: str = Field(default="120s", pattern=r"^\d+(s|m|h)$")
+    ami_alias: str = Field(
+        default="al2023@v20261112",
+        pattern=r"^al2023@v\d{8}$",
+        description="Pinned AL2023 release; never @latest (every release would replace nodes).",
+    )
+    root_volume_gib: int = Field(default=20, ge=20)
+
+    @field_validator("instance_cpus")
+    @classmethod
+    def _known_sizes(cls, cpus: list[int]) -> list[int]:
+        unknown = sorted(set(cpus) - set(MAX_ENIS_BY_VCPUS))
+        if unknown:
+            raise ValueError(
+                f"{unknown}: pick vCPU counts of m/c/r sizes: {sorted(MAX_ENIS_BY_VCPUS)}"
+            )
+        return cpus
+
+    @property
+    def max_enis_of_smallest_size(self) -> int:
+        return min(MAX_ENIS_BY_VCPUS[cpus] for cpus in self.instance_cpus)
+
+
+class ExtrasConfig(_Model):
+    """Optional add-ons from the seed, off by default."""
+
+    sample_workloads: bool = Field(
+        default=False, description="The seed's multitool deployments, one per AZ, with NADs."
+    )
+    node_latency: bool = Field(
+        default=False, description="node-latency-for-k8s (Helm chart) to time node startup."
+    )
+
+
 class AppConfig(_Model):
     """Everything one environment (account + region) needs."""
 
@@ -280,6 +340,8 @@ class AppConfig(_Model):
     multus: MultusConfig = MultusConfig()
     cluster: ClusterConfig = ClusterConfig()
     karpenter: KarpenterConfig = KarpenterConfig()
+    node_pool: NodePoolConfig = NodePoolConfig()
+    extras: ExtrasConfig = ExtrasConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> AppConfig:
@@ -287,7 +349,19 @@ class AppConfig(_Model):
         self._check_subnet_counts()
         self._check_subnets_fit_vpc()
         self._check_karpenter_supports_kubernetes()
+        self._check_enis_fit_instances()
         return self
+
+    def _check_enis_fit_instances(self) -> None:
+        needed = len(self.multus.networks) + 1  # plus the primary interface
+        available = self.node_pool.max_enis_of_smallest_size
+        if needed > available:
+            raise ValueError(
+                f"multus.networks: {len(self.multus.networks)} networks need {needed} network "
+                f"interfaces per node, but the smallest size in node_pool.instance_cpus "
+                f"({min(self.node_pool.instance_cpus)} vCPUs) has {available}; drop small sizes "
+                "from node_pool.instance_cpus or use fewer networks"
+            )
 
     def _check_region(self) -> None:
         if self.region not in _ec2_regions():

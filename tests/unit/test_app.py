@@ -15,7 +15,7 @@ def run_app(context: dict[str, str], outdir: str) -> subprocess.CompletedProcess
         **os.environ,
         "CDK_CONTEXT_JSON": json.dumps(context),
         "CDK_OUTDIR": outdir,
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "1",
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
     }
     return subprocess.run(
         [sys.executable, "app.py"], cwd=REPO, env=env, capture_output=True, text=True, check=False

@@ -231,3 +231,34 @@ def test_x86_instance_types_with_a_g_elsewhere_are_accepted() -> None:
         "g4dn.xlarge",
         "g5.xlarge",
     ]
+
+
+def test_more_networks_than_the_smallest_instance_has_interfaces() -> None:
+    raw = seed_raw()
+    third = copy.deepcopy(raw["multus"]["networks"][1])
+    third["name"] = "multus3"
+    third["subnets"] = [
+        {"cidr": "10.0.8.0/24", "reservation": "10.0.8.32/27"},
+        {"cidr": "10.0.9.0/24", "reservation": "10.0.9.32/27"},
+    ]
+    raw["multus"]["networks"].append(third)
+    message = error_for(raw)
+    assert "3 networks need 4 network interfaces per node" in message
+    assert "node_pool.instance_cpus (2 vCPUs) has 3" in message
+    raw["node_pool"]["instance_cpus"] = [4, 8]
+    assert len(parse_config(raw).multus.networks) == 3
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        ("node_pool.instance_cpus", [3], ["node_pool.instance_cpus", "[3]: pick vCPU counts"]),
+        ("node_pool.ami_alias", "al2023@latest", ["node_pool.ami_alias", "pattern"]),
+        ("node_pool.capacity_types", ["reserved"], ["node_pool.capacity_types[0]"]),
+        ("extras.sample_workload", True, ["extras.sample_workload", "unknown key"]),
+    ],
+)
+def test_bad_node_pool_input_names_the_field(path: str, value: Any, expected: list[str]) -> None:
+    message = error_for(with_change(path, value))
+    for fragment in expected:
+        assert fragment in message, message

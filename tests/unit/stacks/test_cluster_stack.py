@@ -133,7 +133,7 @@ def test_cluster_lives_in_the_node_subnets_only(
     exported = {
         name: output["Value"]["Ref"]
         for name, output in network["Outputs"].items()
-        if "Export" in output
+        if "Export" in output and "Ref" in output["Value"]
         for name in [output["Export"]["Name"]]
     }
     assert {exported[i["Fn::ImportValue"]] for i in imports} == node_subnets

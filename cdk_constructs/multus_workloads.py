@@ -1,0 +1,65 @@
+"""The in-cluster half of Multus: the cdk8s charts, deployed through the cluster in order.
+
+Each chart becomes one KubernetesManifest custom resource. Dependencies are only the ones the
+API server needs (a CRD before its custom resources, Karpenter's controller before its node
+pool), so every other manifest is applied in parallel and the critical path stays the Karpenter
+chain: CRD chart -> controller chart -> NodePool/EC2NodeClass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cdk8s
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct
+
+from charts.cleartaints import ClearTaintsChart, ClearTaintsProps
+from charts.karpenter_node_pool import KarpenterNodePoolChart, KarpenterNodePoolProps
+from charts.multus import MultusChart, MultusProps
+from charts.network_attachments import NetworkAttachmentsChart, NetworkAttachmentsProps
+from charts.sample_workloads import SampleWorkloadsChart, SampleWorkloadsProps
+from charts.whereabouts import WhereaboutsChart, WhereaboutsProps
+
+
+@dataclass(frozen=True)
+class MultusWorkloadsProps:
+    cluster: eks.Cluster
+    karpenter_release: Construct  # NodePool/EC2NodeClass need its CRDs and webhook-free API
+    multus: MultusProps
+    whereabouts: WhereaboutsProps
+    network_attachments: NetworkAttachmentsProps
+    clear_taints: ClearTaintsProps
+    node_pool: KarpenterNodePoolProps
+    sample_workloads: SampleWorkloadsProps | None
+
+
+class MultusWorkloads(Construct):
+    def __init__(self, scope: Construct, construct_id: str, props: MultusWorkloadsProps) -> None:
+        super().__init__(scope, construct_id)
+        self._cluster = props.cluster
+        self._charts = cdk8s.App()
+        multus = self._deploy(MultusChart(self._charts, "multus", props.multus))
+        self._deploy(WhereaboutsChart(self._charts, "whereabouts", props.whereabouts))
+        self.network_attachments = self._deploy(
+            NetworkAttachmentsChart(self._charts, "network-attachments", props.network_attachments),
+            after=[multus],  # the NetworkAttachmentDefinition CRD
+        )
+        self._deploy(ClearTaintsChart(self._charts, "cleartaints", props.clear_taints))
+        self.node_pool = self._deploy(
+            KarpenterNodePoolChart(self._charts, "karpenter-node-pool", props.node_pool),
+            after=[props.karpenter_release],
+        )
+        if props.sample_workloads is not None:
+            self._deploy(
+                SampleWorkloadsChart(self._charts, "sample-workloads", props.sample_workloads),
+                after=[self.network_attachments],  # pods name their NADs in an annotation
+            )
+
+    def _deploy(
+        self, chart: cdk8s.Chart, after: list[Construct] | None = None
+    ) -> eks.KubernetesManifest:
+        manifest = self._cluster.add_cdk8s_chart(chart.node.id, chart, ingress_alb=False)
+        for dependency in after or []:
+            manifest.node.add_dependency(dependency)
+        return manifest

@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# Multus ENI node bootstrap: attaches one extra ENI per Multus network to this EC2 instance.
+#
+# Runs as EC2NodeClass user-data (Amazon Linux 2023) before kubelet starts. The renderer
+# (node_bootstrap/renderer.py) puts a data-only block in front of this script:
+#   MULTUS_CLUSTER_NAME  cluster name, tagged on every ENI
+#   MULTUS_NETWORKS      one line per network: <network> <interface-name> <device-index>
+#   MULTUS_PLACEMENTS    one line per AZ: <az> <subnet,...> <security-group,...>
+#                        (one subnet per network, in MULTUS_NETWORKS order)
+#
+# Environment overrides, for tests and benchmarks:
+#   MULTUS_IMDS_URL      IMDS base URL (default http://169.254.169.254)
+#   MULTUS_EC2_ENDPOINT  EC2 endpoint URL for the aws CLI (default: the regional endpoint)
+#   MULTUS_ROOT          prefix of every file written (.link, sysctl.d, state, marker, log)
+#   MULTUS_HOST_CHANGES  0 selects dry-host mode; anything else (default) runs udevadm, sysctl, ip
+#   MULTUS_WAIT_SECONDS  how long an attached interface may take to appear (default 60)
+#
+# Dry-host mode (MULTUS_HOST_CHANGES=0) lets the script run unprivileged: files are still
+# written under MULTUS_ROOT, host commands are appended to
+# $MULTUS_ROOT/var/lib/multus-eni/host-commands instead of being run, and an interface counts
+# as present once IMDS lists its MAC at the expected device number. On a real host it counts
+# as present once /sys/class/net/<interface-name> carries that MAC.
+#
+# Per network, on a fresh node: create the ENI with its tags (1 EC2 call), write a systemd
+# .link file naming it by MAC, attach it (1), then set DeleteOnTermination and disable the
+# source/dest check concurrently (2). Networks run in parallel.
+#
+# Re-runs create nothing: IMDS (no EC2 call) tells which device indexes hold an ENI from the
+# expected subnet, and $STATE_DIR/<interface>.eni records that its attachment was fully
+# configured. An attached ENI without that record gets its attributes set again.
+# On failure, ENIs created by this run are deleted (detached first when already attached).
+#
+# Throttling, 5xx and connection errors are retried inside each aws process (SDK standard
+# retry mode: exponential backoff with jitter). Exit status is 0 only when every interface is
+# attached and up; only then is the readiness marker written.
+set -euo pipefail
+
+readonly IMDS_URL=${MULTUS_IMDS_URL:-http://169.254.169.254}
+readonly EC2_ENDPOINT=${MULTUS_EC2_ENDPOINT:-}
+readonly ROOT=${MULTUS_ROOT:-}
+readonly HOST_CHANGES=${MULTUS_HOST_CHANGES:-1}
+readonly WAIT_SECONDS=${MULTUS_WAIT_SECONDS:-60}
+
+readonly STATE_DIR=$ROOT/var/lib/multus-eni
+readonly READY_MARKER=$STATE_DIR/ready
+readonly HOST_COMMAND_LOG=$STATE_DIR/host-commands
+readonly LOG_FILE=$ROOT/var/log/multus-eni-bootstrap.log
+readonly LINK_DIR=$ROOT/etc/systemd/network
+readonly SYSCTL_FILE=$ROOT/etc/sysctl.d/90-multus-eni.conf
+
+readonly CLUSTER_TAG_KEY=eks:eks-cluster-name
+readonly NETWORK_TAG_KEY=multus-eni/network
+readonly INSTANCE_TAG_KEY=multus-eni/instance-id
+# Errors that only mean "EC2 has not caught up yet": a just-created ENI not visible to other
+# APIs, or a detaching ENI not deletable yet. The SDK does not retry these.
+readonly SETTLING_ERRORS='InvalidNetworkInterfaceID\.NotFound|IncorrectState|InvalidNetworkInterface\.InUse'
+
+export AWS_RETRY_MODE=${AWS_RETRY_MODE:-standard}
+export AWS_MAX_ATTEMPTS=${AWS_MAX_ATTEMPTS:-8}
+export AWS_PAGER=""
+
+log() { printf '%(%Y-%m-%dT%H:%M:%S%z)T multus-eni: %s\n' -1 "$*"; }
+die() {
+  log "ERROR: $*"
+  exit 1
+}
+
+run_on_host() {
+  if [[ $HOST_CHANGES == 0 ]]; then
+    printf '%s\n' "$*" >>"$HOST_COMMAND_LOG"
+  else
+    "$@"
+  fi
+}
+
+imds() {
+  curl -fsS --connect-timeout 2 --max-time 5 --retry 5 --retry-connrefused \
+    -H "X-aws-ec2-metadata-token: $imds_token" "$IMDS_URL/latest/meta-data/$1"
+}
+
+# Runs one EC2 call, leaving its text output in $ec2_output. Retries settling errors with
+# exponential backoff and full jitter; prints the final error to the log.
+ec2_call() {
+  local error_file=$1 attempt delay_ms delay
+  shift
+  local endpoint=()
+  [[ -z $EC2_ENDPOINT ]] || endpoint=(--endpoint-url "$EC2_ENDPOINT")
+  for attempt in 1 2 3 4 5 6; do
+    if ec2_output=$(aws ec2 "$@" --region "$region" --output text "${endpoint[@]}" 2>"$error_file"); then
+      return 0
+    fi
+    if ((attempt == 6)) || ! [[ $(<"$error_file") =~ \(($SETTLING_ERRORS)\) ]]; then
+      break
+    fi
+    delay_ms=$((RANDOM % (200 << attempt)))
+    printf -v delay '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000))
+    sleep "$delay"
+  done
+  log "$1 failed: $(<"$error_file")"
+  return 1
+}
+
+write_link_file() {
+  local ifname=$1 mac=$2
+  printf '[Match]\nMACAddress=%s\n\n[Link]\nName=%s\n' "$mac" "$ifname" \
+    >"$LINK_DIR/10-multus-$ifname.link"
+  if [[ $HOST_CHANGES == 0 ]] || command -v udevadm >/dev/null; then
+    run_on_host udevadm control --reload
+  fi
+}
+
+# Sets the attachment attributes; both calls are independent, so they run concurrently.
+configure_attachment() {
+  local eni=$1 attachment=$2 error_file=$3 delete_on_termination failed=0
+  ec2_call "$error_file.dot" modify-network-interface-attribute --network-interface-id "$eni" \
+    --attachment "AttachmentId=$attachment,DeleteOnTermination=true" &
+  delete_on_termination=$!
+  ec2_call "$error_file" modify-network-interface-attribute --network-interface-id "$eni" \
+    --no-source-dest-check || failed=1
+  wait "$delete_on_termination" || failed=1
+  return "$failed"
+}
+
+# Deletes an ENI this run is giving up on. EC2 deletes only detached ENIs and detaching is
+# asynchronous, which the InvalidNetworkInterface.InUse settling retry absorbs.
+release_eni() {
+  local ifname=$1 eni=$2 attachment=$3 error_file=$4
+  log "$ifname: deleting $eni"
+  if [[ -n $attachment ]]; then
+    ec2_call "$error_file" detach-network-interface --attachment-id "$attachment" || true
+  fi
+  if ec2_call "$error_file" delete-network-interface --network-interface-id "$eni"; then
+    rm -f "$LINK_DIR/10-multus-$ifname.link"
+  else
+    log "$ifname: could not delete $eni; delete it by hand (tag $INSTANCE_TAG_KEY=$instance_id)"
+  fi
+}
+
+wait_for_interface() {
+  local ifname=$1 mac=$2 device_index=$3 deadline=$((SECONDS + WAIT_SECONDS)) address
+  while ((SECONDS < deadline)); do
+    if [[ $HOST_CHANGES != 0 ]]; then
+      [[ -e /sys/class/net/$ifname/address && $(</sys/class/net/"$ifname"/address) == "$mac" ]] &&
+        return 0
+    elif [[ $(imds "network/interfaces/macs/$mac/device-number" 2>/dev/null) == "$device_index" ]]; then
+      return 0
+    fi
+    sleep 0.2
+  done
+  for address in /sys/class/net/*/address; do
+    [[ -e $address && $(<"$address") == "$mac" ]] &&
+      die "$ifname: MAC $mac appeared as ${address%/address} instead; is the .link file applied?"
+  done
+  die "$ifname: no interface with MAC $mac appeared within ${WAIT_SECONDS}s"
+}
+
+# Makes sure one network's ENI is attached, configured and up. Runs as a background job.
+attach_network() {
+  local network=$1 ifname=$2 device_index=$3 subnet=$4
+  local error_file=$work_dir/$ifname.err state_file=$STATE_DIR/$ifname.eni
+  local eni mac attachment="" attached_subnet
+
+  if [[ -n ${attached_by_index[$device_index]:-} ]]; then
+    read -r mac attached_subnet eni <<<"${attached_by_index[$device_index]}"
+    [[ $attached_subnet == "$subnet" ]] ||
+      die "$ifname: device index $device_index holds $eni from $attached_subnet, not from $subnet"
+    if [[ -f $state_file && $(<"$state_file") == "$instance_id $eni" ]]; then
+      log "$ifname: $eni already attached at device index $device_index"
+    else
+      log "$ifname: $eni attached by an interrupted run; configuring its attachment"
+      ec2_call "$error_file" describe-network-interfaces --network-interface-ids "$eni" \
+        --query 'NetworkInterfaces[0].Attachment.AttachmentId' || return 1
+      attachment=$ec2_output
+    fi
+  else
+    ec2_call "$error_file" create-network-interface --subnet-id "$subnet" \
+      --groups "${security_groups[@]}" --description "Multus $network of $instance_id" \
+      --client-token "$instance_id-$device_index-$run_id" \
+      --tag-specifications "ResourceType=network-interface,Tags=[{Key=$CLUSTER_TAG_KEY,Value=$MULTUS_CLUSTER_NAME},{Key=$NETWORK_TAG_KEY,Value=$network},{Key=$INSTANCE_TAG_KEY,Value=$instance_id},{Key=node.k8s.amazonaws.com/no_manage,Value=true}]" \
+      --query 'NetworkInterface.[NetworkInterfaceId,MacAddress]' || return 1
+    read -r eni mac <<<"$ec2_output"
+    log "$ifname: created $eni ($mac) in $subnet"
+    # The name must be in place before the kernel sees the device, i.e. before attaching.
+    if ! write_link_file "$ifname" "$mac" ||
+      ! ec2_call "$error_file" attach-network-interface --network-interface-id "$eni" \
+        --instance-id "$instance_id" --device-index "$device_index" --query AttachmentId; then
+      release_eni "$ifname" "$eni" "" "$error_file"
+      return 1
+    fi
+    attachment=$ec2_output
+    log "$ifname: attached $eni at device index $device_index ($attachment)"
+  fi
+
+  if [[ -n $attachment ]]; then
+    if ! configure_attachment "$eni" "$attachment" "$error_file"; then
+      release_eni "$ifname" "$eni" "$attachment" "$error_file"
+      return 1
+    fi
+    printf '%s %s\n' "$instance_id" "$eni" >"$state_file"
+  fi
+
+  wait_for_interface "$ifname" "$mac" "$device_index"
+  run_on_host sysctl -qw "net.ipv4.conf.$ifname.rp_filter=0"
+  run_on_host ip link set dev "$ifname" up
+  log "$ifname: up"
+}
+
+main() {
+  mkdir -p "$STATE_DIR" "${LOG_FILE%/*}" "$LINK_DIR" "${SYSCTL_FILE%/*}"
+  exec > >(tee -a "$LOG_FILE") 2>&1
+  : "${MULTUS_CLUSTER_NAME:?missing: the generated configuration block must precede this script}"
+  : "${MULTUS_NETWORKS:?missing}" "${MULTUS_PLACEMENTS:?missing}"
+
+  imds_token=$(curl -fsS --connect-timeout 2 --max-time 5 --retry 5 --retry-connrefused \
+    -X PUT -H "X-aws-ec2-metadata-token-ttl-seconds: 600" "$IMDS_URL/latest/api/token") ||
+    die "no IMDSv2 token from $IMDS_URL"
+  instance_id=$(imds instance-id)
+  region=$(imds placement/region)
+  local az
+  az=$(imds placement/availability-zone)
+  log "instance $instance_id in $az"
+  rm -f "$READY_MARKER"
+
+  local placement_az subnet_list group_list configured_azs=() subnets=()
+  security_groups=()
+  while read -r placement_az subnet_list group_list; do
+    configured_azs+=("$placement_az")
+    if [[ $placement_az == "$az" ]]; then
+      IFS=, read -ra subnets <<<"$subnet_list"
+      IFS=, read -ra security_groups <<<"$group_list"
+    fi
+  done <<<"$MULTUS_PLACEMENTS"
+  ((${#subnets[@]} > 0)) ||
+    die "availability zone $az is not in the Multus placement table (${configured_azs[*]})"
+
+  local networks=() ifnames=() device_indexes=() network ifname device_index
+  while read -r network ifname device_index; do
+    networks+=("$network") ifnames+=("$ifname") device_indexes+=("$device_index")
+  done <<<"$MULTUS_NETWORKS"
+
+  # Only device numbers are fetched for every ENI; subnet and ENI id only for ours.
+  declare -gA attached_by_index=()
+  local mac number
+  for mac in $(imds network/interfaces/macs/); do
+    mac=${mac%/}
+    number=$(imds "network/interfaces/macs/$mac/device-number")
+    if [[ " ${device_indexes[*]} " == *" $number "* ]]; then
+      attached_by_index[$number]="$mac $(imds "network/interfaces/macs/$mac/subnet-id") $(imds "network/interfaces/macs/$mac/interface-id")"
+    fi
+  done
+
+  # Kernel uses max(all, interface) for rp_filter; Multus traffic is asymmetric by design.
+  printf 'net.ipv4.conf.all.rp_filter = 0\n' >"$SYSCTL_FILE"
+  printf 'net.ipv4.conf.%s.rp_filter = 0\n' "${ifnames[@]}" >>"$SYSCTL_FILE"
+  run_on_host sysctl -qw net.ipv4.conf.all.rp_filter=0
+
+  run_id=$EPOCHSECONDS-$$
+  work_dir=$(mktemp -d)
+  trap 'rm -rf "$work_dir"' EXIT
+  local i pids=() failed=()
+  for i in "${!networks[@]}"; do
+    attach_network "${networks[i]}" "${ifnames[i]}" "${device_indexes[i]}" "${subnets[i]}" &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[i]}" || failed+=("${ifnames[i]}")
+  done
+  ((${#failed[@]} == 0)) || die "not ready: ${failed[*]} failed (${#failed[@]} of ${#pids[@]})"
+
+  printf '%s\n' "${ifnames[@]}" >"$READY_MARKER"
+  log "all ${#ifnames[@]} Multus interfaces attached and up; wrote $READY_MARKER"
+}
+
+main "$@"

@@ -1,0 +1,147 @@
+"""Renders the EC2NodeClass user-data that attaches one ENI per Multus network to a node.
+
+The node-side logic is the shell script next to this module; rendering only prepends the
+deploy-time data it needs (cluster name, networks, per-AZ subnet and security-group IDs) and
+wraps the result in the MIME multipart form that Karpenter merges with its own nodeadm part.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+
+#: Directory the bootstrap keeps its state in; the readiness marker lives here.
+READY_MARKER_DIR = "/var/lib/multus-eni"
+#: Written only once every Multus interface is attached and up (one interface name per line).
+READY_MARKER_PATH = f"{READY_MARKER_DIR}/ready"
+
+#: Tag keys the script puts on every ENI it creates (the IAM policy conditions on the first).
+CLUSTER_TAG_KEY = "eks:eks-cluster-name"
+NETWORK_TAG_KEY = "multus-eni/network"
+INSTANCE_TAG_KEY = "multus-eni/instance-id"
+#: Makes the VPC CNI leave the ENI alone.
+NO_MANAGE_TAG_KEY = "node.k8s.amazonaws.com/no_manage"
+
+SCRIPT_NAME = "multus_eni_bootstrap.sh"
+MIME_BOUNDARY = "==MULTUS-ENI-BOUNDARY=="
+
+# Linux caps interface names at 15 characters; dots would clash with sysctl key syntax.
+_INTERFACE_NAME = re.compile(r"[A-Za-z0-9_-]{1,15}")
+# Network names end up in NetworkAttachmentDefinition names and in ENI tags.
+_NETWORK_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_AZ_NAME = re.compile(r"[a-z0-9-]+")
+
+
+@dataclass(frozen=True)
+class MultusInterface:
+    network: str  # Multus network name, e.g. "multus1"
+    interface_name: str  # stable Linux name given to the ENI, e.g. "multus1" (<=15 chars)
+    device_index: int  # EC2 device index to attach at (1, 2, ...)
+
+
+@dataclass(frozen=True)
+class AzPlacement:
+    subnet_ids: Sequence[str]  # one per interface, same order as NodeBootstrapProps.interfaces
+    security_group_ids: Sequence[str]  # security groups put on every Multus ENI in this AZ
+
+
+@dataclass(frozen=True)
+class NodeBootstrapProps:
+    cluster_name: str
+    interfaces: Sequence[MultusInterface]
+    placements: Mapping[str, AzPlacement]  # AZ name -> placement
+
+
+def render_user_data(props: NodeBootstrapProps) -> str:
+    """Returns the MIME multipart user-data; IDs may be CDK tokens and are embedded verbatim."""
+    shell_script = _with_configuration(_bootstrap_script(), props)
+    if MIME_BOUNDARY in shell_script:
+        raise ValueError(f"props must not contain the MIME boundary {MIME_BOUNDARY}")
+    return (
+        "MIME-Version: 1.0\n"
+        f'Content-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"\n'
+        "\n"
+        f"--{MIME_BOUNDARY}\n"
+        'Content-Type: text/x-shellscript; charset="us-ascii"\n'
+        "\n"
+        f"{shell_script}"
+        f"--{MIME_BOUNDARY}--\n"
+    )
+
+
+def _validate(props: NodeBootstrapProps) -> None:
+    interfaces = props.interfaces
+    if not interfaces:
+        raise ValueError("interfaces: at least one Multus interface is required")
+    for field in ("network", "interface_name", "device_index"):
+        values = [getattr(interface, field) for interface in interfaces]
+        duplicates = sorted({str(value) for value in values if values.count(value) > 1})
+        if duplicates:
+            raise ValueError(f"interfaces: duplicate {field} {', '.join(duplicates)}")
+    for interface in interfaces:
+        if not _NETWORK_NAME.fullmatch(interface.network):
+            raise ValueError(
+                f"interfaces: network {interface.network!r} must be a DNS label "
+                "(lowercase letters, digits, '-')"
+            )
+        if not _INTERFACE_NAME.fullmatch(interface.interface_name):
+            raise ValueError(
+                f"interfaces: interface_name {interface.interface_name!r} must be 1-15 "
+                "letters, digits, '_' or '-'"
+            )
+        if interface.device_index < 1:
+            raise ValueError(
+                f"interfaces: device_index {interface.device_index} of {interface.network} "
+                "must be >= 1 (0 is the primary ENI)"
+            )
+    if not props.placements:
+        raise ValueError("placements: at least one availability zone is required")
+    for az, placement in props.placements.items():
+        if not _AZ_NAME.fullmatch(az):
+            raise ValueError(f"placements: {az!r} is not an availability zone name")
+        if len(placement.subnet_ids) != len(interfaces):
+            raise ValueError(
+                f"placements[{az}]: {len(placement.subnet_ids)} subnet IDs for "
+                f"{len(interfaces)} interfaces; give one subnet per interface, in order"
+            )
+        if not placement.security_group_ids:
+            raise ValueError(f"placements[{az}]: at least one security group ID is required")
+
+
+def _bootstrap_script() -> str:
+    return resources.files(__package__).joinpath(SCRIPT_NAME).read_text(encoding="utf-8")
+
+
+def render_configuration(props: NodeBootstrapProps) -> str:
+    """The data-only shell block that render_user_data puts in front of the script."""
+    _validate(props)
+    networks = "\n".join(
+        f"{interface.network} {interface.interface_name} {interface.device_index}"
+        for interface in props.interfaces
+    )
+    placements = "\n".join(
+        f"{az} {','.join(placement.subnet_ids)} {','.join(placement.security_group_ids)}"
+        for az, placement in props.placements.items()
+    )
+    return (
+        f"# Generated by node_bootstrap.renderer; {SCRIPT_NAME} documents these.\n"
+        f"MULTUS_CLUSTER_NAME={shlex.quote(props.cluster_name)}\n"
+        f"MULTUS_NETWORKS={shlex.quote(networks)}\n"
+        f"MULTUS_PLACEMENTS={shlex.quote(placements)}\n"
+    )
+
+
+def _with_configuration(script: str, props: NodeBootstrapProps) -> str:
+    """Puts the data block right after the shebang and drops comment lines.
+
+    EC2 caps user-data at 16 KB including Karpenter's part; the comments document the source
+    file and are not needed on the node.
+    """
+    shebang, body = script.split("\n", 1)
+    code = "".join(
+        line for line in body.splitlines(keepends=True) if not line.lstrip().startswith("#")
+    )
+    return f"{shebang}\n{render_configuration(props)}{code}"

@@ -1,0 +1,1 @@
+"""Helpers shared by tests and benchmarks; never imported by the CDK app."""

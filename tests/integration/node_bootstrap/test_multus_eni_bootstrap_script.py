@@ -1,0 +1,349 @@
+"""Runs the rendered user-data with bash against moto_server and a fake IMDS (dry-host mode)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from node_bootstrap import CLUSTER_TAG_KEY, READY_MARKER_PATH, render_user_data
+from node_bootstrap.renderer import INSTANCE_TAG_KEY, NETWORK_TAG_KEY, NO_MANAGE_TAG_KEY
+from testing_support.multus_emulator import (
+    BootstrapRun,
+    Ec2Emulator,
+    Fault,
+    MultusVpc,
+    running_emulator,
+)
+
+pytestmark = pytest.mark.integration
+
+CLUSTER = "telco-cluster"
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[Ec2Emulator]:
+    with running_emulator() as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def vpc(emulator: Ec2Emulator) -> MultusVpc:
+    return emulator.create_multus_vpc(network_count=2)
+
+
+@pytest.fixture(scope="module")
+def user_data(vpc: MultusVpc) -> str:
+    return render_user_data(vpc.bootstrap_props(CLUSTER))
+
+
+@pytest.fixture(scope="module")
+def single_network_user_data(vpc: MultusVpc) -> str:
+    """multus1 only: for failure paths that one network shows as well as two."""
+    props = vpc.bootstrap_props(CLUSTER)
+    return render_user_data(
+        replace(
+            props,
+            interfaces=props.interfaces[:1],
+            placements={
+                az: replace(placement, subnet_ids=placement.subnet_ids[:1])
+                for az, placement in props.placements.items()
+            },
+        )
+    )
+
+
+@pytest.fixture(scope="module")
+def fresh_node(emulator: Ec2Emulator, vpc: MultusVpc, user_data: str) -> tuple[str, BootstrapRun]:
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    return instance_id, emulator.run_bootstrap(user_data, instance_id)
+
+
+def multus_enis(emulator: Ec2Emulator, instance_id: str) -> dict[int | None, dict[str, Any]]:
+    """The instance's ENIs other than the primary, by device index (None: not attached)."""
+    enis = {}
+    for eni in emulator.instance_enis(instance_id):
+        index = eni["Attachment"]["DeviceIndex"] if eni["Status"] == "in-use" else None
+        if index != 0:
+            assert index not in enis, f"two ENIs at device index {index}"
+            enis[index] = eni
+    return enis
+
+
+def marker(run: BootstrapRun) -> Path:
+    return run.root / READY_MARKER_PATH.lstrip("/")
+
+
+def test_fresh_node_gets_one_eni_per_network_in_its_az(
+    emulator: Ec2Emulator, vpc: MultusVpc, fresh_node: tuple[str, BootstrapRun]
+) -> None:
+    instance_id, run = fresh_node
+    assert run.returncode == 0, run.output
+
+    enis = multus_enis(emulator, instance_id)
+    assert sorted(enis, key=str) == [1, 2]
+    for index, network in ((1, "multus1"), (2, "multus2")):
+        eni = enis[index]
+        assert eni["SubnetId"] == vpc.multus_subnets[network, "us-west-2a"]
+        assert [group["GroupId"] for group in eni["Groups"]] == [vpc.security_group_id]
+        assert eni["SourceDestCheck"] is False
+        assert {tag["Key"]: tag["Value"] for tag in eni["TagSet"]} == {
+            CLUSTER_TAG_KEY: CLUSTER,
+            NETWORK_TAG_KEY: network,
+            INSTANCE_TAG_KEY: instance_id,
+            NO_MANAGE_TAG_KEY: "true",
+        }
+
+
+def test_every_attachment_is_set_to_delete_on_termination(
+    emulator: Ec2Emulator, fresh_node: tuple[str, BootstrapRun]
+) -> None:
+    instance_id, run = fresh_node
+    attachments = {
+        eni["Attachment"]["AttachmentId"] for eni in multus_enis(emulator, instance_id).values()
+    }
+    delete_on_termination = {
+        call.params["Attachment.AttachmentId"]
+        for call in run.actions("ModifyNetworkInterfaceAttribute")
+        if call.params.get("Attachment.DeleteOnTermination") == "true" and call.status == 200
+    }
+    assert delete_on_termination == attachments
+
+
+def test_happy_path_costs_four_ec2_calls_and_four_aws_processes_per_network(
+    fresh_node: tuple[str, BootstrapRun],
+) -> None:
+    _, run = fresh_node
+    assert sorted(call.action for call in run.ec2_calls) == sorted(
+        ["CreateNetworkInterface", "AttachNetworkInterface"] * 2
+        + ["ModifyNetworkInterfaceAttribute"] * 4
+    )
+    assert run.aws_processes == 8
+
+
+def test_each_interface_is_named_by_mac_before_it_is_attached(
+    emulator: Ec2Emulator, fresh_node: tuple[str, BootstrapRun]
+) -> None:
+    instance_id, run = fresh_node
+    attach_times = {
+        call.params["NetworkInterfaceId"]: call.received_at
+        for call in run.actions("AttachNetworkInterface")
+    }
+    for index, eni in multus_enis(emulator, instance_id).items():
+        link_file = run.root / f"etc/systemd/network/10-multus-multus{index}.link"
+        assert link_file.read_text() == (
+            f"[Match]\nMACAddress={eni['MacAddress']}\n\n[Link]\nName=multus{index}\n"
+        )
+        assert link_file.stat().st_mtime <= attach_times[eni["NetworkInterfaceId"]]
+    host_commands = (run.root / "var/lib/multus-eni/host-commands").read_text().splitlines()
+    assert host_commands.count("udevadm control --reload") == 2
+
+
+def test_interfaces_come_up_with_reverse_path_filter_off_and_ready_marker(
+    fresh_node: tuple[str, BootstrapRun],
+) -> None:
+    _, run = fresh_node
+    host_commands = (run.root / "var/lib/multus-eni/host-commands").read_text().splitlines()
+    for name in ("multus1", "multus2"):
+        assert f"ip link set dev {name} up" in host_commands
+        assert f"sysctl -qw net.ipv4.conf.{name}.rp_filter=0" in host_commands
+    assert "sysctl -qw net.ipv4.conf.all.rp_filter=0" in host_commands
+    assert (run.root / "etc/sysctl.d/90-multus-eni.conf").read_text().splitlines() == [
+        "net.ipv4.conf.all.rp_filter = 0",
+        "net.ipv4.conf.multus1.rp_filter = 0",
+        "net.ipv4.conf.multus2.rp_filter = 0",
+    ]
+    assert marker(run).read_text().splitlines() == ["multus1", "multus2"]
+    log = (run.root / "var/log/multus-eni-bootstrap.log").read_text()
+    assert "all 2 Multus interfaces attached and up" in log
+    assert "all 2 Multus interfaces attached and up" in run.output
+
+
+def test_rerun_on_the_same_node_makes_no_ec2_call(
+    emulator: Ec2Emulator, user_data: str, fresh_node: tuple[str, BootstrapRun]
+) -> None:
+    instance_id, first = fresh_node
+    before = multus_enis(emulator, instance_id)
+
+    rerun = emulator.run_bootstrap(user_data, instance_id, root=first.root)
+
+    assert rerun.returncode == 0, rerun.output
+    assert (rerun.ec2_calls, rerun.aws_processes) == ([], 0)
+    after = multus_enis(emulator, instance_id)
+    assert {i: e["NetworkInterfaceId"] for i, e in after.items()} == {
+        i: e["NetworkInterfaceId"] for i, e in before.items()
+    }
+    assert marker(rerun).exists()
+
+
+def test_rerun_after_an_interrupted_run_finishes_configuration_without_creating(
+    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+) -> None:
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    # As if an earlier run had been killed right after attaching multus2.
+    leftover = emulator.ec2.create_network_interface(
+        SubnetId=vpc.multus_subnets["multus2", "us-west-2a"], Groups=[vpc.security_group_id]
+    )["NetworkInterface"]["NetworkInterfaceId"]
+    attachment = emulator.ec2.attach_network_interface(
+        NetworkInterfaceId=leftover, InstanceId=instance_id, DeviceIndex=2
+    )["AttachmentId"]
+
+    run = emulator.run_bootstrap(user_data, instance_id)
+
+    assert run.returncode == 0, run.output
+    assert [call.params["SubnetId"] for call in run.actions("CreateNetworkInterface")] == [
+        vpc.multus_subnets["multus1", "us-west-2a"]
+    ]
+    assert len(run.actions("DescribeNetworkInterfaces")) == 1
+    leftover_calls = [
+        call.params
+        for call in run.actions("ModifyNetworkInterfaceAttribute")
+        if call.params["NetworkInterfaceId"] == leftover
+    ]
+    assert {"Attachment.AttachmentId": attachment, "Attachment.DeleteOnTermination": "true"} in [
+        {key: value for key, value in params.items() if key.startswith("Attachment.")}
+        for params in leftover_calls
+    ]
+    assert any(params.get("SourceDestCheck.Value") == "false" for params in leftover_calls)
+    assert multus_enis(emulator, instance_id)[2]["NetworkInterfaceId"] == leftover
+    assert marker(run).exists()
+
+
+def test_device_index_taken_by_an_eni_from_another_subnet_fails_clearly(
+    emulator: Ec2Emulator, vpc: MultusVpc, single_network_user_data: str
+) -> None:
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    stranger = emulator.ec2.create_network_interface(SubnetId=vpc.private_subnets["us-west-2a"])
+    stranger_id = stranger["NetworkInterface"]["NetworkInterfaceId"]
+    emulator.ec2.attach_network_interface(
+        NetworkInterfaceId=stranger_id, InstanceId=instance_id, DeviceIndex=1
+    )
+
+    run = emulator.run_bootstrap(single_network_user_data, instance_id)
+
+    assert run.returncode != 0
+    assert f"multus1: device index 1 holds {stranger_id} from " in run.output
+    assert run.ec2_calls == []
+    assert not marker(run).exists()
+
+
+def test_node_in_the_second_az_uses_that_azs_subnets(
+    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+) -> None:
+    instance_id = emulator.launch_instance(vpc, "us-west-2b", CLUSTER)
+
+    run = emulator.run_bootstrap(user_data, instance_id)
+
+    assert run.returncode == 0, run.output
+    subnets = {i: e["SubnetId"] for i, e in multus_enis(emulator, instance_id).items()}
+    assert subnets == {
+        1: vpc.multus_subnets["multus1", "us-west-2b"],
+        2: vpc.multus_subnets["multus2", "us-west-2b"],
+    }
+
+
+def test_throttled_calls_are_retried_until_they_succeed(
+    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+) -> None:
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+
+    run = emulator.run_bootstrap(
+        user_data, instance_id, faults=[Fault("RequestLimitExceeded", status=503, times=3)]
+    )
+
+    assert run.returncode == 0, run.output
+    assert [call.status for call in run.ec2_calls].count(503) == 3
+    assert sorted(multus_enis(emulator, instance_id), key=str) == [1, 2]
+    assert run.aws_processes == 8  # retried inside the aws process, not by a new one
+    assert marker(run).exists()
+
+
+def test_eni_not_yet_visible_after_create_is_retried(
+    emulator: Ec2Emulator, vpc: MultusVpc, single_network_user_data: str
+) -> None:
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+
+    run = emulator.run_bootstrap(
+        single_network_user_data,
+        instance_id,
+        faults=[
+            Fault("InvalidNetworkInterfaceID.NotFound", status=400, action="AttachNetworkInterface")
+        ],
+    )
+
+    assert run.returncode == 0, run.output
+    assert [call.status for call in run.actions("AttachNetworkInterface")] == [400, 200]
+    assert list(multus_enis(emulator, instance_id)) == [1]
+
+
+def test_failed_attach_deletes_the_new_eni_and_a_rerun_completes_the_node(
+    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+) -> None:
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+
+    failed = emulator.run_bootstrap(
+        user_data,
+        instance_id,
+        faults=[Fault("AttachmentLimitExceeded", status=400, action="AttachNetworkInterface")],
+    )
+
+    assert failed.returncode != 0
+    assert "not ready:" in failed.output
+    assert "AttachmentLimitExceeded" in failed.output
+    enis = multus_enis(emulator, instance_id)
+    assert None not in enis, "an unattached ENI was left behind"
+    assert len(enis) == 1
+    assert len(failed.actions("DeleteNetworkInterface")) == 1
+    assert not marker(failed).exists()
+
+    rerun = emulator.run_bootstrap(user_data, instance_id, root=failed.root)
+
+    assert rerun.returncode == 0, rerun.output
+    assert len(rerun.actions("CreateNetworkInterface")) == 1
+    assert sorted(multus_enis(emulator, instance_id), key=str) == [1, 2]
+
+
+def test_failed_delete_on_termination_detaches_and_deletes_the_eni(
+    emulator: Ec2Emulator, vpc: MultusVpc, single_network_user_data: str
+) -> None:
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+
+    run = emulator.run_bootstrap(
+        single_network_user_data,
+        instance_id,
+        faults=[
+            Fault(
+                "UnauthorizedOperation",
+                status=403,
+                action="ModifyNetworkInterfaceAttribute",
+                with_param="Attachment.DeleteOnTermination",
+            )
+        ],
+    )
+
+    assert run.returncode != 0
+    assert len(run.actions("DetachNetworkInterface")) == 1
+    assert len(run.actions("DeleteNetworkInterface")) == 1
+    assert multus_enis(emulator, instance_id) == {}
+    assert not marker(run).exists()
+
+
+def test_az_missing_from_the_placement_table_fails_clearly(
+    emulator: Ec2Emulator, vpc: MultusVpc
+) -> None:
+    only_second_az = render_user_data(vpc.bootstrap_props(CLUSTER, azs=["us-west-2b"]))
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+
+    run = emulator.run_bootstrap(only_second_az, instance_id)
+
+    assert run.returncode != 0
+    assert (
+        "availability zone us-west-2a is not in the Multus placement table (us-west-2b)"
+        in run.output
+    )
+    assert run.ec2_calls == []
+    assert multus_enis(emulator, instance_id) == {}
+    assert not marker(run).exists()

