@@ -11,13 +11,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, CfnElement, CustomResource, Duration, Stack, Validations
+from aws_cdk import Acknowledgment, CustomResource, Duration, Stack, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
+
+from cdk_constructs.nag_findings import finding_text
 
 HANDLER_DIR = Path(__file__).parent / "subnet_cidr_reservation_handler"
 RESOURCE_TYPE = "Custom::SubnetCidrReservation"
@@ -88,10 +90,7 @@ class SubnetCidrReservationProvider(Construct):
         )
 
     def _acknowledge_framework_findings(self) -> None:
-        stack = Stack.of(self)
-        cfn_handler = self.handler.node.default_child
-        assert isinstance(cfn_handler, CfnElement)
-        handler_id = stack.resolve(stack.get_logical_id(cfn_handler))
+        handler_arn = finding_text(self, self.handler.function_arn)
         Validations.of(self).acknowledge(
             Acknowledgment(
                 id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
@@ -100,7 +99,7 @@ class SubnetCidrReservationProvider(Construct):
                 "and Provider constructs attach it.",
             ),
             Acknowledgment(
-                id=f"AwsSolutions::AwsSolutions-IAM5[Resource::<{handler_id}.Arn>:*]",
+                id=f"AwsSolutions::AwsSolutions-IAM5[Resource::{handler_arn}:*]",
                 reason="The Provider framework may invoke any version of its own on-event "
                 "handler (<arn>:*); the handler itself can only touch the Multus subnets.",
             ),
