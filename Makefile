@@ -11,7 +11,7 @@ export AWS_EC2_METADATA_DISABLED := true
 export CDK_DISABLE_CLI_TELEMETRY := true
 CDK := PATH="$(CURDIR)/$(BIN):$$PATH" npx --no-install cdk
 
-.PHONY: synth test lint unit bench clean
+.PHONY: synth test lint bench critical-path clean
 
 synth: $(VENV)/.installed node_modules/.installed
 	$(CDK) synth --quiet --no-notices $(CDK_ARGS)
@@ -25,7 +25,10 @@ lint: $(VENV)/.installed
 	$(BIN)/mypy
 
 bench: $(VENV)/.installed
-	$(BIN)/python benchmarks/node_bootstrap_bench.py
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python benchmarks/node_bootstrap_bench.py
+
+critical-path: $(VENV)/.installed
+	$(BIN)/python benchmarks/cluster_critical_path.py
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
