@@ -63,11 +63,14 @@ def longest_kubernetes_chain(template: dict[str, Any]) -> list[str]:
 
     @cache
     def chain(logical_id: str) -> tuple[str, ...]:
-        below = max((chain(edge) for edge in graph[logical_id]), key=len, default=())
+        below = longest([chain(edge) for edge in graph[logical_id]])
         return (*below, logical_id) if kinds[logical_id] in KUBERNETES_TYPES else below
 
-    chains: list[tuple[str, ...]] = [chain(k) for k in graph]
-    return list(max(chains, key=len, default=()))
+    return list(longest([chain(k) for k in graph]))
+
+
+def longest(chains: list[tuple[str, ...]]) -> tuple[str, ...]:
+    return max(chains, key=len) if chains else ()
 
 
 def main() -> None:
