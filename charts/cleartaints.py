@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
 import cdk8s
 import cdk8s_plus_28 as kplus
@@ -24,6 +25,7 @@ from charts.building_blocks import (
     restricted_security_context,
     select_pods,
 )
+from node_bootstrap.renderer import READY_MARKER_PATH
 
 # alpine/k8s is a public Alpine image with kubectl and a shell; its tag is the kubectl version
 # (1.34.x matches the cluster). registry.k8s.io/kubectl is distroless: no shell for the loop.
@@ -80,8 +82,8 @@ class ClearTaintsProps:
     )
     taint: NodeTaint = MULTUS_NOT_READY_TAINT
     cni_config_dir: str = "/etc/cni/net.d"
-    ready_marker_dir: str = "/var/lib/multus-eni"
-    ready_marker_file: str = "ready"
+    ready_marker_dir: str = str(PurePosixPath(READY_MARKER_PATH).parent)
+    ready_marker_file: str = PurePosixPath(READY_MARKER_PATH).name
 
 
 class ClearTaintsChart(cdk8s.Chart):

@@ -9,7 +9,6 @@ Public attributes for whoever adds cdk8s charts and the NodePool:
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
 from typing import Any
 
 from aws_cdk import Acknowledgment, CfnOutput, Validations
@@ -36,8 +35,6 @@ from config import AppConfig
 from config.model import MultusNetworkConfig
 from node_bootstrap.iam import multus_eni_policy_statements
 from node_bootstrap.renderer import (
-    READY_MARKER_DIR,
-    READY_MARKER_PATH,
     AzPlacement,
     MultusInterface,
     NodeBootstrapProps,
@@ -236,10 +233,7 @@ def _multus_workloads_props(
             namespace=config.multus.nad_namespace,
             attachments=[_network_attachment(a, networks_by_name[a.network]) for a in attachments],
         ),
-        clear_taints=ClearTaintsProps(
-            ready_marker_dir=READY_MARKER_DIR,
-            ready_marker_file=PurePosixPath(READY_MARKER_PATH).name,
-        ),
+        clear_taints=ClearTaintsProps(),
         node_pool=KarpenterNodePoolProps(
             zones=config.availability_zones,
             node_role_name=stack.karpenter_node_role.role_name,
