@@ -38,6 +38,7 @@ LogRetention = Literal[
     "ONE_WEEK", "TWO_WEEKS", "ONE_MONTH", "THREE_MONTHS", "SIX_MONTHS", "ONE_YEAR", "TWO_YEARS"
 ]
 
+ACCOUNT_PATTERN = r"^\d{12}$"
 _K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _LINUX_IFNAME = r"^[a-z][a-z0-9]{0,14}$"
 _CPU_QUANTITY = r"^([1-9][0-9]*m|[1-9][0-9]*(\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)$"
@@ -86,11 +87,12 @@ def net(cidr: str) -> ipaddress.IPv4Network:
     return ipaddress.IPv4Network(cidr)
 
 
-class _Model(BaseModel):
+# Every config section rejects unknown keys (typos) and is immutable once validated.
+class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class MultusSubnetConfig(_Model):
+class MultusSubnetConfig(StrictModel):
     """One Multus subnet (in the AZ at the same position of `availability_zones`)."""
 
     cidr: Cidr
@@ -114,7 +116,7 @@ class MultusSubnetConfig(_Model):
         return self
 
 
-class MultusNetworkConfig(_Model):
+class MultusNetworkConfig(StrictModel):
     """A secondary network: one ENI per node, one subnet per AZ, one NAD per AZ."""
 
     name: str = Field(pattern=_K8S_NAME, max_length=40)
@@ -145,7 +147,7 @@ class MultusNetworkConfig(_Model):
         return self
 
 
-class MultusConfig(_Model):
+class MultusConfig(StrictModel):
     networks: list[MultusNetworkConfig] = Field(
         default_factory=lambda: [
             MultusNetworkConfig(
@@ -186,7 +188,7 @@ class MultusConfig(_Model):
         return self
 
 
-class VpcConfig(_Model):
+class VpcConfig(StrictModel):
     cidr: Cidr = "10.0.0.0/16"
     public_subnet_cidrs: list[Cidr] = ["10.0.0.0/24", "10.0.1.0/24"]
     private_subnet_cidrs: list[Cidr] = ["10.0.2.0/24", "10.0.3.0/24"]
@@ -201,7 +203,7 @@ class VpcConfig(_Model):
         return cidr
 
 
-class SystemNodeGroupConfig(_Model):
+class SystemNodeGroupConfig(StrictModel):
     instance_types: list[InstanceType] = Field(default=["c5.large"], min_length=1)
     min_size: int = Field(default=1, ge=0)
     desired_size: int = Field(default=2, ge=0)
@@ -231,7 +233,7 @@ class SystemNodeGroupConfig(_Model):
         return self
 
 
-class ClusterConfig(_Model):
+class ClusterConfig(StrictModel):
     name: str = Field(default="eks-karpenterwithmultus", pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,99}$")
     kubernetes_version: Literal["1.33", "1.34", "1.35", "1.36"] = "1.34"
     public_access_cidrs: list[Cidr] = Field(
@@ -246,7 +248,7 @@ class ClusterConfig(_Model):
     system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
 
 
-class KarpenterConfig(_Model):
+class KarpenterConfig(StrictModel):
     version: str = Field(default="1.14.1", pattern=r"^\d+\.\d+\.\d+$")
     namespace: str = Field(default="kube-system", pattern=_K8S_NAME)
     replicas: int = Field(default=2, ge=1)
@@ -286,7 +288,7 @@ MAX_ENIS_BY_VCPUS: dict[int, int] = {
 }
 
 
-class NodePoolConfig(_Model):
+class NodePoolConfig(StrictModel):
     """The Karpenter NodePool of Multus nodes; defaults are the seed's."""
 
     instance_categories: list[Literal["m", "c", "r"]] = Field(default=["m", "c", "r"], min_length=1)
@@ -318,7 +320,7 @@ class NodePoolConfig(_Model):
         return min(MAX_ENIS_BY_VCPUS[cpus] for cpus in self.instance_cpus)
 
 
-class ExtrasConfig(_Model):
+class ExtrasConfig(StrictModel):
     """Optional add-ons from the seed, off by default."""
 
     sample_workloads: bool = Field(
@@ -329,11 +331,11 @@ class ExtrasConfig(_Model):
     )
 
 
-class AppConfig(_Model):
+class AppConfig(StrictModel):
     """Everything one environment (account + region) needs."""
 
     name: str = Field(default="karpenterwithmultus", pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,40}$")
-    account: str | None = Field(default=None, pattern=r"^\d{12}$")
+    account: str | None = Field(default=None, pattern=ACCOUNT_PATTERN)
     region: str = "us-west-2"
     availability_zones: list[str] = Field(default=["us-west-2a", "us-west-2b"], min_length=2)
     vpc: VpcConfig = VpcConfig()

@@ -6,16 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-ACCOUNT_PATTERN = r"^\d{12}$"
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from config.model import ACCOUNT_PATTERN, StrictModel
 
 
-class PipelineSourceConfig(_Model):
+class PipelineSourceConfig(StrictModel):
     connection_arn: str = Field(
         pattern=r"^arn:aws[a-z-]*:(codestar-connections|codeconnections):[a-z0-9-]+:\d{12}:"
         r"connection/[-a-f0-9]+$",
@@ -25,7 +21,7 @@ class PipelineSourceConfig(_Model):
     branch: str = Field(default="main", min_length=1)
 
 
-class PipelineEnvironmentConfig(_Model):
+class PipelineEnvironmentConfig(StrictModel):
     name: str = Field(pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,30}$")
     account: str = Field(pattern=ACCOUNT_PATTERN)
     region: str
@@ -36,7 +32,7 @@ class PipelineEnvironmentConfig(_Model):
     )
 
 
-class PipelineConfig(_Model):
+class PipelineConfig(StrictModel):
     name: str = Field(default="karpenter-multus-pipeline", pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,60}$")
     tooling_account: str = Field(pattern=ACCOUNT_PATTERN)
     tooling_region: str

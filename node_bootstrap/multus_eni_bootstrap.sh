@@ -4,6 +4,7 @@
 # Runs as EC2NodeClass user-data (Amazon Linux 2023) before kubelet starts. The renderer
 # (node_bootstrap/renderer.py) puts a data-only block in front of this script:
 #   MULTUS_CLUSTER_NAME  cluster name, tagged on every ENI
+#   MULTUS_*_TAG_KEY     keys of the cluster, network, instance and VPC-CNI no_manage tags
 #   MULTUS_NETWORKS      one line per network: <network> <interface-name> <device-index>
 #   MULTUS_PLACEMENTS    one line per AZ: <az> <subnet,...> <security-group,...>
 #                        (one subnet per network, in MULTUS_NETWORKS order)
@@ -48,9 +49,11 @@ readonly LOG_FILE=$ROOT/var/log/multus-eni-bootstrap.log
 readonly LINK_DIR=$ROOT/etc/systemd/network
 readonly SYSCTL_FILE=$ROOT/etc/sysctl.d/90-multus-eni.conf
 
-readonly CLUSTER_TAG_KEY=eks:eks-cluster-name
-readonly NETWORK_TAG_KEY=multus-eni/network
-readonly INSTANCE_TAG_KEY=multus-eni/instance-id
+# Tag keys come from the renderer, which the node role's IAM conditions also use.
+readonly CLUSTER_TAG_KEY=${MULTUS_CLUSTER_TAG_KEY:?missing: the generated configuration block must precede this script}
+readonly NETWORK_TAG_KEY=${MULTUS_NETWORK_TAG_KEY:?missing}
+readonly INSTANCE_TAG_KEY=${MULTUS_INSTANCE_TAG_KEY:?missing}
+readonly NO_MANAGE_TAG_KEY=${MULTUS_NO_MANAGE_TAG_KEY:?missing}
 # Errors that only mean "EC2 has not caught up yet": a just-created ENI not visible to other
 # APIs, or a detaching ENI not deletable yet. The SDK does not retry these.
 readonly SETTLING_ERRORS='InvalidNetworkInterfaceID\.NotFound|IncorrectState|InvalidNetworkInterface\.InUse'
@@ -176,7 +179,7 @@ attach_network() {
     ec2_call "$error_file" create-network-interface --subnet-id "$subnet" \
       --groups "${security_groups[@]}" --description "Multus $network of $instance_id" \
       --client-token "$instance_id-$device_index-$run_id" \
-      --tag-specifications "ResourceType=network-interface,Tags=[{Key=$CLUSTER_TAG_KEY,Value=$MULTUS_CLUSTER_NAME},{Key=$NETWORK_TAG_KEY,Value=$network},{Key=$INSTANCE_TAG_KEY,Value=$instance_id},{Key=node.k8s.amazonaws.com/no_manage,Value=true}]" \
+      --tag-specifications "ResourceType=network-interface,Tags=[{Key=$CLUSTER_TAG_KEY,Value=$MULTUS_CLUSTER_NAME},{Key=$NETWORK_TAG_KEY,Value=$network},{Key=$INSTANCE_TAG_KEY,Value=$instance_id},{Key=$NO_MANAGE_TAG_KEY,Value=true}]" \
       --query 'NetworkInterface.[NetworkInterfaceId,MacAddress]' || return 1
     read -r eni mac <<<"$ec2_output"
     log "$ifname: created $eni ($mac) in $subnet"
