@@ -25,7 +25,7 @@ lint: $(VENV)/.installed
 	$(BIN)/mypy
 
 bench: $(VENV)/.installed
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python benchmarks/node_bootstrap_bench.py
+	$(BIN)/python benchmarks/node_bootstrap_bench.py
 
 critical-path: $(VENV)/.installed
 	$(BIN)/python benchmarks/cluster_critical_path.py

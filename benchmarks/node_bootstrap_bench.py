@@ -29,14 +29,15 @@ class Result:
     runs: int
     median_seconds: float
     ec2_calls: float
-    aws_processes: float
+    ec2_client_processes: float
+    aws_cli_processes: float
     median_cpu_seconds: float
 
 
 def measure(emulator: Ec2Emulator, networks: int, runs: int) -> Result:
     vpc = emulator.create_multus_vpc(network_count=networks)
     user_data = render_user_data(vpc.bootstrap_props("bench-cluster"))
-    seconds, calls, processes, cpu = [], [], [], []
+    seconds, calls, clients, aws_clis, cpu = [], [], [], [], []
     for _ in range(runs):
         instance_id = emulator.launch_instance(vpc, "us-west-2a", "bench-cluster")
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -46,14 +47,16 @@ def measure(emulator: Ec2Emulator, networks: int, runs: int) -> Result:
             raise SystemExit(f"bootstrap failed with {networks} networks:\n{run.output}")
         seconds.append(run.seconds)
         calls.append(len(run.ec2_calls))
-        processes.append(run.aws_processes)
+        clients.append(run.ec2_client_processes)
+        aws_clis.append(run.aws_cli_processes)
         cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     return Result(
         networks=networks,
         runs=runs,
         median_seconds=statistics.median(seconds),
         ec2_calls=statistics.mean(calls),
-        aws_processes=statistics.mean(processes),
+        ec2_client_processes=statistics.mean(clients),
+        aws_cli_processes=statistics.mean(aws_clis),
         median_cpu_seconds=statistics.median(cpu),
     )
 
@@ -75,7 +78,8 @@ def main() -> None:
         "runs",
         "median wall s",
         "EC2 calls/run",
-        "aws processes/run",
+        "EC2 curl processes/run",
+        "aws CLI processes/run",
         "median CPU s/run",
     )
     print(" | ".join(header))
@@ -85,7 +89,8 @@ def main() -> None:
             f"{result.runs:>4}",
             f"{result.median_seconds:>13.2f}",
             f"{result.ec2_calls:>13.1f}",
-            f"{result.aws_processes:>17.1f}",
+            f"{result.ec2_client_processes:>22.1f}",
+            f"{result.aws_cli_processes:>21.1f}",
             f"{result.median_cpu_seconds:>16.2f}",
         )
         print(" | ".join(row))

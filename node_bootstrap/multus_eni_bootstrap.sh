@@ -11,7 +11,7 @@
 #
 # Environment overrides, for tests and benchmarks:
 #   MULTUS_IMDS_URL      IMDS base URL (default http://169.254.169.254)
-#   MULTUS_EC2_ENDPOINT  EC2 endpoint URL for the aws CLI (default: the regional endpoint)
+#   MULTUS_EC2_ENDPOINT  EC2 endpoint URL (default https://ec2.<region>.<IMDS services/domain>)
 #   MULTUS_ROOT          prefix of every file written (.link, sysctl.d, state, marker, log)
 #   MULTUS_HOST_CHANGES  0 selects dry-host mode; anything else (default) runs udevadm, sysctl, ip
 #   MULTUS_WAIT_SECONDS  how long an attached interface may take to appear (default 60)
@@ -26,14 +26,19 @@
 # .link file naming it by MAC, attach it (1), then set DeleteOnTermination and disable the
 # source/dest check concurrently (2). Networks run in parallel.
 #
+# EC2 calls go to the EC2 Query API through curl, signed with SigV4 by curl itself from the
+# instance profile's credentials in IMDS. An aws CLI process costs about half a CPU-second to
+# start, and a fresh node has few cores and a kubelet to start, so a call costs one curl
+# process instead. Credentials reach curl through a pipe, never through its arguments.
+#
 # Re-runs create nothing: IMDS (no EC2 call) tells which device indexes hold an ENI from the
 # expected subnet, and $STATE_DIR/<interface>.eni records that its attachment was fully
 # configured. An attached ENI without that record gets its attributes set again.
 # On failure, ENIs created by this run are deleted (detached first when already attached).
 #
-# Throttling, 5xx and connection errors are retried inside each aws process (SDK standard
-# retry mode: exponential backoff with jitter). Exit status is 0 only when every interface is
-# attached and up; only then is the readiness marker written.
+# Throttling, 5xx, connection failures and settling errors are retried with exponential
+# backoff and full jitter. Exit status is 0 only when every interface is attached and up; only
+# then is the readiness marker written.
 set -euo pipefail
 
 readonly IMDS_URL=${MULTUS_IMDS_URL:-http://169.254.169.254}
@@ -54,13 +59,14 @@ readonly CLUSTER_TAG_KEY=${MULTUS_CLUSTER_TAG_KEY:?missing: the generated config
 readonly NETWORK_TAG_KEY=${MULTUS_NETWORK_TAG_KEY:?missing}
 readonly INSTANCE_TAG_KEY=${MULTUS_INSTANCE_TAG_KEY:?missing}
 readonly NO_MANAGE_TAG_KEY=${MULTUS_NO_MANAGE_TAG_KEY:?missing}
-# Errors that only mean "EC2 has not caught up yet": a just-created ENI not visible to other
-# APIs, or a detaching ENI not deletable yet. The SDK does not retry these.
-readonly SETTLING_ERRORS='InvalidNetworkInterfaceID\.NotFound|IncorrectState|InvalidNetworkInterface\.InUse'
-
-export AWS_RETRY_MODE=${AWS_RETRY_MODE:-standard}
-export AWS_MAX_ATTEMPTS=${AWS_MAX_ATTEMPTS:-8}
-export AWS_PAGER=""
+readonly EC2_API_VERSION=2016-11-15
+readonly EC2_MAX_ATTEMPTS=8
+# Failures worth another attempt: any HTTP 5xx; these error codes, which are throttling
+# (whatever their status) or mean "EC2 has not caught up yet" (a just-created ENI not yet
+# visible to other APIs, an attachment in progress, a detaching ENI not yet deletable);
+# and these curl exit statuses (DNS, connect, timeout, TLS handshake, reset or empty reply).
+readonly RETRYABLE_ERRORS='RequestLimitExceeded|Throttling|ThrottlingException|RequestThrottled|InvalidNetworkInterfaceID\.NotFound|IncorrectState|InvalidNetworkInterface\.InUse'
+readonly RETRYABLE_CURL_EXITS=(6 7 28 35 52 55 56)
 
 log() { printf '%(%Y-%m-%dT%H:%M:%S%z)T multus-eni: %s\n' -1 "$*"; }
 die() {
@@ -81,26 +87,77 @@ imds() {
     -H "X-aws-ec2-metadata-token: $imds_token" "$IMDS_URL/latest/meta-data/$1"
 }
 
-# Runs one EC2 call, leaving its text output in $ec2_output. Retries settling errors with
-# exponential backoff and full jitter; prints the final error to the log.
+# Reads the instance profile's temporary credentials from IMDS into globals.
+load_credentials() {
+  local role document field
+  role=$(imds iam/security-credentials/) || die "IMDS has no instance profile credentials"
+  role=${role%%$'\n'*}
+  document=$(imds "iam/security-credentials/$role") || die "IMDS has no credentials for $role"
+  declare -gA credentials=()
+  for field in AccessKeyId SecretAccessKey Token; do
+    # The values are base64-like; anything else would not survive curl's config syntax.
+    [[ $document =~ \"$field\"[[:space:]]*:[[:space:]]*\"([A-Za-z0-9/+=]+)\" ]] ||
+      die "IMDS credentials for $role lack a usable $field"
+    credentials[$field]=${BASH_REMATCH[1]}
+  done
+}
+
+# curl configuration carrying the credentials (printf is a builtin: nothing shows in ps).
+signing_config() {
+  printf 'user = "%s:%s"\nheader = "x-amz-security-token: %s"\n' \
+    "${credentials[AccessKeyId]}" "${credentials[SecretAccessKey]}" "${credentials[Token]}"
+}
+
+# Whether a failed EC2 call is worth another attempt: ec2_retryable <curl exit> <HTTP> <code>
+ec2_retryable() {
+  local curl_exit=$1 status=$2 code=$3
+  if ((curl_exit != 0)); then
+    [[ " ${RETRYABLE_CURL_EXITS[*]} " == *" $curl_exit "* ]]
+  else
+    [[ $status == 5?? || $code =~ ^($RETRYABLE_ERRORS)$ ]]
+  fi
+}
+
+# Prints the text of the first <$1> element of $ec2_response; fails when there is none.
+xml_value() {
+  local pattern="<$1>([^<]*)</$1>"
+  [[ $ec2_response =~ $pattern ]] && printf '%s' "${BASH_REMATCH[1]}"
+}
+
+# Calls the EC2 Query API: ec2_call <Action> [<Parameter>=<value> ...], leaving the XML answer
+# in $ec2_response. Retryable failures are retried after a delay drawn uniformly from
+# [0, min(20 s, 0.2 s * 2^attempt)); the final error goes to the log.
 ec2_call() {
-  local error_file=$1 attempt delay_ms delay
+  local action=$1 attempt status code curl_exit ceiling_ms delay_ms delay parameter
   shift
-  local endpoint=()
-  [[ -z $EC2_ENDPOINT ]] || endpoint=(--endpoint-url "$EC2_ENDPOINT")
-  for attempt in 1 2 3 4 5 6; do
-    if ec2_output=$(aws ec2 "$@" --region "$region" --output text "${endpoint[@]}" 2>"$error_file"); then
+  local form=(--data-urlencode "Action=$action" --data-urlencode "Version=$EC2_API_VERSION")
+  for parameter; do
+    form+=(--data-urlencode "$parameter")
+  done
+  for ((attempt = 1; ; attempt++)); do
+    curl_exit=0
+    ec2_response=$(curl -sS --connect-timeout 5 --max-time 30 --user-agent multus-eni-bootstrap \
+      --config <(signing_config) --aws-sigv4 "aws:amz:$region:ec2" \
+      --write-out '\n%{http_code}' "${form[@]}" "$ec2_endpoint/") || curl_exit=$?
+    status=${ec2_response##*$'\n'}
+    ec2_response=${ec2_response%$'\n'*}
+    if ((curl_exit != 0)); then
+      code="curl exit status $curl_exit"
+    elif [[ $status == 2?? ]]; then
       return 0
+    else
+      code=$(xml_value Code) || code="HTTP $status"
     fi
-    if ((attempt == 6)) || ! [[ $(<"$error_file") =~ \(($SETTLING_ERRORS)\) ]]; then
-      break
+    if ((attempt == EC2_MAX_ATTEMPTS)) || ! ec2_retryable "$curl_exit" "$status" "$code"; then
+      log "$action failed after $attempt attempt(s): $code: $(xml_value Message || true)"
+      return 1
     fi
-    delay_ms=$((RANDOM % (200 << attempt)))
+    ceiling_ms=$((200 << attempt < 20000 ? 200 << attempt : 20000))
+    delay_ms=$((RANDOM * ceiling_ms / 32768))
     printf -v delay '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000))
+    log "$action: $code; retrying in $delay s"
     sleep "$delay"
   done
-  log "$1 failed: $(<"$error_file")"
-  return 1
 }
 
 write_link_file() {
@@ -114,12 +171,12 @@ write_link_file() {
 
 # Sets the attachment attributes; both calls are independent, so they run concurrently.
 configure_attachment() {
-  local eni=$1 attachment=$2 error_file=$3 delete_on_termination failed=0
-  ec2_call "$error_file.dot" modify-network-interface-attribute --network-interface-id "$eni" \
-    --attachment "AttachmentId=$attachment,DeleteOnTermination=true" &
+  local eni=$1 attachment=$2 delete_on_termination failed=0
+  ec2_call ModifyNetworkInterfaceAttribute "NetworkInterfaceId=$eni" \
+    "Attachment.AttachmentId=$attachment" Attachment.DeleteOnTermination=true &
   delete_on_termination=$!
-  ec2_call "$error_file" modify-network-interface-attribute --network-interface-id "$eni" \
-    --no-source-dest-check || failed=1
+  ec2_call ModifyNetworkInterfaceAttribute "NetworkInterfaceId=$eni" SourceDestCheck.Value=false ||
+    failed=1
   wait "$delete_on_termination" || failed=1
   return "$failed"
 }
@@ -127,12 +184,12 @@ configure_attachment() {
 # Deletes an ENI this run is giving up on. EC2 deletes only detached ENIs and detaching is
 # asynchronous, which the InvalidNetworkInterface.InUse settling retry absorbs.
 release_eni() {
-  local ifname=$1 eni=$2 attachment=$3 error_file=$4
+  local ifname=$1 eni=$2 attachment=$3
   log "$ifname: deleting $eni"
   if [[ -n $attachment ]]; then
-    ec2_call "$error_file" detach-network-interface --attachment-id "$attachment" || true
+    ec2_call DetachNetworkInterface "AttachmentId=$attachment" || true
   fi
-  if ec2_call "$error_file" delete-network-interface --network-interface-id "$eni"; then
+  if ec2_call DeleteNetworkInterface "NetworkInterfaceId=$eni"; then
     rm -f "$LINK_DIR/10-multus-$ifname.link"
   else
     log "$ifname: could not delete $eni; delete it by hand (tag $INSTANCE_TAG_KEY=$instance_id)"
@@ -160,7 +217,7 @@ wait_for_interface() {
 # Makes sure one network's ENI is attached, configured and up. Runs as a background job.
 attach_network() {
   local network=$1 ifname=$2 device_index=$3 subnet=$4
-  local error_file=$work_dir/$ifname.err state_file=$STATE_DIR/$ifname.eni
+  local state_file=$STATE_DIR/$ifname.eni
   local eni mac attachment="" attached_subnet
 
   if [[ -n ${attached_by_index[$device_index]:-} ]]; then
@@ -171,32 +228,41 @@ attach_network() {
       log "$ifname: $eni already attached at device index $device_index"
     else
       log "$ifname: $eni attached by an interrupted run; configuring its attachment"
-      ec2_call "$error_file" describe-network-interfaces --network-interface-ids "$eni" \
-        --query 'NetworkInterfaces[0].Attachment.AttachmentId' || return 1
-      attachment=$ec2_output
+      ec2_call DescribeNetworkInterfaces "NetworkInterfaceId.1=$eni" || return 1
+      attachment=$(xml_value attachmentId) || die "$ifname: EC2 reports no attachment for $eni"
     fi
   else
-    ec2_call "$error_file" create-network-interface --subnet-id "$subnet" \
-      --groups "${security_groups[@]}" --description "Multus $network of $instance_id" \
-      --client-token "$instance_id-$device_index-$run_id" \
-      --tag-specifications "ResourceType=network-interface,Tags=[{Key=$CLUSTER_TAG_KEY,Value=$MULTUS_CLUSTER_NAME},{Key=$NETWORK_TAG_KEY,Value=$network},{Key=$INSTANCE_TAG_KEY,Value=$instance_id},{Key=$NO_MANAGE_TAG_KEY,Value=true}]" \
-      --query 'NetworkInterface.[NetworkInterfaceId,MacAddress]' || return 1
-    read -r eni mac <<<"$ec2_output"
+    local create=("SubnetId=$subnet" "Description=Multus $network of $instance_id"
+      "ClientToken=$instance_id-$device_index-$run_id"
+      TagSpecification.1.ResourceType=network-interface) i tag
+    for i in "${!security_groups[@]}"; do
+      create+=("SecurityGroupId.$((i + 1))=${security_groups[i]}")
+    done
+    i=0
+    for tag in "$CLUSTER_TAG_KEY=$MULTUS_CLUSTER_NAME" "$NETWORK_TAG_KEY=$network" \
+      "$INSTANCE_TAG_KEY=$instance_id" "$NO_MANAGE_TAG_KEY=true"; do
+      i=$((i + 1))
+      create+=("TagSpecification.1.Tag.$i.Key=${tag%%=*}" "TagSpecification.1.Tag.$i.Value=${tag#*=}")
+    done
+    ec2_call CreateNetworkInterface "${create[@]}" || return 1
+    if ! eni=$(xml_value networkInterfaceId) || ! mac=$(xml_value macAddress); then
+      die "$ifname: CreateNetworkInterface answered without an ENI ID and MAC"
+    fi
     log "$ifname: created $eni ($mac) in $subnet"
     # The name must be in place before the kernel sees the device, i.e. before attaching.
     if ! write_link_file "$ifname" "$mac" ||
-      ! ec2_call "$error_file" attach-network-interface --network-interface-id "$eni" \
-        --instance-id "$instance_id" --device-index "$device_index" --query AttachmentId; then
-      release_eni "$ifname" "$eni" "" "$error_file"
+      ! ec2_call AttachNetworkInterface "NetworkInterfaceId=$eni" "InstanceId=$instance_id" \
+        "DeviceIndex=$device_index" ||
+      ! attachment=$(xml_value attachmentId); then
+      release_eni "$ifname" "$eni" ""
       return 1
     fi
-    attachment=$ec2_output
     log "$ifname: attached $eni at device index $device_index ($attachment)"
   fi
 
   if [[ -n $attachment ]]; then
-    if ! configure_attachment "$eni" "$attachment" "$error_file"; then
-      release_eni "$ifname" "$eni" "$attachment" "$error_file"
+    if ! configure_attachment "$eni" "$attachment"; then
+      release_eni "$ifname" "$eni" "$attachment"
       return 1
     fi
     printf '%s %s\n' "$instance_id" "$eni" >"$state_file"
@@ -236,6 +302,11 @@ main() {
   ((${#subnets[@]} > 0)) ||
     die "availability zone $az is not in the Multus placement table (${configured_azs[*]})"
 
+  ec2_endpoint=$EC2_ENDPOINT
+  [[ -n $ec2_endpoint ]] || ec2_endpoint=https://ec2.$region.$(imds services/domain) ||
+    die "IMDS has no services/domain to build the EC2 endpoint from"
+  load_credentials
+
   local networks=() ifnames=() device_indexes=() network ifname device_index
   while read -r network ifname device_index; do
     networks+=("$network") ifnames+=("$ifname") device_indexes+=("$device_index")
@@ -258,8 +329,6 @@ main() {
   run_on_host sysctl -qw net.ipv4.conf.all.rp_filter=0
 
   run_id=$EPOCHSECONDS-$$
-  work_dir=$(mktemp -d)
-  trap 'rm -rf "$work_dir"' EXIT
   local i pids=() failed=()
   for i in "${!networks[@]}"; do
     attach_network "${networks[i]}" "${ifnames[i]}" "${device_indexes[i]}" "${subnets[i]}" &

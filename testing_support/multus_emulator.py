@@ -1,15 +1,19 @@
 """EC2 + IMDS emulator for running the Multus ENI bootstrap script on 127.0.0.1.
 
-moto_server plays EC2. In front of it an HTTP proxy records every EC2 request the script
-makes (moto accepts but does not store DeleteOnTermination, so tests assert on requests) and
-can add latency or answer with injected errors. A fake IMDS serves the paths the script reads,
-deriving network/interfaces/macs/ from moto's view of the instance's attachments.
+moto_server plays EC2. In front of it an HTTP proxy checks each request's SigV4 signature
+against the instance profile credentials the fake IMDS hands out (moto checks none), records
+every EC2 request the script makes (moto accepts but does not store DeleteOnTermination, so
+tests assert on requests) and can add latency or answer with injected errors. The fake IMDS
+serves the paths the script reads, deriving network/interfaces/macs/ from moto's view of the
+instance's attachments.
 """
 
 from __future__ import annotations
 
 import email
-import os
+import json
+import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,6 +25,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from email.message import Message
 from http.client import HTTPConnection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -28,6 +33,9 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import boto3
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
 
 from node_bootstrap import AzPlacement, MultusInterface, NodeBootstrapProps
 from node_bootstrap.renderer import CLUSTER_TAG_KEY, INSTANCE_TAG_KEY
@@ -35,8 +43,19 @@ from node_bootstrap.renderer import CLUSTER_TAG_KEY, INSTANCE_TAG_KEY
 REGION = "us-west-2"
 AVAILABILITY_ZONES = ("us-west-2a", "us-west-2b")
 DUMMY_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+#: What the fake IMDS serves as the node role's credentials; '/', '+' and '=' as in real ones.
+NODE_ROLE = "multus-test-node-role"
+NODE_CREDENTIALS = Credentials(
+    access_key="ASIAMULTUSNODETEST01",
+    secret_key="wJalrXUtnFEMI/K7MDENG+bPxRfiCYMULTUSKEY0",
+    token="IQoJb3JpZ2luX2VjEMULTUS+session/token==",
+)
 _IMDS_TOKEN = "fake-imds-token"
 _VENV_BIN = Path(sys.executable).parent
+_AUTHORIZATION = re.compile(
+    r"AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/[^,]+, "
+    r"SignedHeaders=(?P<signed>[a-z0-9;-]+), Signature=(?P<signature>[0-9a-f]{64})"
+)
 
 
 def _free_port() -> int:
@@ -45,12 +64,15 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+DROP_CONNECTION = 0
+
+
 @dataclass(frozen=True)
 class Fault:
     """Answers matching EC2 requests with an error, `times` times."""
 
-    code: str
-    status: int = 503
+    code: str  # EC2 error code; ignored with DROP_CONNECTION
+    status: int = 503  # HTTP status, or DROP_CONNECTION: close the connection without answer
     action: str | None = None  # None matches every action
     with_param: str | None = None  # only requests carrying this query parameter
     times: int = 1
@@ -64,11 +86,40 @@ class RecordedCall:
     received_at: float  # time.time() when the proxy got the request
 
 
+def signature_error(url: str, headers: Message, body: bytes, signer: Credentials) -> str:
+    """Why EC2 would refuse this request's SigV4 signature ("" if it would not).
+
+    Recomputes the signature with botocore's signer, over the headers the request says it
+    signed, and compares. The session token must be sent as well.
+    """
+    match = _AUTHORIZATION.fullmatch(headers.get("Authorization", ""))
+    if not match:
+        return "no SigV4 Authorization header"
+    if match["key"] != signer.access_key:
+        return f"unknown access key {match['key']}"
+    if headers.get("X-Amz-Security-Token") != signer.token:
+        return "missing or wrong X-Amz-Security-Token"
+    signed = match["signed"].split(";")
+    request = AWSRequest(
+        method="POST",
+        url=url,
+        data=body,
+        headers={key: value for key, value in headers.items() if key.lower() in signed},
+    )
+    request.context["timestamp"] = headers.get("X-Amz-Date", "")
+    auth = SigV4Auth(signer, "ec2", REGION)
+    string_to_sign = auth.string_to_sign(request, auth.canonical_request(request))
+    expected = auth.signature(string_to_sign, request)
+    return "" if expected == match["signature"] else "signature does not match"
+
+
 class Ec2Proxy:
-    """Recording, latency-adding, fault-injecting proxy in front of moto_server."""
+    """Signature-checking, recording, latency-adding, fault-injecting proxy before moto_server."""
 
     def __init__(self, upstream_port: int) -> None:
         self.latency_seconds = 0.0
+        #: The credentials requests must be signed with (a test may swap them).
+        self.signer = NODE_CREDENTIALS
         self._upstream_port = upstream_port
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
@@ -122,12 +173,19 @@ class Ec2Proxy:
                 action = params.get("Action", "")
                 received_at = time.time()
                 time.sleep(proxy.latency_seconds)
-                fault = proxy._injected_fault(action, params)
-                if fault:
+                url = f"http://{self.headers.get('Host', '')}{self.path}"
+                refused = signature_error(url, self.headers, body, proxy.signer)
+                fault = None if refused else proxy._injected_fault(action, params)
+                if refused:
+                    status, payload = 403, _ec2_error("AuthFailure", refused).encode()
+                elif fault:
                     status, payload = fault.status, _ec2_error(fault.code).encode()
                 else:
                     status, payload = self._forward(body)
                 proxy._record(RecordedCall(action, params, status, received_at))
+                if status == DROP_CONNECTION:
+                    self.close_connection = True
+                    return
                 self.send_response(status)
                 self.send_header("Content-Type", "text/xml")
                 self.send_header("Content-Length", str(len(payload)))
@@ -149,11 +207,28 @@ class Ec2Proxy:
         return Handler
 
 
-def _ec2_error(code: str) -> str:
+def _ec2_error(code: str, message: str = "") -> str:
+    message = message or f"injected {code}"
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
-        f"<Response><Errors><Error><Code>{code}</Code><Message>injected {code}</Message>"
+        f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message>"
         "</Error></Errors><RequestID>injected</RequestID></Response>"
+    )
+
+
+def _credentials_document(credentials: Credentials) -> str:
+    """IMDS's answer for iam/security-credentials/<role>."""
+    return json.dumps(
+        {
+            "Code": "Success",
+            "LastUpdated": "2026-11-29T00:00:00Z",
+            "Type": "AWS-HMAC",
+            "AccessKeyId": credentials.access_key,
+            "SecretAccessKey": credentials.secret_key,
+            "Token": credentials.token,
+            "Expiration": "2099-01-01T00:00:00Z",
+        },
+        indent=2,
     )
 
 
@@ -178,6 +253,10 @@ class FakeImds:
             return instance_id
         if path == "placement/region":
             return REGION
+        if path == "iam/security-credentials/":
+            return NODE_ROLE
+        if path == f"iam/security-credentials/{NODE_ROLE}":
+            return _credentials_document(NODE_CREDENTIALS)
         if path == "placement/availability-zone":
             reservations = self._ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
             return str(reservations[0]["Instances"][0]["Placement"]["AvailabilityZone"])
@@ -283,7 +362,9 @@ class BootstrapRun:
     returncode: int
     output: str
     ec2_calls: list[RecordedCall]
-    aws_processes: int
+    ec2_client_processes: int  # curl processes that called EC2, retries included
+    aws_cli_processes: int
+    process_arguments: str  # every curl and aws command line the run started, one per line
     seconds: float
     root: Path
 
@@ -361,18 +442,14 @@ class Ec2Emulator:
         root = root or Path(tempfile.mkdtemp(prefix="node-root-", dir=self.work_dir))
         script = root / "user-data.sh"
         script.write_text(shell_part(user_data))
-        aws_log = root / "aws-invocations.log"
-        aws_log.write_text("")
+        process_log = root / "processes.log"
+        process_log.write_text("")
+        # No AWS_* variables: the script must take its credentials from IMDS, as on a node.
         env = {
-            "PATH": f"{self._aws_wrapper_dir()}:{_VENV_BIN}:/usr/bin:/bin:/usr/sbin:/sbin",
+            "PATH": f"{self._counting_wrapper_dir()}:/usr/bin:/bin:/usr/sbin:/sbin",
             "HOME": str(root),
             "LANG": "C.UTF-8",
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_CONFIG_FILE": os.devnull,
-            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-            "AWS_EC2_METADATA_DISABLED": "true",
-            "AWS_INVOCATION_LOG": str(aws_log),
+            "PROCESS_LOG": str(process_log),
             "MULTUS_IMDS_URL": self.imds.base_url(instance_id),
             "MULTUS_EC2_ENDPOINT": self.proxy.url,
             "MULTUS_ROOT": str(root),
@@ -391,25 +468,41 @@ class Ec2Emulator:
             check=False,
         )
         seconds = time.monotonic() - started
+        processes = process_log.read_text().splitlines()
         return BootstrapRun(
             returncode=completed.returncode,
             output=completed.stdout,
             ec2_calls=self.proxy.calls,
-            aws_processes=len(aws_log.read_text().splitlines()),
+            ec2_client_processes=sum(line.startswith("curl ec2 ") for line in processes),
+            aws_cli_processes=sum(line.startswith("aws ") for line in processes),
+            process_arguments="\n".join(processes),
             seconds=seconds,
             root=root,
         )
 
-    def _aws_wrapper_dir(self) -> Path:
-        """A directory whose `aws` logs each invocation, then runs the venv's aws CLI."""
-        wrapper_dir = self.work_dir / "aws-wrapper"
-        wrapper = wrapper_dir / "aws"
-        if not wrapper.exists():
-            wrapper_dir.mkdir(parents=True, exist_ok=True)
-            wrapper.write_text(
-                f'#!/bin/sh\necho "$*" >>"$AWS_INVOCATION_LOG"\nexec "{_VENV_BIN / "aws"}" "$@"\n'
-            )
-            wrapper.chmod(0o755)
+    def _counting_wrapper_dir(self) -> Path:
+        """A directory whose `curl` and `aws` log each command line to $PROCESS_LOG.
+
+        `curl` then runs the real curl; `aws` fails, since nodes need no aws CLI for this.
+        """
+        wrapper_dir = self.work_dir / "counting-wrappers"
+        if not wrapper_dir.exists():
+            real_curl = shutil.which("curl")
+            if real_curl is None:
+                raise RuntimeError("curl is not installed; the bootstrap script needs it")
+            wrapper_dir.mkdir(parents=True)
+            wrappers = {
+                "curl": (
+                    'case "$*" in *--aws-sigv4*) kind=ec2 ;; *) kind=imds ;; esac\n'
+                    'echo "curl $kind $*" >>"$PROCESS_LOG"\n'
+                    f'exec "{real_curl}" "$@"\n'
+                ),
+                "aws": 'echo "aws $*" >>"$PROCESS_LOG"\necho "aws: not installed" >&2\nexit 127\n',
+            }
+            for name, body in wrappers.items():
+                wrapper = wrapper_dir / name
+                wrapper.write_text(f"#!/bin/sh\n{body}")
+                wrapper.chmod(0o755)
         return wrapper_dir
 
 

@@ -8,10 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.credentials import Credentials
 
 from node_bootstrap import CLUSTER_TAG_KEY, READY_MARKER_PATH, render_user_data
 from node_bootstrap.renderer import INSTANCE_TAG_KEY, NETWORK_TAG_KEY, NO_MANAGE_TAG_KEY
 from testing_support.multus_emulator import (
+    DROP_CONNECTION,
+    NODE_CREDENTIALS,
     BootstrapRun,
     Ec2Emulator,
     Fault,
@@ -113,7 +116,7 @@ def test_every_attachment_is_set_to_delete_on_termination(
     assert delete_on_termination == attachments
 
 
-def test_happy_path_costs_four_ec2_calls_and_four_aws_processes_per_network(
+def test_happy_path_costs_four_ec2_calls_per_network_one_curl_each_and_no_aws_cli(
     fresh_node: tuple[str, BootstrapRun],
 ) -> None:
     _, run = fresh_node
@@ -121,7 +124,49 @@ def test_happy_path_costs_four_ec2_calls_and_four_aws_processes_per_network(
         ["CreateNetworkInterface", "AttachNetworkInterface"] * 2
         + ["ModifyNetworkInterfaceAttribute"] * 4
     )
-    assert run.aws_processes == 8
+    assert (run.ec2_client_processes, run.aws_cli_processes) == (8, 0)
+
+
+def test_ec2_calls_are_signed_with_the_instance_profile_credentials_from_imds(
+    fresh_node: tuple[str, BootstrapRun],
+) -> None:
+    _, run = fresh_node
+    # The proxy answers AuthFailure to any request botocore's signer would not have signed
+    # the same way with the credentials the fake IMDS served.
+    assert run.ec2_calls
+    assert {call.status for call in run.ec2_calls} == {200}
+
+
+def test_credentials_never_appear_on_a_command_line_or_in_the_log(
+    fresh_node: tuple[str, BootstrapRun],
+) -> None:
+    _, run = fresh_node
+    assert "--aws-sigv4 aws:amz:us-west-2:ec2" in run.process_arguments
+    log = (run.root / "var/log/multus-eni-bootstrap.log").read_text()
+    for secret in (NODE_CREDENTIALS.secret_key, NODE_CREDENTIALS.token):
+        assert secret not in run.process_arguments
+        assert secret not in log
+
+
+def test_calls_signed_with_other_credentials_are_refused_and_leave_nothing(
+    emulator: Ec2Emulator, vpc: MultusVpc, single_network_user_data: str
+) -> None:
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    emulator.proxy.signer = Credentials(
+        NODE_CREDENTIALS.access_key, "another-secret", NODE_CREDENTIALS.token
+    )
+    try:
+        run = emulator.run_bootstrap(single_network_user_data, instance_id)
+    finally:
+        emulator.proxy.signer = NODE_CREDENTIALS
+
+    assert run.returncode != 0
+    assert [(call.action, call.status) for call in run.ec2_calls] == [
+        ("CreateNetworkInterface", 403)
+    ]
+    assert "AuthFailure: signature does not match" in run.output
+    assert multus_enis(emulator, instance_id) == {}
+    assert not marker(run).exists()
 
 
 def test_each_interface_is_named_by_mac_before_it_is_attached(
@@ -171,7 +216,7 @@ def test_rerun_on_the_same_node_makes_no_ec2_call(
     rerun = emulator.run_bootstrap(user_data, instance_id, root=first.root)
 
     assert rerun.returncode == 0, rerun.output
-    assert (rerun.ec2_calls, rerun.aws_processes) == ([], 0)
+    assert (rerun.ec2_calls, rerun.ec2_client_processes) == ([], 0)
     after = multus_enis(emulator, instance_id)
     assert {i: e["NetworkInterfaceId"] for i, e in after.items()} == {
         i: e["NetworkInterfaceId"] for i, e in before.items()
@@ -245,19 +290,27 @@ def test_node_in_the_second_az_uses_that_azs_subnets(
     }
 
 
-def test_throttled_calls_are_retried_until_they_succeed(
-    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault("RequestLimitExceeded", status=503, times=3),
+        Fault("Throttling", status=400, times=3),
+        Fault("InternalError", status=500, times=3),
+        Fault("", status=DROP_CONNECTION, times=3),
+    ],
+    ids=["throttled-503", "throttled-400", "server-error", "dropped-connection"],
+)
+def test_throttling_and_transient_failures_are_retried_until_they_succeed(
+    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str, fault: Fault
 ) -> None:
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
 
-    run = emulator.run_bootstrap(
-        user_data, instance_id, faults=[Fault("RequestLimitExceeded", status=503, times=3)]
-    )
+    run = emulator.run_bootstrap(user_data, instance_id, faults=[fault])
 
     assert run.returncode == 0, run.output
-    assert [call.status for call in run.ec2_calls].count(503) == 3
+    assert [call.status for call in run.ec2_calls].count(fault.status) == 3
     assert sorted(multus_enis(emulator, instance_id), key=str) == [1, 2]
-    assert run.aws_processes == 8  # retried inside the aws process, not by a new one
+    assert run.ec2_client_processes == len(run.ec2_calls) == 11  # one curl per attempt
     assert marker(run).exists()
 
 
