@@ -352,7 +352,19 @@ class AppConfig(StrictModel):
         self._check_subnets_fit_vpc()
         self._check_karpenter_supports_kubernetes()
         self._check_enis_fit_instances()
+        self._check_controllers_fit_system_nodes()
         return self
+
+    def _check_controllers_fit_system_nodes(self) -> None:
+        # Each controller replica needs its own system node (required anti-affinity, never on
+        # a Karpenter node), and nothing scales the system group beyond desired_size.
+        nodes = self.cluster.system_node_group.desired_size
+        if self.karpenter.replicas > nodes:
+            raise ValueError(
+                f"karpenter.replicas: {self.karpenter.replicas} controller replicas need as many "
+                f"system nodes, but cluster.system_node_group.desired_size is {nodes}; raise "
+                "desired_size (and max_size) or lower karpenter.replicas"
+            )
 
     def _check_enis_fit_instances(self) -> None:
         needed = len(self.multus.networks) + 1  # plus the primary interface

@@ -27,6 +27,7 @@ def test_cdk_json_object_then_file_then_dotted_overrides(tmp_path: Path) -> None
             "config_file": "env.json",
             "config.name": "from-cli",
             "config.cluster.system_node_group.max_size": "5",
+            "config.cluster.system_node_group.desired_size": "3",
         },
         tmp_path,
     ).base
@@ -34,6 +35,7 @@ def test_cdk_json_object_then_file_then_dotted_overrides(tmp_path: Path) -> None
     assert config.cluster.kubernetes_version == "1.35"
     assert config.karpenter.replicas == 3
     assert config.cluster.system_node_group.max_size == 5
+    assert config.cluster.system_node_group.desired_size == 3
 
 
 def test_yaml_config_file(tmp_path: Path) -> None:

@@ -216,6 +216,15 @@ def test_bad_cluster_and_karpenter_fields_are_named(
         assert fragment in message, message
 
 
+def test_more_controller_replicas_than_system_nodes_is_refused() -> None:
+    raw = with_change("karpenter.replicas", 3)
+    message = error_for(raw)
+    assert "karpenter.replicas: 3 controller replicas need as many system nodes" in message
+    assert "cluster.system_node_group.desired_size is 2" in message
+    raw["cluster"]["system_node_group"]["desired_size"] = 3
+    assert parse_config(raw).karpenter.replicas == 3
+
+
 @pytest.mark.parametrize(("cpu", "memory"), [("500m", "512Mi"), ("0.5", "2Gi"), ("2", "1024Mi")])
 def test_kubernetes_quantities_are_accepted(cpu: str, memory: str) -> None:
     raw = with_change("karpenter.controller_cpu", cpu)
