@@ -1,7 +1,8 @@
 """EC2 + IMDS emulator for running the Multus ENI bootstrap script on 127.0.0.1.
 
 moto_server plays EC2. In front of it an HTTP proxy checks each request's SigV4 signature
-against the instance profile credentials the fake IMDS hands out (moto checks none), records
+against the instance profile credentials the fake IMDS hands out and its parameter names
+against botocore's EC2 model, as EC2 does (moto ignores both), records
 every EC2 request the script makes (moto accepts but does not store DeleteOnTermination, so
 tests assert on requests) and can add latency or answer with injected errors. The fake IMDS
 serves the paths the script reads, deriving network/interfaces/macs/ from moto's view of the
@@ -26,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from email.message import Message
+from functools import cache
 from http.client import HTTPConnection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -33,9 +35,11 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import boto3
+import botocore.session
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
+from botocore.model import Shape
 
 from node_bootstrap import AzPlacement, MultusInterface, NodeBootstrapProps
 from node_bootstrap.renderer import CLUSTER_TAG_KEY, INSTANCE_TAG_KEY
@@ -113,6 +117,34 @@ def signature_error(url: str, headers: Message, body: bytes, signer: Credentials
     return "" if expected == match["signature"] else "signature does not match"
 
 
+def unknown_parameters(action: str, params: dict[str, str]) -> list[str]:
+    """The request parameters EC2 would refuse as UnknownParameter for this action."""
+    known = _parameter_pattern(action)
+    return [
+        name for name in params if name not in ("Action", "Version") and not known.fullmatch(name)
+    ]
+
+
+@cache
+def _parameter_pattern(action: str) -> re.Pattern[str]:
+    model = botocore.session.get_session().get_service_model("ec2")
+    return re.compile("|".join(_query_names(model.operation_model(action).input_shape, "")))
+
+
+def _query_names(shape: Shape, prefix: str) -> Iterator[str]:
+    """Regexes of the EC2 query parameter names a shape serializes to (as botocore does)."""
+    if shape.type_name == "structure":
+        for name, member in shape.members.items():
+            location = member.serialization.get("name", "")
+            key = member.serialization.get("queryName") or location[:1].upper() + location[1:]
+            key = re.escape(key or name)
+            yield from _query_names(member, rf"{prefix}\.{key}" if prefix else key)
+    elif shape.type_name == "list":
+        yield from _query_names(shape.member, rf"{prefix}\.\d+")
+    else:
+        yield prefix
+
+
 class Ec2Proxy:
     """Signature-checking, recording, latency-adding, fault-injecting proxy before moto_server."""
 
@@ -175,9 +207,13 @@ class Ec2Proxy:
                 time.sleep(proxy.latency_seconds)
                 url = f"http://{self.headers.get('Host', '')}{self.path}"
                 refused = signature_error(url, self.headers, body, proxy.signer)
-                fault = None if refused else proxy._injected_fault(action, params)
+                unknown = unknown_parameters(action, params)
+                fault = None if refused or unknown else proxy._injected_fault(action, params)
                 if refused:
                     status, payload = 403, _ec2_error("AuthFailure", refused).encode()
+                elif unknown:
+                    message = f"The parameter {unknown[0]} is not recognized"
+                    status, payload = 400, _ec2_error("UnknownParameter", message).encode()
                 elif fault:
                     status, payload = fault.status, _ec2_error(fault.code).encode()
                 else:
