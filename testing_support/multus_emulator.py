@@ -1,12 +1,12 @@
 """EC2 + IMDS emulator for running the Multus ENI bootstrap script on 127.0.0.1.
 
-moto_server plays EC2. In front of it an HTTP proxy checks each request's SigV4 signature
-against the instance profile credentials the fake IMDS hands out and its parameter names
-against botocore's EC2 model, as EC2 does (moto ignores both), records
-every EC2 request the script makes (moto accepts but does not store DeleteOnTermination, so
-tests assert on requests) and can add latency or answer with injected errors. The fake IMDS
-serves the paths the script reads, deriving network/interfaces/macs/ from moto's view of the
-instance's attachments.
+moto_server plays EC2. In front of it an HTTP proxy checks what EC2 checks and moto does not
+(each request's SigV4 signature, against the instance profile credentials the fake IMDS hands
+out, and its parameter names, against botocore's EC2 model), records every EC2 request the
+script makes (moto accepts but does not store DeleteOnTermination, so tests assert on
+requests) and can add latency or answer with injected errors. The fake IMDS serves the paths
+the script reads, deriving network/interfaces/macs/ from moto's view of the instance's
+attachments.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def _query_names(shape: Shape, prefix: str) -> Iterator[str]:
 
 
 class Ec2Proxy:
-    """Signature-checking, recording, latency-adding, fault-injecting proxy before moto_server."""
+    """Checking, recording, latency-adding, fault-injecting proxy in front of moto_server."""
 
     def __init__(self, upstream_port: int) -> None:
         self.latency_seconds = 0.0
