@@ -11,7 +11,7 @@ export AWS_EC2_METADATA_DISABLED := true
 export CDK_DISABLE_CLI_TELEMETRY := true
 CDK := PATH="$(CURDIR)/$(BIN):$$PATH" npx --no-install cdk
 
-.PHONY: synth test lint bench critical-path clean
+.PHONY: synth test lint bench critical-path mutation clean
 
 synth: $(VENV)/.installed node_modules/.installed
 	$(CDK) synth --quiet --no-notices $(CDK_ARGS)
@@ -29,6 +29,11 @@ bench: $(VENV)/.installed
 
 critical-path: $(VENV)/.installed
 	$(BIN)/python benchmarks/cluster_critical_path.py
+
+# Mutation testing (not part of CI: minutes per module). MODULES="config/model.py" for one.
+MODULES ?= --all
+mutation: $(VENV)/.installed
+	$(BIN)/python -m testing_support.mutation $(MODULES)
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -1,0 +1,330 @@
+"""A small AST mutation tester: does a module's own test suite notice when one rule breaks?
+
+Each mutant changes one thing in one module: a comparison (< to <=, == to !=, in to not in), an
+integer (n to n+1 and n-1: pydantic Field bounds, table rows, indexes), a boolean constant, and/or,
+a removed `not`, an `if` that guards a raise made never-true, a dict entry or list element
+dropped (tables, manifest fields), a keyword argument dropped (Field limits, construct props), a
+string constant changed (paths, names, keys). Docstrings and the text of raised errors are left
+alone: a test that pins a message's wording is not what this measures.
+
+The tool copies the repo once into a scratch directory, writes each mutant there and runs the
+module's tests against it (first failure stops the run). Killed = the tests failed or timed out;
+survived = they passed. Equivalent mutants (no observable difference) are listed in
+docs/testing.md with a reason and left out of the score.
+
+    python -m testing_support.mutation config/model.py            # one module
+    python -m testing_support.mutation --all                      # every module in MODULE_TESTS
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EQUIVALENTS_DOC = REPO / "docs" / "testing.md"
+
+# Module -> the tests that own it (its mirror in tests/).
+MODULE_TESTS: dict[str, list[str]] = {
+    "config/model.py": ["tests/unit/config"],
+    "charts/cleartaints.py": ["tests/unit/charts/test_chart_cleartaints.py"],
+    "cdk_constructs/subnet_cidr_reservation_handler/index.py": [
+        "tests/unit/cdk_constructs/test_subnet_cidr_reservation_handler.py"
+    ],
+    "node_bootstrap/renderer.py": ["tests/unit/node_bootstrap/test_renderer.py"],
+    "charts/network_attachments.py": ["tests/unit/charts/test_chart_network_attachments.py"],
+}
+
+COPY_IGNORE = shutil.ignore_patterns(
+    ".git", ".venv", "node_modules", "cdk.out", ".mypy_cache", ".ruff_cache", ".pytest_cache"
+)
+SWAPPED_COMPARISONS: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One change: where (line) and what, in words a reader can match to the source."""
+
+    index: int
+    line: int
+    description: str
+
+    @property
+    def key(self) -> str:
+        return f"L{self.line}: {self.description}"
+
+
+def _ignored_strings(tree: ast.Module) -> set[int]:
+    """ids of string nodes not worth mutating: docstrings and raised error messages."""
+    ignored: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            ignored.add(id(body[0].value))
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            ignored.update(id(sub) for sub in ast.walk(node.exc))
+        if isinstance(node, ast.JoinedStr):
+            ignored.update(id(sub) for sub in ast.walk(node))
+    return ignored
+
+
+def _guards_raise(node: ast.If) -> bool:
+    return any(isinstance(statement, ast.Raise) for statement in node.body)
+
+
+class _Mutator(ast.NodeTransformer):
+    """Walks the tree in a fixed order; counts mutation points, applies the `target`-th."""
+
+    def __init__(self, ignored_strings: set[int], target: int | None) -> None:
+        self.ignored_strings = ignored_strings
+        self.target = target
+        self.points: list[Mutant] = []
+
+    def _offer(self, node: ast.AST, description: str) -> bool:
+        index = len(self.points)
+        self.points.append(Mutant(index, getattr(node, "lineno", 0), description))
+        return index == self.target
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        self.generic_visit(node)
+        for position, operator in enumerate(node.ops):
+            swapped = SWAPPED_COMPARISONS.get(type(operator))
+            if swapped and self._offer(
+                node, f"{type(operator).__name__} -> {swapped.__name__} in {ast.unparse(node)}"
+            ):
+                node.ops[position] = swapped()
+        return node
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        self.generic_visit(node)
+        other: ast.boolop = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+        if self._offer(node, f"{type(node.op).__name__} -> {type(other).__name__}"):
+            node.op = other
+        return node
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Not) and self._offer(node, f"drop not in {ast.unparse(node)}"):
+            return node.operand
+        return node
+
+    def visit_If(self, node: ast.If) -> ast.AST:
+        self.generic_visit(node)
+        if _guards_raise(node) and self._offer(
+            node, f"never raise: if {ast.unparse(node.test)}"
+        ):
+            node.test = ast.Constant(value=False)
+        return node
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        value = node.value
+        if isinstance(value, bool):
+            if self._offer(node, f"{value} -> {not value}"):
+                return ast.Constant(value=not value)
+        elif isinstance(value, int):
+            for delta in (1, -1):
+                if self._offer(node, f"{value} -> {value + delta}"):
+                    return ast.Constant(value=value + delta)
+        elif (
+            isinstance(value, str)
+            and value
+            and id(node) not in self.ignored_strings
+            and self._offer(node, f"string {value[:40]!r} -> {'X' + value[:39]!r}")
+        ):
+            return ast.Constant(value="X" + value)
+        return node
+
+    def visit_Dict(self, node: ast.Dict) -> ast.AST:
+        self.generic_visit(node)
+        for position, key in enumerate(node.keys):
+            label = ast.unparse(key) if key is not None else "**"
+            if self._offer(node, f"drop dict entry {label[:50]}"):
+                del node.keys[position]
+                del node.values[position]
+                break
+        return node
+
+    def visit_List(self, node: ast.List) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load):
+            for position, element in enumerate(node.elts):
+                if self._offer(node, f"drop list element {ast.unparse(element)[:50]}"):
+                    del node.elts[position]
+                    break
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        for position, keyword in enumerate(node.keywords):
+            if keyword.arg is not None and self._offer(
+                node, f"drop {keyword.arg}= in {ast.unparse(node.func)}(...)"
+            ):
+                del node.keywords[position]
+                break
+        return node
+
+
+def enumerate_mutants(source: str) -> list[Mutant]:
+    tree = ast.parse(source)
+    mutator = _Mutator(_ignored_strings(tree), target=None)
+    mutator.visit(tree)
+    return mutator.points
+
+
+def mutate(source: str, index: int) -> str:
+    tree = ast.parse(source)
+    mutated = _Mutator(_ignored_strings(tree), target=index).visit(copy.deepcopy(tree))
+    return ast.unparse(ast.fix_missing_locations(mutated))
+
+
+def documented_equivalents(module: str) -> set[str]:
+    """Mutant keys that docs/testing.md lists as equivalent for `module` (| module | key | why |)."""
+    if not EQUIVALENTS_DOC.exists():
+        return set()
+    keys = set()
+    for line in EQUIVALENTS_DOC.read_text().splitlines():
+        cells = [cell.strip().strip("`") for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] == module:
+            keys.add(cells[1])
+    return keys
+
+
+@dataclass
+class ModuleResult:
+    """Outcome of one module's run."""
+
+    module: str
+    killed: int = 0
+    equivalent: int = 0
+    seconds: float = 0.0
+    survivors: tuple[Mutant, ...] = ()
+
+    @property
+    def scored(self) -> int:
+        return self.killed + len(self.survivors)
+
+    @property
+    def score(self) -> float:
+        return 100.0 * self.killed / self.scored if self.scored else 100.0
+
+
+def _run_tests(workdir: Path, tests: list[str], timeout: float) -> bool:
+    """True when the tests pass (the mutant survived)."""
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    try:
+        outcome = subprocess.run(
+            command, cwd=workdir, capture_output=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return False
+    return outcome.returncode == 0
+
+
+def run_module(module: str, workdir: Path, only_lines: set[int] | None) -> ModuleResult:
+    tests = MODULE_TESTS[module]
+    target = workdir / module
+    original = target.read_text()
+    started = time.monotonic()
+    if not _run_tests(workdir, tests, timeout=1800):
+        raise SystemExit(f"{module}: its tests fail without any mutation; fix them first")
+    timeout = max(60.0, 5 * (time.monotonic() - started))
+    equivalents = documented_equivalents(module)
+    result = ModuleResult(module)
+    survivors: list[Mutant] = []
+    baseline = ast.unparse(ast.parse(original))
+    try:
+        for mutant in enumerate_mutants(original):
+            if only_lines and mutant.line not in only_lines:
+                continue
+            mutated = mutate(original, mutant.index)
+            if mutated == baseline:
+                continue
+            if mutant.key in equivalents:
+                result.equivalent += 1
+                continue
+            target.write_text(mutated)
+            if _run_tests(workdir, tests, timeout):
+                survivors.append(mutant)
+                print(f"  survived {mutant.key}", flush=True)
+            else:
+                result.killed += 1
+    finally:
+        target.write_text(original)
+    result.survivors = tuple(survivors)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def print_table(results: list[ModuleResult]) -> None:
+    print(f"\n{'module':<58} {'killed':>6} {'survived':>8} {'equiv':>5} {'score':>6} {'time':>7}")
+    for r in results:
+        print(
+            f"{r.module:<58} {r.killed:>6} {len(r.survivors):>8} {r.equivalent:>5} "
+            f"{r.score:>5.1f}% {r.seconds:>6.0f}s"
+        )
+    for r in results:
+        for mutant in r.survivors:
+            print(f"SURVIVED {r.module} {mutant.key}")
+
+
+def _parse_lines(spec: str | None) -> set[int] | None:
+    if not spec:
+        return None
+    lines: set[int] = set()
+    for part in spec.split(","):
+        low, _, high = part.partition("-")
+        lines.update(range(int(low), int(high or low) + 1))
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("modules", nargs="*", help=f"any of: {', '.join(MODULE_TESTS)}")
+    parser.add_argument("--all", action="store_true", help="every module in MODULE_TESTS")
+    parser.add_argument("--lines", help="only mutants on these lines, e.g. 10-40,52")
+    args = parser.parse_args(argv)
+    modules = list(MODULE_TESTS) if args.all else args.modules
+    unknown = [m for m in modules if m not in MODULE_TESTS]
+    if not modules or unknown:
+        parser.error(f"name modules from: {', '.join(MODULE_TESTS)} (unknown: {unknown})")
+    with tempfile.TemporaryDirectory(prefix="mutation-") as scratch:
+        workdir = Path(scratch) / "repo"
+        shutil.copytree(REPO, workdir, ignore=COPY_IGNORE)
+        (workdir.parent / "shared").symlink_to(REPO.parent / "shared")
+        results = []
+        for module in modules:
+            print(f"{module}: {len(enumerate_mutants((REPO / module).read_text()))} mutants")
+            results.append(run_module(module, workdir, _parse_lines(args.lines)))
+    print_table(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
