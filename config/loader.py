@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from config.messages import describe_errors
 from config.model import AppConfig
 from config.pipeline import PipelineConfig, PipelineEnvironmentConfig
 
@@ -65,24 +66,11 @@ def _validate(model: type[ModelT], raw: Mapping[str, Any], source: str) -> Model
     try:
         return model.model_validate(raw)
     except ValidationError as error:
-        raise ConfigError(describe_errors(error, source)) from None
+        raise ConfigError(describe_errors(error, source, model)) from None
 
 
 def parse_config(raw: Mapping[str, Any], source: str = "config") -> AppConfig:
     return _validate(AppConfig, raw, source)
-
-
-def describe_errors(error: ValidationError, source: str) -> str:
-    lines = [f"Invalid {source}:"]
-    for detail in error.errors():
-        path = "".join(
-            f"[{part}]" if isinstance(part, int) else f".{part}" for part in detail["loc"]
-        ).lstrip(".")
-        message = detail["msg"].removeprefix("Value error, ")
-        if detail["type"] == "extra_forbidden":
-            message = "unknown key (typo?); see config/model.py for the accepted keys"
-        lines.append(f"  - {path or '(top level)'}: {message}")
-    return "\n".join(lines)
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
