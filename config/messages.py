@@ -25,11 +25,15 @@ _SEGMENT = r"[a-z_][a-z0-9_]*(?:\[\d+\])*(?: \([^)]*\))?"
 _PATH_PREFIX = re.compile(rf"^({_SEGMENT}(?:\.{_SEGMENT})*): ")
 
 
-def describe_errors(error: ValidationError, source: str, model: type[BaseModel]) -> str:
+def describe_errors(
+    error: ValidationError, source: str, model: type[BaseModel], section: str = ""
+) -> str:
+    """One line per problem; `section` is where `model` sits in the document (e.g. pipeline)."""
     lines = [f"Invalid {source}:"]
     for detail in error.errors():
         for path, message in _describe(detail, model):
-            lines.append(f"  - {path or '(top level)'}: {message}")
+            full_path = f"{section}.{path}".strip(".")
+            lines.append(f"  - {full_path or '(top level)'}: {message}")
     return "\n".join(lines)
 
 
