@@ -90,7 +90,10 @@ def read_config_file(path: Path) -> dict[str, Any]:
     except (json.JSONDecodeError, yaml.YAMLError) as error:
         raise ConfigError(f"config_file {path}: not valid JSON/YAML: {error}") from None
     if not isinstance(loaded, dict):
-        raise ConfigError(f"config_file {path}: must hold a mapping at the top level")
+        raise ConfigError(
+            f"config_file {path}: must hold a mapping at the top level (key: value lines such "
+            "as region: us-west-2), not a list or a single value"
+        )
     return loaded
 
 

@@ -130,10 +130,13 @@ class MultusSubnetConfig(StrictModel):
         first_usable = subnet.network_address + AWS_RESERVED_HEAD
         last_usable = subnet.broadcast_address - AWS_RESERVED_TAIL
         if not reserved.subnet_of(subnet):
-            raise ValueError(f"reservation {self.reservation} is not inside subnet {self.cidr}")
+            raise ValueError(
+                f"reservation: {self.reservation} is not inside subnet {self.cidr}; pick a "
+                "range inside it"
+            )
         if reserved.network_address < first_usable or reserved.broadcast_address > last_usable:
             raise ValueError(
-                f"reservation {self.reservation} overlaps the addresses AWS keeps in "
+                f"reservation: {self.reservation} overlaps the addresses AWS keeps in "
                 f"{self.cidr} (the first {AWS_RESERVED_HEAD} and the last one); "
                 f"keep it within {first_usable}-{last_usable}"
             )
@@ -228,6 +231,10 @@ class MultusConfig(StrictModel):
             )
         return namespace
 
+    @property
+    def creates_nad_namespace(self) -> bool:
+        return self.nad_namespace not in EXISTING_NAMESPACES
+
     @model_validator(mode="after")
     def _unique_names(self) -> MultusConfig:
         for attribute in ("name", "device_name"):
@@ -236,7 +243,7 @@ class MultusConfig(StrictModel):
                 value = getattr(network, attribute)
                 if value in seen:
                     raise ValueError(
-                        f"two Multus networks share the {attribute.replace('_', ' ')} "
+                        f"networks: two Multus networks share the {attribute.replace('_', ' ')} "
                         f"{value!r}; give each network its own"
                     )
                 seen.add(value)
@@ -254,7 +261,7 @@ class VpcConfig(StrictModel):
     @classmethod
     def _vpc_size(cls, cidr: str) -> str:
         if not LARGEST_PREFIX <= net(cidr).prefixlen <= SMALLEST_PREFIX:
-            raise ValueError(f"{cidr}: a VPC's prefix must be /16 to /28")
+            raise ValueError(f"{cidr}: a VPC's prefix must be /16 to /28 (for example 10.0.0.0/16)")
         for name, unusable in UNUSABLE_VPC_RANGES.items():
             if net(cidr).overlaps(unusable):
                 raise ValueError(
@@ -281,13 +288,13 @@ class SystemNodeGroupConfig(StrictModel):
         arm = [t for t, f in families.items() if instance_types.architecture(f) == "arm64"]
         if arm:
             raise ValueError(
-                f"instance_types {arm} are arm64; the system node group runs the "
+                f"instance_types: {arm} are arm64; the system node group runs the "
                 "AL2023 x86_64 AMI, so pick x86_64 types (for example c5.large)"
             )
         mac = [t for t, f in families.items() if instance_types.is_macos_only(f)]
         if mac:
             raise ValueError(
-                f"instance_types {mac} are Mac instances (macOS on Dedicated Hosts), which no "
+                f"instance_types: {mac} are Mac instances (macOS on Dedicated Hosts), which no "
                 "EKS AMI runs on; pick x86_64 Linux types (for example c5.large)"
             )
         return self
@@ -479,10 +486,16 @@ class AppConfig(StrictModel):
         for label, cidr in self.all_subnet_cidrs():
             subnet = net(cidr)
             if not subnet.subnet_of(vpc):
-                raise ValueError(f"{label}: {cidr} is outside the VPC CIDR {self.vpc.cidr}")
+                raise ValueError(
+                    f"{label}: {cidr} is outside the VPC CIDR {self.vpc.cidr}; pick a range "
+                    "inside it"
+                )
             for other_label, other in placed:
                 if subnet.overlaps(other):
-                    raise ValueError(f"{label}: {cidr} overlaps {other_label} ({other})")
+                    raise ValueError(
+                        f"{label}: {cidr} overlaps {other_label} ({other}); give each subnet "
+                        "a range of its own"
+                    )
             placed.append((label, subnet))
 
     def _check_karpenter_supports_kubernetes(self) -> None:
