@@ -15,6 +15,8 @@ To add a Region or a zone: add or extend its entry (letters in order), citing th
 
 from __future__ import annotations
 
+import difflib
+
 AVAILABILITY_ZONE_LETTERS: dict[str, str] = {
     "af-south-1": "abc",
     "ap-east-1": "abc",
@@ -62,7 +64,9 @@ def region_problem(region: str) -> str | None:
     """Why `region` cannot be used, in plain words, or None."""
     if region in AVAILABILITY_ZONE_LETTERS:
         return None
+    close = difflib.get_close_matches(region, list(AVAILABILITY_ZONE_LETTERS), n=1)
+    example = f"did you mean {close[0]}?" if close else "for example us-west-2 or eu-central-1"
     return (
-        f"{region!r} is not an AWS Region this project knows (for example us-west-2 or "
-        "eu-central-1); a new Region goes into config/aws_regions.py"
+        f"{region!r} is not an AWS Region this project knows ({example}); a new Region goes "
+        "into config/aws_regions.py"
     )

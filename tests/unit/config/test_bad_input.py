@@ -213,7 +213,7 @@ ACCEPTED = [
         "pipeline-tooling-region-that-is-no-region",
         "accepted",
         pipeline(lambda p: p.update(tooling_region="us-west-9")),
-        ("pipeline.tooling_region", "not an AWS Region", "for example us-west-2"),
+        ("pipeline.tooling_region", "not an AWS Region", "did you mean us-west-2?"),
     ),
     BadInput(
         "empty-security-group-ingress-list",
