@@ -33,7 +33,7 @@ AWS_RESERVED_TAIL = 1
 # The largest gp3 volume (EC2 API reference, EBS block device VolumeSize: gp3 1-16,384 GiB).
 GP3_MAX_GIB = 16384
 # Subnet and VPC CIDR blocks: AWS allows /16 (65,536 addresses) to /28 (16 addresses).
-SMALLEST_PREFIX, LARGEST_PREFIX = 28, 16
+MIN_PREFIX_LENGTH, MAX_PREFIX_LENGTH = 16, 28
 
 KubernetesVersion = Literal["1.33", "1.34", "1.35", "1.36"]
 # Namespaces every cluster has; any other nad_namespace is created by the app.
@@ -75,9 +75,9 @@ Cidr = Annotated[str, AfterValidator(_ipv4_network)]
 
 
 def _subnet_size(value: str) -> str:
-    if not LARGEST_PREFIX <= net(value).prefixlen <= SMALLEST_PREFIX:
+    if not MIN_PREFIX_LENGTH <= net(value).prefixlen <= MAX_PREFIX_LENGTH:
         raise ValueError(
-            f"{value}: AWS subnets are /{LARGEST_PREFIX} to /{SMALLEST_PREFIX} "
+            f"{value}: AWS subnets are /{MIN_PREFIX_LENGTH} to /{MAX_PREFIX_LENGTH} "
             f"(for example 10.0.4.0/24)"
         )
     return value
@@ -260,7 +260,7 @@ class VpcConfig(StrictModel):
     @field_validator("cidr")
     @classmethod
     def _vpc_size(cls, cidr: str) -> str:
-        if not LARGEST_PREFIX <= net(cidr).prefixlen <= SMALLEST_PREFIX:
+        if not MIN_PREFIX_LENGTH <= net(cidr).prefixlen <= MAX_PREFIX_LENGTH:
             raise ValueError(f"{cidr}: a VPC's prefix must be /16 to /28 (for example 10.0.0.0/16)")
         for name, unusable in UNUSABLE_VPC_RANGES.items():
             if net(cidr).overlaps(unusable):
@@ -388,10 +388,6 @@ class NodePoolConfig(StrictModel):
             for cpus, enis in instance_types.NODE_POOL_FAMILIES[family].items()
             if cpus in self.instance_cpus
         ]
-
-    @property
-    def max_enis_of_smallest_size(self) -> int:
-        return min(enis for _, _, enis in self.allowed_sizes())
 
 
 class ExtrasConfig(StrictModel):
