@@ -52,6 +52,11 @@ def _describe(detail: ErrorDetails, model: type[BaseModel]) -> list[tuple[str, s
         message = _unknown_key(location, model)
     elif kind == "string_pattern_mismatch":
         message = _pattern_mismatch(detail)
+    elif kind == "string_type" and isinstance(detail["input"], bool):
+        message = (
+            f"{detail['input']!r} arrived as a boolean (YAML reads yes/no/on/off that way), but "
+            "this field takes text; put it in quotes"
+        )
     elif kind == "string_type" and isinstance(detail["input"], int | float):
         message = (
             f"{detail['input']!r} arrived as a number, but this field takes text; "

@@ -268,6 +268,13 @@ UNCLEAR = [
         files={"account.yaml": b"account: 123456789012\n"},
     ),
     BadInput(
+        "yaml-boolean-for-a-name",
+        "unclear",
+        {"config_file": "on.yaml"},
+        ("cluster.name", "arrived as a boolean", "put it in quotes"),
+        files={"on.yaml": b"cluster:\n  name: on\n"},
+    ),
+    BadInput(
         "index-style-key",
         "unclear",
         {"config.multus.networks[0].name": "signaling"},
@@ -538,7 +545,6 @@ IN_A_PROCESS = {
     "config-context-value-not-an-object",
     "conflicting-dotted-overrides",
     "non-utf8-yaml-file",
-    "az-letter-the-region-lacks",
 }
 
 
