@@ -50,8 +50,7 @@ def overrides_from_context(
 
 def _path(key: str, value: Any, current: Mapping[str, Any]) -> Path:
     dotted = key.removeprefix(OVERRIDE_PREFIX)
-    indexed = _INDEXED.match(dotted)
-    if indexed or "[" in dotted or "]" in dotted:
+    if "[" in dotted or "]" in dotted:
         raise ConfigError(_index_key_message(key, dotted, value, current))
     path = tuple(dotted.split("."))
     if not all(path):
@@ -150,21 +149,35 @@ def _index_key_message(key: str, dotted: str, value: Any, current: Mapping[str, 
     if indexed is None:
         return message + ", for example -c 'config.availability_zones=[\"us-west-2a\", ...]'"
     list_path = indexed.group("list")
-    items = _lookup(current, list_path.split("."))
-    index = int(indexed.group("index"))
-    rest = [part for part in indexed.group("rest").split(".") if part]
-    if not isinstance(items, list) or index >= len(items):
+    changed = _with_change(
+        _lookup(current, list_path.split(".")),
+        int(indexed.group("index")),
+        indexed.group("rest"),
+        _decoded(value) if isinstance(value, str) else value,
+    )
+    if changed is None:
         return message + f", for example -c 'config.{list_path}=[...]'"
-    changed = copy.deepcopy(items)
-    typed = _decoded(value) if isinstance(value, str) else value
-    if rest and isinstance(changed[index], dict):
-        node = changed[index]
-        for part in rest[:-1]:
-            node = node.setdefault(part, {})
-        node[rest[-1]] = typed
-    elif not rest:
-        changed[index] = typed
     return message + f" (here with your change):\n    -c 'config.{list_path}={json.dumps(changed)}'"
+
+
+def _with_change(items: Any, index: int, rest: str, value: Any) -> list[Any] | None:
+    """A copy of `items` with `value` at [index] + rest (".a.b"), or None if that is no key."""
+    keys = [part for part in rest.split(".") if part]
+    if not isinstance(items, list) or index >= len(items) or "[" in rest:
+        return None
+    changed = copy.deepcopy(items)
+    if not keys:
+        changed[index] = value
+        return changed
+    node = changed[index]
+    for part in keys[:-1]:
+        if not isinstance(node, dict):
+            return None
+        node = node.setdefault(part, {})
+    if not isinstance(node, dict):
+        return None
+    node[keys[-1]] = value
+    return changed
 
 
 def _lookup(document: Mapping[str, Any], path: list[str]) -> Any:

@@ -285,6 +285,12 @@ UNCLEAR = [
         ),
     ),
     BadInput(
+        "index-style-key-into-a-list-of-zones",
+        "unclear",
+        {"config.availability_zones[1]": "us-west-2c"},
+        ("""-c 'config.availability_zones=["us-west-2a", "us-west-2c"]'""",),
+    ),
+    BadInput(
         "comma-list-for-a-list-field",
         "unclear",
         {"config.availability_zones": "us-west-2a,us-west-2b"},
