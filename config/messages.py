@@ -65,12 +65,19 @@ def _describe(detail: ErrorDetails, model: type[BaseModel]) -> list[tuple[str, s
     path = format_location(location)
     if kind != "value_error":
         return [(path, message)]
-    return [_file_under_named_field(path, line) for line in message.split("\n")]
+    section = model_at(model, location)
+    return [_file_under_named_field(path, section, line) for line in message.split("\n")]
 
 
-def _file_under_named_field(path: str, message: str) -> tuple[str, str]:
+def _file_under_named_field(
+    path: str, section: type[BaseModel] | None, message: str
+) -> tuple[str, str]:
+    """A message "field.sub: text" from a section's validator is filed under that field."""
     named = _PATH_PREFIX.match(message)
-    if named is None:
+    if named is None or section is None:
+        return path, message
+    first_field = re.split(r"[.\[ ]", named.group(1), maxsplit=1)[0]
+    if first_field not in section.model_fields:
         return path, message
     return f"{path}.{named.group(1)}".lstrip("."), message[named.end() :]
 
