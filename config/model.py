@@ -310,7 +310,7 @@ class SystemNodeGroupConfig(StrictModel):
 
 
 class ClusterConfig(StrictModel):
-    name: str = Field(default="eks-karpenterwithmultus", pattern=patterns.CLUSTER_NAME.regex)
+    name: str = Field(default="eks-karpenterwithmultus", pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,99}$")
     kubernetes_version: Annotated[
         KubernetesVersion, BeforeValidator(number_as_version(get_args(KubernetesVersion)))
     ] = "1.34"
@@ -320,7 +320,7 @@ class ClusterConfig(StrictModel):
     )
     admin_principal_arn: str | None = Field(
         default=None,
-        pattern=patterns.ADMIN_PRINCIPAL_ARN.regex,
+        pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:.+$",
         description="IAM principal given cluster-admin through an access entry.",
     )
     system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
@@ -354,6 +354,22 @@ class KarpenterConfig(StrictModel):
         return version
 
 
+# Interfaces (ENIs) of the Nitro m/c/r families' sizes by vCPU count: the fewest any family in
+# config/instance_types.py has at that count (a test keeps the two in step).
+MAX_ENIS_BY_VCPUS: dict[int, int] = {
+    2: 3,
+    4: 4,
+    8: 4,
+    16: 8,
+    32: 8,
+    36: 8,
+    48: 8,
+    64: 15,
+    72: 15,
+    96: 15,
+}
+
+
 class NodePoolConfig(StrictModel):
     """The Karpenter NodePool of Multus nodes; defaults are the seed's."""
 
@@ -370,6 +386,16 @@ class NodePoolConfig(StrictModel):
         description="Pinned AL2023 release; never @latest (every release would replace nodes).",
     )
     root_volume_gib: Gp3SizeGib = Field(default=20, ge=20)
+
+    @field_validator("instance_cpus")
+    @classmethod
+    def _known_sizes(cls, cpus: list[int]) -> list[int]:
+        unknown = sorted(set(cpus) - set(MAX_ENIS_BY_VCPUS))
+        if unknown:
+            raise ValueError(
+                f"{unknown}: pick vCPU counts of m/c/r sizes: {sorted(MAX_ENIS_BY_VCPUS)}"
+            )
+        return cpus
 
     @model_validator(mode="after")
     def _requirements_intersect(self) -> NodePoolConfig:
@@ -388,6 +414,10 @@ class NodePoolConfig(StrictModel):
             for cpus, enis in instance_types.NODE_POOL_FAMILIES[family].items()
             if cpus in self.instance_cpus
         ]
+
+    @property
+    def max_enis_of_smallest_size(self) -> int:
+        return min(enis for _, _, enis in self.allowed_sizes())
 
 
 class ExtrasConfig(StrictModel):
@@ -438,8 +468,9 @@ class AppConfig(StrictModel):
 
     def _check_enis_fit_instances(self) -> None:
         needed = len(self.multus.networks) + 1  # plus the primary interface
-        family, cpus, available = min(self.node_pool.allowed_sizes(), key=lambda size: size[2])
+        available = self.node_pool.max_enis_of_smallest_size
         if needed > available:
+            family, cpus, _ = min(self.node_pool.allowed_sizes(), key=lambda size: size[2])
             raise ValueError(
                 f"multus.networks: {len(self.multus.networks)} networks need {needed} network "
                 f"interfaces per node, but the smallest size in node_pool.instance_cpus "

@@ -141,6 +141,15 @@ ACCEPTED = [
         ("node_pool.instance_families", "c5 is in category 'c'", "add 'c' there or drop c5"),
     ),
     BadInput(
+        "vcpu-count-no-listed-family-has",
+        "accepted",
+        {
+            "config.node_pool.instance_families": '["m5", "m6i"]',
+            "config.node_pool.instance_cpus": "[2, 36]",
+        },
+        ("node_pool.instance_cpus", "no size of ['m5', 'm6i'] has [36] vCPUs", "drop [36]"),
+    ),
+    BadInput(
         "family-without-the-listed-sizes",
         "accepted",
         {
@@ -491,7 +500,7 @@ COVERED = [
         "vcpu-count-no-family-has",
         "covered",
         {"config.node_pool.instance_cpus": "[3]"},
-        ("node_pool.instance_cpus", "has [3] vCPUs", "drop [3]"),
+        ("node_pool.instance_cpus", "[3]: pick vCPU counts of m/c/r sizes: [2, 4, 8"),
     ),
     BadInput(
         "unknown-instance-type",

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from config import aws_regions, instance_types, karpenter_releases
 from config.interface_names import reserved_interface_reason
 from config.messages import element_type
-from config.model import AppConfig, KarpenterConfig
+from config.model import MAX_ENIS_BY_VCPUS, AppConfig, KarpenterConfig
 from config.patterns import PLAIN_PATTERNS
 from config.pipeline import PipelineConfig
 
@@ -95,6 +95,16 @@ def test_node_pool_sizes_are_real_instance_types() -> None:
 )
 def test_interfaces_per_size(family: str, vcpus: int, interfaces: int) -> None:
     assert instance_types.NODE_POOL_FAMILIES[family][vcpus] == interfaces
+
+
+def test_the_vcpu_table_is_the_fewest_interfaces_of_any_family() -> None:
+    fewest = {
+        vcpus: min(
+            sizes[vcpus] for sizes in instance_types.NODE_POOL_FAMILIES.values() if vcpus in sizes
+        )
+        for vcpus in MAX_ENIS_BY_VCPUS
+    }
+    assert fewest == MAX_ENIS_BY_VCPUS
 
 
 @pytest.mark.parametrize(

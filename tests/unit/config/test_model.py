@@ -260,7 +260,7 @@ def test_more_networks_than_the_smallest_instance_has_interfaces() -> None:
 @pytest.mark.parametrize(
     ("path", "value", "expected"),
     [
-        ("node_pool.instance_cpus", [3], ["node_pool.instance_cpus", "has [3] vCPUs"]),
+        ("node_pool.instance_cpus", [3], ["node_pool.instance_cpus", "[3]: pick vCPU counts"]),
         ("node_pool.ami_alias", "al2023@latest", ["node_pool.ami_alias", "al2023@v20261112"]),
         ("node_pool.capacity_types", ["reserved"], ["node_pool.capacity_types[0]"]),
         ("extras.sample_workload", True, ["extras.sample_workload", "unknown key"]),
