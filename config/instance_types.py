@@ -9,13 +9,14 @@ Karpenter NodePool may use, their sizes (vCPUs) and network interfaces per size.
   do not tell (mac2.metal is arm64), so the set is explicit; a test fails when botocore knows a
   Graviton-looking family that the set does not.
 - Network interfaces: NODE_POOL_FAMILIES below, the m/c/r Nitro families, taken on 2026-11-30
-  from "Network specifications" of the general purpose, compute optimized and memory optimized
-  pages (https://docs.aws.amazon.com/ec2/latest/instancetypes/gp.html, co.html, mo.html), as
-  recorded in Karpenter's generated VPC limits (pkg/providers/instancetype/
-  zz_generated.vpclimits.go, generated 2026-08-06). The count is the interfaces of the default
-  network card, the one the node bootstrap attaches Multus ENIs to. Bare-metal sizes are left
-  out: the NodePool requires the Nitro hypervisor, which Karpenter does not report for metal.
-  vCPUs follow the size name (medium 1, large 2, xlarge 4, Nxlarge 4N).
+  from Karpenter's VPC limits (aws/karpenter-provider-aws, pkg/providers/instancetype/
+  zz_generated.vpclimits.go, generated 2026-08-06 from EC2 DescribeInstanceTypes), which are
+  the "Network specifications" tables of https://docs.aws.amazon.com/ec2/latest/instancetypes/
+  gp.html, co.html and mo.html (tests spot-check sizes against them). The count is the
+  interfaces of the default network card, the one the node bootstrap attaches Multus ENIs to.
+  Bare-metal sizes are left out: the NodePool requires the Nitro hypervisor, which Karpenter
+  does not report for metal. vCPUs follow the size name (medium 1, large 2, xlarge 4,
+  Nxlarge 4N).
 
 To add a family: put it into ARM64_FAMILIES if it is arm64; for NodePool use add a line to
 NODE_POOL_FAMILIES with its vCPUs -> network interfaces per (non-metal) size.
