@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
+from config.documents import load_document
 from config.errors import ConfigError
 from config.messages import describe_errors
 from config.model import AppConfig
@@ -85,10 +85,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
         ) from None
     except OSError as error:
         raise ConfigError(f"config_file {path}: cannot be read ({error.strerror})") from None
-    try:
-        loaded = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
-        raise ConfigError(f"config_file {path}: not valid JSON/YAML: {error}") from None
+    loaded = load_document(text, f"config_file {path}", is_json=path.suffix == ".json")
     if not isinstance(loaded, dict):
         raise ConfigError(
             f"config_file {path}: must hold a mapping at the top level (key: value lines such "

@@ -225,6 +225,22 @@ ACCEPTED = [
         ("pipeline.tooling_region", "not an AWS Region", "did you mean us-west-2?"),
     ),
     BadInput(
+        "yaml-key-given-twice",
+        "accepted",
+        {"config_file": "twice.yaml"},
+        ("config_file", "key 'vpc' appears twice (lines 1 and 4)", "keep one and merge"),
+        files={
+            "twice.yaml": b"vpc:\n  cidr: 10.1.0.0/16\nname: twice\nvpc:\n  nat_gateways: single\n"
+        },
+    ),
+    BadInput(
+        "json-key-given-twice",
+        "accepted",
+        {"config_file": "twice.json"},
+        ("config_file", "key 'name' appears twice", "keep one and merge"),
+        files={"twice.json": b'{"name": "a", "name": "b"}'},
+    ),
+    BadInput(
         "empty-security-group-ingress-list",
         "accepted",
         {"config.multus.security_group_ingress_cidrs": "[]"},
