@@ -268,13 +268,6 @@ TRACEBACKS = [
         ("config_file", "not UTF-8", "save the file as UTF-8"),
         files={"latin1.yaml": "name: caf\u00e9\n".encode("latin-1")},
     ),
-    BadInput(
-        "config-file-that-is-a-list",
-        "traceback",
-        {"config_file": "list.yaml"},
-        ("config_file", "mapping at the top level"),
-        files={"list.yaml": b"- region: us-west-2\n"},
-    ),
 ]
 
 UNCLEAR = [
@@ -547,6 +540,13 @@ COVERED = [
         "covered",
         {"config.vpc.nat_gateways": "two"},
         ("vpc.nat_gateways", "'per_az' or 'single'"),
+    ),
+    BadInput(
+        "config-file-that-is-a-list",
+        "covered",
+        {"config_file": "list.yaml"},
+        ("config_file", "mapping at the top level"),
+        files={"list.yaml": b"- region: us-west-2\n"},
     ),
     BadInput(
         "missing-config-file",
