@@ -7,12 +7,14 @@ dropped (tables, manifest fields), a keyword argument dropped (Field limits, con
 string constant changed (paths, names, keys). Docstrings and the text of raised errors are left
 alone: a test that pins a message's wording is not what this measures.
 
-The tool copies the repo once into a scratch directory, writes each mutant there and runs the
-module's tests against it (first failure stops the run). Killed = the tests failed or timed out;
-survived = they passed. Equivalent mutants (no observable difference) are listed in
-docs/testing.md with a reason and left out of the score.
+The tool copies the repo into a scratch directory (one copy per worker), writes each mutant there
+and runs the module's tests against it (first failure stops the run). Killed = the tests failed
+or timed out; survived = they passed. A mutant's key names the function (or module-level name)
+it sits in, not its line, so that docs/testing.md's table of equivalent mutants (no observable
+difference, left out of the score) survives edits elsewhere in the file.
 
     python -m testing_support.mutation config/model.py            # one module
+    python -m testing_support.mutation config/model.py --lines 120-180 --jobs 2
     python -m testing_support.mutation --all                      # every module in MODULE_TESTS
 """
 
@@ -26,16 +28,30 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 EQUIVALENTS_DOC = REPO / "docs" / "testing.md"
 
-# Module -> the tests that own it (its mirror in tests/).
+# Module -> the pytest arguments of the tests that own it (its mirror in tests/). The config
+# modules leave out the few cases that run the whole app (a synth, `python app.py` processes):
+# they take most of the suite's time and repeat in-process cases of the same tables.
+_CONFIG_UNIT_TESTS = [
+    "tests/unit/config",
+    "-k",
+    "not cli_entry and not synthesizes",
+]
 MODULE_TESTS: dict[str, list[str]] = {
-    "config/model.py": ["tests/unit/config"],
+    "config/model.py": _CONFIG_UNIT_TESTS,
+    "config/aws_regions.py": _CONFIG_UNIT_TESTS,
+    "config/instance_types.py": _CONFIG_UNIT_TESTS,
+    "config/karpenter_releases.py": _CONFIG_UNIT_TESTS,
+    "config/interface_names.py": _CONFIG_UNIT_TESTS,
+    "config/node_pool_rules.py": _CONFIG_UNIT_TESTS,
+    "config/patterns.py": _CONFIG_UNIT_TESTS,
     "charts/cleartaints.py": ["tests/unit/charts/test_chart_cleartaints.py"],
     "cdk_constructs/subnet_cidr_reservation_handler/index.py": [
         "tests/unit/cdk_constructs/test_subnet_cidr_reservation_handler.py"
@@ -63,15 +79,21 @@ SWAPPED_COMPARISONS: dict[type[ast.cmpop], type[ast.cmpop]] = {
 
 @dataclass(frozen=True)
 class Mutant:
-    """One change: where (line) and what, in words a reader can match to the source."""
+    """One change: where (scope and line) and what, in words a reader can match to the source.
+
+    `key` (scope + description, with a counter when the same change occurs twice in one scope)
+    identifies the mutant across edits that move lines; `line` is for the reader."""
 
     index: int
     line: int
+    scope: str
     description: str
+    occurrence: int = 1
 
     @property
     def key(self) -> str:
-        return f"L{self.line}: {self.description}"
+        suffix = f" #{self.occurrence}" if self.occurrence > 1 else ""
+        return f"{self.scope}: {self.description}{suffix}"
 
 
 def _ignored_strings(tree: ast.Module) -> set[int]:
@@ -105,11 +127,53 @@ class _Mutator(ast.NodeTransformer):
         self.ignored_strings = ignored_strings
         self.target = target
         self.points: list[Mutant] = []
+        self.scopes: list[str] = []
+        self.function_depth = 0
+        self.seen: Counter[tuple[str, str]] = Counter()
 
     def _offer(self, node: ast.AST, description: str) -> bool:
         index = len(self.points)
-        self.points.append(Mutant(index, getattr(node, "lineno", 0), description))
+        scope = ".".join(self.scopes) or "<module>"
+        self.seen[scope, description] += 1
+        occurrence = self.seen[scope, description]
+        self.points.append(
+            Mutant(index, getattr(node, "lineno", 0), scope, description, occurrence)
+        )
         return index == self.target
+
+    def _visit_scope(self, node: ast.AST, name: str) -> ast.AST:
+        self.scopes.append(name)
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.scopes.pop()
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        return self._visit_scope(node, node.name)
+
+    def _visit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+        self.function_depth += 1
+        try:
+            return self._visit_scope(node, node.name)
+        finally:
+            self.function_depth -= 1
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        return self._visit_function(node)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AST:
+        return self._visit_function(node)
+
+    # Names bound at module or class level (constants, tables, pydantic fields) are scopes too.
+    def visit_Assign(self, node: ast.Assign) -> ast.AST:
+        if self.function_depth:
+            return self.generic_visit(node)
+        return self._visit_scope(node, " = ".join(ast.unparse(t) for t in node.targets))
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
+        if self.function_depth:
+            return self.generic_visit(node)
+        return self._visit_scope(node, ast.unparse(node.target))
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
         self.generic_visit(node)
@@ -136,9 +200,7 @@ class _Mutator(ast.NodeTransformer):
 
     def visit_If(self, node: ast.If) -> ast.AST:
         self.generic_visit(node)
-        if _guards_raise(node) and self._offer(
-            node, f"never raise: if {ast.unparse(node.test)}"
-        ):
+        if _guards_raise(node) and self._offer(node, f"never raise: if {ast.unparse(node.test)}"):
             node.test = ast.Constant(value=False)
         return node
 
@@ -204,7 +266,7 @@ def mutate(source: str, index: int) -> str:
 
 
 def documented_equivalents(module: str) -> set[str]:
-    """Mutant keys that docs/testing.md lists as equivalent for `module` (| module | key | why |)."""
+    """Keys docs/testing.md lists as equivalent for `module` (rows `| module | key | why |`)."""
     if not EQUIVALENTS_DOC.exists():
         return set()
     keys = set()
@@ -246,37 +308,54 @@ def _run_tests(workdir: Path, tests: list[str], timeout: float) -> bool:
     return outcome.returncode == 0
 
 
-def run_module(module: str, workdir: Path, only_lines: set[int] | None) -> ModuleResult:
-    tests = MODULE_TESTS[module]
+def _survives(workdir: Path, module: str, mutated: str, timeout: float) -> bool:
+    """Write the mutant into this worker's copy, run the module's tests, put the original back."""
     target = workdir / module
     original = target.read_text()
+    target.write_text(mutated)
+    try:
+        return _run_tests(workdir, MODULE_TESTS[module], timeout)
+    finally:
+        target.write_text(original)
+
+
+def run_module(module: str, workdirs: list[Path], only_lines: set[int] | None) -> ModuleResult:
+    """Every mutant of `module` (on `only_lines` if given), spread over one worker per workdir."""
+    original = (workdirs[0] / module).read_text()
     started = time.monotonic()
-    if not _run_tests(workdir, tests, timeout=1800):
+    if not _run_tests(workdirs[0], MODULE_TESTS[module], timeout=1800):
         raise SystemExit(f"{module}: its tests fail without any mutation; fix them first")
     timeout = max(60.0, 5 * (time.monotonic() - started))
     equivalents = documented_equivalents(module)
     result = ModuleResult(module)
-    survivors: list[Mutant] = []
     baseline = ast.unparse(ast.parse(original))
-    try:
-        for mutant in enumerate_mutants(original):
-            if only_lines and mutant.line not in only_lines:
-                continue
-            mutated = mutate(original, mutant.index)
-            if mutated == baseline:
-                continue
-            if mutant.key in equivalents:
-                result.equivalent += 1
-                continue
-            target.write_text(mutated)
-            if _run_tests(workdir, tests, timeout):
-                survivors.append(mutant)
-                print(f"  survived {mutant.key}", flush=True)
-            else:
-                result.killed += 1
-    finally:
-        target.write_text(original)
-    result.survivors = tuple(survivors)
+    pending: list[tuple[Mutant, str]] = []
+    for mutant in enumerate_mutants(original):
+        if only_lines and mutant.line not in only_lines:
+            continue
+        mutated = mutate(original, mutant.index)
+        if mutated == baseline:
+            continue
+        if mutant.key in equivalents:
+            result.equivalent += 1
+            continue
+        pending.append((mutant, mutated))
+    free = list(workdirs)
+
+    def judge(item: tuple[Mutant, str]) -> tuple[Mutant, bool]:
+        workdir = free.pop()  # list.pop/append are atomic: each thread owns one copy at a time
+        try:
+            survived = _survives(workdir, module, item[1], timeout)
+        finally:
+            free.append(workdir)
+        if survived:
+            print(f"  survived L{item[0].line} {item[0].key}", flush=True)
+        return item[0], survived
+
+    with ThreadPoolExecutor(max_workers=len(workdirs)) as pool:
+        outcomes = list(pool.map(judge, pending))
+    result.killed = sum(1 for _, survived in outcomes if not survived)
+    result.survivors = tuple(mutant for mutant, survived in outcomes if survived)
     result.seconds = time.monotonic() - started
     return result
 
@@ -290,7 +369,7 @@ def print_table(results: list[ModuleResult]) -> None:
         )
     for r in results:
         for mutant in r.survivors:
-            print(f"SURVIVED {r.module} {mutant.key}")
+            print(f"SURVIVED {r.module} L{mutant.line} | {mutant.key} |")
 
 
 def _parse_lines(spec: str | None) -> set[int] | None:
@@ -303,28 +382,36 @@ def _parse_lines(spec: str | None) -> set[int] | None:
     return lines
 
 
+def _copy_repo(parent: Path) -> Path:
+    """A copy of the repo under `parent`, with ../shared reachable as from a worktree."""
+    workdir = parent / "repo"
+    shutil.copytree(REPO, workdir, ignore=COPY_IGNORE)
+    (parent / "shared").symlink_to(REPO.parent / "shared")
+    return workdir
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("modules", nargs="*", help=f"any of: {', '.join(MODULE_TESTS)}")
     parser.add_argument("--all", action="store_true", help="every module in MODULE_TESTS")
     parser.add_argument("--lines", help="only mutants on these lines, e.g. 10-40,52")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="mutants tested at once, each in its own repo copy"
+    )
     args = parser.parse_args(argv)
     modules = list(MODULE_TESTS) if args.all else args.modules
     unknown = [m for m in modules if m not in MODULE_TESTS]
     if not modules or unknown:
         parser.error(f"name modules from: {', '.join(MODULE_TESTS)} (unknown: {unknown})")
     with tempfile.TemporaryDirectory(prefix="mutation-") as scratch:
-        workdir = Path(scratch) / "repo"
-        shutil.copytree(REPO, workdir, ignore=COPY_IGNORE)
-        (workdir.parent / "shared").symlink_to(REPO.parent / "shared")
+        workdirs = [_copy_repo(Path(scratch) / f"worker{n}") for n in range(max(1, args.jobs))]
         results = []
         for module in modules:
             print(f"{module}: {len(enumerate_mutants((REPO / module).read_text()))} mutants")
-            results.append(run_module(module, workdir, _parse_lines(args.lines)))
+            results.append(run_module(module, workdirs, _parse_lines(args.lines)))
     print_table(results)
     return 0
 
 
 if __name__ == "__main__":
     sys.exit(main())
-
