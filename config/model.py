@@ -22,6 +22,8 @@ from pydantic import (
     model_validator,
 )
 
+from config.images import ImagesConfig
+
 # AWS keeps the first four addresses and the last one of every subnet for itself.
 AWS_RESERVED_HEAD = 4
 AWS_RESERVED_TAIL = 1
@@ -344,6 +346,7 @@ class AppConfig(StrictModel):
     karpenter: KarpenterConfig = KarpenterConfig()
     node_pool: NodePoolConfig = NodePoolConfig()
     extras: ExtrasConfig = ExtrasConfig()
+    images: ImagesConfig = ImagesConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> AppConfig:

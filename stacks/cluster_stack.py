@@ -20,18 +20,22 @@ from cdk_constructs.karpenter_controller import KarpenterController, KarpenterCo
 from cdk_constructs.multus_vpc import KARPENTER_DISCOVERY_TAG
 from cdk_constructs.multus_workloads import MultusWorkloads, MultusWorkloadsProps
 from cdk_constructs.system_node_group import DedicatedNodes, SystemNodeGroup, SystemNodeGroupProps
+from charts.building_blocks import NodeTaint
 from charts.cleartaints import ClearTaintsProps
 from charts.karpenter_node_pool import KarpenterNodePoolProps
 from charts.multus import MultusProps
 from charts.network_attachments import (
     NetworkAttachment,
     NetworkAttachmentsProps,
+    cni_binaries,
+    cni_host_files,
     network_attachment_name,
     whereabouts_range_and_gateway,
 )
 from charts.sample_workloads import SampleWorkloadsProps, ZoneWorkload
 from charts.whereabouts import WhereaboutsProps
 from config import AppConfig
+from config.images import ImageRef
 from config.model import MultusNetworkConfig
 from node_bootstrap.iam import multus_eni_policy_statements
 from node_bootstrap.renderer import (
@@ -113,6 +117,9 @@ class ClusterStack(ConfiguredAzStack):
                 controller_memory=config.karpenter.controller_memory,
                 controller_nodes=CONTROLLER_NODES,
                 spot_service_linked_role=config.karpenter.spot_service_linked_role,
+                # Karpenter must not count the Multus ENIs as pod ENIs (docs/node-capacity.md).
+                reserved_enis=len(config.multus.networks),
+                controller_image=config.images.karpenter_controller,
             ),
         )
         # The controller tolerates only the system nodes; CoreDNS must resolve for it.
@@ -126,7 +133,7 @@ class ClusterStack(ConfiguredAzStack):
             self, "Multus", _multus_workloads_props(config, network, self)
         )
         if config.extras.node_latency:
-            self._node_latency_monitor()
+            self._node_latency_monitor(config.images.node_latency)
 
         CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)
         CfnOutput(
@@ -176,7 +183,7 @@ class ClusterStack(ConfiguredAzStack):
     def _ec2_arn(self, resource: str, resource_id: str) -> str:
         return self.format_arn(service="ec2", resource=resource, resource_name=resource_id)
 
-    def _node_latency_monitor(self) -> None:
+    def _node_latency_monitor(self, image: ImageRef | None) -> None:
         self.cluster.add_helm_chart(
             "NodeLatencyForK8s",
             repository=NODE_LATENCY_CHART_REPOSITORY,
@@ -192,7 +199,8 @@ class ClusterStack(ConfiguredAzStack):
                     {"name": "CLOUDWATCH_METRICS", "value": "false"},
                     {"name": "OUTPUT", "value": "markdown"},
                     {"name": "TIMEOUT", "value": "250"},
-                ]
+                ],
+                **({"image": image.helm_values()} if image else {}),
             },
         )
 
@@ -224,16 +232,31 @@ def _multus_workloads_props(
         )
     )
     pool = config.node_pool
+    images = config.images
+    nads = [_network_attachment(a, networks_by_name[a.network]) for a in attachments]
     return MultusWorkloadsProps(
         cluster=stack.cluster,
         karpenter_release=stack.karpenter_release,
-        multus=MultusProps(region=config.region),
-        whereabouts=WhereaboutsProps(),
-        network_attachments=NetworkAttachmentsProps(
-            namespace=config.multus.nad_namespace,
-            attachments=[_network_attachment(a, networks_by_name[a.network]) for a in attachments],
+        multus=MultusProps(
+            region=config.region, image=images.multus.reference if images.multus else None
         ),
-        clear_taints=ClearTaintsProps(),
+        whereabouts=WhereaboutsProps(
+            image=images.whereabouts.reference,
+            reconciler_node_labels=CONTROLLER_NODES.labels,
+            reconciler_tolerations=[
+                NodeTaint(
+                    key=CONTROLLER_NODES.key, value=CONTROLLER_NODES.value, effect="NoSchedule"
+                )
+            ],
+        ),
+        network_attachments=NetworkAttachmentsProps(
+            namespace=config.multus.nad_namespace, attachments=nads
+        ),
+        clear_taints=ClearTaintsProps(
+            image=images.cleartaints.reference,
+            cni_binaries=cni_binaries(nads),
+            cni_files=cni_host_files(nads),
+        ),
         node_pool=KarpenterNodePoolProps(
             zones=config.availability_zones,
             node_role_name=stack.karpenter_node_role.role_name,
@@ -252,6 +275,7 @@ def _multus_workloads_props(
         ),
         sample_workloads=SampleWorkloadsProps(
             namespace=config.multus.nad_namespace,
+            image=images.sample_workloads.reference,
             workloads=[
                 ZoneWorkload(
                     availability_zone=az,
