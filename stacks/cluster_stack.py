@@ -15,6 +15,7 @@ from aws_cdk import Acknowledgment, CfnOutput, Validations
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from cdk_constructs.ami_release_check import AmiReleaseCheck, AmiReleaseCheckProps
 from cdk_constructs.eks_cluster import EksCluster, EksClusterProps
 from cdk_constructs.karpenter_controller import KarpenterController, KarpenterControllerProps
 from cdk_constructs.multus_vpc import KARPENTER_DISCOVERY_TAG
@@ -132,6 +133,17 @@ class ClusterStack(ConfiguredAzStack):
         self.multus = MultusWorkloads(
             self, "Multus", _multus_workloads_props(config, network, self)
         )
+        # Runs in parallel with the cluster; only the NodePool waits for it.
+        ami_check = AmiReleaseCheck(
+            self,
+            "AmiReleaseCheck",
+            AmiReleaseCheckProps(
+                kubernetes_version=cluster_config.kubernetes_version,
+                ami_alias=config.node_pool.ami_alias,
+                config_field="node_pool.ami_alias",
+            ),
+        )
+        self.multus.node_pool.node.add_dependency(ami_check)
         if config.extras.node_latency:
             self._node_latency_monitor(config.images.node_latency)
 
