@@ -377,3 +377,103 @@ def test_seed_attachments_name_the_plugins_the_chart_waits_for() -> None:
     assert cni_host_files(seed_attachments()) == [
         "/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig"
     ]
+
+
+# The admission policy evaluated with a CEL interpreter (cel-python) on the requests the API
+# server would send it, as Kubernetes does: matchConditions, then variables in order, then
+# every validation.
+STARTUP_TAINT = {"key": "multus/not-ready", "value": "true", "effect": "NoSchedule"}
+OTHER_TAINT = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
+SERVICE_ACCOUNT = "system:serviceaccount:cleartaints:cleartaints"
+
+
+def node_object(name: str, taints: list[dict], **spec: object) -> dict:
+    return {
+        "metadata": {"name": name, "labels": {"karpenter-node": "true"}, "annotations": {}},
+        "spec": {"providerID": "aws:///us-west-2a/i-0", "taints": taints, **spec},
+    }
+
+
+def admitted(policy: dict, user: str, token_node: str | None, old: dict, new: dict) -> bool:
+    import celpy
+
+    extra = {NODE_NAME_EXTRA: [token_node]} if token_node else {}
+    activation: dict = {
+        "request": {"userInfo": {"username": user, "extra": extra}},
+        "object": new,
+        "oldObject": old,
+    }
+    env = celpy.Environment()
+
+    def evaluate(expression: str) -> object:
+        return env.program(env.compile(expression)).evaluate(celpy.json_to_cel(activation))
+
+    spec = policy["spec"]
+    if not all(evaluate(c["expression"]) for c in spec["matchConditions"]):
+        return True  # the policy does not apply
+    variables = {}
+    for variable in spec["variables"]:
+        activation["variables"] = variables
+        variables[variable["name"]] = evaluate(variable["expression"])
+    activation["variables"] = variables
+    results = [evaluate(v["expression"]) for v in spec["validations"]]
+    # An evaluation error would be an error object, not a boolean: fail loudly instead.
+    assert all(isinstance(result, celpy.celtypes.BoolType) for result in results), results
+    return all(results)
+
+
+@pytest.fixture(scope="module")
+def policy(cleartaints: list[dict], helpers: SimpleNamespace) -> dict:
+    found: dict = helpers.find(cleartaints, "ValidatingAdmissionPolicy")
+    return found
+
+
+def test_policy_admits_removing_the_startup_taint_from_the_pods_own_node(policy: dict) -> None:
+    old = node_object(NODE, [OTHER_TAINT, STARTUP_TAINT])
+    new = node_object(NODE, [OTHER_TAINT])
+    assert admitted(policy, SERVICE_ACCOUNT, NODE, old, new)
+    assert admitted(
+        policy, SERVICE_ACCOUNT, NODE, node_object(NODE, [STARTUP_TAINT]), node_object(NODE, [])
+    )
+
+
+@pytest.mark.parametrize(
+    ("token_node", "old", "new"),
+    [
+        ("ip-10-0-3-9.us-west-2.compute.internal", [STARTUP_TAINT], []),  # another node's pod
+        (None, [STARTUP_TAINT], []),  # a token without the node claim
+        (NODE, [OTHER_TAINT, STARTUP_TAINT], []),  # also removes another taint
+        (NODE, [], [OTHER_TAINT]),  # adds a taint
+        (NODE, [OTHER_TAINT], [STARTUP_TAINT, OTHER_TAINT]),  # puts the startup taint back
+    ],
+    ids=["other-node", "no-node-claim", "removes-other-taint", "adds-taint", "re-adds-startup"],
+)
+def test_policy_denies_anything_else_on_taints(
+    policy: dict, token_node: str | None, old: list[dict], new: list[dict]
+) -> None:
+    assert not admitted(
+        policy, SERVICE_ACCOUNT, token_node, node_object(NODE, old), node_object(NODE, new)
+    )
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda n: n["metadata"]["labels"].update({"karpenter-node": "false"}),
+        lambda n: n["metadata"]["annotations"].update({"x": "y"}),
+        lambda n: n["spec"].update({"unschedulable": True}),
+        lambda n: n["spec"].update({"providerID": "aws:///us-west-2a/i-1"}),
+    ],
+    ids=["label", "annotation", "cordon", "provider-id"],
+)
+def test_policy_denies_changes_besides_the_taint(policy: dict, change: object) -> None:
+    old = node_object(NODE, [STARTUP_TAINT])
+    new = node_object(NODE, [])
+    change(new)  # type: ignore[operator]
+    assert not admitted(policy, SERVICE_ACCOUNT, NODE, old, new)
+
+
+def test_policy_leaves_other_users_alone(policy: dict) -> None:
+    old = node_object(NODE, [STARTUP_TAINT])
+    new = node_object(NODE, [OTHER_TAINT], unschedulable=True)
+    assert admitted(policy, "system:serviceaccount:kube-system:karpenter", None, old, new)
