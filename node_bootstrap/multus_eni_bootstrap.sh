@@ -97,7 +97,7 @@ imds() {
     -H "X-aws-ec2-metadata-token: $imds_token" "$IMDS_URL/latest/meta-data/$1"
 }
 
-# Prints an IMDS path that may not exist yet: early in boot IMDS answers 404 for the instance
+# Prints an IMDS path that may not exist yet; early in boot IMDS answers 404 for the instance
 # profile's credentials, which curl's --retry does not retry. Polls for
 # MULTUS_CREDENTIALS_WAIT_SECONDS.
 imds_wait() {
@@ -326,9 +326,9 @@ attach_network() {
 }
 
 main() {
+  trap on_fatal_exit EXIT
   mkdir -p "$STATE_DIR" "${LOG_FILE%/*}" "$LINK_DIR" "${SYSCTL_FILE%/*}"
   exec > >(tee -a "$LOG_FILE") 2>&1
-  trap on_fatal_exit EXIT
   : "${MULTUS_CLUSTER_NAME:?missing configuration block}"
   : "${MULTUS_NETWORKS:?missing}" "${MULTUS_PLACEMENTS:?missing}"
 
