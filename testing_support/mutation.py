@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import copy
 import shutil
 import subprocess
 import sys
@@ -260,8 +259,10 @@ def enumerate_mutants(source: str) -> list[Mutant]:
 
 
 def mutate(source: str, index: int) -> str:
+    # The ignored strings are node ids, so they must come from the very tree that is mutated
+    # (ids taken from another parse, or a copy, would offer docstrings and shift every index).
     tree = ast.parse(source)
-    mutated = _Mutator(_ignored_strings(tree), target=index).visit(copy.deepcopy(tree))
+    mutated = _Mutator(_ignored_strings(tree), target=index).visit(tree)
     return ast.unparse(ast.fix_missing_locations(mutated))
 
 
