@@ -46,17 +46,26 @@ _CONFIG_UNIT_TESTS = [
 MODULE_TESTS: dict[str, list[str]] = {
     "config/model.py": _CONFIG_UNIT_TESTS,
     "config/aws_regions.py": _CONFIG_UNIT_TESTS,
-    "config/instance_types.py": _CONFIG_UNIT_TESTS,
     "config/karpenter_releases.py": _CONFIG_UNIT_TESTS,
     "config/interface_names.py": _CONFIG_UNIT_TESTS,
     "config/node_pool_rules.py": _CONFIG_UNIT_TESTS,
     "config/patterns.py": _CONFIG_UNIT_TESTS,
-    "charts/cleartaints.py": ["tests/unit/charts/test_chart_cleartaints.py"],
-    "cdk_constructs/subnet_cidr_reservation_handler/index.py": [
-        "tests/unit/cdk_constructs/test_subnet_cidr_reservation_handler.py"
+    "charts/cleartaints.py": [
+        "tests/unit/charts/test_chart_cleartaints.py",
+        "tests/unit/charts/test_chart_cleartaints_rules.py",
     ],
-    "node_bootstrap/renderer.py": ["tests/unit/node_bootstrap/test_renderer.py"],
-    "charts/network_attachments.py": ["tests/unit/charts/test_chart_network_attachments.py"],
+    "cdk_constructs/subnet_cidr_reservation_handler/index.py": [
+        "tests/unit/cdk_constructs/test_subnet_cidr_reservation_handler.py",
+        "tests/unit/cdk_constructs/test_subnet_cidr_reservation_handler_rules.py",
+    ],
+    "node_bootstrap/renderer.py": [
+        "tests/unit/node_bootstrap/test_renderer.py",
+        "tests/unit/node_bootstrap/test_renderer_rules.py",
+    ],
+    "charts/network_attachments.py": [
+        "tests/unit/charts/test_chart_network_attachments.py",
+        "tests/unit/charts/test_chart_network_attachments_rules.py",
+    ],
 }
 
 COPY_IGNORE = shutil.ignore_patterns(
