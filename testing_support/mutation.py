@@ -5,7 +5,8 @@ integer (n to n+1 and n-1: pydantic Field bounds, table rows, indexes), a boolea
 a removed `not`, an `if` that guards a raise made never-true, a dict entry or list element
 dropped (tables, manifest fields), a keyword argument dropped (Field limits, construct props), a
 string constant changed (paths, names, keys). Docstrings and the text of raised errors are left
-alone: a test that pins a message's wording is not what this measures.
+alone, and so are the texts of log calls: a test that pins a message's wording is not what this
+measures.
 
 The tool copies the repo into a scratch directory (one copy per worker), writes each mutant there
 and runs the module's tests against it (first failure stops the run). Killed = the tests failed
@@ -31,46 +32,65 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
 REPO = Path(__file__).resolve().parents[1]
 EQUIVALENTS_DOC = REPO / "docs" / "testing.md"
 
-# Module -> the pytest arguments of the tests that own it (its mirror in tests/). The config
-# modules leave out the few cases that run the whole app (a synth, `python app.py` processes):
-# they take most of the suite's time and repeat in-process cases of the same tables.
-_CONFIG_UNIT_TESTS = [
-    "tests/unit/config",
-    "-k",
-    "not cli_entry and not synthesizes",
+# Module -> its tests (its mirror in tests/), as tiers of pytest arguments run in order until one
+# fails: a cheap tier first kills most mutants without paying for the expensive one.
+# The config modules' first tier skips tests/conftest.py (--confcutdir) and the test files that
+# import the CDK app, so no jsii process starts; the second tier is tests/unit/config without
+# the few cases that synthesize the app or start `python app.py` (they take most of its time
+# and repeat in-process cases of the same tables).
+_CONFIG_TESTS = [
+    [
+        "--confcutdir=tests/unit/config",
+        "tests/unit/config/test_model.py",
+        "tests/unit/config/test_valid_edges.py",
+        "tests/unit/config/test_fact_tables.py",
+        "tests/unit/config/test_messages.py",
+        "tests/unit/config/test_loader.py",
+    ],
+    ["tests/unit/config", "-k", "not cli_entry and not synthesizes"],
 ]
-MODULE_TESTS: dict[str, list[str]] = {
-    "config/model.py": _CONFIG_UNIT_TESTS,
-    "config/aws_regions.py": _CONFIG_UNIT_TESTS,
-    "config/karpenter_releases.py": _CONFIG_UNIT_TESTS,
-    "config/interface_names.py": _CONFIG_UNIT_TESTS,
-    "config/node_pool_rules.py": _CONFIG_UNIT_TESTS,
-    "config/patterns.py": _CONFIG_UNIT_TESTS,
+MODULE_TESTS: dict[str, list[list[str]]] = {
+    "config/model.py": _CONFIG_TESTS,
+    "config/aws_regions.py": _CONFIG_TESTS,
+    "config/karpenter_releases.py": _CONFIG_TESTS,
+    "config/interface_names.py": _CONFIG_TESTS,
+    "config/node_pool_rules.py": _CONFIG_TESTS,
+    "config/patterns.py": _CONFIG_TESTS,
     "charts/cleartaints.py": [
-        "tests/unit/charts/test_chart_cleartaints.py",
-        "tests/unit/charts/test_chart_cleartaints_rules.py",
+        [
+            "tests/unit/charts/test_chart_cleartaints.py",
+            "tests/unit/charts/test_chart_cleartaints_rules.py",
+        ]
     ],
     "cdk_constructs/subnet_cidr_reservation_handler/index.py": [
-        "tests/unit/cdk_constructs/test_subnet_cidr_reservation_handler.py",
-        "tests/unit/cdk_constructs/test_subnet_cidr_reservation_handler_rules.py",
+        [
+            "tests/unit/cdk_constructs/test_subnet_cidr_reservation_handler.py",
+            "tests/unit/cdk_constructs/test_subnet_cidr_reservation_handler_rules.py",
+        ]
     ],
     "node_bootstrap/renderer.py": [
-        "tests/unit/node_bootstrap/test_renderer.py",
-        "tests/unit/node_bootstrap/test_renderer_rules.py",
+        [
+            "tests/unit/node_bootstrap/test_renderer.py",
+            "tests/unit/node_bootstrap/test_renderer_rules.py",
+        ]
     ],
     "charts/network_attachments.py": [
-        "tests/unit/charts/test_chart_network_attachments.py",
-        "tests/unit/charts/test_chart_network_attachments_rules.py",
+        [
+            "tests/unit/charts/test_chart_network_attachments.py",
+            "tests/unit/charts/test_chart_network_attachments_rules.py",
+        ]
     ],
 }
 
 COPY_IGNORE = shutil.ignore_patterns(
     ".git", ".venv", "node_modules", "cdk.out", ".mypy_cache", ".ruff_cache", ".pytest_cache"
 )
+LOG_METHODS = {"debug", "info", "warning", "error", "exception", "critical"}
 SWAPPED_COMPARISONS: dict[type[ast.cmpop], type[ast.cmpop]] = {
     ast.Lt: ast.LtE,
     ast.LtE: ast.Lt,
@@ -105,7 +125,7 @@ class Mutant:
 
 
 def _ignored_strings(tree: ast.Module) -> set[int]:
-    """ids of string nodes not worth mutating: docstrings and raised error messages."""
+    """ids of string nodes not worth mutating: docstrings, raised error messages, log lines."""
     ignored: set[int] = set()
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
@@ -121,7 +141,18 @@ def _ignored_strings(tree: ast.Module) -> set[int]:
             ignored.update(id(sub) for sub in ast.walk(node.exc))
         if isinstance(node, ast.JoinedStr):
             ignored.update(id(sub) for sub in ast.walk(node))
+        if _is_log_call(node):
+            ignored.update(id(sub) for argument in node.args for sub in ast.walk(argument))
     return ignored
+
+
+def _is_log_call(node: ast.AST) -> TypeGuard[ast.Call]:
+    """LOG.info("...", ...) and the like: the wording of a log line is not behaviour."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in LOG_METHODS
+    )
 
 
 def _guards_raise(node: ast.If) -> bool:
@@ -306,16 +337,21 @@ class ModuleResult:
         return 100.0 * self.killed / self.scored if self.scored else 100.0
 
 
-def _run_tests(workdir: Path, tests: list[str], timeout: float) -> bool:
-    """True when the tests pass (the mutant survived)."""
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
-    try:
-        outcome = subprocess.run(
-            command, cwd=workdir, capture_output=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return False
-    return outcome.returncode == 0
+def _run_tests(workdir: Path, tiers: list[list[str]], timeout: float) -> bool:
+    """True when every tier of tests passes (the mutant survived)."""
+    for tier in tiers:
+        # A test file mapped here but not in this checkout (an older branch) is left out.
+        arguments = [a for a in tier if not a.startswith("tests/") or (workdir / a).exists()]
+        command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
+        try:
+            outcome = subprocess.run(
+                [*command, *arguments], cwd=workdir, capture_output=True, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            return False
+        if outcome.returncode != 0:
+            return False
+    return True
 
 
 def _survives(workdir: Path, module: str, mutated: str, timeout: float) -> bool:

@@ -20,6 +20,7 @@ def check(value, names):
     """Function docstring."""
     if value > LIMIT:
         raise ValueError(f"too big: {value}")
+    LOG.info("checked %s", value)
     return not names and [value, "tail"]
 
 
@@ -57,12 +58,13 @@ def test_every_kind_of_change_is_offered_once_under_its_scope() -> None:
     ]
 
 
-def test_docstrings_and_error_messages_are_not_mutated() -> None:
+def test_docstrings_error_messages_and_log_lines_are_not_mutated() -> None:
     mutated = {mutation.mutate(SOURCE, index) for index in range(len(keys()))}
     for source in mutated:
         assert '"""Module docstring."""' in source
         assert '"""Function docstring."""' in source
         assert "f'too big: {value}'" in source
+        assert "LOG.info('checked %s', value)" in source
 
 
 def test_each_mutant_changes_exactly_what_its_key_says() -> None:
@@ -112,12 +114,13 @@ def test_equivalents_are_read_from_the_docs_table(
 
 
 def test_every_mapped_module_and_test_path_exists() -> None:
-    for module, arguments in mutation.MODULE_TESTS.items():
+    for module, tiers in mutation.MODULE_TESTS.items():
         assert (mutation.REPO / module).is_file(), module
-        paths = [argument for argument in arguments if argument.startswith("tests/")]
-        assert paths, module
-        for path in paths:
-            assert (mutation.REPO / path).exists(), path
+        for tier in tiers:
+            paths = [argument for argument in tier if argument.startswith("tests/")]
+            assert paths, module
+            for path in paths:
+                assert (mutation.REPO / path).exists(), path
 
 
 def test_line_ranges_are_parsed_inclusively() -> None:
