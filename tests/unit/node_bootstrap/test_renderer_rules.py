@@ -46,7 +46,7 @@ def test_the_envelope_is_a_complete_mime_multipart_document() -> None:
     message = email.message_from_string(user_data)
     assert message["MIME-Version"] == "1.0"
     assert message.get_boundary() == MIME_BOUNDARY
-    (part,) = message.get_payload()
+    (part,) = [part for part in message.walk() if not part.is_multipart()]
     assert part.get_content_type() == "text/x-shellscript"
     assert part.get_content_charset() == "us-ascii"
     assert user_data.endswith(f"\n--{MIME_BOUNDARY}--\n")
