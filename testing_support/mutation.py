@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,7 @@ import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeGuard
 
@@ -327,6 +328,7 @@ class ModuleResult:
     equivalent: int = 0
     seconds: float = 0.0
     survivors: tuple[Mutant, ...] = ()
+    killed_keys: list[str] = field(default_factory=list)
 
     @property
     def scored(self) -> int:
@@ -365,8 +367,16 @@ def _survives(workdir: Path, module: str, mutated: str, timeout: float) -> bool:
         target.write_text(original)
 
 
-def run_module(module: str, workdirs: list[Path], only_lines: set[int] | None) -> ModuleResult:
-    """Every mutant of `module` (on `only_lines` if given), spread over one worker per workdir."""
+def run_module(
+    module: str,
+    workdirs: list[Path],
+    only_lines: set[int] | None,
+    known_killed: frozenset[str] = frozenset(),
+) -> ModuleResult:
+    """Every mutant of `module` (on `only_lines` if given), spread over one worker per workdir.
+
+    Mutants in `known_killed` count as killed without a run: valid when the module is unchanged
+    and tests were only added since they were recorded."""
     original = (workdirs[0] / module).read_text()
     started = time.monotonic()
     if not _run_tests(workdirs[0], MODULE_TESTS[module], timeout=1800):
@@ -385,6 +395,10 @@ def run_module(module: str, workdirs: list[Path], only_lines: set[int] | None) -
         if mutant.key in equivalents:
             result.equivalent += 1
             continue
+        if mutant.key in known_killed:
+            result.killed += 1
+            result.killed_keys.append(mutant.key)
+            continue
         pending.append((mutant, mutated))
     free = list(workdirs)
 
@@ -400,7 +414,8 @@ def run_module(module: str, workdirs: list[Path], only_lines: set[int] | None) -
 
     with ThreadPoolExecutor(max_workers=len(workdirs)) as pool:
         outcomes = list(pool.map(judge, pending))
-    result.killed = sum(1 for _, survived in outcomes if not survived)
+    result.killed += sum(1 for _, survived in outcomes if not survived)
+    result.killed_keys += [mutant.key for mutant, survived in outcomes if not survived]
     result.survivors = tuple(mutant for mutant, survived in outcomes if survived)
     result.seconds = time.monotonic() - started
     return result
@@ -428,6 +443,15 @@ def _parse_lines(spec: str | None) -> set[int] | None:
     return lines
 
 
+def _record(path: Path, result: ModuleResult) -> None:
+    recorded = json.loads(path.read_text()) if path.exists() else {}
+    recorded[result.module] = {
+        "killed": sorted(result.killed_keys),
+        "survived": sorted(mutant.key for mutant in result.survivors),
+    }
+    path.write_text(json.dumps(recorded, indent=1) + "\n")
+
+
 def _copy_repo(parent: Path) -> Path:
     """A copy of the repo under `parent`, with ../shared reachable as from a worktree."""
     workdir = parent / "repo"
@@ -444,7 +468,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--jobs", type=int, default=1, help="mutants tested at once, each in its own repo copy"
     )
+    parser.add_argument("--record", type=Path, help="write each mutant's outcome to this JSON")
+    parser.add_argument(
+        "--known-killed",
+        type=Path,
+        help="a --record file: its killed mutants are not rerun (only if tests were just added)",
+    )
     args = parser.parse_args(argv)
+    known = json.loads(args.known_killed.read_text()) if args.known_killed else {}
     modules = list(MODULE_TESTS) if args.all else args.modules
     unknown = [m for m in modules if m not in MODULE_TESTS]
     if not modules or unknown:
@@ -454,7 +485,10 @@ def main(argv: list[str] | None = None) -> int:
         results = []
         for module in modules:
             print(f"{module}: {len(enumerate_mutants((REPO / module).read_text()))} mutants")
-            results.append(run_module(module, workdirs, _parse_lines(args.lines)))
+            killed = frozenset(known.get(module, {}).get("killed", []))
+            results.append(run_module(module, workdirs, _parse_lines(args.lines), killed))
+            if args.record:
+                _record(args.record, results[-1])
     print_table(results)
     return 0
 
