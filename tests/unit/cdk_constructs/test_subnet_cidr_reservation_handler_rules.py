@@ -130,3 +130,24 @@ def test_delete_fails_on_anything_but_not_found(code: str) -> None:
 def test_an_unknown_request_type_is_an_error(ec2: Any) -> None:
     with pytest.raises(ValueError, match="unknown RequestType 'Replace'"):
         handler.on_event(event("Replace", props("subnet-0a1b2c3d", "10.0.4.32/27")))
+
+
+def test_a_retried_create_adopts_an_ipv6_reservation_too() -> None:
+    ec2 = boto3.client(
+        "ec2", region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
+    wanted = props("subnet-0a1b2c3d", "2600:1f14:abc:4200::/80")
+    existing = {
+        "SubnetCidrReservationId": "scr-0aaaaaaaaaaaaaaa6",
+        "SubnetId": "subnet-0a1b2c3d",
+        "Cidr": "2600:1f14:abc:4200::/80",
+        "ReservationType": "explicit",
+    }
+    with Stubber(ec2) as stub:
+        stub.add_response(
+            "get_subnet_cidr_reservations",
+            {"SubnetIpv4CidrReservations": [], "SubnetIpv6CidrReservations": [existing]},
+            {"SubnetId": "subnet-0a1b2c3d"},
+        )
+        # No create call is stubbed: one would fail the test.
+        assert handler.create_or_adopt(ec2, wanted) == "scr-0aaaaaaaaaaaaaaa6"
