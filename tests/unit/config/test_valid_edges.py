@@ -348,3 +348,32 @@ def test_special_purpose_ranges_are_refused_by_name(cidr: str, name: str) -> Non
 def test_ranges_next_to_the_special_purpose_ones_pass(cidr: str) -> None:
     # AWS accepts publicly routable ranges for a VPC; only the special-purpose blocks are out.
     assert VpcConfig(cidr=cidr).cidr == cidr
+
+
+@pytest.mark.parametrize(
+    ("cpus", "family"),
+    # m/c/r sizes: 8xlarge (32), c5.9xlarge (36), 12xlarge (48), 16xlarge (64), c5.18xlarge (72),
+    # 24xlarge (96); large to 4xlarge are the defaults.
+    [(32, "m5"), (36, "c5"), (48, "m5"), (64, "m6i"), (72, "c5"), (96, "r6i")],
+)
+def test_every_listed_size_of_a_family_that_has_it_passes(cpus: int, family: str) -> None:
+    raw = changed("node_pool.instance_cpus", [cpus])
+    raw["node_pool"]["instance_families"] = [family]
+    assert parse_config(raw).node_pool.allowed_sizes()[0][:2] == (family, cpus)
+
+
+def test_a_private_subnet_missing_for_an_az_is_named() -> None:
+    raw = changed("vpc.private_subnet_cidrs", ["10.0.2.0/24"])
+    assert "vpc.private_subnet_cidrs: 1 subnet(s) for 2 availability zones" in error_for(raw)
+
+
+@pytest.mark.parametrize("namespace", ["kube-system", "kube-public", "kube-node-lease", "default"])
+def test_the_namespaces_kubernetes_has_may_hold_the_nads(namespace: str) -> None:
+    config = parse_config(changed("multus.nad_namespace", namespace))
+    assert (config.multus.nad_namespace, config.multus.creates_nad_namespace) == (namespace, False)
+
+
+def test_a_validated_config_cannot_be_changed() -> None:
+    config = parse_config({})
+    with pytest.raises(ValueError, match="frozen"):
+        config.vpc.cidr = "10.1.0.0/16"  # type: ignore[misc]
