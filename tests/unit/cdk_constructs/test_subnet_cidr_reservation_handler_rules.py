@@ -151,3 +151,24 @@ def test_a_retried_create_adopts_an_ipv6_reservation_too() -> None:
         )
         # No create call is stubbed: one would fail the test.
         assert handler.create_or_adopt(ec2, wanted) == "scr-0aaaaaaaaaaaaaaa6"
+
+
+def test_an_old_reservation_without_a_usable_cidr_is_left_for_cleanup(ec2: Any) -> None:
+    # Only a CIDR that overlaps the new one forces the early release; anything else is
+    # released by CloudFormation's cleanup after the update succeeded.
+    subnet_id = new_subnet(ec2)
+    old_id = handler.on_event(event("Create", props(subnet_id, "10.0.4.32/27")))[
+        "PhysicalResourceId"
+    ]
+    old_without_cidr = {k: v for k, v in props(subnet_id, "").items() if k != "Cidr"}
+    new_id = handler.on_event(
+        event(
+            "Update",
+            props(subnet_id, "10.0.4.64/27"),
+            OldResourceProperties=old_without_cidr,
+            PhysicalResourceId=old_id,
+        )
+    )["PhysicalResourceId"]
+    assert reservations(ec2, subnet_id) == sorted(
+        [(old_id, "10.0.4.32/27", "explicit"), (new_id, "10.0.4.64/27", "explicit")]
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import email
 import subprocess
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, replace
 
 import pytest
 
@@ -144,3 +144,17 @@ def test_distinct_interfaces_with_consecutive_indexes_pass() -> None:
     )
     (networks,) = shell_variables(configuration, "MULTUS_NETWORKS")
     assert networks.splitlines() == ["multus1 multus1 1", "multus2 multus2 2", "multus3 multus3 3"]
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        (MultusInterface("multus1", "multus1", 1), "device_index"),
+        (AzPlacement(subnet_ids=["subnet-0a1"], security_group_ids=["sg-1"]), "subnet_ids"),
+        (props(), "cluster_name"),
+    ],
+)
+def test_props_are_immutable_values(value: object, field: str) -> None:
+    # What was validated is what gets rendered: props cannot change after construction.
+    with pytest.raises(FrozenInstanceError):
+        setattr(value, field, None)
