@@ -50,6 +50,7 @@ _CONFIG_TESTS = [
         "tests/unit/config/test_model.py",
         "tests/unit/config/test_valid_edges.py",
         "tests/unit/config/test_model_defaults.py",
+        "tests/unit/config/test_fact_table_shapes.py",
         "tests/unit/config/test_fact_tables.py",
         "tests/unit/config/test_messages.py",
         "tests/unit/config/test_loader.py",
