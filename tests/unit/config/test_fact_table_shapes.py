@@ -3,6 +3,7 @@ a table fails here even where no other test looks at that row."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
@@ -51,7 +52,7 @@ def test_karpenter_minors_are_listed_in_release_order_with_patches_from_zero() -
 def test_a_karpenter_minor_never_supports_fewer_kubernetes_minors_than_the_one_before() -> None:
     # Karpenter raises its newest Kubernetes minor over time and never drops one in a patch.
     releases = list(karpenter_releases.KARPENTER_RELEASES.values())
-    for older, newer in zip(releases, releases[1:], strict=False):
+    for older, newer in itertools.pairwise(releases):
         assert minor_of(newer.kubernetes_max) >= minor_of(older.kubernetes_max)
 
 
