@@ -7,12 +7,14 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Callable
+from dataclasses import FrozenInstanceError
+from pathlib import PurePosixPath
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from charts.cleartaints import CLEAR_TAINT_SCRIPT
+from charts.cleartaints import CLEAR_TAINT_SCRIPT, NODE_NAME_EXTRA, ClearTaintsProps
 from tests.unit.charts.test_chart_cleartaints import (
     NODE,
     SERVICE_ACCOUNT,
@@ -166,3 +168,22 @@ def test_the_script_stops_when_its_inputs_are_missing() -> None:
     )
     assert result.returncode != 0
     assert "KUBERNETES_SERVICE_HOST: unbound variable" in result.stderr
+
+
+def test_the_node_claim_is_the_one_kubernetes_puts_in_bound_tokens() -> None:
+    # Kubernetes >= 1.32 (KEP-4193): the API server adds the node of a pod's bound service
+    # account token to the request's user info under this extra key.
+    assert NODE_NAME_EXTRA == "authentication.kubernetes.io/node-name"
+
+
+def test_mount_paths_are_absolute_and_under_host(daemon_set: dict) -> None:
+    (container,) = daemon_set["spec"]["template"]["spec"]["containers"]
+    paths = [mount["mountPath"] for mount in container["volumeMounts"]]
+    assert len(paths) == 3
+    assert all(PurePosixPath(path).is_relative_to("/host") for path in paths), paths
+
+
+def test_props_are_immutable() -> None:
+    props = ClearTaintsProps(image="public.ecr.aws/amazonlinux/amazonlinux:2023")
+    with pytest.raises(FrozenInstanceError):
+        props.namespace = "other"  # type: ignore[misc]
