@@ -5,8 +5,8 @@ integer (n to n+1 and n-1: pydantic Field bounds, table rows, indexes), a boolea
 a removed `not`, an `if` that guards a raise made never-true, a dict entry or list element
 dropped (tables, manifest fields), a keyword argument dropped (Field limits, construct props), a
 string constant changed (paths, names, keys). Docstrings and the text of raised errors are left
-alone, and so are the texts of log calls: a test that pins a message's wording is not what this
-measures.
+alone, and so are the texts of log calls and documentation keywords (description=, help=): a test
+that pins a message's wording is not what this measures.
 
 The tool copies the repo into a scratch directory (one copy per worker), writes each mutant there
 and runs the module's tests against it (first failure stops the run). Killed = the tests failed
@@ -93,6 +93,8 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
 COPY_IGNORE = shutil.ignore_patterns(
     ".git", ".venv", "node_modules", "cdk.out", ".mypy_cache", ".ruff_cache", ".pytest_cache"
 )
+# Keyword arguments that only document (pydantic Field(description=...), argparse help=...).
+DOCUMENTATION_KEYWORDS = {"description", "help"}
 LOG_METHODS = {"debug", "info", "warning", "error", "exception", "critical"}
 SWAPPED_COMPARISONS: dict[type[ast.cmpop], type[ast.cmpop]] = {
     ast.Lt: ast.LtE,
@@ -146,6 +148,8 @@ def _ignored_strings(tree: ast.Module) -> set[int]:
             ignored.update(id(sub) for sub in ast.walk(node))
         if _is_log_call(node):
             ignored.update(id(sub) for argument in node.args for sub in ast.walk(argument))
+        if isinstance(node, ast.keyword) and node.arg in DOCUMENTATION_KEYWORDS:
+            ignored.update(id(sub) for sub in ast.walk(node.value))
     return ignored
 
 
@@ -286,6 +290,8 @@ class _Mutator(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         for position, keyword in enumerate(node.keywords):
+            if keyword.arg in DOCUMENTATION_KEYWORDS:
+                continue
             if keyword.arg is not None and self._offer(
                 node, f"drop {keyword.arg}= in {ast.unparse(node.func)}(...)"
             ):

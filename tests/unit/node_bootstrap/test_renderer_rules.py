@@ -158,3 +158,7 @@ def test_props_are_immutable_values(value: object, field: str) -> None:
     # What was validated is what gets rendered: props cannot change after construction.
     with pytest.raises(FrozenInstanceError):
         setattr(value, field, None)
+
+
+def test_the_shell_part_is_ascii_as_its_header_declares() -> None:
+    assert shell_part(render_user_data(props())).isascii()

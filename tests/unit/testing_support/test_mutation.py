@@ -25,7 +25,7 @@ def check(value, names):
 
 
 class Model:
-    size: int = Field(default=1, ge=0)
+    size: int = Field(default=1, ge=0, description="Nodes.")
 '''
 
 
@@ -65,6 +65,7 @@ def test_docstrings_error_messages_and_log_lines_are_not_mutated() -> None:
         assert '"""Function docstring."""' in source
         assert "f'too big: {value}'" in source
         assert "LOG.info('checked %s', value)" in source
+        assert "description='Nodes.'" in source
 
 
 def test_each_mutant_changes_exactly_what_its_key_says() -> None:
@@ -76,7 +77,7 @@ def test_each_mutant_changes_exactly_what_its_key_says() -> None:
     assert "if value >= LIMIT:" in changed("check: Gt -> GtE in value > LIMIT")
     assert "if False:" in changed("check: never raise: if value > LIMIT")
     assert "TABLE = {}" in changed("TABLE: drop dict entry 2")
-    assert "Field(default=1)" in changed("Model.size: drop ge= in Field(...)")
+    assert "Field(default=1, description='Nodes.')" in changed("Model.size: drop ge= in Field(...)")
     assert "ge=-1" in changed("Model.size: 0 -> -1")
     assert "return names and [value, 'tail']" in changed("check: drop not in not names")
     assert "return not names or [value, 'tail']" in changed("check: And -> Or")
