@@ -140,11 +140,12 @@ def _node_class_spec(props: KarpenterNodePoolProps) -> dict[str, Any]:
         "role": props.node_role_name,
         "subnetSelectorTerms": [{"tags": dict(props.subnet_selector_tags)}],
         "securityGroupSelectorTerms": [{"tags": dict(props.security_group_selector_tags)}],
-        # IMDSv2 only; hop limit 2 so pods (one hop further) can still reach IMDS.
+        # IMDSv2 only, one hop: the bootstrap and hostNetwork pods (VPC CNI, Multus) reach IMDS,
+        # other pods cannot take the node role's credentials.
         "metadataOptions": {
             "httpEndpoint": "enabled",
             "httpProtocolIPv6": "disabled",
-            "httpPutResponseHopLimit": 2,
+            "httpPutResponseHopLimit": 1,
             "httpTokens": "required",
         },
         "blockDeviceMappings": [

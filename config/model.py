@@ -22,6 +22,12 @@ from pydantic import (
     model_validator,
 )
 
+from config.cluster_access import (
+    RENAMED_KEYS,
+    AdminPrincipalArn,
+    check_public_access_cidrs,
+)
+
 # AWS keeps the first four addresses and the last one of every subnet for itself.
 AWS_RESERVED_HEAD = 4
 AWS_RESERVED_TAIL = 1
@@ -236,16 +242,39 @@ class SystemNodeGroupConfig(StrictModel):
 class ClusterConfig(StrictModel):
     name: str = Field(default="eks-karpenterwithmultus", pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,99}$")
     kubernetes_version: Literal["1.33", "1.34", "1.35", "1.36"] = "1.34"
-    public_access_cidrs: list[Cidr] = Field(
-        default=["0.0.0.0/0"],
-        description="Who may reach the public API endpoint; narrow it to your operators' ranges.",
-    )
-    admin_principal_arn: str | None = Field(
+    public_access_cidrs: list[Cidr] | None = Field(
         default=None,
-        pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:.+$",
-        description="IAM principal given cluster-admin through an access entry.",
+        description="None: private API endpoint only. A list: also a public endpoint that "
+        "accepts only these CIDRs.",
+    )
+    admin_principal_arns: list[AdminPrincipalArn] = Field(
+        default=[],
+        description="IAM role or user ARNs given cluster-admin through access entries.",
     )
     system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: object) -> object:
+        if isinstance(data, dict):
+            for old, new in RENAMED_KEYS.items():
+                if old in data:
+                    raise ValueError(f"{old} was replaced by {new}")
+        return data
+
+    @field_validator("public_access_cidrs")
+    @classmethod
+    def _public_access(cls, cidrs: list[str] | None) -> list[str] | None:
+        return check_public_access_cidrs(cidrs)
+
+    @field_validator("admin_principal_arns")
+    @classmethod
+    def _distinct_admins(cls, arns: list[str]) -> list[str]:
+        duplicates = sorted({arn for arn in arns if arns.count(arn) > 1})
+        if duplicates:
+            # EKS allows one access entry per principal.
+            raise ValueError(f"{duplicates} listed more than once; list each principal once")
+        return arns
 
 
 class KarpenterConfig(StrictModel):

@@ -4,7 +4,8 @@
 # Runs as EC2NodeClass user-data (Amazon Linux 2023) before kubelet starts. The renderer
 # (node_bootstrap/renderer.py) puts a data-only block in front of this script:
 #   MULTUS_CLUSTER_NAME  cluster name, tagged on every ENI
-#   MULTUS_*_TAG_KEY     keys of the cluster, network, instance and VPC-CNI no_manage tags
+#   MULTUS_*_TAG_KEY     keys of the cluster, owner, network, instance and VPC-CNI no_manage
+#                        tags (the node role may only touch ENIs carrying the owner tag)
 #   MULTUS_NETWORKS      one line per network: <network> <interface-name> <device-index>
 #   MULTUS_PLACEMENTS    one line per AZ: <az> <subnet,...> <security-group,...>
 #                        (one subnet per network, in MULTUS_NETWORKS order)
@@ -239,8 +240,8 @@ attach_network() {
       create+=("SecurityGroupId.$((i + 1))=${security_groups[i]}")
     done
     i=0
-    for tag in "$CLUSTER_TAG_KEY=$MULTUS_CLUSTER_NAME" "$NETWORK_TAG_KEY=$network" \
-      "$INSTANCE_TAG_KEY=$instance_id" "$NO_MANAGE_TAG_KEY=true"; do
+    for tag in "$CLUSTER_TAG_KEY=$MULTUS_CLUSTER_NAME" "$MULTUS_OWNER_TAG_KEY=$MULTUS_CLUSTER_NAME" \
+      "$NETWORK_TAG_KEY=$network" "$INSTANCE_TAG_KEY=$instance_id" "$NO_MANAGE_TAG_KEY=true"; do
       i=$((i + 1))
       create+=("TagSpecification.1.Tag.$i.Key=${tag%%=*}" "TagSpecification.1.Tag.$i.Value=${tag#*=}")
     done

@@ -75,7 +75,7 @@ class ClusterStack(ConfiguredAzStack):
                 availability_zones=config.availability_zones,
                 node_subnets=network.network.node_subnets,
                 public_access_cidrs=cluster_config.public_access_cidrs,
-                admin_principal_arn=cluster_config.admin_principal_arn,
+                admin_principal_arns=cluster_config.admin_principal_arns,
                 core_dns_tolerations=[CONTROLLER_NODES.toleration],
             ),
         )
@@ -106,6 +106,7 @@ class ClusterStack(ConfiguredAzStack):
             KarpenterControllerProps(
                 cluster=eks_cluster.cluster_ref,
                 cluster_name=cluster_config.name,
+                region=config.region,
                 version=config.karpenter.version,
                 namespace=config.karpenter.namespace,
                 replicas=config.karpenter.replicas,

@@ -95,11 +95,12 @@ def test_node_pool_launches_its_node_class(seed: dict[str, dict]) -> None:
     }
 
 
-def test_node_class_requires_imdsv2_reachable_from_pods(seed: dict[str, dict]) -> None:
+def test_node_class_requires_imdsv2_out_of_reach_of_pods(seed: dict[str, dict]) -> None:
+    # Hop limit 1: a pod's request crosses one more hop than the host's and is dropped.
     assert seed["EC2NodeClass"]["spec"]["metadataOptions"] == {
         "httpEndpoint": "enabled",
         "httpProtocolIPv6": "disabled",
-        "httpPutResponseHopLimit": 2,
+        "httpPutResponseHopLimit": 1,
         "httpTokens": "required",
     }
 

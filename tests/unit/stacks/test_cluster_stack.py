@@ -16,6 +16,7 @@ SEED = parse_config({})
 CLUSTER = SEED.cluster.name
 REFERENCE_TEMPLATE = SHARED_REFERENCE / "karpenter-v1.14.1" / "cloudformation.yaml"
 ADMIN_ARN = "arn:aws:iam::123456789012:role/platform-admins"
+OPERATOR_CIDR = "198.51.100.0/24"
 CONTROLLER_TAINT = {"key": "karpenter.sh/controller", "value": "true"}
 SCOPED_ACTIONS = {"ec2:RunInstances", "ec2:TerminateInstances", "ec2:CreateFleet", "iam:PassRole"}
 
@@ -27,9 +28,14 @@ def cluster(default_app: SynthesizedApp) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def variant(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One non-default synth: admin principal, Spot service-linked role, Kubernetes 1.36."""
+    """One non-default synth: admin principal, public endpoint for one CIDR, Spot
+    service-linked role, Kubernetes 1.36."""
     overrides = {
-        "cluster": {"kubernetes_version": "1.36", "admin_principal_arn": ADMIN_ARN},
+        "cluster": {
+            "kubernetes_version": "1.36",
+            "admin_principal_arns": [ADMIN_ARN],
+            "public_access_cidrs": [OPERATOR_CIDR],
+        },
         "karpenter": {"spot_service_linked_role": True},
     }
     app = synthesize(tmp_path_factory.mktemp("variant"), cdk_json_context(config=overrides))
@@ -102,8 +108,8 @@ def test_cluster_name_version_endpoint_logs_and_api_auth(cluster: dict[str, Any]
     assert props["Version"] == "1.34"
     vpc = props["ResourcesVpcConfig"]
     assert vpc["EndpointPrivateAccess"] is True
-    assert vpc["EndpointPublicAccess"] is True
-    assert vpc["PublicAccessCidrs"] == SEED.cluster.public_access_cidrs
+    assert vpc["EndpointPublicAccess"] is False
+    assert "PublicAccessCidrs" not in vpc
     assert sorted(t["Type"] for t in props["Logging"]["ClusterLogging"]["EnabledTypes"]) == [
         "api",
         "audit",
@@ -192,6 +198,7 @@ def test_managed_addons_and_core_dns_tolerates_the_controller_taint(
 ) -> None:
     addons = {r["Properties"]["AddonName"]: r for r in resources(cluster, "AWS::EKS::Addon")}
     assert set(addons) == {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"}
+    assert "PodIdentityAssociations" not in addons["kube-proxy"]["Properties"]
     # Versions are left to EKS: the default for the cluster's Kubernetes version.
     assert all("AddonVersion" not in a["Properties"] for a in addons.values())
     config = json.loads(addons["coredns"]["Properties"]["ConfigurationValues"])
@@ -235,7 +242,8 @@ def test_system_node_group_is_al2023_labelled_tainted_and_sized(cluster: dict[st
 def test_system_nodes_require_imdsv2_and_an_encrypted_gp3_root(cluster: dict[str, Any]) -> None:
     data = only(cluster, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
     assert data["MetadataOptions"]["HttpTokens"] == "required"
-    assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 2
+    # One hop: pods (one hop further than the host) cannot reach the node role's credentials.
+    assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
     (root,) = data["BlockDeviceMappings"]
     assert root["DeviceName"] == "/dev/xvda"
     assert root["Ebs"]["Encrypted"] is True
@@ -247,7 +255,7 @@ def test_system_nodes_require_imdsv2_and_an_encrypted_gp3_root(cluster: dict[str
 # --- Karpenter IAM -------------------------------------------------------------------------------
 
 
-def test_node_role_has_the_four_policies_and_an_ec2_linux_access_entry(
+def test_node_role_has_three_policies_none_for_the_cni_and_an_ec2_linux_access_entry(
     cluster: dict[str, Any],
 ) -> None:
     role_id = logical_id(cluster, "AWS::IAM::Role", "KarpenterNodeRole")
@@ -255,7 +263,6 @@ def test_node_role_has_the_four_policies_and_an_ec2_linux_access_entry(
     policies = {json.dumps(p).rsplit("/", 1)[-1].strip('"]}') for p in role["ManagedPolicyArns"]}
     assert policies == {
         "AmazonEKSWorkerNodePolicy",
-        "AmazonEKS_CNI_Policy",
         "AmazonEC2ContainerRegistryPullOnly",
         "AmazonSSMManagedInstanceCore",
     }
@@ -550,3 +557,67 @@ def test_public_attributes_for_the_next_constructs(default_app: SynthesizedApp) 
     assert isinstance(stack.karpenter_node_role, iam.Role)
     assert isinstance(stack.karpenter_release, eks.HelmChart)
     assert isinstance(stack.karpenter_crds, eks.HelmChart)
+
+
+# --- IAM hygiene: the VPC CNI's own role, endpoint, admins ---------------------------------------
+
+
+def managed_policy_names(role: dict[str, Any]) -> set[str]:
+    return {
+        json.dumps(p).rsplit("/", 1)[-1].strip('"]}')
+        for p in role["Properties"].get("ManagedPolicyArns", [])
+    }
+
+
+def test_only_the_vpc_cni_role_carries_the_cni_policy_through_pod_identity(
+    cluster: dict[str, Any],
+) -> None:
+    addons = {r["Properties"]["AddonName"]: r for r in resources(cluster, "AWS::EKS::Addon")}
+    (association,) = addons["vpc-cni"]["Properties"]["PodIdentityAssociations"]
+    assert association["ServiceAccount"] == "aws-node"
+    cni_role_id = association["RoleArn"]["Fn::GetAtt"][0]
+    holders = {
+        key
+        for key, r in cluster["Resources"].items()
+        if r["Type"] == "AWS::IAM::Role" and "AmazonEKS_CNI_Policy" in managed_policy_names(r)
+    }
+    assert holders == {cni_role_id}
+    trust = cluster["Resources"][cni_role_id]["Properties"]["AssumeRolePolicyDocument"]
+    (statement,) = trust["Statement"]
+    assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+
+
+def test_vpc_cni_waits_for_the_pod_identity_agent_and_nodes_for_the_vpc_cni(
+    cluster: dict[str, Any],
+) -> None:
+    addon_ids = {
+        r["Properties"]["AddonName"]: k
+        for k, r in cluster["Resources"].items()
+        if r["Type"] == "AWS::EKS::Addon"
+    }
+    vpc_cni = cluster["Resources"][addon_ids["vpc-cni"]]
+    assert addon_ids["eks-pod-identity-agent"] in vpc_cni.get("DependsOn", [])
+    nodegroup = only(cluster, "AWS::EKS::Nodegroup")
+    assert addon_ids["vpc-cni"] in nodegroup.get("DependsOn", [])
+
+
+def test_system_node_role_has_no_cni_policy(cluster: dict[str, Any]) -> None:
+    role_arn = only(cluster, "AWS::EKS::Nodegroup")["Properties"]["NodeRole"]
+    role = cluster["Resources"][role_arn["Fn::GetAtt"][0]]
+    assert managed_policy_names(role) == {
+        "AmazonEKSWorkerNodePolicy",
+        "AmazonEC2ContainerRegistryPullOnly",
+    }
+
+
+def test_public_endpoint_only_for_the_listed_cidrs(variant: dict[str, Any]) -> None:
+    vpc = only(variant, "AWS::EKS::Cluster")["Properties"]["ResourcesVpcConfig"]
+    assert vpc["EndpointPrivateAccess"] is True
+    assert vpc["EndpointPublicAccess"] is True
+    assert vpc["PublicAccessCidrs"] == [OPERATOR_CIDR]
+
+
+def test_karpenter_controller_gets_its_region_without_imds(cluster: dict[str, Any]) -> None:
+    env = helm_values(cluster, "karpenter")["controller"]["env"]
+    assert {"name": "AWS_REGION", "value": SEED.region} in env
