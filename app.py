@@ -10,17 +10,14 @@ import aws_cdk as cdk
 
 from config import ConfigError, load_config
 from config.cluster_access import access_warnings
+from config.loader import LoadedConfig
 from stacks.pipeline_stack import PipelineStack
 from stages.environment_stage import EnvironmentStage
 
 
 def build_app(app: cdk.App) -> cdk.App:
     loaded = load_config(app.node.get_all_context(), Path(__file__).parent)
-    # `cdk synth` does not print the warnings of stacks inside a Stage, so say it here.
-    configs = [e.config for e in loaded.environments] if loaded.pipeline else [loaded.base]
-    for config in configs:
-        for warning in access_warnings(config.cluster.admin_principal_arns):
-            print(f"[Warning] {config.name}: {warning}", file=sys.stderr)
+    print_access_warnings(loaded)
     if loaded.pipeline is None:
         EnvironmentStage(app, loaded.base.name, config=loaded.base)
         return app
@@ -36,6 +33,14 @@ def build_app(app: cdk.App) -> cdk.App:
         description="CDK Pipeline rolling the Karpenter + Multus EKS stage out per environment",
     )
     return app
+
+
+def print_access_warnings(loaded: LoadedConfig) -> None:
+    """To stderr: `cdk synth` does not print the warnings of stacks inside a Stage."""
+    configs = [e.config for e in loaded.environments] if loaded.pipeline else [loaded.base]
+    for config in configs:
+        for warning in access_warnings(config.cluster.admin_principal_arns):
+            print(f"[Warning] {config.name}: {warning}", file=sys.stderr)
 
 
 def main() -> None:
