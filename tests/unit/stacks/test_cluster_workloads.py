@@ -11,7 +11,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from node_bootstrap.renderer import READY_MARKER_DIR
-from tests.conftest import SHARED_REFERENCE, SynthesizedApp, cdk_json_context, synthesize
+from tests.conftest import SHARED_REFERENCE, SynthesizedApp
 
 TOKEN = "TOKEN"  # stands in for CloudFormation values (Refs, imports) inside a manifest
 
@@ -159,15 +159,8 @@ def test_optional_charts_are_off_by_default(cluster: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def three_by_three(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    synthesized = synthesize(
-        tmp_path_factory.mktemp("three-by-three"),
-        cdk_json_context(
-            config_file="examples/three-az-three-networks.json",
-            **{"config.extras.sample_workloads": "true", "config.extras.node_latency": "true"},
-        ),
-    )
-    return synthesized.template_json(synthesized.stage.cluster)
+def three_by_three(three_by_three_app: SynthesizedApp) -> dict[str, Any]:
+    return three_by_three_app.template_json(three_by_three_app.stage.cluster)
 
 
 def test_three_azs_three_networks_yield_nine_nads_and_three_zones(
