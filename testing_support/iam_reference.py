@@ -28,7 +28,7 @@ import fnmatch
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -263,6 +263,8 @@ class TemplateResolver:
     template: Mapping[str, Any]
     region: str
     exports: Mapping[str, str]
+    #: Logical ID -> the physical ID a Ref (or an ID attribute) returns, where a test knows it.
+    physical_ids: Mapping[str, str] = field(default_factory=dict)
 
     def resolve(self, value: Any) -> Any:
         if isinstance(value, str | int | bool) or value is None:
@@ -295,6 +297,8 @@ class TemplateResolver:
         parameter = self.template.get("Parameters", {}).get(name)
         if parameter is not None:
             return str(parameter.get("Default", name.lower()))
+        if name in self.physical_ids:
+            return self.physical_ids[name]
         resource_type = self._resource_type(name)
         if resource_type == "AWS::SQS::Queue":
             return self._format(_QUEUE_URL, name.lower())
@@ -305,7 +309,8 @@ class TemplateResolver:
         logical_id, attribute = argument if isinstance(argument, list) else argument.split(".", 1)
         resource_type = self._resource_type(logical_id)
         if attribute != "Arn":
-            return f"{logical_id.lower()}-{attribute.lower()}"
+            # ID attributes (GroupId, SubnetId, ...) are the physical ID where one is known.
+            return self.physical_ids.get(logical_id, f"{logical_id.lower()}-{attribute.lower()}")
         if resource_type not in ARN_FORMATS:
             raise UnresolvedIntrinsic(f"no ARN format for {resource_type} ({logical_id}.Arn)")
         return self._format(ARN_FORMATS[resource_type][0], logical_id.lower())
@@ -351,11 +356,15 @@ _INTRINSICS: dict[str, Any] = {
 }
 
 
-def exported_values(templates: Mapping[str, Mapping[str, Any]], region: str) -> dict[str, str]:
+def exported_values(
+    templates: Mapping[str, Mapping[str, Any]],
+    region: str,
+    physical_ids: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """Export name -> resolved value, over every template of one assembly."""
     exports: dict[str, str] = {}
     for template in templates.values():
-        resolver = TemplateResolver(template, region, {})
+        resolver = TemplateResolver(template, region, {}, physical_ids or {})
         for output in template.get("Outputs", {}).values():
             if "Export" in output:
                 try:
@@ -504,3 +513,23 @@ def cdk_out_problems(outdir: Path) -> tuple[int, list[Problem]]:
         checked += len(templates)
         problems += assembly_problems(templates, region)
     return checked, problems
+
+
+def role_statements(
+    template: Mapping[str, Any], role_id: str, resolver: TemplateResolver
+) -> list[dict[str, Any]]:
+    """The resolved statements of a role's inline policies and of the AWS::IAM::Policy
+    resources attached to it (managed policies are not in the template)."""
+    resources = template["Resources"]
+    documents = [p["PolicyDocument"] for p in resources[role_id]["Properties"].get("Policies", [])]
+    documents += [
+        resource["Properties"]["PolicyDocument"]
+        for resource in resources.values()
+        if resource["Type"] == "AWS::IAM::Policy"
+        and {"Ref": role_id} in resource["Properties"].get("Roles", [])
+    ]
+    return [
+        dict(resolver.resolve(statement))
+        for document in documents
+        for statement in as_list(document["Statement"])
+    ]

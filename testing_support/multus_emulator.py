@@ -23,7 +23,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from email.message import Message
@@ -43,6 +43,7 @@ from botocore.model import Shape
 
 from node_bootstrap import AzPlacement, MultusInterface, NodeBootstrapProps
 from node_bootstrap.renderer import CLUSTER_TAG_KEY, INSTANCE_TAG_KEY
+from testing_support.ec2_iam_requests import Ec2State
 
 REGION = "us-west-2"
 AVAILABILITY_ZONES = ("us-west-2a", "us-west-2b")
@@ -88,6 +89,7 @@ class RecordedCall:
     params: dict[str, str]
     status: int
     received_at: float  # time.time() when the proxy got the request
+    observed: Any = None  # what Ec2Proxy.state_probe saw before EC2 acted on the request
 
 
 def signature_error(url: str, headers: Message, body: bytes, signer: Credentials) -> str:
@@ -152,6 +154,8 @@ class Ec2Proxy:
         self.latency_seconds = 0.0
         #: The credentials requests must be signed with (a test may swap them).
         self.signer = NODE_CREDENTIALS
+        #: Called with (action, params) before a request reaches moto; its result is recorded.
+        self.state_probe: Callable[[str, dict[str, str]], Any] | None = None
         self._upstream_port = upstream_port
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
@@ -209,6 +213,7 @@ class Ec2Proxy:
                 refused = signature_error(url, self.headers, body, proxy.signer)
                 unknown = unknown_parameters(action, params)
                 fault = None if refused or unknown else proxy._injected_fault(action, params)
+                observed = proxy.state_probe(action, params) if proxy.state_probe else None
                 if refused:
                     status, payload = 403, _ec2_error("AuthFailure", refused).encode()
                 elif unknown:
@@ -218,7 +223,7 @@ class Ec2Proxy:
                     status, payload = fault.status, _ec2_error(fault.code).encode()
                 else:
                     status, payload = self._forward(body)
-                proxy._record(RecordedCall(action, params, status, received_at))
+                proxy._record(RecordedCall(action, params, status, received_at, observed))
                 if status == DROP_CONNECTION:
                     self.close_connection = True
                     return
@@ -241,6 +246,10 @@ class Ec2Proxy:
                     upstream.close()
 
         return Handler
+
+
+def _tags(tag_list: list[dict[str, str]]) -> dict[str, str]:
+    return {tag["Key"]: tag["Value"] for tag in tag_list}
 
 
 def _ec2_error(code: str, message: str = "") -> str:
@@ -454,6 +463,39 @@ class Ec2Emulator:
             ],
         )
         return str(reservation["Instances"][0]["InstanceId"])
+
+    def ec2_state(self, _action: str, params: dict[str, str]) -> Ec2State:
+        """The state IAM would consult for a call with these parameters (a state_probe)."""
+        enis = [
+            eni
+            for name in ("NetworkInterfaceId", "NetworkInterfaceId.1")
+            if name in params
+            for eni in self.ec2.describe_network_interfaces(NetworkInterfaceIds=[params[name]])[
+                "NetworkInterfaces"
+            ]
+        ]
+        if "AttachmentId" in params:
+            enis += self.ec2.describe_network_interfaces(
+                Filters=[{"Name": "attachment.attachment-id", "Values": [params["AttachmentId"]]}]
+            )["NetworkInterfaces"]
+        attached = {e["NetworkInterfaceId"]: e["Attachment"] for e in enis if e.get("Attachment")}
+        instance_ids = {a["InstanceId"] for a in attached.values()}
+        instance_ids |= {params["InstanceId"]} if "InstanceId" in params else set()
+        instances = (
+            self.ec2.describe_instances(InstanceIds=sorted(instance_ids))["Reservations"]
+            if instance_ids
+            else []
+        )
+        return Ec2State(
+            eni_tags={e["NetworkInterfaceId"]: _tags(e.get("TagSet", [])) for e in enis},
+            eni_instance={eni: a["InstanceId"] for eni, a in attached.items()},
+            attachment_eni={a["AttachmentId"]: eni for eni, a in attached.items()},
+            instance_tags={
+                i["InstanceId"]: _tags(i.get("Tags", []))
+                for reservation in instances
+                for i in reservation["Instances"]
+            },
+        )
 
     def instance_enis(self, instance_id: str) -> list[dict[str, Any]]:
         """Every ENI attached to the instance or tagged with it (attached or not)."""
