@@ -35,6 +35,7 @@ from config import AppConfig
 from config.model import MultusNetworkConfig
 from node_bootstrap.iam import multus_eni_policy_statements
 from node_bootstrap.renderer import (
+    OWNER_TAG_KEY,
     AzPlacement,
     MultusInterface,
     NodeBootstrapProps,
@@ -159,18 +160,21 @@ class ClusterStack(ConfiguredAzStack):
         Validations.of(policy).acknowledge(
             Acknowledgment(
                 id=f"AwsSolutions::AwsSolutions-IAM5[Resource::{arn_prefix}:network-interface/*]",
-                reason="ENI IDs exist only after creation: creating requires the cluster tag in "
-                "the request, every later action requires it on the ENI (ec2:ResourceTag).",
+                reason="ENI IDs exist only after creation: CreateNetworkInterface and its "
+                f"CreateTags need the request to tag the ENI {OWNER_TAG_KEY}=<cluster>; attach, "
+                "detach, modify and delete need that tag on the ENI, and only the bootstrap "
+                "sets it.",
             ),
             Acknowledgment(
                 id=f"AwsSolutions::AwsSolutions-IAM5[Resource::{arn_prefix}:instance/*]",
-                reason="Karpenter launches the instances; attaching is limited to instances "
-                "carrying this cluster's eks:eks-cluster-name tag.",
+                reason="Attach, detach and modify on instance/* match only the calling "
+                "instance: ec2:SourceInstanceARN must equal the target instance's ARN.",
             ),
             Acknowledgment(
                 id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
-                reason="ec2:DescribeNetworkInterfaces (re-run after an interrupted bootstrap) "
-                "has no resource-level permissions.",
+                reason="Only ec2:DescribeNetworkInterfaces (a re-run after an interrupted "
+                "bootstrap reads an attachment ID), which has no resource-level permissions, "
+                "in this region only (aws:RequestedRegion).",
             ),
         )
 
