@@ -191,10 +191,12 @@ class ClusterStack(ConfiguredAzStack):
             namespace="node-latency-for-k8s",
             create_namespace=True,
             # Prometheus metrics only: the CloudWatch exporter would need its own IAM role.
+            # No IMDS: pods cannot reach it (hop limit 1); the IMDS-based timings are skipped.
             values={
                 "env": [
                     {"name": "PROMETHEUS_METRICS", "value": "true"},
                     {"name": "CLOUDWATCH_METRICS", "value": "false"},
+                    {"name": "NO_IMDS", "value": "true"},
                     {"name": "OUTPUT", "value": "markdown"},
                     {"name": "TIMEOUT", "value": "250"},
                 ]

@@ -231,3 +231,16 @@ def test_every_emitted_object_is_schema_valid(
                     built_in += 1
     assert custom == 2 + 4 + 2 + 9  # NodePool + EC2NodeClass + NADs, in both layouts
     assert built_in > 40
+
+
+def test_node_latency_does_not_wait_for_imds_that_pods_cannot_reach(
+    three_by_three: dict[str, Any],
+) -> None:
+    (chart,) = [
+        r["Properties"]
+        for r in three_by_three["Resources"].values()
+        if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"
+        and r["Properties"]["Chart"] == "node-latency-for-k8s-chart"
+    ]
+    values = json.loads(chart["Values"])
+    assert {"name": "NO_IMDS", "value": "true"} in values["env"]
