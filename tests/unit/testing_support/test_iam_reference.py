@@ -78,9 +78,11 @@ def test_request_tag_on_an_action_that_takes_no_tags_is_caught() -> None:
 
 
 def test_wildcard_action_that_matches_nothing_usable_is_caught() -> None:
-    (found,) = problems({"Action": "s3:ListAllMy*", "Resource": "arn:aws:s3:::artifacts"})
-    assert found[0] == "s3:ListAllMy*"
-    assert "can be granted here" in found[1] or "no resource-level" in found[1]
+    queue = "arn:aws:sqs:us-west-2:123456789012:interruptions"
+    (found,) = problems({"Action": "s3:Put*", "Resource": queue})
+    assert found[0] == "s3:Put*"
+    assert "none of the" in found[1]
+    assert "actions it matches can be granted here" in found[1]
 
 
 def test_unknown_action_is_caught() -> None:
