@@ -34,8 +34,8 @@ def _admin_principal_arn(value: str) -> str:
         )
     if not _IAM_PRINCIPAL.fullmatch(value):
         raise ValueError(
-            f"{value!r} is not an IAM role or user ARN (expected "
-            "arn:aws:iam::<12-digit account>:role/<name> or ...:user/<name>)"
+            f"{value!r} is not an IAM role or user ARN (arn:aws:iam::<12-digit account>:"
+            "role/<name> or :user/<name>), for example arn:aws:iam::123456789012:role/eks-admins"
         )
     return value
 
