@@ -28,6 +28,7 @@ from config.cluster_access import (
     check_public_access_cidrs,
 )
 from config.coercion import number_as_version
+from config.images import ImagesConfig
 from config.interface_names import reserved_interface_reason
 from config.node_pool_rules import node_pool_requirement_problems
 
@@ -472,6 +473,7 @@ class AppConfig(StrictModel):
     karpenter: KarpenterConfig = KarpenterConfig()
     node_pool: NodePoolConfig = NodePoolConfig()
     extras: ExtrasConfig = ExtrasConfig()
+    images: ImagesConfig = ImagesConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> AppConfig:

@@ -143,13 +143,13 @@ def render_configuration(props: NodeBootstrapProps) -> str:
 
 
 def _with_configuration(script: str, props: NodeBootstrapProps) -> str:
-    """Puts the data block right after the shebang and drops comment lines.
+    """Puts the data block right after the shebang and drops comments, blank lines and
+    indentation.
 
-    EC2 caps user-data at 16 KB including Karpenter's part; the comments document the source
-    file and are not needed on the node.
+    EC2 caps user-data at 16 KB including Karpenter's part; comments and layout are for readers
+    of the source file, not for bash (the script has no here-documents or multi-line strings).
     """
     shebang, body = script.split("\n", 1)
-    code = "".join(
-        line for line in body.splitlines(keepends=True) if not line.lstrip().startswith("#")
-    )
+    lines = (line.lstrip(" ") for line in body.splitlines(keepends=True))
+    code = "".join(line for line in lines if line.strip() and not line.startswith("#"))
     return f"{shebang}\n{render_configuration(props)}{code}"
