@@ -143,7 +143,6 @@ def _owned_leftover_eni(emulator: Ec2Emulator, vpc: MultusVpc, instance_id: str)
     """As an interrupted run leaves it: created and tagged by the bootstrap, attached."""
     network = vpc.networks[-1]
     tags = {
-        CLUSTER_TAG_KEY: CLUSTER,
         OWNER_TAG_KEY: CLUSTER,
         NETWORK_TAG_KEY: network,
         INSTANCE_TAG_KEY: instance_id,
