@@ -22,6 +22,12 @@ from pydantic import (
     model_validator,
 )
 
+from config.node_prefix import (
+    check_node_prefix_reservations,
+    check_node_prefix_settings,
+    default_prefixes_per_node,
+)
+
 # AWS keeps the first four addresses and the last one of every subnet for itself.
 AWS_RESERVED_HEAD = 4
 AWS_RESERVED_TAIL = 1
@@ -83,6 +89,11 @@ def _instance_type(value: str) -> str:
 InstanceType = Annotated[str, AfterValidator(_instance_type)]
 
 
+def cpu_quantity(quantity: str) -> float:
+    """A Kubernetes CPU quantity ("500", "1.5", "250m") in cores."""
+    return int(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+
+
 def net(cidr: str) -> ipaddress.IPv4Network:
     return ipaddress.IPv4Network(cidr)
 
@@ -132,10 +143,27 @@ class MultusNetworkConfig(StrictModel):
     nat_egress: bool = Field(
         default=True, description="Default route to the AZ's NAT gateway (as in the seed)."
     )
+    ip_management: Literal["whereabouts", "node_prefix"] = Field(
+        default="whereabouts",
+        description="whereabouts: pod addresses from the reservation, assigned per pod. "
+        "node_prefix: each node's ENI gets /28 prefixes of the (prefix-type) reservation at "
+        "boot and hands pod addresses out of them locally (docs/node-prefix-mode.md).",
+    )
+    prefixes_per_node: int | None = Field(
+        default=None,
+        ge=1,
+        description="node_prefix only: /28 prefixes on each node's ENI (default: see "
+        "AppConfig.prefixes_per_node).",
+    )
 
     @property
     def device_name(self) -> str:
         return self.interface_name or self.name
+
+    @model_validator(mode="after")
+    def _node_prefix_settings(self) -> MultusNetworkConfig:
+        check_node_prefix_settings(self)
+        return self
 
     @model_validator(mode="after")
     def _name_usable_as_interface(self) -> MultusNetworkConfig:
@@ -288,6 +316,22 @@ MAX_ENIS_BY_VCPUS: dict[int, int] = {
 }
 
 
+# IPv4 addresses per interface of the same sizes (EC2's per-type limits, as listed in the VPC
+# CNI's vpc_ip_resource_limit.go); a /28 prefix takes one of them, the primary address another.
+IPV4_ADDRESSES_PER_ENI_BY_VCPUS: dict[int, int] = {
+    2: 10,
+    4: 15,
+    8: 15,
+    16: 30,
+    32: 30,
+    36: 30,
+    48: 30,
+    64: 50,
+    72: 50,
+    96: 50,
+}
+
+
 class NodePoolConfig(StrictModel):
     """The Karpenter NodePool of Multus nodes; defaults are the seed's."""
 
@@ -318,6 +362,22 @@ class NodePoolConfig(StrictModel):
     @property
     def max_enis_of_smallest_size(self) -> int:
         return min(MAX_ENIS_BY_VCPUS[cpus] for cpus in self.instance_cpus)
+
+    @property
+    def max_pods_of_largest_size(self) -> int:
+        """EKS's ENI-limited max pods, ENIs x (addresses per ENI - 1) + 2, of the largest size."""
+        cpus = max(self.instance_cpus)
+        return MAX_ENIS_BY_VCPUS[cpus] * (IPV4_ADDRESSES_PER_ENI_BY_VCPUS[cpus] - 1) + 2
+
+    @property
+    def prefix_slots_per_eni_of_smallest_size(self) -> int:
+        """/28 prefixes one ENI of the smallest size holds (its primary address takes a slot)."""
+        return min(IPV4_ADDRESSES_PER_ENI_BY_VCPUS[cpus] for cpus in self.instance_cpus) - 1
+
+    @property
+    def max_nodes(self) -> int:
+        """Most nodes the pool can hold: cpu_limit over the smallest size's vCPUs."""
+        return int(cpu_quantity(self.cpu_limit) // min(self.instance_cpus))
 
 
 class ExtrasConfig(StrictModel):
@@ -353,7 +413,15 @@ class AppConfig(StrictModel):
         self._check_karpenter_supports_kubernetes()
         self._check_enis_fit_instances()
         self._check_controllers_fit_system_nodes()
+        check_node_prefix_reservations(self)
         return self
+
+    def prefixes_per_node(self, network: MultusNetworkConfig) -> int:
+        """K for a node_prefix network: its own value, else the node_prefix module's default."""
+        pool = self.node_pool
+        return network.prefixes_per_node or default_prefixes_per_node(
+            pool.max_pods_of_largest_size, pool.prefix_slots_per_eni_of_smallest_size
+        )
 
     def _check_controllers_fit_system_nodes(self) -> None:
         # Each controller replica needs its own system node (required anti-affinity, never on

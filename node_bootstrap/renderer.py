@@ -13,6 +13,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
+from node_bootstrap.node_prefix import (
+    CNI_CONFIG_DIR,
+    IPAM_DATA_DIR,
+    NodePrefixNetwork,
+    render_node_prefix_lines,
+)
+
 #: Directory the bootstrap keeps its state in; the readiness marker lives here.
 READY_MARKER_DIR = "/var/lib/multus-eni"
 #: Written only once every Multus interface is attached and up (one interface name per line).
@@ -53,6 +60,7 @@ class NodeBootstrapProps:
     cluster_name: str
     interfaces: Sequence[MultusInterface]
     placements: Mapping[str, AzPlacement]  # AZ name -> placement
+    node_prefix: Sequence[NodePrefixNetwork] = ()  # per (AZ, network) in node_prefix mode
 
 
 def render_user_data(props: NodeBootstrapProps) -> str:
@@ -109,6 +117,17 @@ def _validate(props: NodeBootstrapProps) -> None:
             )
         if not placement.security_group_ids:
             raise ValueError(f"placements[{az}]: at least one security group ID is required")
+    _validate_node_prefix(props)
+
+
+def _validate_node_prefix(props: NodeBootstrapProps) -> None:
+    device_indexes = {i.interface_name: i.device_index for i in props.interfaces}
+    for network in props.node_prefix:
+        where = f"node_prefix[{network.availability_zone}/{network.interface_name}]"
+        if device_indexes.get(network.interface_name) != network.device_index:
+            raise ValueError(f"{where}: not an interface at device index {network.device_index}")
+        if network.availability_zone not in props.placements:
+            raise ValueError(f"{where}: {network.availability_zone} has no placement")
 
 
 def _bootstrap_script() -> str:
@@ -135,6 +154,9 @@ def render_configuration(props: NodeBootstrapProps) -> str:
         f"MULTUS_NO_MANAGE_TAG_KEY={shlex.quote(NO_MANAGE_TAG_KEY)}\n"
         f"MULTUS_NETWORKS={shlex.quote(networks)}\n"
         f"MULTUS_PLACEMENTS={shlex.quote(placements)}\n"
+        f"MULTUS_NODE_PREFIX={shlex.quote(render_node_prefix_lines(props.node_prefix))}\n"
+        f"MULTUS_CNI_CONFIG_DIR={shlex.quote(CNI_CONFIG_DIR)}\n"
+        f"MULTUS_IPAM_DATA_DIR={shlex.quote(IPAM_DATA_DIR)}\n"
     )
 
 
