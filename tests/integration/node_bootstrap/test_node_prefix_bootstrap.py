@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -223,3 +224,66 @@ def test_deleting_a_nodes_eni_releases_its_prefixes_for_the_next_node(
 
     assert run.returncode == 0, run.output
     assert sorted(config_prefixes(cni_config(run))) == freed
+
+
+HOST_LOCAL = Path("/usr/lib/cni/host-local")  # Debian's containernetworking-plugins
+
+
+def host_local(command: str, container: str, config: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """Runs the IPAM plugin as a container runtime does: config on stdin, CNI_* environment."""
+    completed = subprocess.run(
+        [str(HOST_LOCAL)],
+        input=json.dumps(config),
+        env={
+            "CNI_COMMAND": command,
+            "CNI_CONTAINERID": container,
+            "CNI_NETNS": f"/var/run/netns/{container}",
+            "CNI_IFNAME": "net1",
+            "CNI_PATH": str(HOST_LOCAL.parent),
+        },
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    return completed.returncode, json.loads(completed.stdout) if completed.stdout else {}
+
+
+def test_real_host_local_hands_out_every_prefix_address_once_then_fails_cleanly(
+    tmp_path: Path, two_nodes: list[tuple[str, BootstrapRun]]
+) -> None:
+    assert HOST_LOCAL.exists(), "host-local is missing: run `make cni-plugins` (make test does)"
+    _, run = two_nodes[0]
+    config_list = cni_config(run)
+    ipvlan = config_list["plugins"][0]
+    # What libcni hands the first plugin of a list, with the leases in a temporary directory.
+    plugin_config = {
+        "cniVersion": config_list["cniVersion"],
+        "name": config_list["name"],
+        **ipvlan,
+        "ipam": {**ipvlan["ipam"], "dataDir": str(tmp_path / "leases")},
+    }
+    prefixes = config_prefixes(config_list)
+    capacity = 16 * PREFIXES_PER_NODE
+
+    addresses = []
+    for pod in range(capacity):
+        status, result = host_local("ADD", f"pod-{pod}", plugin_config)
+        assert status == 0, result
+        (ip,) = result["ips"]
+        assert ip["gateway"] == "10.0.6.1"
+        addresses.append(ipaddress.IPv4Interface(ip["address"]))
+
+    assert len(set(addresses)) == capacity
+    assert {a.network for a in addresses} == {ipaddress.IPv4Network("10.0.6.0/24")}
+    assert {a.ip for a in addresses} == {ip for prefix in prefixes for ip in prefix}
+
+    status, error = host_local("ADD", "pod-one-too-many", plugin_config)
+    assert status != 0
+    assert "no IP addresses available" in error["msg"]
+
+    status, _ = host_local("DEL", "pod-3", plugin_config)
+    assert status == 0
+    status, result = host_local("ADD", "pod-after-del", plugin_config)
+    assert status == 0, result
+    assert ipaddress.IPv4Interface(result["ips"][0]["address"]) == addresses[3]
