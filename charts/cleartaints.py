@@ -8,7 +8,7 @@ Multus workloads away from it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -51,7 +51,12 @@ multus_configured() {
   done
   return 1
 }
-until multus_configured && [ -f "$READY_MARKER" ]; do
+node_configs_written() {
+  for conf in $NODE_CNI_CONFIGS; do
+    [ -f "$CNI_CONF_DIR/$conf" ] || return 1
+  done
+}
+until multus_configured && node_configs_written && [ -f "$READY_MARKER" ]; do
   sleep 2
 done
 until output=$(kubectl taint nodes "$NODE_NAME" "$TAINT-" 2>&1); do
@@ -74,7 +79,9 @@ class ClearTaintsProps:
     cni_config_dir: host directory where Multus writes its CNI config (00-multus.conf).
     ready_marker_dir / ready_marker_file: host directory, mounted read-only, and the file in it
     that the node bootstrap writes once every Multus ENI is attached and named. The directory
-    must be readable by any user: the container runs as nobody."""
+    must be readable by any user: the container runs as nobody.
+    node_cni_config_files: files in cni_config_dir the node bootstrap writes for node_prefix
+    networks; each must exist as well."""
 
     namespace: str = "cleartaints"
     node_selector: Mapping[str, str] = field(
@@ -84,6 +91,7 @@ class ClearTaintsProps:
     cni_config_dir: str = "/etc/cni/net.d"
     ready_marker_dir: str = str(PurePosixPath(READY_MARKER_PATH).parent)
     ready_marker_file: str = PurePosixPath(READY_MARKER_PATH).name
+    node_cni_config_files: Sequence[str] = ()
 
 
 class ClearTaintsChart(cdk8s.Chart):
@@ -151,6 +159,7 @@ def _daemon_set(
             "NODE_NAME": kplus.EnvValue.from_field_ref(kplus.EnvFieldPaths.NODE_NAME),
             "TAINT": kplus.EnvValue.from_value(f"{props.taint.key}:{props.taint.effect}"),
             "CNI_CONF_DIR": kplus.EnvValue.from_value(_HOST_CNI_DIR),
+            "NODE_CNI_CONFIGS": kplus.EnvValue.from_value(" ".join(props.node_cni_config_files)),
             "READY_MARKER": kplus.EnvValue.from_value(
                 f"{_HOST_MARKER_DIR}/{props.ready_marker_file}"
             ),

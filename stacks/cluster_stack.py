@@ -34,6 +34,7 @@ from charts.whereabouts import WhereaboutsProps
 from config import AppConfig
 from config.model import MultusNetworkConfig
 from node_bootstrap.iam import multus_eni_policy_statements
+from node_bootstrap.node_prefix import NodePrefixNetwork, cni_config_file_name
 from node_bootstrap.renderer import (
     AzPlacement,
     MultusInterface,
@@ -221,6 +222,7 @@ def _multus_workloads_props(
                 )
                 for az in config.availability_zones
             },
+            node_prefix=_node_prefix_networks(config, attachments),
         )
     )
     pool = config.node_pool
@@ -231,9 +233,24 @@ def _multus_workloads_props(
         whereabouts=WhereaboutsProps(),
         network_attachments=NetworkAttachmentsProps(
             namespace=config.multus.nad_namespace,
-            attachments=[_network_attachment(a, networks_by_name[a.network]) for a in attachments],
+            attachments=[
+                _network_attachment(a, networks_by_name[a.network])
+                for a in attachments
+                if networks_by_name[a.network].ip_management == "whereabouts"
+            ],
+            node_local_names=[
+                network_attachment_name(a.network, a.availability_zone)
+                for a in attachments
+                if networks_by_name[a.network].ip_management == "node_prefix"
+            ],
         ),
-        clear_taints=ClearTaintsProps(),
+        clear_taints=ClearTaintsProps(
+            node_cni_config_files=[
+                cni_config_file_name(index + 1)
+                for index, n in enumerate(networks)
+                if n.ip_management == "node_prefix"
+            ]
+        ),
         node_pool=KarpenterNodePoolProps(
             zones=config.availability_zones,
             node_role_name=stack.karpenter_node_role.role_name,
@@ -280,3 +297,25 @@ def _network_attachment(
         whereabouts_range=whereabouts_range,
         gateway=gateway,
     )
+
+
+def _node_prefix_networks(
+    config: AppConfig, attachments: list[MultusAttachment]
+) -> list[NodePrefixNetwork]:
+    """What the node bootstrap needs per (AZ, network) in node_prefix mode."""
+    indexes = {n.name: index + 1 for index, n in enumerate(config.multus.networks)}
+    networks = {n.name: n for n in config.multus.networks}
+    return [
+        NodePrefixNetwork(
+            availability_zone=a.availability_zone,
+            interface_name=networks[a.network].device_name,
+            device_index=indexes[a.network],
+            prefix_count=config.prefixes_per_node(networks[a.network]),
+            cni_network_name=network_attachment_name(a.network, a.availability_zone),
+            subnet_cidr=a.subnet_cidr,
+            reservation_cidr=a.reservation_cidr,
+            ipvlan_mode=networks[a.network].ipvlan_mode,
+        )
+        for a in attachments
+        if networks[a.network].ip_management == "node_prefix"
+    ]
