@@ -52,7 +52,7 @@ multus_configured() {
   return 1
 }
 node_configs_written() {
-  for conf in $NODE_CNI_CONFIGS; do
+  for conf in ${NODE_CNI_CONFIGS:-}; do
     [ -f "$CNI_CONF_DIR/$conf" ] || return 1
   done
 }

@@ -173,8 +173,8 @@ def node(tmp_path: Path) -> SimpleNamespace:
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
 
-    def run(kubectl_behaviour: str = "ok") -> subprocess.CompletedProcess[str]:
-        env = {
+    def run(kubectl_behaviour: str = "ok", **more_env: str) -> subprocess.CompletedProcess[str]:
+        env = more_env | {
             "PATH": f"{bin_dir}:{os.environ['PATH']}",
             "LOG_DIR": str(log_dir),
             "KUBECTL_BEHAVIOUR": kubectl_behaviour,
@@ -241,3 +241,16 @@ def test_script_retries_a_failed_removal(node: SimpleNamespace) -> None:
     assert len(node.log("kubectl")) == 2
     assert "connection refused" in result.stderr
     assert node.log("sleep")[-1] == "infinity"
+
+
+def test_script_also_waits_for_the_node_prefix_cni_configs(node: SimpleNamespace) -> None:
+    (node.cni_dir / "00-multus.conf").write_text("{}")
+    node.marker.write_text("")
+    waiting = node.run(NODE_CNI_CONFIGS="90-node-prefix-eni2.conflist")
+    assert waiting.returncode == -signal.SIGTERM
+    assert node.log("kubectl") == []
+
+    (node.cni_dir / "90-node-prefix-eni2.conflist").write_text("{}")
+    result = node.run(NODE_CNI_CONFIGS="90-node-prefix-eni2.conflist")
+    assert result.returncode == 0, result.stderr
+    assert len(node.log("kubectl")) == 1
