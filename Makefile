@@ -24,7 +24,7 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed cni-plugins
 	$(BIN)/python benchmarks/node_bootstrap_bench.py
 
 critical-path: $(VENV)/.installed
