@@ -8,9 +8,9 @@
 #   MULTUS_NETWORKS      one line per network: <network> <interface-name> <device-index>
 #   MULTUS_PLACEMENTS    one line per AZ: <az> <subnet,...> <security-group,...>
 #                        (one subnet per network, in MULTUS_NETWORKS order)
-#   MULTUS_NODE_PREFIX   one line per (AZ, node_prefix network): <az> <interface-name>
-#                        <prefix-count> <cni-network-name> <subnet-cidr> <reservation-cidr>
-#                        <gateway> <ipvlan-mode> <cni-config-file> (may be empty)
+#   MULTUS_NODE_PREFIX   only with node_prefix networks (node_prefix.sh): one line per
+#                        (AZ, network): <az> <interface-name> <prefix-count> <cni-network-name>
+#                        <subnet-cidr> <reservation-cidr> <gateway> <ipvlan-mode> <cni-file>
 #   MULTUS_CNI_CONFIG_DIR, MULTUS_IPAM_DATA_DIR  where node_prefix CNI configs and leases go
 #
 # Environment overrides, for tests and benchmarks:
@@ -44,12 +44,9 @@
 # backoff and full jitter. Exit status is 0 only when every interface is attached and up; only
 # then is the readiness marker written.
 #
-# node_prefix networks (docs/node-prefix-mode.md): the same CreateNetworkInterface call asks
-# for the network's /28 prefixes (Ipv4PrefixCount, no extra round trip); every prefix EC2
-# returns must lie inside the network's reservation, else the ENI (and with it its prefixes)
-# is deleted and the network fails. Once the interface is up, a CNI config for host-local over
-# those prefixes is written (atomically; a re-run reads the prefixes from IMDS and rewrites the
-# same file), before the readiness marker.
+# node_prefix networks (docs/node-prefix-mode.md) are handled by node_prefix.sh through the
+# node_prefix_* hooks: prefixes in the create call, checked against the reservation, and the
+# node-local CNI config, all before the readiness marker.
 set -euo pipefail
 
 readonly IMDS_URL=${MULTUS_IMDS_URL:-http://169.254.169.254}
@@ -57,8 +54,6 @@ readonly EC2_ENDPOINT=${MULTUS_EC2_ENDPOINT:-}
 readonly ROOT=${MULTUS_ROOT:-}
 readonly HOST_CHANGES=${MULTUS_HOST_CHANGES:-1}
 readonly WAIT_SECONDS=${MULTUS_WAIT_SECONDS:-60}
-readonly CNI_CONFIG_DIR=$ROOT${MULTUS_CNI_CONFIG_DIR:-/etc/cni/net.d}
-readonly IPAM_DATA_DIR=${MULTUS_IPAM_DATA_DIR:-/run/cni/node-prefix-ipam}
 
 readonly STATE_DIR=$ROOT/var/lib/multus-eni
 readonly READY_MARKER=$STATE_DIR/ready
@@ -227,81 +222,19 @@ wait_for_interface() {
   die "$ifname: no interface with MAC $mac appeared within ${WAIT_SECONDS}s"
 }
 
-ipv4_to_int() {
-  local IFS=. a b c d
-  read -r a b c d <<<"$1"
-  printf '%d' $(((a << 24) | (b << 16) | (c << 8) | d))
-}
-
-int_to_ipv4() {
-  printf '%d.%d.%d.%d' $(($1 >> 24 & 255)) $(($1 >> 16 & 255)) $(($1 >> 8 & 255)) $(($1 & 255))
-}
-
-# Whether <prefix> is a /28 (aligned, as EC2 delegates them) inside <reservation-cidr>.
-prefix_in_reservation() {
-  local prefix=$1 reservation=$2 start length reservation_start
-  [[ $prefix =~ ^([0-9]{1,3}\.){3}[0-9]{1,3}/28$ ]] || return 1
-  start=$(ipv4_to_int "${prefix%/*}")
-  length=${reservation#*/}
-  reservation_start=$(ipv4_to_int "${reservation%/*}")
-  ((start % 16 == 0 && start >> (32 - length) == reservation_start >> (32 - length)))
-}
-
-# Prints the text of every <$1> element of $ec2_response, one per line.
-xml_values() {
-  local rest=$ec2_response pattern="<$1>([^<]*)</$1>"
-  while [[ $rest =~ $pattern ]]; do
-    printf '%s\n' "${BASH_REMATCH[1]}"
-    rest=${rest#*"${BASH_REMATCH[0]}"}
-  done
-}
-
-# Checks that the prefixes (one per line in $3) are exactly $2 /28s inside reservation $4.
-check_prefixes() {
-  local ifname=$1 count=$2 prefixes=$3 reservation=$4 prefix found=0
-  for prefix in $prefixes; do
-    found=$((found + 1))
-    if ! prefix_in_reservation "$prefix" "$reservation"; then
-      log "$ifname: prefix $prefix is not a /28 inside the reservation $reservation"
-      return 1
-    fi
-  done
-  ((found == count)) || {
-    log "$ifname: expected $count prefixes inside $reservation, got $found"
-    return 1
-  }
-}
-
-# Writes the node-local CNI config of a node_prefix network: ipvlan on its interface, host-local
-# handing out the prefixes (one range per prefix, one address per pod), sbr. Multus reads it
-# for the NAD whose name equals "name". Written to a temporary file and renamed, so Multus and
-# the container runtime never see half a file.
-write_node_prefix_config() {
-  local ifname=$1 name=$2 subnet=$3 gateway=$4 mode=$5 file=$6 prefixes=$7 prefix first
-  local ranges=() range
-  while read -r prefix; do
-    first=$(ipv4_to_int "${prefix%/*}")
-    printf -v range '{"subnet": "%s", "rangeStart": "%s", "rangeEnd": "%s", "gateway": "%s"}' \
-      "$subnet" "$(int_to_ipv4 "$first")" "$(int_to_ipv4 $((first + 15)))" "$gateway"
-    ranges+=("$range")
-  done < <(sort -t . -k1,1n -k2,2n -k3,3n -k4,4n <<<"$prefixes")
-  local IFS=,
-  printf '{"cniVersion": "0.3.1", "name": "%s", "plugins": [{"type": "ipvlan", "master": "%s", "mode": "%s", "ipam": {"type": "host-local", "dataDir": "%s", "ranges": [[%s]]}}, {"type": "sbr"}]}\n' \
-    "$name" "$ifname" "$mode" "$IPAM_DATA_DIR" "${ranges[*]}" >"$CNI_CONFIG_DIR/.$file.tmp"
-  mv -f "$CNI_CONFIG_DIR/.$file.tmp" "$CNI_CONFIG_DIR/$file"
-  log "$ifname: wrote $CNI_CONFIG_DIR/$file for $name ($(wc -w <<<"$prefixes") prefixes)"
-}
+# node_prefix networks: node_prefix.sh, included by the renderer only when one is configured,
+# overrides these no-ops (they see attach_network's locals: create, mac).
+node_prefix_load() { :; }
+node_prefix_create_args() { :; }
+node_prefix_created() { :; }
+node_prefix_attached() { :; }
+node_prefix_up() { :; }
 
 # Makes sure one network's ENI is attached, configured and up. Runs as a background job.
 attach_network() {
   local network=$1 ifname=$2 device_index=$3 subnet=$4
   local state_file=$STATE_DIR/$ifname.eni
-  local eni mac attachment="" attached_subnet prefixes=""
-  local prefix_count="" cni_name prefix_subnet reservation gateway mode cni_file
-  if [[ -n ${node_prefix_by_ifname[$ifname]:-} ]]; then
-    read -r prefix_count cni_name prefix_subnet reservation gateway mode cni_file \
-      <<<"${node_prefix_by_ifname[$ifname]}"
-  fi
+  local eni mac attachment="" attached_subnet
 
   if [[ -n ${attached_by_index[$device_index]:-} ]]; then
     read -r mac attached_subnet eni <<<"${attached_by_index[$device_index]}"
@@ -314,11 +247,7 @@ attach_network() {
       ec2_call DescribeNetworkInterfaces "NetworkInterfaceId.1=$eni" || return 1
       attachment=$(xml_value attachmentId) || die "$ifname: EC2 reports no attachment for $eni"
     fi
-    if [[ -n $prefix_count ]]; then
-      prefixes=$(imds "network/interfaces/macs/$mac/ipv4-prefix" 2>/dev/null) || prefixes=""
-      check_prefixes "$ifname" "$prefix_count" "$prefixes" "$reservation" ||
-        die "$ifname: $eni does not hold the expected prefixes"
-    fi
+    node_prefix_attached "$ifname" || die "$ifname: $eni does not hold the expected prefixes"
   else
     local create=("SubnetId=$subnet" "Description=Multus $network of $instance_id"
       "ClientToken=$instance_id-$device_index-$run_id"
@@ -332,18 +261,15 @@ attach_network() {
       i=$((i + 1))
       create+=("TagSpecification.1.Tag.$i.Key=${tag%%=*}" "TagSpecification.1.Tag.$i.Value=${tag#*=}")
     done
-    [[ -z $prefix_count ]] || create+=("Ipv4PrefixCount=$prefix_count")
+    node_prefix_create_args "$ifname"
     ec2_call CreateNetworkInterface "${create[@]}" || return 1
     if ! eni=$(xml_value networkInterfaceId) || ! mac=$(xml_value macAddress); then
       die "$ifname: CreateNetworkInterface answered without an ENI ID and MAC"
     fi
     log "$ifname: created $eni ($mac) in $subnet"
-    if [[ -n $prefix_count ]]; then
-      prefixes=$(xml_values ipv4Prefix)
-      if ! check_prefixes "$ifname" "$prefix_count" "$prefixes" "$reservation"; then
-        release_eni "$ifname" "$eni" ""
-        return 1
-      fi
+    if ! node_prefix_created "$ifname"; then
+      release_eni "$ifname" "$eni" ""
+      return 1
     fi
     # The name must be in place before the kernel sees the device, i.e. before attaching.
     if ! write_link_file "$ifname" "$mac" ||
@@ -367,26 +293,12 @@ attach_network() {
   wait_for_interface "$ifname" "$mac" "$device_index"
   run_on_host sysctl -qw "net.ipv4.conf.$ifname.rp_filter=0"
   run_on_host ip link set dev "$ifname" up
-  if [[ -n $prefix_count ]]; then
-    write_node_prefix_config "$ifname" "$cni_name" "$prefix_subnet" "$gateway" "$mode" \
-      "$cni_file" "$prefixes"
-  fi
+  node_prefix_up "$ifname"
   log "$ifname: up"
 }
 
-# This AZ's node_prefix networks from MULTUS_NODE_PREFIX, by interface name.
-load_node_prefix_networks() {
-  local node_az=$1 line_az ifname rest
-  declare -gA node_prefix_by_ifname=()
-  while read -r line_az ifname rest; do
-    if [[ $line_az == "$node_az" ]]; then
-      node_prefix_by_ifname[$ifname]=$rest
-    fi
-  done <<<"${MULTUS_NODE_PREFIX:-}"
-}
-
 main() {
-  mkdir -p "$STATE_DIR" "${LOG_FILE%/*}" "$LINK_DIR" "${SYSCTL_FILE%/*}" "$CNI_CONFIG_DIR"
+  mkdir -p "$STATE_DIR" "${LOG_FILE%/*}" "$LINK_DIR" "${SYSCTL_FILE%/*}"
   exec > >(tee -a "$LOG_FILE") 2>&1
   : "${MULTUS_CLUSTER_NAME:?missing: the generated configuration block must precede this script}"
   : "${MULTUS_NETWORKS:?missing}" "${MULTUS_PLACEMENTS:?missing}"
@@ -412,7 +324,7 @@ main() {
   done <<<"$MULTUS_PLACEMENTS"
   ((${#subnets[@]} > 0)) ||
     die "availability zone $az is not in the Multus placement table (${configured_azs[*]})"
-  load_node_prefix_networks "$az"
+  node_prefix_load "$az"
 
   ec2_endpoint=$EC2_ENDPOINT
   [[ -n $ec2_endpoint ]] || ec2_endpoint=https://ec2.$region.$(imds services/domain) ||

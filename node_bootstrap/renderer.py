@@ -33,6 +33,9 @@ INSTANCE_TAG_KEY = "multus-eni/instance-id"
 NO_MANAGE_TAG_KEY = "node.k8s.amazonaws.com/no_manage"
 
 SCRIPT_NAME = "multus_eni_bootstrap.sh"
+#: Included only when a network is in node_prefix mode.
+NODE_PREFIX_SCRIPT_NAME = "node_prefix.sh"
+_MAIN_CALL = '\nmain "$@"\n'
 MIME_BOUNDARY = "==MULTUS-ENI-BOUNDARY=="
 
 # Linux caps interface names at 15 characters; dots would clash with sysctl key syntax.
@@ -131,7 +134,11 @@ def _validate_node_prefix(props: NodeBootstrapProps) -> None:
 
 
 def _bootstrap_script() -> str:
-    return resources.files(__package__).joinpath(SCRIPT_NAME).read_text(encoding="utf-8")
+    return _read(SCRIPT_NAME)
+
+
+def _read(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
 def render_configuration(props: NodeBootstrapProps) -> str:
@@ -154,6 +161,13 @@ def render_configuration(props: NodeBootstrapProps) -> str:
         f"MULTUS_NO_MANAGE_TAG_KEY={shlex.quote(NO_MANAGE_TAG_KEY)}\n"
         f"MULTUS_NETWORKS={shlex.quote(networks)}\n"
         f"MULTUS_PLACEMENTS={shlex.quote(placements)}\n"
+    ) + _node_prefix_configuration(props)
+
+
+def _node_prefix_configuration(props: NodeBootstrapProps) -> str:
+    if not props.node_prefix:
+        return ""
+    return (
         f"MULTUS_NODE_PREFIX={shlex.quote(render_node_prefix_lines(props.node_prefix))}\n"
         f"MULTUS_CNI_CONFIG_DIR={shlex.quote(CNI_CONFIG_DIR)}\n"
         f"MULTUS_IPAM_DATA_DIR={shlex.quote(IPAM_DATA_DIR)}\n"
@@ -161,13 +175,24 @@ def render_configuration(props: NodeBootstrapProps) -> str:
 
 
 def _with_configuration(script: str, props: NodeBootstrapProps) -> str:
-    """Puts the data block right after the shebang and drops comment lines.
+    """Puts the data block right after the shebang and drops comment lines and indentation.
 
-    EC2 caps user-data at 16 KB including Karpenter's part; the comments document the source
-    file and are not needed on the node.
+    EC2 caps user-data at 16 KB including Karpenter's part; the comments and the layout serve
+    the source file and are not needed on the node.
     """
     shebang, body = script.split("\n", 1)
-    code = "".join(
-        line for line in body.splitlines(keepends=True) if not line.lstrip().startswith("#")
+    if props.node_prefix:
+        # Its hooks must be defined before main runs, after the script's no-op ones.
+        library = _code(_read(NODE_PREFIX_SCRIPT_NAME).split("\n", 1)[1])
+        body = body.replace(_MAIN_CALL, library + _MAIN_CALL)
+    return f"{shebang}\n{render_configuration(props)}{_code(body)}"
+
+
+def _code(text: str) -> str:
+    """The script without comment lines and indentation (the scripts have no multi-line
+    strings, so neither changes what bash runs; a test compares the parsed functions)."""
+    return "".join(
+        line.lstrip(" ")
+        for line in text.splitlines(keepends=True)
+        if not line.lstrip().startswith("#")
     )
-    return f"{shebang}\n{render_configuration(props)}{code}"
