@@ -60,65 +60,52 @@ node_prefix_up() {
 ipv4_to_int() {
   local IFS=. a b c d
   read -r a b c d <<<"$1"
-  printf '%d' $(((a << 24) | (b << 16) | (c << 8) | d))
+  echo $(((a << 24) | (b << 16) | (c << 8) | d))
 }
 
-int_to_ipv4() {
-  printf '%d.%d.%d.%d' $(($1 >> 24 & 255)) $(($1 >> 16 & 255)) $(($1 >> 8 & 255)) $(($1 & 255))
-}
-
-# Whether <prefix> is a /28 (aligned, as EC2 delegates them) inside <reservation-cidr>.
-prefix_in_reservation() {
-  local prefix=$1 reservation=$2 start length reservation_start
-  [[ $prefix =~ ^([0-9]{1,3}\.){3}[0-9]{1,3}/28$ ]] || return 1
-  start=$(ipv4_to_int "${prefix%/*}")
-  length=${reservation#*/}
-  reservation_start=$(ipv4_to_int "${reservation%/*}")
-  ((start % 16 == 0 && start >> (32 - length) == reservation_start >> (32 - length)))
+# Checks that the prefixes ($3, one per line) are exactly $2 aligned /28s inside reservation $4.
+check_prefixes() {
+  local prefix found=0 start length=${4#*/} first
+  first=$(ipv4_to_int "${4%/*}")
+  for prefix in $3; do
+    found=$((found + 1))
+    start=-1
+    [[ $prefix =~ ^([0-9]+\.){3}[0-9]+/28$ ]] && start=$(ipv4_to_int "${prefix%/*}")
+    if ((start < 0 || start % 16 || start >> (32 - length) != first >> (32 - length))); then
+      log "$1: prefix $prefix is not a /28 inside the reservation $4"
+      return 1
+    fi
+  done
+  ((found == $2)) || {
+    log "$1: expected $2 prefixes inside $4, got $found"
+    return 1
+  }
 }
 
 # Prints the text of every <$1> element of $ec2_response, one per line.
 xml_values() {
   local rest=$ec2_response pattern="<$1>([^<]*)</$1>"
   while [[ $rest =~ $pattern ]]; do
-    printf '%s\n' "${BASH_REMATCH[1]}"
+    echo "${BASH_REMATCH[1]}"
     rest=${rest#*"${BASH_REMATCH[0]}"}
   done
 }
 
-# Checks that the prefixes (one per line in $3) are exactly $2 /28s inside reservation $4.
-check_prefixes() {
-  local ifname=$1 count=$2 prefixes=$3 reservation=$4 prefix found=0
-  for prefix in $prefixes; do
-    found=$((found + 1))
-    if ! prefix_in_reservation "$prefix" "$reservation"; then
-      log "$ifname: prefix $prefix is not a /28 inside the reservation $reservation"
-      return 1
-    fi
-  done
-  ((found == count)) || {
-    log "$ifname: expected $count prefixes inside $reservation, got $found"
-    return 1
-  }
-}
-
-# Writes the node-local CNI config of a node_prefix network: ipvlan on its interface, host-local
-# handing out the prefixes (one range per prefix, one address per pod), sbr. Multus reads it
-# for the NAD whose name equals "name". Written to a temporary file and renamed, so Multus and
-# the container runtime never see half a file.
+# write_node_prefix_config <interface> <cni-name> <subnet> <gateway> <ipvlan-mode> <file>
+# <prefixes>: the node-local CNI config: ipvlan on the interface, host-local handing out the
+# prefixes (one range per prefix in one range set: one address per pod), sbr. Multus reads it
+# for the NAD whose name equals "name". Renamed into place: nobody reads half a file.
+# A /28 is aligned, so its last address only differs in the last octet.
 write_node_prefix_config() {
-  local ifname=$1 name=$2 subnet=$3 gateway=$4 mode=$5 file=$6 prefixes=$7 prefix first
-  local ranges=() range
-  while read -r prefix; do
-    first=$(ipv4_to_int "${prefix%/*}")
-    printf -v range '{"subnet": "%s", "rangeStart": "%s", "rangeEnd": "%s", "gateway": "%s"}' \
-      "$subnet" "$(int_to_ipv4 "$first")" "$(int_to_ipv4 $((first + 15)))" "$gateway"
+  local ranges=() range a b c d _
+  while IFS=./ read -r a b c d _; do
+    printf -v range '{"subnet":"%s","rangeStart":"%s","rangeEnd":"%s","gateway":"%s"}' \
+      "$3" "$a.$b.$c.$d" "$a.$b.$c.$((d + 15))" "$4"
     ranges+=("$range")
-  done < <(sort -t . -k1,1n -k2,2n -k3,3n -k4,4n <<<"$prefixes")
+  done < <(sort -V <<<"$7")
   local IFS=,
-  printf '{"cniVersion": "0.3.1", "name": "%s", "plugins": [{"type": "ipvlan", "master": "%s", "mode": "%s", "ipam": {"type": "host-local", "dataDir": "%s", "ranges": [[%s]]}}, {"type": "sbr"}]}\n' \
-    "$name" "$ifname" "$mode" "$IPAM_DATA_DIR" "${ranges[*]}" >"$CNI_CONFIG_DIR/.$file.tmp"
-  mv -f "$CNI_CONFIG_DIR/.$file.tmp" "$CNI_CONFIG_DIR/$file"
-  log "$ifname: wrote $CNI_CONFIG_DIR/$file for $name ($(wc -w <<<"$prefixes") prefixes)"
+  printf '{"cniVersion":"0.3.1","name":"%s","plugins":[{"type":"ipvlan","master":"%s","mode":"%s","ipam":{"type":"host-local","dataDir":"%s","ranges":[[%s]]}},{"type":"sbr"}]}\n' \
+    "$2" "$1" "$5" "$IPAM_DATA_DIR" "${ranges[*]}" >"$CNI_CONFIG_DIR/.$6"
+  mv -f "$CNI_CONFIG_DIR/.$6" "$CNI_CONFIG_DIR/$6"
+  log "$1: wrote $CNI_CONFIG_DIR/$6 for $2"
 }
-
