@@ -17,6 +17,9 @@ from dataclasses import dataclass
 #: Host directory of CNI config files: the containerd CNI conf dir, which the Multus thick
 #: daemon also reads (its confDir) for NADs without a config.
 CNI_CONFIG_DIR = "/etc/cni/net.d"
+#: The VPC CNI's config: the node's config is installed only once this exists, so that the
+#: container runtime, which takes the first file as the pod network, never finds ours alone.
+RUNTIME_CNI_CONFIG = "10-aws.conflist"
 #: host-local keeps its leases here; under /run (tmpfs) they do not outlive a reboot, when
 #: every pod of the node is gone as well. Multus runs delegates chrooted to the host root.
 IPAM_DATA_DIR = "/run/cni/node-prefix-ipam"

@@ -16,6 +16,7 @@ from importlib import resources
 from node_bootstrap.node_prefix import (
     CNI_CONFIG_DIR,
     IPAM_DATA_DIR,
+    RUNTIME_CNI_CONFIG,
     NodePrefixNetwork,
     render_node_prefix_lines,
 )
@@ -171,6 +172,7 @@ def _node_prefix_configuration(props: NodeBootstrapProps) -> str:
         f"MULTUS_NODE_PREFIX={shlex.quote(render_node_prefix_lines(props.node_prefix))}\n"
         f"MULTUS_CNI_CONFIG_DIR={shlex.quote(CNI_CONFIG_DIR)}\n"
         f"MULTUS_IPAM_DATA_DIR={shlex.quote(IPAM_DATA_DIR)}\n"
+        f"MULTUS_RUNTIME_CNI_CONFIG={shlex.quote(RUNTIME_CNI_CONFIG)}\n"
     )
 
 

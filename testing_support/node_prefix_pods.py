@@ -76,7 +76,9 @@ def measure_node_prefix(emulator: Ec2Emulator) -> NodePrefixCost:
     run = emulator.run_bootstrap(user_data, instance_id)
     if run.returncode != 0:
         raise SystemExit(f"node_prefix bootstrap failed:\n{run.output}")
-    config_list = json.loads((run.root / "etc/cni/net.d" / cni_config_file_name(2)).read_text())
+    # As staged by the bootstrap (installed into /etc/cni/net.d once the VPC CNI runs).
+    staged = run.root / "var/lib/multus-eni/cni" / cni_config_file_name(2)
+    config_list = json.loads(staged.read_text())
     plugin = config_list["plugins"][0]
     pods = 16 * PREFIXES_PER_NODE
     emulator.proxy.reset()

@@ -26,6 +26,8 @@ PREFIXES_PER_NODE = 2
 # two nodes per AZ fit.
 RESERVATIONS = {"us-west-2a": "10.0.6.64/26", "us-west-2b": "10.0.7.64/26"}
 CONFIG_FILE = cni_config_file_name(2)
+STAGED = "var/lib/multus-eni/cni"
+LIVE = "etc/cni/net.d"
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +81,8 @@ def two_nodes(
 
 
 def cni_config(run: BootstrapRun) -> dict[str, Any]:
-    return dict(json.loads((run.root / "etc/cni/net.d" / CONFIG_FILE).read_text()))
+    """The config as the bootstrap staged it (installed later, see test_config_is_installed_*)."""
+    return dict(json.loads((run.root / STAGED / CONFIG_FILE).read_text()))
 
 
 def config_prefixes(config: dict[str, Any]) -> list[ipaddress.IPv4Network]:
@@ -152,8 +155,41 @@ def test_cni_config_is_ipvlan_host_local_over_the_prefixes_then_sbr(
         assert (entry["subnet"], entry["gateway"]) == ("10.0.6.0/24", "10.0.6.1")
     assert sbr == {"type": "sbr"}
     # multus1 (whereabouts) gets no node-local file; the marker lists both interfaces.
-    assert sorted(p.name for p in (run.root / "etc/cni/net.d").iterdir()) == [CONFIG_FILE]
+    assert sorted(p.name for p in (run.root / STAGED).iterdir()) == [CONFIG_FILE]
     assert marker(run).read_text().splitlines() == ["multus1", "multus2"]
+
+
+def test_config_is_installed_only_once_the_vpc_cnis_config_exists(
+    emulator: Ec2Emulator, user_data: str, two_nodes: list[tuple[str, BootstrapRun]]
+) -> None:
+    # In user-data kubelet has not started, so the VPC CNI has not written its config: the
+    # runtime would take ours, alone in the directory, as the pod network.
+    instance_id, first = two_nodes[0]
+    assert list((first.root / LIVE).iterdir()) == []
+    units = first.root / "etc/systemd/system"
+    assert (units / "cni-90-node-prefix-eni2.path").read_text() == (
+        "[Path]\nPathExists=/etc/cni/net.d/10-aws.conflist\n\n[Install]\n"
+        "WantedBy=multi-user.target\n"
+    )
+    staged, live = f"/{STAGED}/{CONFIG_FILE}", f"/{LIVE}/{CONFIG_FILE}"
+    assert (units / "cni-90-node-prefix-eni2.service").read_text() == (
+        "[Service]\nType=oneshot\n"
+        f'ExecStart=/bin/sh -c "cp -f {staged} {live}.tmp && mv -f {live}.tmp {live}"\n'
+    )
+    host_commands = (first.root / "var/lib/multus-eni/host-commands").read_text().splitlines()
+    assert "systemctl enable --now --no-block cni-90-node-prefix-eni2.path" in host_commands
+
+    # Once it exists (a later run), the config goes straight into the directory.
+    (first.root / LIVE / "10-aws.conflist").write_text("{}")
+    rerun = emulator.run_bootstrap(user_data, instance_id, root=first.root)
+    assert rerun.returncode == 0, rerun.output
+    assert (first.root / LIVE / CONFIG_FILE).read_text() == (
+        first.root / STAGED / CONFIG_FILE
+    ).read_text()
+    assert sorted(p.name for p in (first.root / LIVE).iterdir()) == [
+        "10-aws.conflist",
+        CONFIG_FILE,
+    ]
 
 
 def test_rerun_converges_without_ec2_calls(
@@ -186,7 +222,7 @@ def test_prefix_outside_the_reservation_deletes_the_eni_and_fails(
     deleted = [c.params["NetworkInterfaceId"] for c in run.actions("DeleteNetworkInterface")]
     assert len(deleted) == 1
     assert emulator.proxy.prefixes.of(deleted[0]) == ()
-    assert not (run.root / "etc/cni/net.d" / CONFIG_FILE).exists()
+    assert not (run.root / STAGED / CONFIG_FILE).exists()
     assert not marker(run).exists()
     assert create.status == 200
 
