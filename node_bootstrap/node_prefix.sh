@@ -117,8 +117,10 @@ write_node_prefix_config() {
 
 # The container runtime takes the first config file in the directory as the pod network, so
 # ours must never be alone there. In user-data, before kubelet, the VPC CNI's file is not there
-# yet; then a systemd path unit installs ours once it is. Copies end in .tmp (not a CNI config
-# extension) and are renamed into place: nobody reads half a file.
+# yet; then a systemd path unit installs ours once it is. The service remains active after its
+# copy, or the path unit, finding the file still there, would start it again at once
+# (systemd.path(5)). Copies end in .tmp (not a CNI config extension) and are renamed into
+# place: nobody reads half a file.
 install_node_prefix_config() {
   local live=${CNI_CONFIG_DIR#"$ROOT"}/$1 unit=cni-${1%.conflist}
   if [[ -e $CNI_CONFIG_DIR/$RUNTIME_CNI_CONFIG ]]; then
@@ -128,7 +130,7 @@ install_node_prefix_config() {
   fi
   printf '[Path]\nPathExists=%s\n\n[Install]\nWantedBy=multi-user.target\n' \
     "${CNI_CONFIG_DIR#"$ROOT"}/$RUNTIME_CNI_CONFIG" >"$UNIT_DIR/$unit.path"
-  printf '[Service]\nType=oneshot\nExecStart=/bin/sh -c "cp -f %s %s.tmp && mv -f %s.tmp %s"\n' \
+  printf '[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/sh -c "cp -f %s %s.tmp && mv -f %s.tmp %s"\n' \
     "${CNI_STAGE_DIR#"$ROOT"}/$1" "$live" "$live" "$live" >"$UNIT_DIR/$unit.service"
   run_on_host systemctl daemon-reload
   run_on_host systemctl enable --now --no-block "$unit.path"

@@ -173,7 +173,7 @@ def test_config_is_installed_only_once_the_vpc_cnis_config_exists(
     )
     staged, live = f"/{STAGED}/{CONFIG_FILE}", f"/{LIVE}/{CONFIG_FILE}"
     assert (units / "cni-90-node-prefix-eni2.service").read_text() == (
-        "[Service]\nType=oneshot\n"
+        "[Service]\nType=oneshot\nRemainAfterExit=yes\n"
         f'ExecStart=/bin/sh -c "cp -f {staged} {live}.tmp && mv -f {live}.tmp {live}"\n'
     )
     host_commands = (first.root / "var/lib/multus-eni/host-commands").read_text().splitlines()
