@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import cdk8s
+import cdk8s_plus_28 as kplus
 from constructs import Construct
 
 from charts.building_blocks import api_object
@@ -63,11 +64,14 @@ class NetworkAttachment:
 @dataclass(frozen=True)
 class NetworkAttachmentsProps:
     """namespace: where the NADs live (pods elsewhere refer to them as <namespace>/<name>).
+    create_namespace: the chart creates the namespace (for one Kubernetes does not have by
+    itself); it then belongs to this chart, and removing the chart deletes it with its pods.
     node_local_names: NADs of node_prefix networks, which carry no config: Multus reads the CNI
     config whose "name" is the NAD's name from the node (the node bootstrap writes it)."""
 
     namespace: str
     attachments: Sequence[NetworkAttachment]
+    create_namespace: bool = False
     node_local_names: Sequence[str] = ()
 
 
@@ -103,8 +107,15 @@ class NetworkAttachmentsChart(cdk8s.Chart):
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ValueError(f"network attachment names must be unique, repeated: {duplicates}")
+        namespace = (
+            kplus.Namespace(
+                self, "namespace", metadata=cdk8s.ApiObjectMetadata(name=props.namespace)
+            )
+            if props.create_namespace
+            else None
+        )
         for attachment in props.attachments:
-            api_object(
+            nad = api_object(
                 self,
                 attachment.name,
                 api_version="k8s.cni.cncf.io/v1",
@@ -113,14 +124,18 @@ class NetworkAttachmentsChart(cdk8s.Chart):
                 namespace=props.namespace,
                 body={"spec": {"config": json.dumps(cni_config(attachment))}},
             )
+            if namespace is not None:
+                nad.add_dependency(namespace)
         for name in props.node_local_names:
-            _node_local_attachment(self, name, props.namespace)
+            nad = _node_local_attachment(self, name, props.namespace)
+            if namespace is not None:
+                nad.add_dependency(namespace)
 
 
-def _node_local_attachment(scope: Construct, name: str, namespace: str) -> None:
+def _node_local_attachment(scope: Construct, name: str, namespace: str) -> cdk8s.ApiObject:
     """A NAD with an empty spec: Multus then loads the config file named after it from its
     confDir (the node's /etc/cni/net.d) instead of a config carried here."""
-    api_object(
+    return api_object(
         scope,
         name,
         api_version="k8s.cni.cncf.io/v1",

@@ -243,6 +243,7 @@ def _multus_workloads_props(
                 for a in attachments
                 if networks_by_name[a.network].ip_management == "node_prefix"
             ],
+            create_namespace=config.multus.creates_nad_namespace,
         ),
         clear_taints=ClearTaintsProps(
             node_cni_config_files=[

@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 
 from config import ConfigError, parse_config
+from config.instance_types import NODE_POOL_FAMILIES
+from config.interface_addresses import IPV4_ADDRESSES_PER_INTERFACE
+from config.node_prefix import max_nodes
 from tests.conftest import REPO
 
 
@@ -33,9 +36,9 @@ def test_whereabouts_stays_the_default() -> None:
     assert {n.ip_management for n in parse_config({}).multus.networks} == {"whereabouts"}
 
 
-# EKS's ENI-limited max pods, ENIs x (IPv4 per ENI - 1) + 2: m5.large 3 x 10 -> 29,
-# m5.xlarge/2xlarge 4 x 15 -> 58, m5.4xlarge 8 x 30 -> 234. A /28 takes one address slot of
-# an ENI and the ENI's primary address another, so an m5.large ENI holds 9 prefixes.
+# EKS's ENI-limited max pods, ENIs x (IPv4 per ENI - 1) + 2 (EC2's limits: m5.large 3 ENIs x
+# 10 addresses, m5.xlarge/2xlarge 4 x 15, m5.4xlarge 8 x 30): 29, 58, 58, 234. A /28 takes one
+# address slot of an ENI and the ENI's primary address another: an m5.large ENI holds 9.
 @pytest.mark.parametrize(
     ("instance_cpus", "expected"),
     [
@@ -56,7 +59,7 @@ def test_example_reservation_holds_exactly_the_pools_nodes() -> None:
     config = parse_config(example_raw())
     network = config.multus.networks[1]
     # cpu_limit 32 / 4 vCPUs = 8 nodes, all possibly in one AZ, x 4 prefixes = 32 = a /23.
-    assert (config.node_pool.max_nodes, config.prefixes_per_node(network)) == (8, 4)
+    assert (max_nodes(config.node_pool), config.prefixes_per_node(network)) == (8, 4)
     raw = example_raw()
     raw["node_pool"]["cpu_limit"] = "36"  # a ninth node
     message = error_for(raw)
@@ -105,3 +108,23 @@ def test_unknown_ip_management_is_named() -> None:
     raw = example_raw()
     raw["multus"]["networks"][1]["ip_management"] = "dhcp"
     assert "ip_management" in error_for(raw)
+
+
+def test_every_node_pool_size_has_its_addresses_per_interface() -> None:
+    assert {f: set(sizes) for f, sizes in IPV4_ADDRESSES_PER_INTERFACE.items()} == {
+        f: set(sizes) for f, sizes in NODE_POOL_FAMILIES.items()
+    }
+
+
+def test_newer_families_with_more_addresses_raise_the_default() -> None:
+    # m8i.2xlarge: 4 ENIs x 30 addresses (EC2 limits; m5.2xlarge has 15) -> 118 max pods ->
+    # 8 prefixes, which one m8i.xlarge ENI (30 addresses) holds.
+    raw = example_raw()
+    raw["node_pool"] = {
+        "instance_categories": ["m"],
+        "instance_families": ["m8i"],
+        "instance_cpus": [4, 8],
+        "cpu_limit": "4",
+    }
+    config = parse_config(raw)
+    assert config.prefixes_per_node(config.multus.networks[1]) == 8
