@@ -31,6 +31,11 @@ from config.coercion import number_as_version
 from config.images import ImagesConfig
 from config.interface_names import reserved_interface_reason
 from config.node_pool_rules import node_pool_requirement_problems
+from config.node_prefix import (
+    check_node_prefix_reservations,
+    check_node_prefix_settings,
+    default_prefixes_per_node,
+)
 
 # AWS keeps the first four addresses and the last one of every subnet for itself.
 AWS_RESERVED_HEAD = 4
@@ -165,10 +170,27 @@ class MultusNetworkConfig(StrictModel):
     nat_egress: bool = Field(
         default=True, description="Default route to the AZ's NAT gateway (as in the seed)."
     )
+    ip_management: Literal["whereabouts", "node_prefix"] = Field(
+        default="whereabouts",
+        description="whereabouts: pod addresses from the reservation, assigned per pod. "
+        "node_prefix: each node's ENI gets /28 prefixes of the (prefix-type) reservation at "
+        "boot and hands pod addresses out of them locally (docs/node-prefix-mode.md).",
+    )
+    prefixes_per_node: int | None = Field(
+        default=None,
+        ge=1,
+        description="node_prefix only: /28 prefixes on each node's ENI (default: enough for "
+        "the max pods of the largest size, see config/node_prefix.py).",
+    )
 
     @property
     def device_name(self) -> str:
         return self.interface_name or self.name
+
+    @model_validator(mode="after")
+    def _node_prefix_settings(self) -> MultusNetworkConfig:
+        check_node_prefix_settings(self)
+        return self
 
     @model_validator(mode="after")
     def _name_usable_as_interface(self) -> MultusNetworkConfig:
@@ -483,7 +505,12 @@ class AppConfig(StrictModel):
         self._check_karpenter_supports_kubernetes()
         self._check_enis_fit_instances()
         self._check_controllers_fit_system_nodes()
+        check_node_prefix_reservations(self)
         return self
+
+    def prefixes_per_node(self, network: MultusNetworkConfig) -> int:
+        """K for a node_prefix network: its own value, else the node_prefix module's default."""
+        return network.prefixes_per_node or default_prefixes_per_node(self.node_pool)
 
     def _check_controllers_fit_system_nodes(self) -> None:
         # Each controller replica needs its own system node (required anti-affinity, never on

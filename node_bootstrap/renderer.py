@@ -13,6 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
+from node_bootstrap.node_prefix import (
+    CNI_CONFIG_DIR,
+    IPAM_DATA_DIR,
+    RUNTIME_CNI_CONFIG,
+    NodePrefixNetwork,
+    render_node_prefix_lines,
+)
+
 #: Directory the bootstrap keeps its state in; the readiness marker lives here.
 READY_MARKER_DIR = "/var/lib/multus-eni"
 #: Written only once every Multus interface is attached and up (one interface name per line).
@@ -29,6 +37,9 @@ INSTANCE_TAG_KEY = "multus-eni/instance-id"
 NO_MANAGE_TAG_KEY = "node.k8s.amazonaws.com/no_manage"
 
 SCRIPT_NAME = "multus_eni_bootstrap.sh"
+#: Included only when a network is in node_prefix mode.
+NODE_PREFIX_SCRIPT_NAME = "node_prefix.sh"
+_MAIN_CALL = '\nmain "$@"\n'
 MIME_BOUNDARY = "==MULTUS-ENI-BOUNDARY=="
 
 # Linux caps interface names at 15 characters; dots would clash with sysctl key syntax.
@@ -56,6 +67,7 @@ class NodeBootstrapProps:
     cluster_name: str
     interfaces: Sequence[MultusInterface]
     placements: Mapping[str, AzPlacement]  # AZ name -> placement
+    node_prefix: Sequence[NodePrefixNetwork] = ()  # per (AZ, network) in node_prefix mode
 
 
 def render_user_data(props: NodeBootstrapProps) -> str:
@@ -112,10 +124,25 @@ def _validate(props: NodeBootstrapProps) -> None:
             )
         if not placement.security_group_ids:
             raise ValueError(f"placements[{az}]: at least one security group ID is required")
+    _validate_node_prefix(props)
+
+
+def _validate_node_prefix(props: NodeBootstrapProps) -> None:
+    device_indexes = {i.interface_name: i.device_index for i in props.interfaces}
+    for network in props.node_prefix:
+        where = f"node_prefix[{network.availability_zone}/{network.interface_name}]"
+        if device_indexes.get(network.interface_name) != network.device_index:
+            raise ValueError(f"{where}: not an interface at device index {network.device_index}")
+        if network.availability_zone not in props.placements:
+            raise ValueError(f"{where}: {network.availability_zone} has no placement")
 
 
 def _bootstrap_script() -> str:
-    return resources.files(__package__).joinpath(SCRIPT_NAME).read_text(encoding="utf-8")
+    return _read(SCRIPT_NAME)
+
+
+def _read(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
 def render_configuration(props: NodeBootstrapProps) -> str:
@@ -138,6 +165,17 @@ def render_configuration(props: NodeBootstrapProps) -> str:
         f"MULTUS_NO_MANAGE_TAG_KEY={shlex.quote(NO_MANAGE_TAG_KEY)}\n"
         f"MULTUS_NETWORKS={shlex.quote(networks)}\n"
         f"MULTUS_PLACEMENTS={shlex.quote(placements)}\n"
+    ) + _node_prefix_configuration(props)
+
+
+def _node_prefix_configuration(props: NodeBootstrapProps) -> str:
+    if not props.node_prefix:
+        return ""
+    return (
+        f"MULTUS_NODE_PREFIX={shlex.quote(render_node_prefix_lines(props.node_prefix))}\n"
+        f"MULTUS_CNI_CONFIG_DIR={shlex.quote(CNI_CONFIG_DIR)}\n"
+        f"MULTUS_IPAM_DATA_DIR={shlex.quote(IPAM_DATA_DIR)}\n"
+        f"MULTUS_RUNTIME_CNI_CONFIG={shlex.quote(RUNTIME_CNI_CONFIG)}\n"
     )
 
 
@@ -145,10 +183,20 @@ def _with_configuration(script: str, props: NodeBootstrapProps) -> str:
     """Puts the data block right after the shebang and drops comments, blank lines and
     indentation.
 
-    EC2 caps user-data at 16 KB including Karpenter's part; comments and layout are for readers
-    of the source file, not for bash (the script has no here-documents or multi-line strings).
+    EC2 caps user-data at 16 KB including Karpenter's part; the comments and the layout serve
+    the source file and are not needed on the node.
     """
     shebang, body = script.split("\n", 1)
-    lines = (line.lstrip(" ") for line in body.splitlines(keepends=True))
-    code = "".join(line for line in lines if line.strip() and not line.startswith("#"))
-    return f"{shebang}\n{render_configuration(props)}{code}"
+    if props.node_prefix:
+        # Its hooks must be defined before main runs, after the script's no-op ones.
+        library = _code(_read(NODE_PREFIX_SCRIPT_NAME).split("\n", 1)[1])
+        body = body.replace(_MAIN_CALL, library + _MAIN_CALL)
+    return f"{shebang}\n{render_configuration(props)}{_code(body)}"
+
+
+def _code(text: str) -> str:
+    """The script without comments, blank lines and indentation (the scripts have no
+    here-documents or multi-line strings, so none of it changes what bash runs; a test compares
+    the parsed functions)."""
+    lines = (line.lstrip(" ") for line in text.splitlines(keepends=True))
+    return "".join(line for line in lines if line.strip() and not line.startswith("#"))
