@@ -148,18 +148,24 @@ def load_config(context: Mapping[str, Any], base_dir: Path) -> LoadedConfig:
 
 
 def _check_stack_names_unique(environments: list[PipelineEnvironment]) -> None:
-    """Stack names derive from `name`; two environments in one account and region need two."""
-    seen: dict[tuple[str | None, str, str], str] = {}
-    for environment in environments:
-        config = environment.config
-        key = (config.account, config.region, config.name)
-        if key in seen:
-            raise ConfigError(
-                f"pipeline.environments: {seen[key]} and {environment.settings.name} deploy to "
-                f"{config.account}/{config.region} with the same name {config.name!r}; set "
-                "overrides.name in one of them"
-            )
-        seen[key] = environment.settings.name
+    """Stack, SSM parameter and cluster names are per account and region: two environments
+    there need two app names and two cluster names."""
+    for field, name_of in (
+        ("name", lambda config: config.name),
+        ("cluster name", lambda config: config.cluster_name),
+    ):
+        seen: dict[tuple[str | None, str, str], str] = {}
+        for environment in environments:
+            config = environment.config
+            key = (config.account, config.region, name_of(config))
+            if key in seen:
+                fix = "overrides.name" if field == "name" else "overrides.cluster.name"
+                raise ConfigError(
+                    f"pipeline.environments: {seen[key]} and {environment.settings.name} deploy "
+                    f"to {config.account}/{config.region} with the same {field} {key[2]!r}; set "
+                    f"{fix} in one of them"
+                )
+            seen[key] = environment.settings.name
 
 
 def _environment_config(

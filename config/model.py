@@ -34,6 +34,13 @@ MIN_KARPENTER_FOR_KUBERNETES: dict[str, tuple[int, int]] = {
     "1.36": (1, 13),
 }
 
+# custom_resources.Provider polls isComplete for at most two hours; keep a margin for its
+# own retries and the ENI sweep after the wait.
+TEARDOWN_TIMEOUT_LIMIT_MINUTES = 110
+# Between a NodeClaim's drain deadline and its instance being gone: EC2 shutdown and Karpenter's
+# finalizers take a few minutes; the teardown bound must leave room for them.
+NODE_TERMINATION_MARGIN_MINUTES = 10
+
 LogRetention = Literal[
     "ONE_WEEK", "TWO_WEEKS", "ONE_MONTH", "THREE_MONTHS", "SIX_MONTHS", "ONE_YEAR", "TWO_YEARS"
 ]
@@ -43,6 +50,9 @@ _K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _LINUX_IFNAME = r"^[a-z][a-z0-9]{0,14}$"
 _CPU_QUANTITY = r"^([1-9][0-9]*m|[1-9][0-9]*(\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)$"
 _MEMORY_QUANTITY = r"^[1-9][0-9]*(Mi|Gi)$"
+# Karpenter's duration syntax (NodePool CRD: spec.template.spec.terminationGracePeriod).
+_KARPENTER_DURATION = r"^([0-9]+(s|m|h))+$"
+_DURATION_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
 
 
 @cache
@@ -81,6 +91,14 @@ def _instance_type(value: str) -> str:
 
 
 InstanceType = Annotated[str, AfterValidator(_instance_type)]
+
+
+def duration_seconds(duration: str) -> int:
+    """Seconds of a Karpenter duration such as 1h30m."""
+    return sum(
+        int(amount) * _DURATION_UNIT_SECONDS[unit]
+        for amount, unit in re.findall(r"([0-9]+)([smh])", duration)
+    )
 
 
 def net(cidr: str) -> ipaddress.IPv4Network:
@@ -234,7 +252,11 @@ class SystemNodeGroupConfig(StrictModel):
 
 
 class ClusterConfig(StrictModel):
-    name: str = Field(default="eks-karpenterwithmultus", pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,99}$")
+    name: str | None = Field(
+        default=None,
+        pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,99}$",
+        description="EKS cluster name (default: eks-<name>, so each app name gets its own).",
+    )
     kubernetes_version: Literal["1.33", "1.34", "1.35", "1.36"] = "1.34"
     public_access_cidrs: list[Cidr] = Field(
         default=["0.0.0.0/0"],
@@ -246,6 +268,13 @@ class ClusterConfig(StrictModel):
         description="IAM principal given cluster-admin through an access entry.",
     )
     system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
+    teardown_timeout_minutes: int = Field(
+        default=30,
+        ge=10,
+        le=TEARDOWN_TIMEOUT_LIMIT_MINUTES,
+        description="How long `cdk destroy` waits for Karpenter's nodes and the Multus ENIs to "
+        "go before it fails listing what is left.",
+    )
 
 
 class KarpenterConfig(StrictModel):
@@ -304,6 +333,13 @@ class NodePoolConfig(StrictModel):
         description="Pinned AL2023 release; never @latest (every release would replace nodes).",
     )
     root_volume_gib: int = Field(default=20, ge=20)
+    termination_grace_period: str = Field(
+        default="15m",
+        pattern=_KARPENTER_DURATION,
+        description="Longest a node drain may wait on PodDisruptionBudgets and do-not-disrupt "
+        "pods before Karpenter deletes them (drift, consolidation, teardown); must be shorter "
+        "than cluster.teardown_timeout_minutes.",
+    )
 
     @field_validator("instance_cpus")
     @classmethod
@@ -353,7 +389,26 @@ class AppConfig(StrictModel):
         self._check_karpenter_supports_kubernetes()
         self._check_enis_fit_instances()
         self._check_controllers_fit_system_nodes()
+        self._check_drain_fits_teardown()
         return self
+
+    @property
+    def cluster_name(self) -> str:
+        """The EKS cluster name: cluster.name, or derived from the app name (unique per app)."""
+        return self.cluster.name or f"eks-{self.name}"
+
+    def _check_drain_fits_teardown(self) -> None:
+        # A teardown must outlast the longest drain plus the instance shutdown after it.
+        grace_minutes = duration_seconds(self.node_pool.termination_grace_period) / 60
+        needed = grace_minutes + NODE_TERMINATION_MARGIN_MINUTES
+        if needed > self.cluster.teardown_timeout_minutes:
+            raise ValueError(
+                f"node_pool.termination_grace_period {self.node_pool.termination_grace_period} "
+                f"plus {NODE_TERMINATION_MARGIN_MINUTES} minutes for instance shutdown exceeds "
+                f"cluster.teardown_timeout_minutes ({self.cluster.teardown_timeout_minutes}); "
+                "shorten the grace period or raise the teardown timeout (at most "
+                f"{TEARDOWN_TIMEOUT_LIMIT_MINUTES})"
+            )
 
     def _check_controllers_fit_system_nodes(self) -> None:
         # Each controller replica needs its own system node (required anti-affinity, never on

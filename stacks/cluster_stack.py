@@ -69,7 +69,7 @@ class ClusterStack(ConfiguredAzStack):
             self,
             "Eks",
             EksClusterProps(
-                cluster_name=cluster_config.name,
+                cluster_name=config.cluster_name,
                 kubernetes_version=cluster_config.kubernetes_version,
                 vpc_id=network.vpc.vpc_id,
                 availability_zones=config.availability_zones,
@@ -105,7 +105,7 @@ class ClusterStack(ConfiguredAzStack):
             "Karpenter",
             KarpenterControllerProps(
                 cluster=eks_cluster.cluster_ref,
-                cluster_name=cluster_config.name,
+                cluster_name=config.cluster_name,
                 version=config.karpenter.version,
                 namespace=config.karpenter.namespace,
                 replicas=config.karpenter.replicas,
@@ -145,7 +145,7 @@ class ClusterStack(ConfiguredAzStack):
             "MultusEniPolicy",
             roles=[self.karpenter_node_role],
             statements=multus_eni_policy_statements(
-                cluster_name=config.cluster.name,
+                cluster_name=config.cluster_name,
                 subnet_arns=[
                     self._ec2_arn("subnet", a.subnet.subnet_id) for a in network.multus_attachments
                 ],
@@ -205,7 +205,7 @@ def _multus_workloads_props(
     networks_by_name = {n.name: n for n in networks}
     user_data = render_user_data(
         NodeBootstrapProps(
-            cluster_name=config.cluster.name,
+            cluster_name=config.cluster_name,
             interfaces=[
                 MultusInterface(
                     network=n.name, interface_name=n.device_name, device_index=index + 1
@@ -237,8 +237,8 @@ def _multus_workloads_props(
         node_pool=KarpenterNodePoolProps(
             zones=config.availability_zones,
             node_role_name=stack.karpenter_node_role.role_name,
-            subnet_selector_tags={KARPENTER_DISCOVERY_TAG: config.cluster.name},
-            security_group_selector_tags={EKS_CLUSTER_SG_TAG: config.cluster.name},
+            subnet_selector_tags={KARPENTER_DISCOVERY_TAG: config.cluster_name},
+            security_group_selector_tags={EKS_CLUSTER_SG_TAG: config.cluster_name},
             user_data=user_data,
             ami_alias=pool.ami_alias,
             root_volume_size=f"{pool.root_volume_gib}Gi",
@@ -249,6 +249,7 @@ def _multus_workloads_props(
             consolidate_after=pool.consolidate_after,
             cpu_limit=pool.cpu_limit,
             memory_limit=pool.memory_limit,
+            termination_grace_period=pool.termination_grace_period,
         ),
         sample_workloads=SampleWorkloadsProps(
             namespace=config.multus.nad_namespace,

@@ -13,7 +13,7 @@ from config import parse_config
 from tests.conftest import SHARED_REFERENCE, SynthesizedApp, cdk_json_context, synthesize
 
 SEED = parse_config({})
-CLUSTER = SEED.cluster.name
+CLUSTER = SEED.cluster_name
 REFERENCE_TEMPLATE = SHARED_REFERENCE / "karpenter-v1.14.1" / "cloudformation.yaml"
 ADMIN_ARN = "arn:aws:iam::123456789012:role/platform-admins"
 CONTROLLER_TAINT = {"key": "karpenter.sh/controller", "value": "true"}
