@@ -17,6 +17,7 @@ from constructs import Construct
 
 from cdk_constructs.eks_cluster import EksCluster, EksClusterProps
 from cdk_constructs.karpenter_controller import KarpenterController, KarpenterControllerProps
+from cdk_constructs.karpenter_teardown import KarpenterTeardown, KarpenterTeardownProps
 from cdk_constructs.multus_vpc import KARPENTER_DISCOVERY_TAG
 from cdk_constructs.multus_workloads import MultusWorkloads, MultusWorkloadsProps
 from cdk_constructs.system_node_group import DedicatedNodes, SystemNodeGroup, SystemNodeGroupProps
@@ -32,9 +33,11 @@ from charts.network_attachments import (
 from charts.sample_workloads import SampleWorkloadsProps, ZoneWorkload
 from charts.whereabouts import WhereaboutsProps
 from config import AppConfig
-from config.model import MultusNetworkConfig
+from config.model import NODE_TERMINATION_MARGIN_MINUTES, MultusNetworkConfig
 from node_bootstrap.iam import multus_eni_policy_statements
 from node_bootstrap.renderer import (
+    CLUSTER_TAG_KEY,
+    NETWORK_TAG_KEY,
     AzPlacement,
     MultusInterface,
     NodeBootstrapProps,
@@ -121,9 +124,28 @@ class ClusterStack(ConfiguredAzStack):
         self.karpenter_release = karpenter.release
         self.karpenter_crds = karpenter.crds
 
-        self._grant_multus_eni_management(config, network)
+        eni_policy = self._grant_multus_eni_management(config, network)
         self.multus = MultusWorkloads(
             self, "Multus", _multus_workloads_props(config, network, self)
+        )
+        self.teardown = KarpenterTeardown(
+            self,
+            "Teardown",
+            KarpenterTeardownProps(
+                cluster=self.cluster,
+                cluster_name=config.cluster_name,
+                node_subnets=network.network.node_subnets,
+                cluster_tag_key=CLUSTER_TAG_KEY,
+                eni_network_tag_key=NETWORK_TAG_KEY,
+                timeout_minutes=config.cluster.teardown_timeout_minutes,
+                force_after_minutes=config.cluster.teardown_timeout_minutes
+                - NODE_TERMINATION_MARGIN_MINUTES,
+            ),
+        )
+        # Deleted first: the drain needs the controller (and the system nodes it runs on), the
+        # node role with its access entry and ENI policy, and the in-cluster charts.
+        self.teardown.resource.node.add_dependency(
+            karpenter, system_nodes, eni_policy, *self.multus.manifests
         )
         if config.extras.node_latency:
             self._node_latency_monitor()
@@ -138,7 +160,7 @@ class ClusterStack(ConfiguredAzStack):
         CfnOutput(self, "InterruptionQueueName", value=karpenter.interruption.queue.queue_name)
         CfnOutput(self, "KarpenterNodeRoleName", value=self.karpenter_node_role.role_name)
 
-    def _grant_multus_eni_management(self, config: AppConfig, network: NetworkStack) -> None:
+    def _grant_multus_eni_management(self, config: AppConfig, network: NetworkStack) -> iam.Policy:
         """The node bootstrap creates and attaches the Multus ENIs with the node's role."""
         policy = iam.Policy(
             self,
@@ -172,6 +194,7 @@ class ClusterStack(ConfiguredAzStack):
                 "has no resource-level permissions.",
             ),
         )
+        return policy
 
     def _ec2_arn(self, resource: str, resource_id: str) -> str:
         return self.format_arn(service="ec2", resource=resource, resource_name=resource_id)
