@@ -22,6 +22,14 @@ from pydantic import (
     model_validator,
 )
 
+from node_bootstrap.renderer import (
+    USER_DATA_LIMIT_BYTES,
+    AzPlacement,
+    MultusInterface,
+    NodeBootstrapProps,
+    deployed_size,
+)
+
 # AWS keeps the first four addresses and the last one of every subnet for itself.
 AWS_RESERVED_HEAD = 4
 AWS_RESERVED_TAIL = 1
@@ -390,7 +398,31 @@ class AppConfig(StrictModel):
         self._check_enis_fit_instances()
         self._check_controllers_fit_system_nodes()
         self._check_drain_fits_teardown()
+        self._check_user_data_fits()
         return self
+
+    def _check_user_data_fits(self) -> None:
+        # Every node's user-data carries each AZ's Multus subnet IDs; EC2 caps it at 16 KB.
+        props = NodeBootstrapProps(
+            cluster_name=self.cluster_name,
+            interfaces=[
+                MultusInterface(network=n.name, interface_name=n.device_name, device_index=i + 1)
+                for i, n in enumerate(self.multus.networks)
+            ],
+            placements={
+                az: AzPlacement(
+                    subnet_ids=["subnet"] * len(self.multus.networks), security_group_ids=["sg"]
+                )
+                for az in self.availability_zones
+            },
+        )
+        size = deployed_size(props)
+        if size > USER_DATA_LIMIT_BYTES:
+            raise ValueError(
+                f"availability_zones x multus.networks: the node user-data would be {size} "
+                f"bytes, over the {USER_DATA_LIMIT_BYTES} bytes left next to Karpenter's part "
+                "within EC2's 16 KB limit; use fewer availability zones or Multus networks"
+            )
 
     @property
     def cluster_name(self) -> str:

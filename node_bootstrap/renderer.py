@@ -7,8 +7,11 @@ wraps the result in the MIME multipart form that Karpenter merges with its own n
 
 from __future__ import annotations
 
+import base64
+import gzip
 import re
 import shlex
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -27,6 +30,15 @@ NO_MANAGE_TAG_KEY = "node.k8s.amazonaws.com/no_manage"
 
 SCRIPT_NAME = "multus_eni_bootstrap.sh"
 MIME_BOUNDARY = "==MULTUS-ENI-BOUNDARY=="
+#: Ends the here-document that carries the packed script.
+PACKED_SCRIPT_END = "MULTUS_ENI_SCRIPT"
+
+#: Budget of our part: EC2 caps user-data at 16 KB (before base64) and Karpenter merges its own
+#: nodeadm part (cluster endpoint, CA bundle, kubelet flags: ~3 KB) into the same document.
+USER_DATA_LIMIT_BYTES = 12 * 1024
+# Longest IDs CloudFormation may put in place of the subnet and security-group tokens.
+_DEPLOYED_SUBNET_ID = "subnet-" + "f" * 17
+_DEPLOYED_SECURITY_GROUP_ID = "sg-" + "f" * 17
 
 # Linux caps interface names at 15 characters; dots would clash with sysctl key syntax.
 _INTERFACE_NAME = re.compile(r"[A-Za-z0-9_-]{1,15}")
@@ -55,8 +67,45 @@ class NodeBootstrapProps:
     placements: Mapping[str, AzPlacement]  # AZ name -> placement
 
 
+class UserDataTooLarge(ValueError):
+    """The rendered user-data would not leave Karpenter room within EC2's limit."""
+
+
 def render_user_data(props: NodeBootstrapProps) -> str:
-    """Returns the MIME multipart user-data; IDs may be CDK tokens and are embedded verbatim."""
+    """Returns the MIME multipart user-data; IDs may be CDK tokens and are embedded verbatim.
+
+    Raises UserDataTooLarge when, with the longest IDs CloudFormation may substitute, it would
+    exceed USER_DATA_LIMIT_BYTES.
+    """
+    size = deployed_size(props)
+    if size > USER_DATA_LIMIT_BYTES:
+        raise UserDataTooLarge(
+            f"the Multus node user-data would be {size} bytes, over the {USER_DATA_LIMIT_BYTES} "
+            "bytes left next to Karpenter's part within EC2's 16 KB limit; reduce the number of "
+            "availability_zones or multus.networks (every node carries each AZ's subnet IDs), "
+            f"or shorten node_bootstrap/{SCRIPT_NAME}"
+        )
+    return _render(props)
+
+
+def deployed_size(props: NodeBootstrapProps) -> int:
+    """Bytes of the user-data once CloudFormation has put the (longest possible) IDs in."""
+    deployed = NodeBootstrapProps(
+        cluster_name=props.cluster_name,
+        interfaces=props.interfaces,
+        placements={
+            az: AzPlacement(
+                subnet_ids=[_DEPLOYED_SUBNET_ID] * len(placement.subnet_ids),
+                security_group_ids=[_DEPLOYED_SECURITY_GROUP_ID]
+                * len(placement.security_group_ids),
+            )
+            for az, placement in props.placements.items()
+        },
+    )
+    return len(_render(deployed).encode())
+
+
+def _render(props: NodeBootstrapProps) -> str:
     shell_script = _with_configuration(_bootstrap_script(), props)
     if MIME_BOUNDARY in shell_script:
         raise ValueError(f"props must not contain the MIME boundary {MIME_BOUNDARY}")
@@ -138,14 +187,37 @@ def render_configuration(props: NodeBootstrapProps) -> str:
     )
 
 
-def _with_configuration(script: str, props: NodeBootstrapProps) -> str:
-    """Puts the data block right after the shebang and drops comment lines.
-
-    EC2 caps user-data at 16 KB including Karpenter's part; the comments document the source
-    file and are not needed on the node.
-    """
-    shebang, body = script.split("\n", 1)
-    code = "".join(
+def script_code(script: str) -> str:
+    """The script without its shebang and comment lines (they document the source file)."""
+    _, body = script.split("\n", 1)
+    return "".join(
         line for line in body.splitlines(keepends=True) if not line.lstrip().startswith("#")
     )
-    return f"{shebang}\n{render_configuration(props)}{code}"
+
+
+def pack(code: str) -> str:
+    """gzip + base64, reproducible (no timestamp): equal input gives equal user-data, so a
+    re-synth never makes Karpenter see drift."""
+    packed = base64.b64encode(gzip.compress(code.encode(), compresslevel=9, mtime=0)).decode()
+    return "\n".join(textwrap.wrap(packed, 76))
+
+
+def _with_configuration(script: str, props: NodeBootstrapProps) -> str:
+    """The data block after the shebang, then the script's code packed with gzip + base64.
+
+    EC2 caps user-data at 16 KB including Karpenter's part; packed, the script takes about a
+    third of its size. AL2023 has base64 and gunzip; the code runs in this shell (eval), so it
+    sees the data block. A failed unpack stops the bootstrap before anything runs.
+    """
+    shebang, _ = script.split("\n", 1)
+    return (
+        f"{shebang}\n"
+        "# shellcheck disable=SC2034  # the variables below are read by the packed code\n"
+        f"{render_configuration(props)}"
+        f"# {SCRIPT_NAME}, gzip + base64 (EC2 user-data is limited to 16 KB)\n"
+        f"multus_eni_script=$(base64 -d <<'{PACKED_SCRIPT_END}' | gunzip\n"
+        f"{pack(script_code(script))}\n"
+        f"{PACKED_SCRIPT_END}\n"
+        ") || { echo 'multus-eni: cannot unpack the bootstrap script' >&2; exit 1; }\n"
+        'eval "$multus_eni_script"\n'
+    )
