@@ -51,6 +51,7 @@ FRAMEWORK_GRACE_MINUTES = 1
 # Tags Karpenter puts on its instances and the node bootstrap on its ENIs (the handler filters
 # on the same keys; a test keeps the two in step).
 KARPENTER_NODEPOOL_TAG = "karpenter.sh/nodepool"
+KARPENTER_CLUSTER_TAG_PREFIX = "kubernetes.io/cluster/"
 
 
 @dataclass(frozen=True)
@@ -147,9 +148,14 @@ class KarpenterTeardown(Construct):
                 sid="TerminateKarpenterInstancesOfThisCluster",
                 actions=["ec2:TerminateInstances"],
                 resources=[self._any_ec2("instance")],
+                # the conditions of Karpenter's own deletion statement
                 conditions={
-                    "StringEquals": {cluster_tag: props.cluster_name},
-                    "Null": {f"aws:ResourceTag/{KARPENTER_NODEPOOL_TAG}": "false"},
+                    "StringEquals": {
+                        f"aws:ResourceTag/{KARPENTER_CLUSTER_TAG_PREFIX}{props.cluster_name}": (
+                            "owned"
+                        )
+                    },
+                    "StringLike": {f"aws:ResourceTag/{KARPENTER_NODEPOOL_TAG}": "*"},
                 },
             )
         )

@@ -42,10 +42,12 @@ from botocore.signers import RequestSigner
 LOG = logging.getLogger()
 LOG.setLevel(logging.INFO)
 
-# Tags Karpenter puts on every instance it launches (its controller policy requires both).
-CLUSTER_TAG = "eks:eks-cluster-name"
+# Tags Karpenter puts on every instance it launches (its controller policy requires them;
+# its deletion statement, and ours, condition on these two).
+KARPENTER_CLUSTER_TAG_PREFIX = "kubernetes.io/cluster/"
 NODEPOOL_TAG = "karpenter.sh/nodepool"
-# Tag key the node bootstrap puts on every Multus ENI (node_bootstrap.renderer, with CLUSTER_TAG).
+# Tag keys the node bootstrap puts on every Multus ENI (node_bootstrap.renderer).
+CLUSTER_TAG = "eks:eks-cluster-name"
 MULTUS_NETWORK_TAG = "multus-eni/network"
 
 NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
@@ -167,7 +169,7 @@ def teardown_step(cluster: Cluster, force: bool) -> Leftovers:
 def karpenter_instances(ec2: Any, cluster_name: str) -> list[str]:
     pages = ec2.get_paginator("describe_instances").paginate(
         Filters=[
-            {"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster_name]},
+            {"Name": f"tag:{KARPENTER_CLUSTER_TAG_PREFIX}{cluster_name}", "Values": ["owned"]},
             {"Name": "tag-key", "Values": [NODEPOOL_TAG]},
             {"Name": "instance-state-name", "Values": LIVE_INSTANCE_STATES},
         ]

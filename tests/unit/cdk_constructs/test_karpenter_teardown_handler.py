@@ -241,8 +241,9 @@ def test_token_is_a_presigned_sts_url_naming_the_cluster(ec2: Any) -> None:
 
 
 def test_tag_keys_match_the_node_bootstrap_and_the_construct() -> None:
-    from cdk_constructs.karpenter_teardown import KARPENTER_NODEPOOL_TAG
+    from cdk_constructs import karpenter_teardown
 
     assert handler.CLUSTER_TAG == CLUSTER_TAG_KEY
     assert handler.MULTUS_NETWORK_TAG == NETWORK_TAG_KEY
-    assert handler.NODEPOOL_TAG == KARPENTER_NODEPOOL_TAG
+    assert handler.NODEPOOL_TAG == karpenter_teardown.KARPENTER_NODEPOOL_TAG
+    assert handler.KARPENTER_CLUSTER_TAG_PREFIX == karpenter_teardown.KARPENTER_CLUSTER_TAG_PREFIX
