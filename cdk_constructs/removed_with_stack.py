@@ -14,7 +14,7 @@ from aws_cdk import CfnResource, IAspect, RemovalPolicy, Stack
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from constructs import IConstruct
+from constructs import Construct, IConstruct
 
 LAMBDA_LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 KMS_PENDING_WINDOW_DAYS = 7
@@ -47,7 +47,7 @@ def _names_log_group(logging_config: object) -> bool:
 
 def _give_log_group(function: CfnResource) -> None:
     scope = function.node.scope
-    assert scope is not None
+    assert isinstance(scope, Construct)
     log_group = logs.LogGroup(
         scope,
         f"{function.node.id}Logs",

@@ -12,6 +12,7 @@ A `pipeline` section in that document switches the app to a CDK Pipeline (config
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,6 +130,23 @@ def raw_config_from_context(context: Mapping[str, Any], base_dir: Path) -> dict[
     if config_file:
         raw = deep_merge(raw, read_config_file(base_dir / str(config_file)))
     return deep_merge(raw, overrides_from_context(context))
+
+
+CDK_CLI_PACKAGE = "aws-cdk"
+CDK_ASSETS_PACKAGE = "cdk-assets"
+_EXACT_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+def pinned_npm_version(base_dir: Path, package_name: str) -> str:
+    """The exact version package.json pins for a CLI (`make synth` runs the same with npx)."""
+    package = json.loads((base_dir / "package.json").read_text(encoding="utf-8"))
+    version = str(package.get("devDependencies", {}).get(package_name, ""))
+    if not _EXACT_VERSION.fullmatch(version):
+        raise ConfigError(
+            f"package.json: devDependencies.{package_name} must be an exact version such as "
+            f"1.2.3 (the pipeline installs the same one), got {version!r}"
+        )
+    return version
 
 
 def load_config(context: Mapping[str, Any], base_dir: Path) -> LoadedConfig:
