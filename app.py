@@ -36,8 +36,10 @@ def build_app(app: cdk.App) -> cdk.App:
     return app
 
 
-def main() -> None:
-    app = cdk.App()
+def main(app: cdk.App | None = None) -> None:
+    """Build and synthesize `app` (by default the CLI's: context from cdk.json and `-c`); bad
+    config ends the process with its message and status 1, before any construct exists."""
+    app = app or cdk.App()
     try:
         build_app(app)
     except ConfigError as error:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import cdk8s
+import cdk8s_plus_28 as kplus
 from constructs import Construct
 
 from charts.building_blocks import api_object
@@ -61,10 +62,13 @@ class NetworkAttachment:
 
 @dataclass(frozen=True)
 class NetworkAttachmentsProps:
-    """namespace: where the NADs live (pods elsewhere refer to them as <namespace>/<name>)."""
+    """namespace: where the NADs live (pods elsewhere refer to them as <namespace>/<name>).
+    create_namespace: the chart creates the namespace (for one Kubernetes does not have by
+    itself); it then belongs to this chart, and removing the chart deletes it with its pods."""
 
     namespace: str
     attachments: Sequence[NetworkAttachment]
+    create_namespace: bool = False
 
 
 def cni_config(attachment: NetworkAttachment) -> dict[str, Any]:
@@ -98,8 +102,15 @@ class NetworkAttachmentsChart(cdk8s.Chart):
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ValueError(f"network attachment names must be unique, repeated: {duplicates}")
+        namespace = (
+            kplus.Namespace(
+                self, "namespace", metadata=cdk8s.ApiObjectMetadata(name=props.namespace)
+            )
+            if props.create_namespace
+            else None
+        )
         for attachment in props.attachments:
-            api_object(
+            nad = api_object(
                 self,
                 attachment.name,
                 api_version="k8s.cni.cncf.io/v1",
@@ -108,3 +119,5 @@ class NetworkAttachmentsChart(cdk8s.Chart):
                 namespace=props.namespace,
                 body={"spec": {"config": json.dumps(cni_config(attachment))}},
             )
+            if namespace is not None:
+                nad.add_dependency(namespace)

@@ -255,6 +255,7 @@ def _multus_workloads_props(
         network_attachments=NetworkAttachmentsProps(
             namespace=config.multus.nad_namespace,
             attachments=[_network_attachment(a, networks_by_name[a.network]) for a in attachments],
+            create_namespace=config.multus.creates_nad_namespace,
         ),
         clear_taints=ClearTaintsProps(),
         node_pool=KarpenterNodePoolProps(

@@ -127,3 +127,22 @@ def test_duplicate_attachment_names_are_rejected() -> None:
     (attachment,) = attachments_for(["multus1"], ["us-west-2a"])
     with pytest.raises(ValueError, match="multus1-us-west-2a"):
         synth([attachment, attachment])
+
+
+def test_a_namespace_of_its_own_is_created_before_the_nads() -> None:
+    props = NetworkAttachmentsProps(
+        namespace="telco-nads",
+        attachments=attachments_for(["multus1"], ["us-west-2a"]),
+        create_namespace=True,
+    )
+    manifest = cdk8s.Testing.synth(NetworkAttachmentsChart(cdk8s.Testing.app(), "nads", props))
+    assert [(o["kind"], o["metadata"].get("namespace")) for o in manifest] == [
+        ("Namespace", None),
+        ("NetworkAttachmentDefinition", "telco-nads"),
+    ]
+    assert manifest[0]["metadata"]["name"] == "telco-nads"
+
+
+def test_an_existing_namespace_is_not_created() -> None:
+    kinds = {o["kind"] for o in synth(attachments_for(["multus1"], ["us-west-2a"]), "default")}
+    assert kinds == {"NetworkAttachmentDefinition"}
