@@ -38,22 +38,35 @@ def _moved_subnet(networks: list[dict[str, Any]]) -> None:
     networks[0]["subnets"][1] = {"cidr": "10.0.12.0/24", "reservation": "10.0.12.32/27"}
 
 
-DAY2_CHANGES: dict[str, dict[str, Any]] = {
-    "bump-kubernetes": {"cluster": {"kubernetes_version": "1.35"}},
-    "bump-karpenter": {"karpenter": {"version": "1.14.2"}},
-    "add-network": {
-        "multus": {"networks": _networks_with(_third_network)},
-        # three networks + the primary ENI: 2-vCPU sizes (3 ENIs) no longer fit
-        "node_pool": {"instance_cpus": [4, 8, 16]},
-    },
-    "change-reservation": {"multus": {"networks": _networks_with(_other_reservation)}},
-    "add-az": {
-        "availability_zones": ["us-west-2a", "us-west-2b", "us-west-2c"],
-        "vpc": {
-            "public_subnet_cidrs": ["10.0.0.0/24", "10.0.1.0/24", "10.0.8.0/24"],
-            "private_subnet_cidrs": ["10.0.2.0/24", "10.0.3.0/24", "10.0.9.0/24"],
+# A change is the config before it and after it (both over the defaults); most start from the
+# defaults themselves.
+DEFAULTS: dict[str, Any] = {}
+DAY2_CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "bump-kubernetes": (DEFAULTS, {"cluster": {"kubernetes_version": "1.35"}}),
+    # to the default release, the newest the project knows
+    "bump-karpenter": ({"karpenter": {"version": "1.14.0"}}, DEFAULTS),
+    "add-network": (
+        DEFAULTS,
+        {
+            "multus": {"networks": _networks_with(_third_network)},
+            # three networks + the primary ENI: 2-vCPU sizes (3 ENIs) no longer fit
+            "node_pool": {"instance_cpus": [4, 8, 16]},
         },
-        "multus": {"networks": _networks_with(_third_az)},
-    },
-    "move-multus-subnet": {"multus": {"networks": _networks_with(_moved_subnet)}},
+    ),
+    "change-reservation": (
+        DEFAULTS,
+        {"multus": {"networks": _networks_with(_other_reservation)}},
+    ),
+    "add-az": (
+        DEFAULTS,
+        {
+            "availability_zones": ["us-west-2a", "us-west-2b", "us-west-2c"],
+            "vpc": {
+                "public_subnet_cidrs": ["10.0.0.0/24", "10.0.1.0/24", "10.0.8.0/24"],
+                "private_subnet_cidrs": ["10.0.2.0/24", "10.0.3.0/24", "10.0.9.0/24"],
+            },
+            "multus": {"networks": _networks_with(_third_az)},
+        },
+    ),
+    "move-multus-subnet": (DEFAULTS, {"multus": {"networks": _networks_with(_moved_subnet)}}),
 }

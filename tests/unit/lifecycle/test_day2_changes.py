@@ -5,11 +5,12 @@ properties; the EKS cluster is never replaced; no cross-stack reference blocks t
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from testing_support.cloudformation_changes import AppChanges, compare, reference_problems
-from tests.unit.lifecycle.changes import DAY2_CHANGES
+from tests.unit.lifecycle.changes import DAY2_CHANGES, DEFAULTS
 from tests.unit.lifecycle.synths import Templates, synth_templates
 
 NETWORK, CLUSTER = "karpenterwithmultus-network", "karpenterwithmultus-cluster"
@@ -55,17 +56,24 @@ EXPECTED_UPDATES: dict[str, set[tuple[str, str]]] = {
 
 
 @pytest.fixture(scope="module")
-def baseline(tmp_path_factory: pytest.TempPathFactory) -> Templates:
-    return synth_templates(tmp_path_factory.mktemp("baseline"), {})
+def defaults(tmp_path_factory: pytest.TempPathFactory) -> Templates:
+    return synth_templates(tmp_path_factory.mktemp("defaults"), DEFAULTS)
 
 
 @pytest.fixture(scope="module", params=sorted(DAY2_CHANGES))
 def change(
-    request: pytest.FixtureRequest, baseline: Templates, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, defaults: Templates, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[str, Templates, Templates, AppChanges]:
     name = str(request.param)
-    after = synth_templates(Path(tmp_path_factory.mktemp(name)), DAY2_CHANGES[name])
-    return name, baseline, after, compare(baseline, after)
+
+    def synth(config: dict[str, Any], label: str) -> Templates:
+        if config is DEFAULTS:
+            return defaults
+        return synth_templates(Path(tmp_path_factory.mktemp(f"{name}-{label}")), config)
+
+    before_config, after_config = DAY2_CHANGES[name]
+    before, after = synth(before_config, "before"), synth(after_config, "after")
+    return name, before, after, compare(before, after)
 
 
 def without_hash(logical_id: str) -> str:
