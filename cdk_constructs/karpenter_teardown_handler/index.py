@@ -62,13 +62,13 @@ HTTP_TIMEOUT_SECONDS = 10
 
 def on_event(event: dict[str, Any], _context: object = None) -> dict[str, Any]:
     props = event["ResourceProperties"]
-    physical_id = f"{props['ClusterName']}-karpenter-teardown"
     LOG.info("%s teardown resource of %s", event["RequestType"], props["ClusterName"])
     if event["RequestType"] != "Delete":
-        return {"PhysicalResourceId": physical_id}
+        return {"PhysicalResourceId": f"{props['ClusterName']}-karpenter-teardown"}
     now = time.time()
     return {
-        "PhysicalResourceId": physical_id,
+        # a delete may not change it (the Provider framework refuses)
+        "PhysicalResourceId": event["PhysicalResourceId"],
         "Data": {
             "Deadline": str(int(now + 60 * int(props["TimeoutMinutes"]))),
             "ForceAfter": str(int(now + 60 * int(props["ForceAfterMinutes"]))),

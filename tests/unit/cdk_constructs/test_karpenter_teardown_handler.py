@@ -108,6 +108,7 @@ def delete_event(endpoint: str, **overrides: Any) -> dict[str, Any]:
         "StackId": "arn:aws:cloudformation:us-west-2:123456789012:stack/x-cluster/1",
         "RequestId": "request-1",
         "LogicalResourceId": "Teardown",
+        "PhysicalResourceId": f"{CLUSTER}-karpenter-teardown",
         "ResponseURL": endpoint + RESPONSE_PATH,
         "ResourceProperties": {
             "ClusterName": CLUSTER,
