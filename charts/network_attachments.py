@@ -93,6 +93,29 @@ def cni_config(attachment: NetworkAttachment) -> dict[str, Any]:
     }
 
 
+def cni_binaries(attachments: Sequence[NetworkAttachment]) -> list[str]:
+    """The CNI plugins (binaries in the node's CNI bin directory) the NADs call, IPAM included."""
+    names: set[str] = set()
+    for attachment in attachments:
+        for plugin in cni_config(attachment)["plugins"]:
+            names.add(plugin["type"])
+            if "ipam" in plugin:
+                names.add(plugin["ipam"]["type"])
+    return sorted(names)
+
+
+def cni_host_files(attachments: Sequence[NetworkAttachment]) -> list[str]:
+    """Host files the NADs' plugins read (Whereabouts' kubeconfig)."""
+    return sorted(
+        {
+            plugin["ipam"]["kubernetes"]["kubeconfig"]
+            for attachment in attachments
+            for plugin in cni_config(attachment)["plugins"]
+            if "kubernetes" in plugin.get("ipam", {})
+        }
+    )
+
+
 class NetworkAttachmentsChart(cdk8s.Chart):
     """One k8s.cni.cncf.io/v1 NetworkAttachmentDefinition per attachment."""
 

@@ -23,6 +23,7 @@ from pydantic import (
 
 from config import aws_regions, instance_types, karpenter_releases, patterns
 from config.coercion import number_as_version
+from config.images import ImagesConfig
 from config.interface_names import reserved_interface_reason
 from config.node_pool_rules import node_pool_requirement_problems
 from node_bootstrap.renderer import (
@@ -485,6 +486,7 @@ class AppConfig(StrictModel):
     karpenter: KarpenterConfig = KarpenterConfig()
     node_pool: NodePoolConfig = NodePoolConfig()
     extras: ExtrasConfig = ExtrasConfig()
+    images: ImagesConfig = ImagesConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> AppConfig:

@@ -92,6 +92,22 @@ PIPELINE_NAME = PlainPattern(
     "1 to 61 letters, digits and '-', starting with a letter",
     "karpenter-multus-pipeline",
 )
+IMAGE_REPOSITORY = PlainPattern(
+    r"^[a-z0-9]([a-z0-9._:-]*[a-z0-9])?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)+$",
+    "an image repository: registry host (optionally :port), then one or more lowercase path "
+    "parts separated by '/'",
+    "123456789012.dkr.ecr.eu-west-1.amazonaws.com/mirror/whereabouts",
+)
+IMAGE_TAG = PlainPattern(
+    r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$",
+    "an image tag: up to 128 letters, digits, '_', '.' and '-', not starting with '.' or '-'",
+    "v0.9.4",
+)
+IMAGE_DIGEST = PlainPattern(
+    r"^sha256:[0-9a-f]{64}$",
+    "an image digest: sha256: and 64 lowercase hex digits",
+    "sha256:" + "0" * 64,
+)
 
 PLAIN_PATTERNS: dict[str, PlainPattern] = {
     pattern.regex: pattern
@@ -112,5 +128,8 @@ PLAIN_PATTERNS: dict[str, PlainPattern] = {
         REPOSITORY,
         ENVIRONMENT_NAME,
         PIPELINE_NAME,
+        IMAGE_REPOSITORY,
+        IMAGE_TAG,
+        IMAGE_DIGEST,
     )
 }

@@ -188,11 +188,14 @@ def render_configuration(props: NodeBootstrapProps) -> str:
 
 
 def script_code(script: str) -> str:
-    """The script without its shebang and comment lines (they document the source file)."""
+    """The script without its shebang, comments, blank lines and indentation.
+
+    Comments and layout are for readers of the source file, not for bash (the script has no
+    here-documents or multi-line strings).
+    """
     _, body = script.split("\n", 1)
-    return "".join(
-        line for line in body.splitlines(keepends=True) if not line.lstrip().startswith("#")
-    )
+    lines = (line.lstrip(" ") for line in body.splitlines(keepends=True))
+    return "".join(line for line in lines if line.strip() and not line.startswith("#"))
 
 
 def pack(code: str) -> str:

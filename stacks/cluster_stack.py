@@ -15,24 +15,29 @@ from aws_cdk import Acknowledgment, CfnOutput, Validations
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from cdk_constructs.ami_release_check import AmiReleaseCheck, AmiReleaseCheckProps
 from cdk_constructs.eks_cluster import EksCluster, EksClusterProps
 from cdk_constructs.karpenter_controller import KarpenterController, KarpenterControllerProps
 from cdk_constructs.karpenter_teardown import KarpenterTeardown, KarpenterTeardownProps
 from cdk_constructs.multus_vpc import KARPENTER_DISCOVERY_TAG
 from cdk_constructs.multus_workloads import MultusWorkloads, MultusWorkloadsProps
 from cdk_constructs.system_node_group import DedicatedNodes, SystemNodeGroup, SystemNodeGroupProps
+from charts.building_blocks import NodeTaint
 from charts.cleartaints import ClearTaintsProps
 from charts.karpenter_node_pool import KarpenterNodePoolProps
 from charts.multus import MultusProps
 from charts.network_attachments import (
     NetworkAttachment,
     NetworkAttachmentsProps,
+    cni_binaries,
+    cni_host_files,
     network_attachment_name,
     whereabouts_range_and_gateway,
 )
 from charts.sample_workloads import SampleWorkloadsProps, ZoneWorkload
 from charts.whereabouts import WhereaboutsProps
 from config import AppConfig
+from config.images import ImageRef
 from config.model import NODE_TERMINATION_MARGIN_MINUTES, MultusNetworkConfig
 from node_bootstrap.iam import multus_eni_policy_statements
 from node_bootstrap.renderer import (
@@ -116,6 +121,9 @@ class ClusterStack(ConfiguredAzStack):
                 controller_memory=config.karpenter.controller_memory,
                 controller_nodes=CONTROLLER_NODES,
                 spot_service_linked_role=config.karpenter.spot_service_linked_role,
+                # Karpenter must not count the Multus ENIs as pod ENIs (docs/node-capacity.md).
+                reserved_enis=len(config.multus.networks),
+                controller_image=config.images.karpenter_controller,
             ),
         )
         # The controller tolerates only the system nodes; CoreDNS must resolve for it.
@@ -128,6 +136,17 @@ class ClusterStack(ConfiguredAzStack):
         self.multus = MultusWorkloads(
             self, "Multus", _multus_workloads_props(config, network, self)
         )
+        # Runs in parallel with the cluster; only the NodePool waits for it.
+        ami_check = AmiReleaseCheck(
+            self,
+            "AmiReleaseCheck",
+            AmiReleaseCheckProps(
+                kubernetes_version=cluster_config.kubernetes_version,
+                ami_alias=config.node_pool.ami_alias,
+                config_field="node_pool.ami_alias",
+            ),
+        )
+        self.multus.node_pool.node.add_dependency(ami_check)
         self.teardown = KarpenterTeardown(
             self,
             "Teardown",
@@ -148,7 +167,7 @@ class ClusterStack(ConfiguredAzStack):
             karpenter, system_nodes, eni_policy, *self.multus.manifests
         )
         if config.extras.node_latency:
-            self._node_latency_monitor()
+            self._node_latency_monitor(config.images.node_latency)
 
         CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)
         CfnOutput(
@@ -199,7 +218,7 @@ class ClusterStack(ConfiguredAzStack):
     def _ec2_arn(self, resource: str, resource_id: str) -> str:
         return self.format_arn(service="ec2", resource=resource, resource_name=resource_id)
 
-    def _node_latency_monitor(self) -> None:
+    def _node_latency_monitor(self, image: ImageRef | None) -> None:
         self.cluster.add_helm_chart(
             "NodeLatencyForK8s",
             repository=NODE_LATENCY_CHART_REPOSITORY,
@@ -215,7 +234,8 @@ class ClusterStack(ConfiguredAzStack):
                     {"name": "CLOUDWATCH_METRICS", "value": "false"},
                     {"name": "OUTPUT", "value": "markdown"},
                     {"name": "TIMEOUT", "value": "250"},
-                ]
+                ],
+                **({"image": image.helm_values()} if image else {}),
             },
         )
 
@@ -247,17 +267,33 @@ def _multus_workloads_props(
         )
     )
     pool = config.node_pool
+    images = config.images
+    nads = [_network_attachment(a, networks_by_name[a.network]) for a in attachments]
     return MultusWorkloadsProps(
         cluster=stack.cluster,
         karpenter_release=stack.karpenter_release,
-        multus=MultusProps(region=config.region),
-        whereabouts=WhereaboutsProps(),
+        multus=MultusProps(
+            region=config.region, image=images.multus.reference if images.multus else None
+        ),
+        whereabouts=WhereaboutsProps(
+            image=images.whereabouts.reference,
+            reconciler_node_labels=CONTROLLER_NODES.labels,
+            reconciler_tolerations=[
+                NodeTaint(
+                    key=CONTROLLER_NODES.key, value=CONTROLLER_NODES.value, effect="NoSchedule"
+                )
+            ],
+        ),
         network_attachments=NetworkAttachmentsProps(
             namespace=config.multus.nad_namespace,
-            attachments=[_network_attachment(a, networks_by_name[a.network]) for a in attachments],
+            attachments=nads,
             create_namespace=config.multus.creates_nad_namespace,
         ),
-        clear_taints=ClearTaintsProps(),
+        clear_taints=ClearTaintsProps(
+            image=images.cleartaints.reference,
+            cni_binaries=cni_binaries(nads),
+            cni_files=cni_host_files(nads),
+        ),
         node_pool=KarpenterNodePoolProps(
             zones=config.availability_zones,
             node_role_name=stack.karpenter_node_role.role_name,
@@ -277,6 +313,7 @@ def _multus_workloads_props(
         ),
         sample_workloads=SampleWorkloadsProps(
             namespace=config.multus.nad_namespace,
+            image=images.sample_workloads.reference,
             workloads=[
                 ZoneWorkload(
                     availability_zone=az,

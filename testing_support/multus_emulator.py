@@ -23,7 +23,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from email.message import Message
@@ -80,6 +80,9 @@ class Fault:
     action: str | None = None  # None matches every action
     with_param: str | None = None  # only requests carrying this query parameter
     times: int = 1
+    # True: EC2 (moto) carries the request out and only its answer is replaced, as when an
+    # answer is lost on the way back.
+    after_forward: bool = False
 
 
 @dataclass(frozen=True)
@@ -215,6 +218,8 @@ class Ec2Proxy:
                     message = f"The parameter {unknown[0]} is not recognized"
                     status, payload = 400, _ec2_error("UnknownParameter", message).encode()
                 elif fault:
+                    if fault.after_forward:
+                        self._forward(body)
                     status, payload = fault.status, _ec2_error(fault.code).encode()
                 else:
                     status, payload = self._forward(body)
@@ -273,6 +278,9 @@ class FakeImds:
 
     def __init__(self, ec2: Any) -> None:
         self._ec2 = ec2
+        #: How many more credential requests get a 404, as early in an instance's boot.
+        self.credentials_missing_for = 0
+        self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
@@ -284,7 +292,16 @@ class FakeImds:
         self._server.shutdown()
         self._server.server_close()
 
+    def _credentials_missing(self) -> bool:
+        with self._lock:
+            if self.credentials_missing_for > 0:
+                self.credentials_missing_for -= 1
+                return True
+            return False
+
     def metadata(self, instance_id: str, path: str) -> str | None:
+        if path.startswith("iam/security-credentials/") and self._credentials_missing():
+            return None
         if path == "instance-id":
             return instance_id
         if path == "placement/region":
@@ -407,6 +424,16 @@ class BootstrapRun:
     def actions(self, name: str) -> list[RecordedCall]:
         return [call for call in self.ec2_calls if call.action == name]
 
+    @property
+    def host_commands(self) -> list[str]:
+        """What dry-host mode logged instead of running (udevadm, sysctl, ip, poweroff)."""
+        path = self.root / "var/lib/multus-eni/host-commands"
+        return path.read_text().splitlines() if path.exists() else []
+
+    @property
+    def shutdown_requested(self) -> bool:
+        return "systemctl --no-block poweroff" in self.host_commands
+
 
 @dataclass
 class Ec2Emulator:
@@ -473,15 +500,17 @@ class Ec2Emulator:
         *,
         root: Path | None = None,
         faults: Sequence[Fault] = (),
+        env: Mapping[str, str] | None = None,
     ) -> BootstrapRun:
-        """Runs the user-data's shell part with bash in dry-host mode against the emulator."""
+        """Runs the user-data's shell part with bash in dry-host mode against the emulator;
+        `env` adds or overrides the script's environment (MULTUS_* knobs)."""
         root = root or Path(tempfile.mkdtemp(prefix="node-root-", dir=self.work_dir))
         script = root / "user-data.sh"
         script.write_text(shell_part(user_data))
         process_log = root / "processes.log"
         process_log.write_text("")
         # No AWS_* variables: the script must take its credentials from IMDS, as on a node.
-        env = {
+        script_env = {
             "PATH": f"{self._counting_wrapper_dir()}:/usr/bin:/bin:/usr/sbin:/sbin",
             "HOME": str(root),
             "LANG": "C.UTF-8",
@@ -491,12 +520,13 @@ class Ec2Emulator:
             "MULTUS_ROOT": str(root),
             "MULTUS_HOST_CHANGES": "0",
             "MULTUS_WAIT_SECONDS": "10",
+            **(env or {}),
         }
         self.proxy.reset(faults)
         started = time.monotonic()
         completed = subprocess.run(
             ["bash", str(script)],
-            env=env,
+            env=script_env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

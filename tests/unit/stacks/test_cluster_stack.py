@@ -482,7 +482,13 @@ def test_crd_chart_then_controller_chart_at_the_pinned_version(cluster: dict[str
 
 def test_controller_values(cluster: dict[str, Any]) -> None:
     values = helm_values(cluster, "karpenter")
-    assert values["settings"] == {"clusterName": CLUSTER, "interruptionQueue": "REF"}
+    # reservedENIs: the seed's two Multus networks (docs/node-capacity.md).
+    assert values["settings"] == {
+        "clusterName": CLUSTER,
+        "interruptionQueue": "REF",
+        "reservedENIs": "2",
+    }
+    assert "image" not in values["controller"]  # the chart's own pinned image
     assert values["replicas"] == SEED.karpenter.replicas == 2
     assert values["podDisruptionBudget"] == {"name": "karpenter", "maxUnavailable": 1}
     assert values["serviceAccount"] == {"create": True, "name": "karpenter"}
