@@ -17,12 +17,12 @@ CDK := PATH="$(CURDIR)/$(BIN):$$PATH" npx --no-install cdk
 # pipeline stack is the only top-level one, and it deploys the stages itself.
 STACKS ?= '*/*'
 
-.PHONY: synth test lint bench critical-path clean bootstrap diff deploy destroy
+.PHONY: synth test lint bench critical-path cni-plugins clean bootstrap diff deploy destroy
 
 synth: $(VENV)/.installed node_modules/.installed
 	$(CDK) synth --quiet --no-notices $(CDK_ARGS)
 
-test: lint node_modules/.installed
+test: lint cni-plugins node_modules/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
@@ -42,11 +42,20 @@ deploy: $(VENV)/.installed node_modules/.installed
 destroy: $(VENV)/.installed node_modules/.installed
 	$(CDK) destroy $(STACKS) $(CDK_ARGS)
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed cni-plugins
 	$(BIN)/python benchmarks/node_bootstrap_bench.py
 
 critical-path: $(VENV)/.installed
 	$(BIN)/python benchmarks/cluster_critical_path.py
+
+# The real CNI plugins (host-local) that tests run the node_prefix CNI config with: Debian's
+# containernetworking-plugins, installed with apt-get as root unless already there.
+CNI_PLUGINS_DEB := containernetworking-plugins=1.1.1+ds1-3+b5
+CNI_PLUGIN_DIR := /usr/lib/cni
+cni-plugins:
+	@test -x $(CNI_PLUGIN_DIR)/host-local || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	  $(CNI_PLUGINS_DEB); }
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -26,6 +26,11 @@ from config.coercion import number_as_version
 from config.images import ImagesConfig
 from config.interface_names import reserved_interface_reason
 from config.node_pool_rules import node_pool_requirement_problems
+from config.node_prefix import (
+    check_node_prefix_reservations,
+    check_node_prefix_settings,
+    default_prefixes_per_node,
+)
 from node_bootstrap.renderer import (
     USER_DATA_LIMIT_BYTES,
     AzPlacement,
@@ -183,10 +188,27 @@ class MultusNetworkConfig(StrictModel):
     nat_egress: bool = Field(
         default=True, description="Default route to the AZ's NAT gateway (as in the seed)."
     )
+    ip_management: Literal["whereabouts", "node_prefix"] = Field(
+        default="whereabouts",
+        description="whereabouts: pod addresses from the reservation, assigned per pod. "
+        "node_prefix: each node's ENI gets /28 prefixes of the (prefix-type) reservation at "
+        "boot and hands pod addresses out of them locally (docs/node-prefix-mode.md).",
+    )
+    prefixes_per_node: int | None = Field(
+        default=None,
+        ge=1,
+        description="node_prefix only: /28 prefixes on each node's ENI (default: enough for "
+        "the max pods of the largest size, see config/node_prefix.py).",
+    )
 
     @property
     def device_name(self) -> str:
         return self.interface_name or self.name
+
+    @model_validator(mode="after")
+    def _node_prefix_settings(self) -> MultusNetworkConfig:
+        check_node_prefix_settings(self)
+        return self
 
     @model_validator(mode="after")
     def _name_usable_as_interface(self) -> MultusNetworkConfig:
@@ -498,6 +520,7 @@ class AppConfig(StrictModel):
         self._check_controllers_fit_system_nodes()
         self._check_drain_fits_teardown()
         self._check_user_data_fits()
+        check_node_prefix_reservations(self)
         return self
 
     def _check_user_data_fits(self) -> None:
@@ -540,6 +563,10 @@ class AppConfig(StrictModel):
                 "shorten the grace period or raise the teardown timeout (at most "
                 f"{TEARDOWN_TIMEOUT_LIMIT_MINUTES})"
             )
+
+    def prefixes_per_node(self, network: MultusNetworkConfig) -> int:
+        """K for a node_prefix network: its own value, else the node_prefix module's default."""
+        return network.prefixes_per_node or default_prefixes_per_node(self.node_pool)
 
     def _check_controllers_fit_system_nodes(self) -> None:
         # Each controller replica needs its own system node (required anti-affinity, never on

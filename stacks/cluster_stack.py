@@ -40,6 +40,14 @@ from config import AppConfig
 from config.images import ImageRef
 from config.model import NODE_TERMINATION_MARGIN_MINUTES, MultusNetworkConfig
 from node_bootstrap.iam import multus_eni_policy_statements
+from node_bootstrap.node_prefix import (
+    CNI_CONFIG_DIR as NODE_CNI_CONFIG_DIR,
+)
+from node_bootstrap.node_prefix import (
+    NODE_PREFIX_CNI_PLUGINS,
+    NodePrefixNetwork,
+    cni_config_file_name,
+)
 from node_bootstrap.renderer import (
     CLUSTER_TAG_KEY,
     NETWORK_TAG_KEY,
@@ -264,11 +272,21 @@ def _multus_workloads_props(
                 )
                 for az in config.availability_zones
             },
+            node_prefix=_node_prefix_networks(config, attachments),
         )
     )
     pool = config.node_pool
     images = config.images
-    nads = [_network_attachment(a, networks_by_name[a.network]) for a in attachments]
+    nads = [
+        _network_attachment(a, networks_by_name[a.network])
+        for a in attachments
+        if networks_by_name[a.network].ip_management == "whereabouts"
+    ]
+    node_prefix_files = [
+        cni_config_file_name(index + 1)
+        for index, n in enumerate(networks)
+        if n.ip_management == "node_prefix"
+    ]
     return MultusWorkloadsProps(
         cluster=stack.cluster,
         karpenter_release=stack.karpenter_release,
@@ -287,12 +305,22 @@ def _multus_workloads_props(
         network_attachments=NetworkAttachmentsProps(
             namespace=config.multus.nad_namespace,
             attachments=nads,
+            node_local_names=[
+                network_attachment_name(a.network, a.availability_zone)
+                for a in attachments
+                if networks_by_name[a.network].ip_management == "node_prefix"
+            ],
             create_namespace=config.multus.creates_nad_namespace,
         ),
         clear_taints=ClearTaintsProps(
             image=images.cleartaints.reference,
-            cni_binaries=cni_binaries(nads),
-            cni_files=cni_host_files(nads),
+            cni_binaries=sorted(
+                {*cni_binaries(nads), *(NODE_PREFIX_CNI_PLUGINS if node_prefix_files else ())}
+            ),
+            cni_files=[
+                *cni_host_files(nads),
+                *(f"{NODE_CNI_CONFIG_DIR}/{name}" for name in node_prefix_files),
+            ],
         ),
         node_pool=KarpenterNodePoolProps(
             zones=config.availability_zones,
@@ -342,3 +370,25 @@ def _network_attachment(
         whereabouts_range=whereabouts_range,
         gateway=gateway,
     )
+
+
+def _node_prefix_networks(
+    config: AppConfig, attachments: list[MultusAttachment]
+) -> list[NodePrefixNetwork]:
+    """What the node bootstrap needs per (AZ, network) in node_prefix mode."""
+    indexes = {n.name: index + 1 for index, n in enumerate(config.multus.networks)}
+    networks = {n.name: n for n in config.multus.networks}
+    return [
+        NodePrefixNetwork(
+            availability_zone=a.availability_zone,
+            interface_name=networks[a.network].device_name,
+            device_index=indexes[a.network],
+            prefix_count=config.prefixes_per_node(networks[a.network]),
+            cni_network_name=network_attachment_name(a.network, a.availability_zone),
+            subnet_cidr=a.subnet_cidr,
+            reservation_cidr=a.reservation_cidr,
+            ipvlan_mode=networks[a.network].ipvlan_mode,
+        )
+        for a in attachments
+        if networks[a.network].ip_management == "node_prefix"
+    ]

@@ -92,7 +92,7 @@ def test_shell_part_is_configuration_then_the_packed_script_code() -> None:
 
     assert render_configuration(props) in script.split(PACKED_SCRIPT_END)[0]
     code = unpacked(script)
-    assert code == script_code(SCRIPT_FILE.read_text())
+    assert code == script_code(props)
     assert 'main "$@"' in code
     assert not [line for line in code.splitlines() if line.lstrip().startswith("#")]
 
