@@ -1,6 +1,8 @@
 # Two entry points do all setup on a fresh machine:
 #   make synth   -> cdk synth of the default app into cdk.out (no AWS account needed)
 #   make test    -> lint, type checks and the whole test suite
+# With AWS credentials (docs/operations.md): make bootstrap ENV=aws://ACCOUNT/REGION, then
+# make diff / deploy / destroy; CDK_ARGS selects the config, e.g. -c config_file=...
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -10,19 +12,35 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export AWS_EC2_METADATA_DISABLED := true
 export CDK_DISABLE_CLI_TELEMETRY := true
 CDK := PATH="$(CURDIR)/$(BIN):$$PATH" npx --no-install cdk
+# The stacks live in a Stage: '*/*' selects every stack of the (one) direct-deploy stage
+# (`--all` selects only top-level stacks: none). For a pipeline config use STACKS=--all: the
+# pipeline stack is the only top-level one, and it deploys the stages itself.
+STACKS ?= '*/*'
 
-.PHONY: synth test lint bench critical-path cni-plugins clean
+.PHONY: synth test lint bench critical-path cni-plugins clean bootstrap diff deploy destroy
 
 synth: $(VENV)/.installed node_modules/.installed
 	$(CDK) synth --quiet --no-notices $(CDK_ARGS)
 
-test: lint cni-plugins
+test: lint cni-plugins node_modules/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+bootstrap: $(VENV)/.installed node_modules/.installed
+	$(CDK) bootstrap $(ENV) $(CDK_ARGS)
+
+diff: $(VENV)/.installed node_modules/.installed
+	$(CDK) diff $(STACKS) $(CDK_ARGS)
+
+deploy: $(VENV)/.installed node_modules/.installed
+	$(CDK) deploy $(STACKS) $(CDK_ARGS)
+
+destroy: $(VENV)/.installed node_modules/.installed
+	$(CDK) destroy $(STACKS) $(CDK_ARGS)
 
 bench: $(VENV)/.installed cni-plugins
 	$(BIN)/python benchmarks/node_bootstrap_bench.py

@@ -10,7 +10,7 @@ import aws_cdk as cdk
 
 from config import ConfigError, load_config
 from config.cluster_access import access_warnings
-from config.loader import LoadedConfig
+from config.loader import CDK_ASSETS_PACKAGE, CDK_CLI_PACKAGE, LoadedConfig, pinned_npm_version
 from stacks.pipeline_stack import PipelineStack
 from stages.environment_stage import EnvironmentStage
 
@@ -18,6 +18,8 @@ from stages.environment_stage import EnvironmentStage
 def build_app(app: cdk.App) -> cdk.App:
     loaded = load_config(app.node.get_all_context(), Path(__file__).parent)
     print_access_warnings(loaded)
+    base_dir = Path(__file__).parent
+    loaded = load_config(app.node.get_all_context(), base_dir)
     if loaded.pipeline is None:
         EnvironmentStage(app, loaded.base.name, config=loaded.base)
         return app
@@ -27,6 +29,8 @@ def build_app(app: cdk.App) -> cdk.App:
         pipeline=loaded.pipeline,
         environments=loaded.environments,
         synth_context={"config_file": loaded.config_file} if loaded.config_file else {},
+        cdk_cli_version=pinned_npm_version(base_dir, CDK_CLI_PACKAGE),
+        cdk_assets_version=pinned_npm_version(base_dir, CDK_ASSETS_PACKAGE),
         env=cdk.Environment(
             account=loaded.pipeline.tooling_account, region=loaded.pipeline.tooling_region
         ),

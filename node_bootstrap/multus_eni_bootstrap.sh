@@ -4,7 +4,7 @@
 # Runs as EC2NodeClass user-data (Amazon Linux 2023) before kubelet starts. The renderer
 # (node_bootstrap/renderer.py) puts a data-only block in front of this script:
 #   MULTUS_CLUSTER_NAME  cluster name, tagged on every ENI
-#   MULTUS_*_TAG_KEY     keys of the owner, network, instance and VPC-CNI no_manage
+#   MULTUS_*_TAG_KEY     keys of the cluster, owner, network, instance and VPC-CNI no_manage
 #                        tags (the node role may only touch ENIs carrying the owner tag)
 #   MULTUS_NETWORKS      one line per network: <network> <interface-name> <device-index>
 #   MULTUS_PLACEMENTS    one line per AZ: <az> <subnet,...> <security-group,...>
@@ -73,7 +73,8 @@ readonly LINK_DIR=$ROOT/etc/systemd/network
 readonly SYSCTL_FILE=$ROOT/etc/sysctl.d/90-multus-eni.conf
 
 # Tag keys come from the renderer, which the node role's IAM conditions also use.
-readonly OWNER_TAG_KEY=${MULTUS_OWNER_TAG_KEY:?missing configuration block}
+readonly CLUSTER_TAG_KEY=${MULTUS_CLUSTER_TAG_KEY:?missing configuration block}
+readonly OWNER_TAG_KEY=${MULTUS_OWNER_TAG_KEY:?missing}
 readonly NETWORK_TAG_KEY=${MULTUS_NETWORK_TAG_KEY:?missing}
 readonly INSTANCE_TAG_KEY=${MULTUS_INSTANCE_TAG_KEY:?missing}
 readonly NO_MANAGE_TAG_KEY=${MULTUS_NO_MANAGE_TAG_KEY:?missing}
@@ -308,7 +309,7 @@ attach_network() {
       create+=("SecurityGroupId.$((i + 1))=${security_groups[i]}")
     done
     i=0
-    for tag in "$OWNER_TAG_KEY=$MULTUS_CLUSTER_NAME" \
+    for tag in "$CLUSTER_TAG_KEY=$MULTUS_CLUSTER_NAME" "$OWNER_TAG_KEY=$MULTUS_CLUSTER_NAME" \
       "$NETWORK_TAG_KEY=$network" "$INSTANCE_TAG_KEY=$instance_id" "$NO_MANAGE_TAG_KEY=true"; do
       i=$((i + 1))
       create+=("TagSpecification.1.Tag.$i.Key=${tag%%=*}" "TagSpecification.1.Tag.$i.Value=${tag#*=}")

@@ -18,6 +18,7 @@ from constructs import Construct
 from cdk_constructs.ami_release_check import AmiReleaseCheck, AmiReleaseCheckProps
 from cdk_constructs.eks_cluster import EksCluster, EksClusterProps
 from cdk_constructs.karpenter_controller import KarpenterController, KarpenterControllerProps
+from cdk_constructs.karpenter_teardown import KarpenterTeardown, KarpenterTeardownProps
 from cdk_constructs.multus_vpc import KARPENTER_DISCOVERY_TAG
 from cdk_constructs.multus_workloads import MultusWorkloads, MultusWorkloadsProps
 from cdk_constructs.system_node_group import DedicatedNodes, SystemNodeGroup, SystemNodeGroupProps
@@ -37,7 +38,7 @@ from charts.sample_workloads import SampleWorkloadsProps, ZoneWorkload
 from charts.whereabouts import WhereaboutsProps
 from config import AppConfig
 from config.images import ImageRef
-from config.model import MultusNetworkConfig
+from config.model import NODE_TERMINATION_MARGIN_MINUTES, MultusNetworkConfig
 from node_bootstrap.iam import multus_eni_policy_statements
 from node_bootstrap.node_prefix import (
     CNI_CONFIG_DIR as NODE_CNI_CONFIG_DIR,
@@ -48,6 +49,8 @@ from node_bootstrap.node_prefix import (
     cni_config_file_name,
 )
 from node_bootstrap.renderer import (
+    CLUSTER_TAG_KEY,
+    NETWORK_TAG_KEY,
     OWNER_TAG_KEY,
     AzPlacement,
     MultusInterface,
@@ -83,7 +86,7 @@ class ClusterStack(ConfiguredAzStack):
             self,
             "Eks",
             EksClusterProps(
-                cluster_name=cluster_config.name,
+                cluster_name=config.cluster_name,
                 kubernetes_version=cluster_config.kubernetes_version,
                 vpc_id=network.vpc.vpc_id,
                 availability_zones=config.availability_zones,
@@ -119,7 +122,7 @@ class ClusterStack(ConfiguredAzStack):
             "Karpenter",
             KarpenterControllerProps(
                 cluster=eks_cluster.cluster_ref,
-                cluster_name=cluster_config.name,
+                cluster_name=config.cluster_name,
                 region=config.region,
                 version=config.karpenter.version,
                 namespace=config.karpenter.namespace,
@@ -139,7 +142,7 @@ class ClusterStack(ConfiguredAzStack):
         self.karpenter_release = karpenter.release
         self.karpenter_crds = karpenter.crds
 
-        self._grant_multus_eni_management(config, network)
+        eni_policy = self._grant_multus_eni_management(config, network)
         self.multus = MultusWorkloads(
             self, "Multus", _multus_workloads_props(config, network, self)
         )
@@ -154,6 +157,25 @@ class ClusterStack(ConfiguredAzStack):
             ),
         )
         self.multus.node_pool.node.add_dependency(ami_check)
+        self.teardown = KarpenterTeardown(
+            self,
+            "Teardown",
+            KarpenterTeardownProps(
+                cluster=self.cluster,
+                cluster_name=config.cluster_name,
+                node_subnets=network.network.node_subnets,
+                cluster_tag_key=CLUSTER_TAG_KEY,
+                eni_network_tag_key=NETWORK_TAG_KEY,
+                timeout_minutes=config.cluster.teardown_timeout_minutes,
+                force_after_minutes=config.cluster.teardown_timeout_minutes
+                - NODE_TERMINATION_MARGIN_MINUTES,
+            ),
+        )
+        # Deleted first: the drain needs the controller (and the system nodes it runs on), the
+        # node role with its access entry and ENI policy, and the in-cluster charts.
+        self.teardown.resource.node.add_dependency(
+            karpenter, system_nodes, eni_policy, *self.multus.manifests
+        )
         if config.extras.node_latency:
             self._node_latency_monitor(config.images.node_latency)
 
@@ -167,14 +189,14 @@ class ClusterStack(ConfiguredAzStack):
         CfnOutput(self, "InterruptionQueueName", value=karpenter.interruption.queue.queue_name)
         CfnOutput(self, "KarpenterNodeRoleName", value=self.karpenter_node_role.role_name)
 
-    def _grant_multus_eni_management(self, config: AppConfig, network: NetworkStack) -> None:
+    def _grant_multus_eni_management(self, config: AppConfig, network: NetworkStack) -> iam.Policy:
         """The node bootstrap creates and attaches the Multus ENIs with the node's role."""
         policy = iam.Policy(
             self,
             "MultusEniPolicy",
             roles=[self.karpenter_node_role],
             statements=multus_eni_policy_statements(
-                cluster_name=config.cluster.name,
+                cluster_name=config.cluster_name,
                 subnet_arns=[
                     self._ec2_arn("subnet", a.subnet.subnet_id) for a in network.multus_attachments
                 ],
@@ -204,6 +226,7 @@ class ClusterStack(ConfiguredAzStack):
                 "in this region only (aws:RequestedRegion).",
             ),
         )
+        return policy
 
     def _ec2_arn(self, resource: str, resource_id: str) -> str:
         return self.format_arn(service="ec2", resource=resource, resource_name=resource_id)
@@ -240,7 +263,7 @@ def _multus_workloads_props(
     networks_by_name = {n.name: n for n in networks}
     user_data = render_user_data(
         NodeBootstrapProps(
-            cluster_name=config.cluster.name,
+            cluster_name=config.cluster_name,
             interfaces=[
                 MultusInterface(
                     network=n.name, interface_name=n.device_name, device_index=index + 1
@@ -309,8 +332,8 @@ def _multus_workloads_props(
         node_pool=KarpenterNodePoolProps(
             zones=config.availability_zones,
             node_role_name=stack.karpenter_node_role.role_name,
-            subnet_selector_tags={KARPENTER_DISCOVERY_TAG: config.cluster.name},
-            security_group_selector_tags={EKS_CLUSTER_SG_TAG: config.cluster.name},
+            subnet_selector_tags={KARPENTER_DISCOVERY_TAG: config.cluster_name},
+            security_group_selector_tags={EKS_CLUSTER_SG_TAG: config.cluster_name},
             user_data=user_data,
             ami_alias=pool.ami_alias,
             root_volume_size=f"{pool.root_volume_gib}Gi",
@@ -321,6 +344,7 @@ def _multus_workloads_props(
             consolidate_after=pool.consolidate_after,
             cpu_limit=pool.cpu_limit,
             memory_limit=pool.memory_limit,
+            termination_grace_period=pool.termination_grace_period,
         ),
         sample_workloads=SampleWorkloadsProps(
             namespace=config.multus.nad_namespace,

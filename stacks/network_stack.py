@@ -129,7 +129,7 @@ class NetworkStack(ConfiguredAzStack):
 def _vpc_props(config: AppConfig) -> MultusVpcProps:
     return MultusVpcProps(
         name_prefix=config.name,
-        cluster_name=config.cluster.name,
+        cluster_name=config.cluster_name,
         availability_zones=config.availability_zones,
         cidr=config.vpc.cidr,
         public_subnet_cidrs=config.vpc.public_subnet_cidrs,

@@ -13,7 +13,9 @@ them at IMDS's ipv4-prefix path and releases them when the ENI is deleted.
 
 from __future__ import annotations
 
+import base64
 import email
+import gzip
 import json
 import re
 import shutil
@@ -44,7 +46,12 @@ from botocore.credentials import Credentials
 from botocore.model import Shape
 
 from node_bootstrap import AzPlacement, MultusInterface, NodeBootstrapProps
-from node_bootstrap.renderer import CLUSTER_TAG_KEY, INSTANCE_TAG_KEY
+from node_bootstrap.renderer import (
+    CLUSTER_TAG_KEY,
+    INSTANCE_TAG_KEY,
+    PACKED_SCRIPT_COMMENT,
+    PACKED_SCRIPT_END,
+)
 from testing_support.ec2_iam_requests import Ec2State
 from testing_support.ipv4_prefixes import Ipv4PrefixDelegation, PrefixRequestError
 
@@ -449,6 +456,15 @@ class MultusVpc:
                 for az in azs
             },
         )
+
+
+def expanded_script(user_data: str) -> str:
+    """The shell part as the node runs it: the data block, then the packed code unpacked."""
+    script = shell_part(user_data)
+    header, _, packed_part = script.partition(PACKED_SCRIPT_COMMENT + "\n")
+    packed = packed_part.split(f"<<'{PACKED_SCRIPT_END}' | gunzip\n", 1)[1]
+    packed = packed.split(f"\n{PACKED_SCRIPT_END}\n", 1)[0]
+    return header + gzip.decompress(base64.b64decode(packed)).decode()
 
 
 def shell_part(user_data: str) -> str:

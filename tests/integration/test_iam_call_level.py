@@ -48,7 +48,7 @@ from tests.conftest import REPO, SynthesizedApp
 pytestmark = pytest.mark.integration
 
 CONFIG = parse_config({})
-CLUSTER = CONFIG.cluster.name
+CLUSTER = CONFIG.cluster_name
 MULTUS_SG_DESCRIPTION = "Multus ENIs: traffic from the configured sources"
 
 
@@ -143,6 +143,7 @@ def _owned_leftover_eni(emulator: Ec2Emulator, vpc: MultusVpc, instance_id: str)
     """As an interrupted run leaves it: created and tagged by the bootstrap, attached."""
     network = vpc.networks[-1]
     tags = {
+        CLUSTER_TAG_KEY: CLUSTER,
         OWNER_TAG_KEY: CLUSTER,
         NETWORK_TAG_KEY: network,
         INSTANCE_TAG_KEY: instance_id,

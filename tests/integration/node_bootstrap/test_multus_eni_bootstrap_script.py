@@ -99,6 +99,7 @@ def test_fresh_node_gets_one_eni_per_network_in_its_az(
         assert [group["GroupId"] for group in eni["Groups"]] == [vpc.security_group_id]
         assert eni["SourceDestCheck"] is False
         assert {tag["Key"]: tag["Value"] for tag in eni["TagSet"]} == {
+            CLUSTER_TAG_KEY: CLUSTER,
             OWNER_TAG_KEY: CLUSTER,  # what the node role's IAM requires on every later call
             NETWORK_TAG_KEY: network,
             INSTANCE_TAG_KEY: instance_id,

@@ -11,7 +11,7 @@ import pytest
 
 from node_bootstrap import AzPlacement, NodePrefixNetwork, render_user_data
 from node_bootstrap.renderer import NODE_PREFIX_SCRIPT_NAME, SCRIPT_NAME, render_configuration
-from testing_support.multus_emulator import shell_part
+from testing_support.multus_emulator import expanded_script
 from tests.unit.node_bootstrap.test_renderer import SHELLCHECK, two_network_props
 
 NODE_DIR = "node_bootstrap"
@@ -33,11 +33,12 @@ def userplane(az: str = "us-west-2a", **changes: object) -> NodePrefixNetwork:
 
 def with_node_prefix() -> str:
     props = two_network_props(node_prefix=[userplane("us-west-2a"), userplane("us-west-2b")])
-    return shell_part(render_user_data(props))
+    return expanded_script(render_user_data(props))
 
 
 def test_node_prefix_script_only_when_a_network_uses_it() -> None:
-    plain = shell_part(render_user_data(two_network_props()))
+    # expanded_script: the user-data's shell part with its packed code unpacked
+    plain = expanded_script(render_user_data(two_network_props()))
     assert "MULTUS_NODE_PREFIX" not in plain
     assert "node_prefix_settings()" not in plain
     script = with_node_prefix()
@@ -102,7 +103,7 @@ def test_shellcheck_reports_nothing_but_the_overridden_hooks(tmp_path: Path) -> 
         node_prefix=[userplane("us-west-2a"), userplane("us-west-2b")],
     )
     rendered = tmp_path / "rendered.sh"
-    rendered.write_text(shell_part(render_user_data(props)))
+    rendered.write_text(expanded_script(render_user_data(props)))
     checks = [
         # The script's no-op hooks are replaced by the node_prefix ones before main runs.
         [SHELLCHECK, "--exclude=SC2329", str(rendered)],
