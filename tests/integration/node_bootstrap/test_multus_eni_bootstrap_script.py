@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from botocore.credentials import Credentials
 
-from node_bootstrap import READY_MARKER_PATH, render_user_data
+from node_bootstrap import CLUSTER_TAG_KEY, READY_MARKER_PATH, render_user_data
 from node_bootstrap.renderer import (
     INSTANCE_TAG_KEY,
     NETWORK_TAG_KEY,
