@@ -276,6 +276,8 @@ class TemplateResolver:
             handler = _INTRINSICS.get(function)
             if handler is not None:
                 return handler(self, argument)
+            if function.startswith("Fn::"):
+                raise UnresolvedIntrinsic(f"{function} is not modelled")
         if isinstance(value, dict):
             return {key: self.resolve(item) for key, item in value.items()}
         raise UnresolvedIntrinsic(f"cannot resolve {value!r}")
@@ -341,6 +343,12 @@ class TemplateResolver:
         name = str(self.resolve(argument))
         return self.exports.get(name, f"imported-{name.lower()}")
 
+    def stack_output(self, argument: Mapping[str, Any]) -> str:
+        key = f"{self.resolve(argument['StackName'])}/{self.resolve(argument['OutputName'])}"
+        if key not in self.exports:
+            raise UnresolvedIntrinsic(f"Fn::GetStackOutput of unknown output {key}")
+        return self.exports[key]
+
 
 _INTRINSICS: dict[str, Any] = {
     "Ref": lambda r, a: r.ref(a),
@@ -350,6 +358,7 @@ _INTRINSICS: dict[str, Any] = {
     "Fn::Select": lambda r, a: r.resolve(a[1])[int(r.resolve(a[0]))],
     "Fn::Split": lambda r, a: str(r.resolve(a[1])).split(str(a[0])),
     "Fn::ImportValue": lambda r, a: r.import_value(a),
+    "Fn::GetStackOutput": lambda r, a: r.stack_output(a),
     # Both branches are valid policies at some deploy; the first one is checked.
     "Fn::If": lambda r, a: r.resolve(a[1]),
     "Fn::GetAZs": lambda r, a: [f"{r.region}a", f"{r.region}b"],
@@ -361,17 +370,19 @@ def exported_values(
     region: str,
     physical_ids: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """Export name -> resolved value, over every template of one assembly."""
+    """Resolved cross-stack values over the templates of one assembly (keyed by stack name):
+    export name -> value (Fn::ImportValue) and "<stack>/<output>" -> value (Fn::GetStackOutput)."""
     exports: dict[str, str] = {}
-    for template in templates.values():
+    for stack_name, template in templates.items():
         resolver = TemplateResolver(template, region, {}, physical_ids or {})
-        for output in template.get("Outputs", {}).values():
+        for output_name, output in template.get("Outputs", {}).items():
+            try:
+                value = str(resolver.resolve(output["Value"]))
+            except UnresolvedIntrinsic:
+                continue
+            exports[f"{stack_name}/{output_name}"] = value
             if "Export" in output:
-                try:
-                    name = str(resolver.resolve(output["Export"]["Name"]))
-                    exports[name] = str(resolver.resolve(output["Value"]))
-                except UnresolvedIntrinsic:
-                    continue
+                exports[str(resolver.resolve(output["Export"]["Name"]))] = value
     return exports
 
 
@@ -492,8 +503,8 @@ def assembly_problems(templates: Mapping[str, Mapping[str, Any]], region: str) -
 
 
 def cloud_assemblies(outdir: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(region, {stack artifact: template}) per stack region of a cdk.out, nested stage
-    assemblies included."""
+    """(region, {stack name: template}) per stack region of a cdk.out, nested stage assemblies
+    included."""
     manifest = json.loads((outdir / "manifest.json").read_text())
     by_region: dict[str, dict[str, Any]] = {}
     for name, artifact in manifest["artifacts"].items():
@@ -502,7 +513,8 @@ def cloud_assemblies(outdir: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         elif artifact["type"] == "aws:cloudformation:stack":
             region = artifact["environment"].rsplit("/", 1)[-1]
             template_file = outdir / artifact["properties"]["templateFile"]
-            by_region.setdefault(region, {})[name] = json.loads(template_file.read_text())
+            stack_name = artifact["properties"].get("stackName", name)
+            by_region.setdefault(region, {})[stack_name] = json.loads(template_file.read_text())
     yield from by_region.items()
 
 

@@ -49,6 +49,8 @@ pytestmark = pytest.mark.integration
 
 CONFIG = parse_config({})
 CLUSTER = CONFIG.cluster_name
+# The stack names EnvironmentStage gives them.
+NETWORK_STACK, CLUSTER_STACK = f"{CONFIG.name}-network", f"{CONFIG.name}-cluster"
 MULTUS_SG_DESCRIPTION = "Multus ENIs: traffic from the configured sources"
 
 
@@ -88,8 +90,8 @@ def _physical_ids(network: dict[str, Any], vpc: MultusVpc) -> dict[str, str]:
 def templates(default_app: SynthesizedApp) -> dict[str, dict[str, Any]]:
     stage = default_app.stage
     return {
-        "network": default_app.template_json(stage.network),
-        "cluster": default_app.template_json(stage.cluster),
+        stack.stack_name: default_app.template_json(stack)
+        for stack in (stage.network, stage.cluster)
     }
 
 
@@ -102,9 +104,9 @@ def _resolver(
 
 @pytest.fixture(scope="module")
 def node_statements(templates: dict[str, dict[str, Any]], vpc: MultusVpc) -> list[dict[str, Any]]:
-    cluster = templates["cluster"]
+    cluster = templates[CLUSTER_STACK]
     (role_id,) = [k for k in _resources(cluster, "AWS::IAM::Role") if "KarpenterNodeRole" in k]
-    resolver = _resolver(templates, "cluster", _physical_ids(templates["network"], vpc))
+    resolver = _resolver(templates, CLUSTER_STACK, _physical_ids(templates[NETWORK_STACK], vpc))
     return role_statements(cluster, role_id, resolver)
 
 
@@ -112,7 +114,7 @@ def node_statements(templates: dict[str, dict[str, Any]], vpc: MultusVpc) -> lis
 def handler_statements(
     templates: dict[str, dict[str, Any]], handler_run: HandlerRun
 ) -> list[dict[str, Any]]:
-    network = templates["network"]
+    network = templates[NETWORK_STACK]
     (function,) = [
         f
         for f in _resources(network, "AWS::Lambda::Function").values()
@@ -121,7 +123,7 @@ def handler_statements(
     role_id = function["Properties"]["Role"]["Fn::GetAtt"][0]
     first_multus_subnet = (CONFIG.multus.networks[0].name, CONFIG.availability_zones[0])
     ids = _subnet_ids(network, {first_multus_subnet: handler_run.subnet_id})
-    return role_statements(network, role_id, _resolver(templates, "network", ids))
+    return role_statements(network, role_id, _resolver(templates, NETWORK_STACK, ids))
 
 
 # --- the bootstrap's calls ---------------------------------------------------------------------

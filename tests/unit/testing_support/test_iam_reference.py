@@ -8,9 +8,11 @@ import pytest
 
 from testing_support.iam_reference import (
     TemplateResolver,
+    UnresolvedIntrinsic,
     actions_matching,
     assembly_problems,
     check_statement,
+    exported_values,
 )
 
 SUBNET = "arn:aws:ec2:us-west-2:123456789012:subnet/subnet-0abc"
@@ -201,3 +203,17 @@ def test_intrinsics_resolve_to_arns_of_the_referenced_types() -> None:
     assert resolver.resolve({"Fn::Sub": "${Role.Arn}-${Env}-${!Literal}"}) == (
         "arn:aws:iam::123456789012:role/role-prod-${Literal}"
     )
+
+
+def test_stack_outputs_resolve_across_templates_and_unknown_functions_are_refused() -> None:
+    network = {
+        "Resources": {"Subnet": {"Type": "AWS::EC2::Subnet"}},
+        "Outputs": {"SubnetOut": {"Value": {"Ref": "Subnet"}}},
+    }
+    templates = {"app-network": network, "app-cluster": {"Resources": {}}}
+    exports = exported_values(templates, "us-west-2", {"Subnet": "subnet-0abc"})
+    resolver = TemplateResolver(templates["app-cluster"], "us-west-2", exports)
+    reference = {"Fn::GetStackOutput": {"StackName": "app-network", "OutputName": "SubnetOut"}}
+    assert resolver.resolve(reference) == "subnet-0abc"
+    with pytest.raises(UnresolvedIntrinsic, match="Fn::FindInMap"):
+        resolver.resolve({"Fn::FindInMap": ["Map", "a", "b"]})
