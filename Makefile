@@ -11,10 +11,13 @@ export AWS_EC2_METADATA_DISABLED := true
 export CDK_DISABLE_CLI_TELEMETRY := true
 CDK := PATH="$(CURDIR)/$(BIN):$$PATH" npx --no-install cdk
 
-.PHONY: synth test lint bench critical-path clean
+.PHONY: synth test lint bench critical-path clean diagram docs
 
+# The stacks live in a Stage (or a pipeline's stages): without a selection the CLI finds no
+# top-level stack and prints "Supply a stack id () ..."; '**' selects every stack at any depth,
+# so synth validates them all and names them.
 synth: $(VENV)/.installed node_modules/.installed
-	$(CDK) synth --quiet --no-notices $(CDK_ARGS)
+	$(CDK) synth --quiet --no-notices '**' $(CDK_ARGS)
 
 test: lint
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest $(PYTEST_ARGS)
@@ -23,6 +26,16 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# The network picture of a config (same -c values as synth) and the generated docs pages.
+DIAGRAM ?= docs/architecture.svg
+diagram: $(VENV)/.installed
+	$(BIN)/python -m docs_tools.diagram $(CDK_ARGS) --output $(DIAGRAM)
+
+docs: $(VENV)/.installed
+	$(BIN)/python -m docs_tools.diagram --output docs/architecture.svg
+	$(BIN)/python -m docs_tools.config_reference
+	$(BIN)/python -m docs_tools.accepted_findings
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/node_bootstrap_bench.py
