@@ -83,3 +83,16 @@ def synthesize(outdir: Path, context: dict[str, Any]) -> SynthesizedApp:
 @pytest.fixture(scope="session")
 def default_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
     return synthesize(tmp_path_factory.mktemp("cdk.out"), cdk_json_context())
+
+
+PIPELINE_SAMPLE = "examples/pipeline-three-environments.json"
+
+
+@pytest.fixture(scope="session")
+def pipeline_sample_app(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[cdk.App, Path, str | None]:
+    """The sample pipeline config's app with cdk-nag: (app, outdir, validation failure)."""
+    outdir = tmp_path_factory.mktemp("pipeline.out")
+    app, synth_error = synthesize_with_nag(outdir, cdk_json_context(config_file=PIPELINE_SAMPLE))
+    return app, outdir, synth_error

@@ -8,22 +8,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import aws_cdk as cdk
 import pytest
 
 from stacks.pipeline_stack import PipelineStack
 from stages.environment_stage import EnvironmentStage
-from tests.conftest import cdk_json_context, open_nag_findings, synthesize_with_nag
+from tests.conftest import PIPELINE_SAMPLE as SAMPLE
+from tests.conftest import open_nag_findings
 
-SAMPLE = "examples/pipeline-three-environments.json"
 CFN_LINT = Path(sys.executable).with_name("cfn-lint")
 
 
 @pytest.fixture(scope="module")
 def pipeline_app(
-    tmp_path_factory: pytest.TempPathFactory,
+    pipeline_sample_app: tuple[cdk.App, Path, str | None],
 ) -> tuple[PipelineStack, Path, str | None]:
-    outdir = tmp_path_factory.mktemp("pipeline.out")
-    app, synth_error = synthesize_with_nag(outdir, cdk_json_context(config_file=SAMPLE))
+    app, outdir, synth_error = pipeline_sample_app
     (stack,) = [child for child in app.node.children if isinstance(child, PipelineStack)]
     return stack, outdir, synth_error
 
