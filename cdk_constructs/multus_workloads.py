@@ -39,6 +39,8 @@ class MultusWorkloads(Construct):
         super().__init__(scope, construct_id)
         self._cluster = props.cluster
         self._charts = cdk8s.App()
+        # Every manifest (they live under the cluster construct, not under this one).
+        self.manifests: list[eks.KubernetesManifest] = []
         multus = self._deploy(MultusChart(self._charts, "multus", props.multus))
         self._deploy(WhereaboutsChart(self._charts, "whereabouts", props.whereabouts))
         self.network_attachments = self._deploy(
@@ -62,4 +64,5 @@ class MultusWorkloads(Construct):
         manifest = self._cluster.add_cdk8s_chart(chart.node.id, chart, ingress_alb=False)
         for dependency in after or []:
             manifest.node.add_dependency(dependency)
+        self.manifests.append(manifest)
         return manifest

@@ -19,6 +19,8 @@ _REDUNDANT_DEPENDS_ON = (
 # resource type -> cfn-lint rule -> why it is accepted there
 ACCEPTED_FINDINGS: dict[str, dict[str, str]] = {
     "AWS::Lambda::Function": {"W3005": _REDUNDANT_DEPENDS_ON},
+    # custom_resources.Provider's waiter state machine and its role.
+    "AWS::StepFunctions::StateMachine": {"W3005": _REDUNDANT_DEPENDS_ON},
     "AWS::CodePipeline::Pipeline": {
         "W3005": _REDUNDANT_DEPENDS_ON,
         "E3703": "CDK Pipelines builds the cross-account deploy role ARNs of its actions with "

@@ -120,8 +120,9 @@ exec sleep infinity
 class ClearTaintsProps:
     """image: Amazon Linux 2023 (needs bash and curl).
     cni_binaries: CNI plugins the NADs call (network_attachments.cni_binaries).
-    cni_files: host files those plugins read (network_attachments.cni_host_files); each must be
-    inside cni_config_dir, the only host config directory mounted.
+    cni_files: host files the NADs' plugins read (network_attachments.cni_host_files) and the
+    node-local CNI configs of node_prefix networks; each must be inside cni_config_dir, the only
+    host config directory mounted.
     cni_binaries_hint: where missing binaries come from, printed while waiting for them.
     namespace: created by this chart; service_account: the pod's, named in the policy.
     node_selector: labels of the nodes that get the startup taint (Karpenter's Multus nodes).

@@ -26,6 +26,18 @@ from config.coercion import number_as_version
 from config.images import ImagesConfig
 from config.interface_names import reserved_interface_reason
 from config.node_pool_rules import node_pool_requirement_problems
+from config.node_prefix import (
+    check_node_prefix_reservations,
+    check_node_prefix_settings,
+    default_prefixes_per_node,
+)
+from node_bootstrap.renderer import (
+    USER_DATA_LIMIT_BYTES,
+    AzPlacement,
+    MultusInterface,
+    NodeBootstrapProps,
+    deployed_size,
+)
 
 # AWS keeps the first four addresses and the last one of every subnet for itself.
 AWS_RESERVED_HEAD = 4
@@ -50,6 +62,13 @@ UNUSABLE_VPC_RANGES: dict[str, ipaddress.IPv4Network] = {
     "reserved": ipaddress.IPv4Network("240.0.0.0/4"),
 }
 
+# custom_resources.Provider polls isComplete for at most two hours; keep a margin for its
+# own retries and the ENI sweep after the wait.
+TEARDOWN_TIMEOUT_LIMIT_MINUTES = 110
+# Between a NodeClaim's drain deadline and its instance being gone: EC2 shutdown and Karpenter's
+# finalizers take a few minutes; the teardown bound must leave room for them.
+NODE_TERMINATION_MARGIN_MINUTES = 10
+
 LogRetention = Literal[
     "ONE_WEEK", "TWO_WEEKS", "ONE_MONTH", "THREE_MONTHS", "SIX_MONTHS", "ONE_YEAR", "TWO_YEARS"
 ]
@@ -59,6 +78,7 @@ _K8S_NAME = patterns.KUBERNETES_NAME.regex
 _LINUX_IFNAME = patterns.LINUX_INTERFACE_NAME.regex
 _CPU_QUANTITY = patterns.CPU_QUANTITY.regex
 _MEMORY_QUANTITY = patterns.MEMORY_QUANTITY.regex
+_DURATION_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
 
 
 def _ipv4_network(value: str) -> str:
@@ -106,6 +126,14 @@ def _instance_type(value: str) -> str:
 
 
 InstanceType = Annotated[str, AfterValidator(_instance_type)]
+
+
+def duration_seconds(duration: str) -> int:
+    """Seconds of a Karpenter duration such as 1h30m."""
+    return sum(
+        int(amount) * _DURATION_UNIT_SECONDS[unit]
+        for amount, unit in re.findall(r"([0-9]+)([smh])", duration)
+    )
 
 
 def net(cidr: str) -> ipaddress.IPv4Network:
@@ -167,10 +195,27 @@ class MultusNetworkConfig(StrictModel):
     nat_egress: bool = Field(
         default=True, description="Default route to the AZ's NAT gateway (as in the seed)."
     )
+    ip_management: Literal["whereabouts", "node_prefix"] = Field(
+        default="whereabouts",
+        description="whereabouts: pod addresses from the reservation, assigned per pod. "
+        "node_prefix: each node's ENI gets /28 prefixes of the (prefix-type) reservation at "
+        "boot and hands pod addresses out of them locally (docs/node-prefix-mode.md).",
+    )
+    prefixes_per_node: int | None = Field(
+        default=None,
+        ge=1,
+        description="node_prefix only: /28 prefixes on each node's ENI (default: enough for "
+        "the max pods of the largest size, see config/node_prefix.py).",
+    )
 
     @property
     def device_name(self) -> str:
         return self.interface_name or self.name
+
+    @model_validator(mode="after")
+    def _node_prefix_settings(self) -> MultusNetworkConfig:
+        check_node_prefix_settings(self)
+        return self
 
     @model_validator(mode="after")
     def _name_usable_as_interface(self) -> MultusNetworkConfig:
@@ -347,10 +392,10 @@ class SystemNodeGroupConfig(StrictModel):
 class ClusterConfig(StrictModel):
     """The EKS cluster: name, version, API endpoint access, admins, system node group."""
 
-    name: str = Field(
-        default="eks-karpenterwithmultus",
-        pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,99}$",
-        description="EKS cluster name.",
+    name: str | None = Field(
+        default=None,
+        pattern=patterns.CLUSTER_NAME.regex,
+        description="EKS cluster name (default: eks-<name>, so each app name gets its own).",
     )
     kubernetes_version: Annotated[
         KubernetesVersion, BeforeValidator(number_as_version(get_args(KubernetesVersion)))
@@ -365,6 +410,13 @@ class ClusterConfig(StrictModel):
         description="IAM principal given cluster-admin through an access entry.",
     )
     system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
+    teardown_timeout_minutes: int = Field(
+        default=30,
+        ge=10,
+        le=TEARDOWN_TIMEOUT_LIMIT_MINUTES,
+        description="How long `cdk destroy` waits for Karpenter's nodes and the Multus ENIs to "
+        "go before it fails listing what is left.",
+    )
 
 
 class KarpenterConfig(StrictModel):
@@ -474,6 +526,13 @@ class NodePoolConfig(StrictModel):
     root_volume_gib: Gp3SizeGib = Field(
         default=20, ge=20, description="Encrypted gp3 root volume of each Karpenter node, in GiB."
     )
+    termination_grace_period: str = Field(
+        default="15m",
+        pattern=patterns.KARPENTER_DURATION.regex,
+        description="Longest a node drain may wait on PodDisruptionBudgets and do-not-disrupt "
+        "pods before Karpenter deletes them (drift, consolidation, teardown); must be shorter "
+        "than cluster.teardown_timeout_minutes.",
+    )
 
     @field_validator("instance_cpus")
     @classmethod
@@ -555,7 +614,55 @@ class AppConfig(StrictModel):
         self._check_karpenter_supports_kubernetes()
         self._check_enis_fit_instances()
         self._check_controllers_fit_system_nodes()
+        self._check_drain_fits_teardown()
+        self._check_user_data_fits()
+        check_node_prefix_reservations(self)
         return self
+
+    def _check_user_data_fits(self) -> None:
+        # Every node's user-data carries each AZ's Multus subnet IDs; EC2 caps it at 16 KB.
+        props = NodeBootstrapProps(
+            cluster_name=self.cluster_name,
+            interfaces=[
+                MultusInterface(network=n.name, interface_name=n.device_name, device_index=i + 1)
+                for i, n in enumerate(self.multus.networks)
+            ],
+            placements={
+                az: AzPlacement(
+                    subnet_ids=["subnet"] * len(self.multus.networks), security_group_ids=["sg"]
+                )
+                for az in self.availability_zones
+            },
+        )
+        size = deployed_size(props)
+        if size > USER_DATA_LIMIT_BYTES:
+            raise ValueError(
+                f"availability_zones x multus.networks: the node user-data would be {size} "
+                f"bytes, over the {USER_DATA_LIMIT_BYTES} bytes left next to Karpenter's part "
+                "within EC2's 16 KB limit; use fewer availability zones or Multus networks"
+            )
+
+    @property
+    def cluster_name(self) -> str:
+        """The EKS cluster name: cluster.name, or derived from the app name (unique per app)."""
+        return self.cluster.name or f"eks-{self.name}"
+
+    def _check_drain_fits_teardown(self) -> None:
+        # A teardown must outlast the longest drain plus the instance shutdown after it.
+        grace_minutes = duration_seconds(self.node_pool.termination_grace_period) / 60
+        needed = grace_minutes + NODE_TERMINATION_MARGIN_MINUTES
+        if needed > self.cluster.teardown_timeout_minutes:
+            raise ValueError(
+                f"node_pool.termination_grace_period {self.node_pool.termination_grace_period} "
+                f"plus {NODE_TERMINATION_MARGIN_MINUTES} minutes for instance shutdown exceeds "
+                f"cluster.teardown_timeout_minutes ({self.cluster.teardown_timeout_minutes}); "
+                "shorten the grace period or raise the teardown timeout (at most "
+                f"{TEARDOWN_TIMEOUT_LIMIT_MINUTES})"
+            )
+
+    def prefixes_per_node(self, network: MultusNetworkConfig) -> int:
+        """K for a node_prefix network: its own value, else the node_prefix module's default."""
+        return network.prefixes_per_node or default_prefixes_per_node(self.node_pool)
 
     def _check_controllers_fit_system_nodes(self) -> None:
         # Each controller replica needs its own system node (required anti-affinity, never on

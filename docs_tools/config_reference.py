@@ -87,6 +87,8 @@ def _limits(field: FieldInfo) -> str:
     for item in field.metadata:
         if isinstance(item, annotated_types.Ge):
             words.append(f">= {item.ge}")
+        elif isinstance(item, annotated_types.Le):
+            words.append(f"<= {item.le}")
         elif isinstance(item, annotated_types.MinLen) and item.min_length > 0:
             words.append(f"at least {item.min_length}")
         elif isinstance(item, annotated_types.MaxLen):

@@ -21,6 +21,7 @@ from xml.sax.saxutils import escape, quoteattr
 from charts.network_attachments import network_attachment_name, whereabouts_range_and_gateway
 from config import AppConfig, ConfigError
 from config.model import MultusNetworkConfig, MultusSubnetConfig
+from config.node_prefix import PREFIX_LENGTH
 from docs_tools.context import REPO, load_from_cli
 
 DEFAULT_OUTPUT = REPO / "docs" / "architecture.svg"
@@ -69,13 +70,15 @@ class Row:
         return MULTUS_ROW_HEIGHT if self.reservation else PLAIN_ROW_HEIGHT
 
 
-def multus_row(network: MultusNetworkConfig, subnet: MultusSubnetConfig, zone: str) -> Row:
+def multus_row(
+    config: AppConfig, network: MultusNetworkConfig, subnet: MultusSubnetConfig, zone: str
+) -> Row:
     return Row(
         kind="multus",
         title=f"{network.name}  {subnet.cidr}" + ("" if network.nat_egress else "  (no NAT route)"),
         details=(
             f"reservation {subnet.reservation}",
-            *address_plan(network, subnet, zone),
+            *address_plan(config, network, subnet, zone),
         ),
         subnet=subnet.cidr,
         reservation=subnet.reservation,
@@ -83,17 +86,19 @@ def multus_row(network: MultusNetworkConfig, subnet: MultusSubnetConfig, zone: s
 
 
 def address_plan(
-    network: MultusNetworkConfig, subnet: MultusSubnetConfig, zone: str
-) -> tuple[str, ...]:
-    """How pods get addresses on this subnet: the NAD and its Whereabouts range.
-
-    The one place that knows the IP management of a network: a mode without NAD ranges
-    returns its own lines here; the rows, bars and layout stay as they are."""
+    config: AppConfig, network: MultusNetworkConfig, subnet: MultusSubnetConfig, zone: str
+) -> tuple[str, str]:
+    """How pods get addresses on this subnet: the NAD, and its Whereabouts range or the
+    prefixes each node takes from the reservation (node_prefix)."""
+    nad = f"NAD {network_attachment_name(network.name, zone)}"
+    if network.ip_management == "node_prefix":
+        prefixes = config.prefixes_per_node(network)
+        return (
+            f"{nad} (node-local config)",
+            f"{prefixes} x /{PREFIX_LENGTH} prefix(es) per node, host-local",
+        )
     ip_range, gateway = whereabouts_range_and_gateway(subnet.cidr, subnet.reservation)
-    return (
-        f"NAD {network_attachment_name(network.name, zone)}",
-        f"range {ip_range} via {gateway}",
-    )
+    return (nad, f"range {ip_range} via {gateway}")
 
 
 def zone_rows(config: AppConfig, index: int) -> list[Row]:
@@ -112,7 +117,8 @@ def zone_rows(config: AppConfig, index: int) -> list[Row]:
         ),
     ]
     rows += [
-        multus_row(network, network.subnets[index], zone) for network in config.multus.networks
+        multus_row(config, network, network.subnets[index], zone)
+        for network in config.multus.networks
     ]
     return rows
 
