@@ -188,7 +188,7 @@ def render_svg(config: AppConfig) -> str:
     vpc_width = 2 * VPC_PADDING + count * AZ_WIDTH + (count - 1) * AZ_GAP
     vpc_height = VPC_HEADER + zone_height + VPC_PADDING
     width, height = vpc_width + 2 * MARGIN, vpc_height + 2 * MARGIN + FOOTER
-    title = f"VPC {config.vpc.cidr} in {config.region}, cluster {config.cluster.name}"
+    title = f"VPC {config.vpc.cidr} in {config.region}, cluster {config.cluster_name}"
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="Helvetica, Arial, sans-serif" '

@@ -82,3 +82,15 @@ def test_bad_config_names_the_field(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert diagram.main(["-c", "config.vpc.cidr=10.0.0.0/33", "--output", str(output)]) == 1
     assert "vpc.cidr" in capsys.readouterr().err
     assert not output.exists()
+
+
+def test_node_prefix_network_shows_prefixes_instead_of_a_range(tmp_path: Path) -> None:
+    # examples/node-prefix.json: userplane is node_prefix, signaling stays on Whereabouts.
+    loaded = load_from_cli(["config_file=examples/node-prefix.json"]).base
+    (userplane,) = [n for n in loaded.multus.networks if n.ip_management == "node_prefix"]
+    lines = texts(diagram.render_svg(loaded))
+    assert "NAD userplane-us-west-2a (node-local config)" in lines
+    per_node = f"{loaded.prefixes_per_node(userplane)} x /28 prefix(es) per node, host-local"
+    assert lines.count(per_node) == 2
+    assert not [line for line in lines if line.startswith("range 10.0.10.")]
+    assert "range 10.0.4.32-10.0.4.63/24 via 10.0.4.1" in lines
