@@ -42,8 +42,11 @@ not acknowledged. Each acknowledgment sits in the code next to the resource it c
 offending value) and carries its reason; the tables below list them all, as synthesis records
 them. Construct paths are given below the stage (or pipeline) name.
 
-One CDK warning is acknowledged as well: `@aws-cdk/aws-eks:clusterMustManuallyTagSubnet` on the
-EKS cluster (the network stack tags the subnets itself; see [network](network.md)).
+Two CDK warnings are acknowledged as well (`Annotations.of(...).acknowledge_warning`, which
+leaves no record in the assembly): `@aws-cdk/aws-eks:clusterMustManuallyTagSubnet` on the EKS
+cluster (the network stack tags the subnets itself) and `@aws-cdk/aws-ec2:noSubnetRouteTableId`
+on the node subnets of the cluster's VPC view (nothing reads their route tables); see
+[cluster-and-karpenter.md](cluster-and-karpenter.md).
 """
 
 
