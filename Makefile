@@ -34,8 +34,9 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# The network picture of a config (same -c values as synth) and the generated docs pages.
-DIAGRAM ?= docs/architecture.svg
+# The network picture of a config (same -c values as synth) and the generated docs pages. Only
+# the default config's picture goes to docs/ (a test compares it); others to cdk.out/.
+DIAGRAM ?= $(if $(CDK_ARGS),cdk.out/architecture.svg,docs/architecture.svg)
 diagram: $(VENV)/.installed
 	$(BIN)/python -m docs_tools.diagram $(CDK_ARGS) --output $(DIAGRAM)
 

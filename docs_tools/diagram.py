@@ -249,6 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(error, file=sys.stderr)
         return 1
+    arguments.output.parent.mkdir(parents=True, exist_ok=True)
     arguments.output.write_text(render_svg(loaded.base), encoding="utf-8")
     print(f"wrote {arguments.output}")
     return 0

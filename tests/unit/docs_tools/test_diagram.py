@@ -59,7 +59,7 @@ def test_reservation_sits_where_its_addresses_are_in_the_subnet() -> None:
 
 
 def test_config_file_draws_every_zone_and_network(tmp_path: Path) -> None:
-    output = tmp_path / "three.svg"
+    output = tmp_path / "not-yet" / "three.svg"
     assert diagram.main(["-c", f"config_file={THREE_AZ}", "--output", str(output)]) == 0
     lines = texts(output.read_text(encoding="utf-8"))
     zones = [line for line in lines if line.startswith("Availability zone ")]
