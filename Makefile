@@ -7,7 +7,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 # The CDK CLI and jsii run on the machine's Node.js; silence the end-of-life banner of Node 20
-# (see README, "Requirements") and keep the CLI from probing for credentials it doesn't need.
+# (see docs/code-layout.md, "Requirements") and keep the CLI from probing for credentials it doesn't need.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export AWS_EC2_METADATA_DISABLED := true
 export CDK_DISABLE_CLI_TELEMETRY := true
@@ -17,10 +17,14 @@ CDK := PATH="$(CURDIR)/$(BIN):$$PATH" npx --no-install cdk
 # pipeline stack is the only top-level one, and it deploys the stages itself.
 STACKS ?= '*/*'
 
-.PHONY: synth test lint bench critical-path cni-plugins clean bootstrap diff deploy destroy
+.PHONY: synth test lint bench critical-path cni-plugins clean bootstrap diff deploy destroy \
+	diagram docs
 
+# The stacks live in a Stage (or a pipeline's stages): without a selection the CLI finds no
+# top-level stack and prints "Supply a stack id () ..."; '**' selects every stack at any depth,
+# so synth validates them all and names them.
 synth: $(VENV)/.installed node_modules/.installed
-	$(CDK) synth --quiet --no-notices $(CDK_ARGS)
+	$(CDK) synth --quiet --no-notices '**' $(CDK_ARGS)
 
 test: lint cni-plugins node_modules/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest $(PYTEST_ARGS)
@@ -29,6 +33,17 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# The network picture of a config (same -c values as synth) and the generated docs pages. Only
+# the default config's picture goes to docs/ (a test compares it); others to cdk.out/.
+DIAGRAM ?= $(if $(CDK_ARGS),cdk.out/architecture.svg,docs/architecture.svg)
+diagram: $(VENV)/.installed
+	$(BIN)/python -m docs_tools.diagram $(CDK_ARGS) --output $(DIAGRAM)
+
+docs: $(VENV)/.installed
+	$(BIN)/python -m docs_tools.diagram --output docs/architecture.svg
+	$(BIN)/python -m docs_tools.config_reference
+	$(BIN)/python -m docs_tools.accepted_findings
 
 bootstrap: $(VENV)/.installed node_modules/.installed
 	$(CDK) bootstrap $(ENV) $(CDK_ARGS)

@@ -205,13 +205,20 @@ class EksCluster(Construct):
         full VPC it would also tag the Multus subnets. The network stack already tags the node
         and public subnets, so the cluster gets this view and its tagging has nothing to do.
         """
-        return ec2.Vpc.from_vpc_attributes(
+        vpc = ec2.Vpc.from_vpc_attributes(
             self,
             "ClusterVpc",
             vpc_id=props.vpc_id,
             availability_zones=list(props.availability_zones),
             private_subnet_ids=[subnet.subnet_id for subnet in props.node_subnets],
         )
+        for subnet in vpc.private_subnets:
+            Annotations.of(subnet).acknowledge_warning(
+                "@aws-cdk/aws-ec2:noSubnetRouteTableId",
+                "The cluster only places network interfaces in these subnets and never reads "
+                "their route tables; the network stack owns the routes.",
+            )
+        return vpc
 
     def _acknowledge_library_findings(self, props: EksClusterProps) -> None:
         Annotations.of(self.cluster).acknowledge_warning(

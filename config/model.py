@@ -153,7 +153,7 @@ class StrictModel(BaseModel):
 class MultusSubnetConfig(StrictModel):
     """One Multus subnet (in the AZ at the same position of `availability_zones`)."""
 
-    cidr: SubnetCidr
+    cidr: SubnetCidr = Field(description="The subnet's IPv4 CIDR (/16 to /28), inside the VPC.")
     reservation: Cidr = Field(
         description="Explicit CIDR reservation kept for Multus pod addresses (Whereabouts range)."
     )
@@ -180,7 +180,12 @@ class MultusSubnetConfig(StrictModel):
 class MultusNetworkConfig(StrictModel):
     """A secondary network: one ENI per node, one subnet per AZ, one NAD per AZ."""
 
-    name: str = Field(pattern=_K8S_NAME, max_length=40)
+    name: str = Field(
+        pattern=_K8S_NAME,
+        max_length=40,
+        description="Network name: NAD names (<name>-<az>), subnet Name tags and, unless "
+        "interface_name is set, the node's interface name.",
+    )
     interface_name: str | None = Field(
         default=None,
         pattern=_LINUX_IFNAME,
@@ -189,7 +194,9 @@ class MultusNetworkConfig(StrictModel):
     subnets: list[MultusSubnetConfig] = Field(
         min_length=1, description="One subnet per AZ, in the order of availability_zones."
     )
-    ipvlan_mode: Literal["l2", "l3", "l3s"] = "l2"
+    ipvlan_mode: Literal["l2", "l3", "l3s"] = Field(
+        default="l2", description="ipvlan mode of this network's NADs."
+    )
     nat_egress: bool = Field(
         default=True, description="Default route to the AZ's NAT gateway (as in the seed)."
     )
@@ -230,6 +237,8 @@ class MultusNetworkConfig(StrictModel):
 
 
 class MultusConfig(StrictModel):
+    """The Multus networks and what every network shares (NAD namespace, security group)."""
+
     networks: list[MultusNetworkConfig] = Field(
         default_factory=lambda: [
             MultusNetworkConfig(
@@ -248,6 +257,8 @@ class MultusConfig(StrictModel):
             ),
         ],
         min_length=1,
+        description="Secondary networks: one ENI per Karpenter node, one subnet, reservation "
+        "and NAD per AZ (default: the seed's multus1 and multus2).",
     )
     security_group_ingress_cidrs: list[Cidr] | None = Field(
         default=None,
@@ -302,11 +313,26 @@ class MultusConfig(StrictModel):
 
 
 class VpcConfig(StrictModel):
-    cidr: Cidr = "10.0.0.0/16"
-    public_subnet_cidrs: list[SubnetCidr] = ["10.0.0.0/24", "10.0.1.0/24"]
-    private_subnet_cidrs: list[SubnetCidr] = ["10.0.2.0/24", "10.0.3.0/24"]
-    nat_gateways: Literal["per_az", "single"] = "per_az"
-    flow_log_retention: LogRetention = "ONE_MONTH"
+    """The VPC, its public and node subnets (Multus subnets are under multus.networks)."""
+
+    cidr: Cidr = Field(default="10.0.0.0/16", description="The VPC's IPv4 CIDR (/16 to /28).")
+    public_subnet_cidrs: list[SubnetCidr] = Field(
+        default=["10.0.0.0/24", "10.0.1.0/24"],
+        description="One public subnet per AZ: NAT gateways, internet-facing load balancers.",
+    )
+    private_subnet_cidrs: list[SubnetCidr] = Field(
+        default=["10.0.2.0/24", "10.0.3.0/24"],
+        description="One node subnet per AZ: the nodes' primary ENIs, the cluster's ENIs, "
+        "internal load balancers.",
+    )
+    nat_gateways: Literal["per_az", "single"] = Field(
+        default="per_az",
+        description="per_az: a NAT gateway in each AZ; single: one, in the first AZ (cheaper, "
+        "but egress depends on that AZ).",
+    )
+    flow_log_retention: LogRetention = Field(
+        default="ONE_MONTH", description="How long CloudWatch Logs keeps the VPC flow logs."
+    )
 
     @field_validator("cidr")
     @classmethod
@@ -324,11 +350,19 @@ class VpcConfig(StrictModel):
 
 
 class SystemNodeGroupConfig(StrictModel):
-    instance_types: list[InstanceType] = Field(default=["c5.large"], min_length=1)
-    min_size: int = Field(default=1, ge=0)
-    desired_size: int = Field(default=2, ge=0)
-    max_size: int = Field(default=3, ge=1)
-    disk_size_gib: Gp3SizeGib = Field(default=20, ge=20)
+    """The managed node group for system pods and the Karpenter controller."""
+
+    instance_types: list[InstanceType] = Field(
+        default=["c5.large"], min_length=1, description="x86_64 instance types of the group."
+    )
+    min_size: int = Field(default=1, ge=0, description="Fewest nodes of the group.")
+    desired_size: int = Field(
+        default=2, ge=0, description="Nodes the group runs; at least karpenter.replicas."
+    )
+    max_size: int = Field(default=3, ge=1, description="Most nodes of the group.")
+    disk_size_gib: Gp3SizeGib = Field(
+        default=20, ge=20, description="Encrypted gp3 root volume of each system node, in GiB."
+    )
 
     @model_validator(mode="after")
     def _x86_instance_types(self) -> SystemNodeGroupConfig:
@@ -361,6 +395,8 @@ class SystemNodeGroupConfig(StrictModel):
 
 
 class ClusterConfig(StrictModel):
+    """The EKS cluster: name, version, API endpoint access, admins, system node group."""
+
     name: str | None = Field(
         default=None,
         pattern=patterns.CLUSTER_NAME.regex,
@@ -368,7 +404,7 @@ class ClusterConfig(StrictModel):
     )
     kubernetes_version: Annotated[
         KubernetesVersion, BeforeValidator(number_as_version(get_args(KubernetesVersion)))
-    ] = "1.34"
+    ] = Field(default="1.34", description="Kubernetes version of the control plane and nodes.")
     public_access_cidrs: list[Cidr] | None = Field(
         default=None,
         description="None: private API endpoint only. A list: also a public endpoint that "
@@ -412,9 +448,25 @@ class ClusterConfig(StrictModel):
 
 
 class KarpenterConfig(StrictModel):
-    version: str = Field(default="1.14.1", pattern=patterns.RELEASE_VERSION.regex)
-    namespace: str = Field(default="kube-system", pattern=_K8S_NAME, max_length=63)
-    replicas: int = Field(default=2, ge=1)
+    """The Karpenter controller (Helm charts karpenter-crd and karpenter)."""
+
+    version: str = Field(
+        default="1.14.1",
+        pattern=patterns.RELEASE_VERSION.regex,
+        description="Karpenter release; must support cluster.kubernetes_version.",
+    )
+    namespace: str = Field(
+        default="kube-system",
+        pattern=_K8S_NAME,
+        max_length=63,
+        description="Namespace of the controller.",
+    )
+    replicas: int = Field(
+        default=2,
+        ge=1,
+        description="Controller replicas, one per system node (at most "
+        "cluster.system_node_group.desired_size).",
+    )
     controller_cpu: str = Field(
         default="1",
         pattern=_CPU_QUANTITY,
@@ -458,19 +510,50 @@ MAX_ENIS_BY_VCPUS: dict[int, int] = {
 class NodePoolConfig(StrictModel):
     """The Karpenter NodePool of Multus nodes; defaults are the seed's."""
 
-    instance_categories: list[Literal["m", "c", "r"]] = Field(default=["m", "c", "r"], min_length=1)
-    instance_cpus: list[int] = Field(default=[2, 4, 8, 16], min_length=1)
-    instance_families: list[str] = Field(default=["m5", "c5", "m6i", "c6i", "r6i"], min_length=1)
-    capacity_types: list[Literal["on-demand", "spot"]] = Field(default=["on-demand"], min_length=1)
-    cpu_limit: str = Field(default="500", pattern=_CPU_QUANTITY)
-    memory_limit: str = Field(default="500Gi", pattern=_MEMORY_QUANTITY)
-    consolidate_after: str = Field(default="120s", pattern=patterns.DURATION.regex)
+    instance_categories: list[Literal["m", "c", "r"]] = Field(
+        default=["m", "c", "r"],
+        min_length=1,
+        description="Allowed instance categories (karpenter.k8s.aws/instance-category).",
+    )
+    instance_cpus: list[int] = Field(
+        default=[2, 4, 8, 16],
+        min_length=1,
+        description="Allowed vCPU counts (karpenter.k8s.aws/instance-cpu).",
+    )
+    instance_families: list[str] = Field(
+        default=["m5", "c5", "m6i", "c6i", "r6i"],
+        min_length=1,
+        description="Allowed instance families (karpenter.k8s.aws/instance-family); "
+        "config/instance_types.py lists the known ones.",
+    )
+    capacity_types: list[Literal["on-demand", "spot"]] = Field(
+        default=["on-demand"],
+        min_length=1,
+        description="Allowed capacity types (karpenter.sh/capacity-type).",
+    )
+    cpu_limit: str = Field(
+        default="500",
+        pattern=_CPU_QUANTITY,
+        description="Most CPU all NodePool nodes together may have (Kubernetes quantity).",
+    )
+    memory_limit: str = Field(
+        default="500Gi",
+        pattern=_MEMORY_QUANTITY,
+        description="Most memory all NodePool nodes together may have (Mi or Gi).",
+    )
+    consolidate_after: str = Field(
+        default="120s",
+        pattern=patterns.DURATION.regex,
+        description="How long a node stays empty before Karpenter removes it (s, m or h).",
+    )
     ami_alias: str = Field(
         default="al2023@v20261112",
         pattern=patterns.AMI_ALIAS.regex,
         description="Pinned AL2023 release; never @latest (every release would replace nodes).",
     )
-    root_volume_gib: Gp3SizeGib = Field(default=20, ge=20)
+    root_volume_gib: Gp3SizeGib = Field(
+        default=20, ge=20, description="Encrypted gp3 root volume of each Karpenter node, in GiB."
+    )
     termination_grace_period: str = Field(
         default="15m",
         pattern=patterns.KARPENTER_DURATION.regex,
@@ -526,10 +609,23 @@ class ExtrasConfig(StrictModel):
 class AppConfig(StrictModel):
     """Everything one environment (account + region) needs."""
 
-    name: str = Field(default="karpenterwithmultus", pattern=patterns.APP_NAME.regex)
-    account: str | None = Field(default=None, pattern=ACCOUNT_PATTERN)
-    region: str = "us-west-2"
-    availability_zones: list[str] = Field(default=["us-west-2a", "us-west-2b"], min_length=2)
+    name: str = Field(
+        default="karpenterwithmultus",
+        pattern=patterns.APP_NAME.regex,
+        description="Stage name and stack name prefix (<name>-network, <name>-cluster).",
+    )
+    account: str | None = Field(
+        default=None,
+        pattern=ACCOUNT_PATTERN,
+        description="12-digit AWS account to deploy to (default: that of the deploying "
+        "credentials).",
+    )
+    region: str = Field(default="us-west-2", description="AWS Region to deploy to.")
+    availability_zones: list[str] = Field(
+        default=["us-west-2a", "us-west-2b"],
+        min_length=2,
+        description="AZs of the region to use; every per-AZ list follows this order.",
+    )
     vpc: VpcConfig = VpcConfig()
     multus: MultusConfig = MultusConfig()
     cluster: ClusterConfig = ClusterConfig()

@@ -12,9 +12,9 @@ import pytest
 
 from stacks.pipeline_stack import PipelineStack
 from stages.environment_stage import EnvironmentStage
+from tests.conftest import PIPELINE_SAMPLE as SAMPLE
 from tests.conftest import SynthesizedPipeline, open_nag_findings
 
-SAMPLE = "examples/pipeline-three-environments.json"
 CFN_LINT = Path(sys.executable).with_name("cfn-lint")
 
 
