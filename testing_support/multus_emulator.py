@@ -23,7 +23,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from email.message import Message
@@ -152,6 +152,9 @@ class Ec2Proxy:
         self.latency_seconds = 0.0
         #: The credentials requests must be signed with (a test may swap them).
         self.signer = NODE_CREDENTIALS
+        #: Consulted before forwarding a well-formed request: an (HTTP status, EC2 error code,
+        #: message) answer instead of moto's, or None to forward (see EniAddressModel).
+        self.model: Callable[[str, dict[str, str]], tuple[int, str, str] | None] | None = None
         self._upstream_port = upstream_port
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
@@ -216,6 +219,8 @@ class Ec2Proxy:
                     status, payload = 400, _ec2_error("UnknownParameter", message).encode()
                 elif fault:
                     status, payload = fault.status, _ec2_error(fault.code).encode()
+                elif proxy.model and (refusal := proxy.model(action, params)):
+                    status, payload = refusal[0], _ec2_error(refusal[1], refusal[2]).encode()
                 else:
                     status, payload = self._forward(body)
                 proxy._record(RecordedCall(action, params, status, received_at))
@@ -293,9 +298,12 @@ class FakeImds:
             return NODE_ROLE
         if path == f"iam/security-credentials/{NODE_ROLE}":
             return _credentials_document(NODE_CREDENTIALS)
-        if path == "placement/availability-zone":
+        if path in ("placement/availability-zone", "instance-type"):
             reservations = self._ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
-            return str(reservations[0]["Instances"][0]["Placement"]["AvailabilityZone"])
+            instance = reservations[0]["Instances"][0]
+            if path == "instance-type":
+                return str(instance["InstanceType"])
+            return str(instance["Placement"]["AvailabilityZone"])
         enis = {
             eni["MacAddress"]: eni
             for eni in self._ec2.describe_network_interfaces(
