@@ -741,6 +741,7 @@ class _RequestHandler(socketserver.StreamRequestHandler):
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
+    request_queue_size = 256  # a burst of pods connects at once; the default backlog is 5
 
     def __init__(self, path: str, agent: Agent) -> None:
         self.agent = agent

@@ -447,10 +447,12 @@ class Ec2Emulator:
         )["GroupId"]
         return MultusVpc(vpc_id, private, multus, group_id, networks)
 
-    def launch_instance(self, vpc: MultusVpc, az: str, cluster_name: str) -> str:
+    def launch_instance(
+        self, vpc: MultusVpc, az: str, cluster_name: str, instance_type: str = "m5.large"
+    ) -> str:
         reservation = self.ec2.run_instances(
             ImageId="ami-12c6146b",
-            InstanceType="m5.large",
+            InstanceType=instance_type,
             MinCount=1,
             MaxCount=1,
             SubnetId=vpc.private_subnets[az],

@@ -63,9 +63,15 @@ class PodIpNode:
 
     @classmethod
     def bootstrap(
-        cls, emulator: Ec2Emulator, vpc: MultusVpc, az: str, cluster: str, **options: Any
+        cls,
+        emulator: Ec2Emulator,
+        vpc: MultusVpc,
+        az: str,
+        cluster: str,
+        instance_type: str = "m5.large",
+        **options: Any,
     ) -> PodIpNode:
-        instance_id = emulator.launch_instance(vpc, az, cluster)
+        instance_id = emulator.launch_instance(vpc, az, cluster, instance_type)
         run = emulator.run_bootstrap(render_user_data(vpc.bootstrap_props(cluster)), instance_id)
         if run.returncode != 0:
             raise RuntimeError(f"bootstrap failed:\n{run.output}")
@@ -206,17 +212,30 @@ class PodIpNode:
         return {a["PrivateIpAddress"] for a in eni["PrivateIpAddresses"] if not a["Primary"]}
 
 
-@dataclass(frozen=True)
+@dataclass
 class PendingCni:
-    """A started plugin process and the network configuration it reads from stdin."""
+    """A started plugin process, waiting for its network configuration on stdin: started
+    processes are `release`d together to model requests that arrive at the same moment."""
 
     process: subprocess.Popen[str]
     stdin: str
+    released: bool = False
+
+    def release(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(self.stdin)
+        self.process.stdin.close()
+        self.released = True
 
 
 def outcome(pending: PendingCni, timeout: float = 120) -> CniOutcome:
-    stdout, stderr = pending.process.communicate(pending.stdin, timeout=timeout)
-    return CniOutcome(pending.process.returncode, stdout.strip(), stderr)
+    if not pending.released:
+        pending.release()
+    process = pending.process
+    assert process.stdout is not None and process.stderr is not None
+    stdout, stderr = process.stdout.read(), process.stderr.read()
+    process.wait(timeout=timeout)
+    return CniOutcome(process.returncode, stdout.strip(), stderr)
 
 
 def wait_until(condition: Any, timeout: float = 20, interval: float = 0.1) -> bool:
