@@ -25,6 +25,7 @@ from charts.building_blocks import (
     restricted_security_context,
     select_pods,
 )
+from multus_pod_ips import AGENT_READY_MARKER
 from node_bootstrap.renderer import READY_MARKER_PATH
 
 # alpine/k8s is a public Alpine image with kubectl and a shell; its tag is the kubectl version
@@ -39,6 +40,7 @@ _TAINT_EFFECTS = {
 }
 _HOST_CNI_DIR = "/host/etc/cni/net.d"
 _HOST_MARKER_DIR = "/host/multus-eni"
+_HOST_POD_IPS_DIR = "/host/multus-pod-ips"
 
 # Both readiness conditions, then the taint removal; "taint ... not found" means another
 # actor already removed it. Afterwards the container idles: a DaemonSet pod that exits is
@@ -51,7 +53,7 @@ multus_configured() {
   done
   return 1
 }
-until multus_configured && [ -f "$READY_MARKER" ]; do
+until multus_configured && [ -f "$READY_MARKER" ] && [ -f "$POD_IPS_READY_MARKER" ]; do
   sleep 2
 done
 until output=$(kubectl taint nodes "$NODE_NAME" "$TAINT-" 2>&1); do
@@ -74,7 +76,9 @@ class ClearTaintsProps:
     cni_config_dir: host directory where Multus writes its CNI config (00-multus.conf).
     ready_marker_dir / ready_marker_file: host directory, mounted read-only, and the file in it
     that the node bootstrap writes once every Multus ENI is attached and named. The directory
-    must be readable by any user: the container runs as nobody."""
+    must be readable by any user: the container runs as nobody.
+    pod_ips_marker_dir / pod_ips_marker_file: likewise for the multus-pod-ips agent, written
+    once it serves the CNI plugin (which it installed before starting)."""
 
     namespace: str = "cleartaints"
     node_selector: Mapping[str, str] = field(
@@ -84,6 +88,8 @@ class ClearTaintsProps:
     cni_config_dir: str = "/etc/cni/net.d"
     ready_marker_dir: str = str(PurePosixPath(READY_MARKER_PATH).parent)
     ready_marker_file: str = PurePosixPath(READY_MARKER_PATH).name
+    pod_ips_marker_dir: str = str(PurePosixPath(AGENT_READY_MARKER).parent)
+    pod_ips_marker_file: str = PurePosixPath(AGENT_READY_MARKER).name
 
 
 class ClearTaintsChart(cdk8s.Chart):
@@ -154,6 +160,9 @@ def _daemon_set(
             "READY_MARKER": kplus.EnvValue.from_value(
                 f"{_HOST_MARKER_DIR}/{props.ready_marker_file}"
             ),
+            "POD_IPS_READY_MARKER": kplus.EnvValue.from_value(
+                f"{_HOST_POD_IPS_DIR}/{props.pod_ips_marker_file}"
+            ),
             # kubectl keeps its discovery cache under $HOME; the root filesystem is read-only.
             "HOME": kplus.EnvValue.from_value("/tmp"),
         },
@@ -165,6 +174,7 @@ def _daemon_set(
     for name, host_path, mount_path in (
         ("cni-config", props.cni_config_dir, _HOST_CNI_DIR),
         ("ready-marker", props.ready_marker_dir, _HOST_MARKER_DIR),
+        ("pod-ips-marker", props.pod_ips_marker_dir, _HOST_POD_IPS_DIR),
     ):
         volume = kplus.Volume.from_host_path(
             scope,

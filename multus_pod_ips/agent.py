@@ -25,6 +25,7 @@ MULTUS_IMDS_URL, MULTUS_EC2_ENDPOINT.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import hmac
@@ -35,7 +36,6 @@ import os
 import queue
 import random
 import signal
-import socket
 import socketserver
 import sys
 import threading
@@ -551,10 +551,8 @@ class RecordStore:
     def remove(self, key: str) -> None:
         with self._lock:
             self._records.pop(key, None)
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(self._directory, key + ".json"))
-            except FileNotFoundError:
-                pass
 
     def all(self) -> list[PodAttachment]:
         with self._lock:

@@ -99,9 +99,7 @@ def _run(command: str, config: dict[str, Any], environ: dict[str, str]) -> str:
         return ""
     previous = config.get("prevResult")
     if not isinstance(previous, dict):
-        raise CniError(
-            INVALID_CONFIG, "no prevResult: multus-pod-ip must be chained after ipvlan"
-        )
+        raise CniError(INVALID_CONFIG, "no prevResult: multus-pod-ip must be chained after ipvlan")
     request["ips"] = _ipv4_addresses(previous, environ["CNI_IFNAME"])
     if command == "CHECK":
         _ask_agent(socket_path, request, OTHER_TIMEOUT)
@@ -123,9 +121,13 @@ def _ipv4_addresses(previous: dict[str, Any], ifname: str) -> list[str]:
     for ip in previous.get("ips") or []:
         address = str(ip.get("address", ""))
         index = ip.get("interface")
-        if isinstance(index, int) and 0 <= index < len(interfaces):
-            if interfaces[index].get("name") != ifname:
-                continue
+        on_other_interface = (
+            isinstance(index, int)
+            and 0 <= index < len(interfaces)
+            and interfaces[index].get("name") != ifname
+        )
+        if on_other_interface:
+            continue
         if "." in address:  # IPv4 (IPv6 addresses are not Multus ENI secondaries here)
             addresses.append(address.split("/", 1)[0])
     return addresses

@@ -9,6 +9,7 @@ Public attributes for whoever adds cdk8s charts and the NodePool:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aws_cdk import Acknowledgment, CfnOutput, Validations
@@ -23,6 +24,7 @@ from cdk_constructs.system_node_group import DedicatedNodes, SystemNodeGroup, Sy
 from charts.cleartaints import ClearTaintsProps
 from charts.karpenter_node_pool import KarpenterNodePoolProps
 from charts.multus import MultusProps
+from charts.multus_pod_ips import MultusPodIpsProps
 from charts.network_attachments import (
     NetworkAttachment,
     NetworkAttachmentsProps,
@@ -34,6 +36,7 @@ from charts.whereabouts import WhereaboutsProps
 from config import AppConfig
 from config.model import MultusNetworkConfig
 from node_bootstrap.iam import multus_eni_policy_statements
+from node_bootstrap.pod_ip_iam import multus_pod_ip_policy_statements
 from node_bootstrap.renderer import (
     AzPlacement,
     MultusInterface,
@@ -139,20 +142,29 @@ class ClusterStack(ConfiguredAzStack):
         CfnOutput(self, "KarpenterNodeRoleName", value=self.karpenter_node_role.role_name)
 
     def _grant_multus_eni_management(self, config: AppConfig, network: NetworkStack) -> None:
-        """The node bootstrap creates and attaches the Multus ENIs with the node's role."""
+        """The node bootstrap creates and attaches the Multus ENIs with the node's role; the
+        multus-pod-ips agent (host network) assigns pod addresses to them with the same role."""
+        subnet_arns = [
+            self._ec2_arn("subnet", a.subnet.subnet_id) for a in network.multus_attachments
+        ]
         policy = iam.Policy(
             self,
             "MultusEniPolicy",
             roles=[self.karpenter_node_role],
-            statements=multus_eni_policy_statements(
-                cluster_name=config.cluster.name,
-                subnet_arns=[
-                    self._ec2_arn("subnet", a.subnet.subnet_id) for a in network.multus_attachments
-                ],
-                security_group_arns=[
-                    self._ec2_arn("security-group", network.multus_security_group.security_group_id)
-                ],
-            ),
+            statements=[
+                *multus_eni_policy_statements(
+                    cluster_name=config.cluster.name,
+                    subnet_arns=subnet_arns,
+                    security_group_arns=[
+                        self._ec2_arn(
+                            "security-group", network.multus_security_group.security_group_id
+                        )
+                    ],
+                ),
+                *multus_pod_ip_policy_statements(
+                    cluster_name=config.cluster.name, multus_subnet_arns=subnet_arns
+                ),
+            ],
         )
         arn_prefix = "arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>"
         Validations.of(policy).acknowledge(
@@ -168,8 +180,9 @@ class ClusterStack(ConfiguredAzStack):
             ),
             Acknowledgment(
                 id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
-                reason="ec2:DescribeNetworkInterfaces (re-run after an interrupted bootstrap) "
-                "has no resource-level permissions.",
+                reason="ec2:DescribeNetworkInterfaces (re-run after an interrupted bootstrap, "
+                "pod IP reconcile) and ec2:DescribeInstanceTypes (addresses per ENI) have no "
+                "resource-level permissions; limited to the region.",
             ),
         )
 
@@ -234,6 +247,7 @@ def _multus_workloads_props(
             attachments=[_network_attachment(a, networks_by_name[a.network]) for a in attachments],
         ),
         clear_taints=ClearTaintsProps(),
+        pod_ips=_pod_ips_props(attachments, networks_by_name),
         node_pool=KarpenterNodePoolProps(
             zones=config.availability_zones,
             node_role_name=stack.karpenter_node_role.role_name,
@@ -265,6 +279,17 @@ def _multus_workloads_props(
         if config.extras.sample_workloads
         else None,
     )
+
+
+def _pod_ips_props(
+    attachments: Sequence[MultusAttachment], networks: Mapping[str, MultusNetworkConfig]
+) -> MultusPodIpsProps:
+    """Per Multus interface, the reservations its pods' addresses come from (one per AZ)."""
+    ranges: dict[str, list[str]] = {}
+    for attachment in attachments:
+        interface = networks[attachment.network].device_name
+        ranges.setdefault(interface, []).append(attachment.reservation_cidr)
+    return MultusPodIpsProps(interfaces=ranges)
 
 
 def _network_attachment(

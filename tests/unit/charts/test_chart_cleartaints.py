@@ -17,6 +17,7 @@ from charts.cleartaints import (
     ClearTaintsChart,
     ClearTaintsProps,
 )
+from multus_pod_ips import AGENT_READY_MARKER
 
 TAINT = "multus/not-ready:NoSchedule"
 
@@ -169,6 +170,9 @@ def node(tmp_path: Path) -> SimpleNamespace:
     bin_dir, cni_dir, marker_dir, log_dir = (tmp_path / d for d in ("bin", "cni", "eni", "log"))
     for directory in (bin_dir, cni_dir, marker_dir, log_dir):
         directory.mkdir()
+    # The multus-pod-ips agent is ready unless a test removes its marker.
+    pod_ips_marker = tmp_path / "pod-ips-ready"
+    pod_ips_marker.write_text("")
     for name, text in (("kubectl", FAKE_KUBECTL), ("sleep", FAKE_SLEEP)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
@@ -182,6 +186,7 @@ def node(tmp_path: Path) -> SimpleNamespace:
             "TAINT": TAINT,
             "CNI_CONF_DIR": str(cni_dir),
             "READY_MARKER": str(marker_dir / "ready"),
+            "POD_IPS_READY_MARKER": str(pod_ips_marker),
         }
         return subprocess.run(
             ["/bin/sh", "-c", CLEAR_TAINT_SCRIPT],
@@ -195,7 +200,9 @@ def node(tmp_path: Path) -> SimpleNamespace:
         path = log_dir / name
         return path.read_text().splitlines() if path.exists() else []
 
-    return SimpleNamespace(run=run, log=log, cni_dir=cni_dir, marker=marker_dir / "ready")
+    return SimpleNamespace(
+        run=run, log=log, cni_dir=cni_dir, marker=marker_dir / "ready", pod_ips=pod_ips_marker
+    )
 
 
 @pytest.mark.parametrize(
@@ -212,6 +219,25 @@ def test_script_keeps_the_taint_until_both_conditions_hold(
     result = node.run()
     assert result.returncode == -signal.SIGTERM
     assert node.log("kubectl") == []
+
+
+def test_script_keeps_the_taint_until_the_pod_ip_agent_is_ready(node: SimpleNamespace) -> None:
+    (node.cni_dir / "00-multus.conf").write_text("{}")
+    node.marker.write_text("")
+    node.pod_ips.unlink()
+    result = node.run()
+    assert result.returncode == -signal.SIGTERM
+    assert node.log("kubectl") == []
+
+
+def test_pod_ip_agent_marker_is_read_from_the_agents_host_directory(pod: dict) -> None:
+    (container,) = pod["containers"]
+    host_paths = {v["name"]: v.get("hostPath", {}).get("path") for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    marker_dir, _, marker_file = str(env_of(container)["POD_IPS_READY_MARKER"]).rpartition("/")
+    assert f"{host_paths[mounts[marker_dir]['name']]}/{marker_file}" == AGENT_READY_MARKER
+    assert mounts[marker_dir]["readOnly"] is True
+    assert '[ -f "$POD_IPS_READY_MARKER" ]' in container["command"][-1]
 
 
 @pytest.mark.parametrize("multus_conf", ["00-multus.conf", "00-multus.conflist"])
