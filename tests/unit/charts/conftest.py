@@ -15,6 +15,7 @@ import yaml
 from charts.cleartaints import ClearTaintsChart, ClearTaintsProps
 from charts.karpenter_node_pool import KarpenterNodePoolChart, KarpenterNodePoolProps
 from charts.multus import MultusChart, MultusProps
+from charts.multus_pod_ips import MultusPodIpsChart, MultusPodIpsProps
 from charts.network_attachments import (
     NetworkAttachment,
     NetworkAttachmentsChart,
@@ -80,6 +81,16 @@ def _seed_charts(app: cdk8s.App) -> dict[str, cdk8s.Chart]:
             NetworkAttachmentsProps(namespace="default", attachments=attachments),
         ),
         "cleartaints": ClearTaintsChart(app, "cleartaints", ClearTaintsProps()),
+        "multus-pod-ips": MultusPodIpsChart(
+            app,
+            "multus-pod-ips",
+            MultusPodIpsProps(
+                interfaces={
+                    network: [reservation for _, reservation in subnets]
+                    for network, subnets in SEED_MULTUS_SUBNETS.items()
+                }
+            ),
+        ),
         "karpenter-node-pool": KarpenterNodePoolChart(app, "node-pool", node_pool_props()),
         "sample-workloads": SampleWorkloadsChart(
             app,
