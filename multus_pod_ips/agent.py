@@ -414,7 +414,8 @@ class EniWorker(threading.Thread):
                 op.finish(
                     AgentError(
                         ERROR_ENI_FULL,
-                        f"ENI {self.eni_id} ({self.interface}) already holds {len(held)} of the "
+                        f"ENI {self.eni_id} ({self.interface}) already holds "
+                        f"{self.agent.ipv4_per_eni - free} of the "
                         f"{self.agent.ipv4_per_eni} IPv4 addresses an ENI of "
                         f"{self.agent.instance_type} can have; {op.ip} cannot be added. Spread "
                         "Multus pods over more nodes or allow larger instance types.",

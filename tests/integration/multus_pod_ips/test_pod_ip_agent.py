@@ -12,6 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from node_bootstrap import CLUSTER_TAG_KEY
+from node_bootstrap.pod_ip_iam import POD_IP_ACTIONS, POD_IP_READ_ACTIONS
 from testing_support.eni_addresses import EniAddressModel
 from testing_support.multus_emulator import (
     AVAILABILITY_ZONES,
@@ -248,3 +250,29 @@ def test_an_address_outside_the_managed_ranges_is_refused(
     assert refused.json["code"] == 7
     assert "10.0.4.32/27" in refused.json["msg"]
     assert node.addresses("multus1") == set()
+
+
+def test_every_ec2_action_the_agent_calls_is_granted_to_the_node_role(
+    emulator: Ec2Emulator, vpc: MultusVpc, nodes: list[PodIpNode]
+) -> None:
+    node = PodIpNode.bootstrap(emulator, vpc, AZ, CLUSTER)
+    nodes.append(node)
+    emulator.proxy.reset()  # the agent's calls only, not the bootstrap's
+    node.start_agent()
+    assert node.add_pod("granted", "10.0.4.38").status == 0
+    assert node.delete_pod("granted", "10.0.4.38").status == 0
+    node.stop_agent()
+
+    called = {f"ec2:{call.action}" for call in emulator.proxy.calls}
+    assert called == set(POD_IP_ACTIONS) | set(POD_IP_READ_ACTIONS)
+    # Only this node's ENIs in Multus subnets, which carry the cluster tag the policy requires.
+    changed = {
+        call.params["NetworkInterfaceId"]
+        for call in emulator.proxy.calls
+        if call.action.endswith("PrivateIpAddresses")
+    }
+    assert changed == {node.enis["multus1"]}
+    tags = emulator.ec2.describe_network_interfaces(NetworkInterfaceIds=list(changed))[
+        "NetworkInterfaces"
+    ][0]["TagSet"]
+    assert {"Key": CLUSTER_TAG_KEY, "Value": CLUSTER} in tags
