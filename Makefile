@@ -26,6 +26,7 @@ lint: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/node_bootstrap_bench.py
+	$(BIN)/python benchmarks/multus_pod_ips_bench.py
 
 critical-path: $(VENV)/.installed
 	$(BIN)/python benchmarks/cluster_critical_path.py
