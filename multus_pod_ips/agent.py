@@ -330,9 +330,11 @@ class EniWorker(threading.Thread):
                 self._process(batch)
             except Exception as error:  # keep serving: one bad batch must not stop the node
                 LOG.exception("%s: batch failed", self.interface)
+                retryable = not isinstance(error, Ec2Error) or error.retryable
+                code = CNI_TRY_AGAIN_LATER if retryable else ERROR_EC2
                 for operation in batch:
                     if not operation.done.is_set():
-                        operation.finish(AgentError(ERROR_EC2, f"{self.eni_id}: {error}"))
+                        operation.finish(AgentError(code, f"{self.eni_id}: {error}"))
 
     def _process(self, batch: list[Operation]) -> None:
         last: dict[str, Operation] = {}
