@@ -20,9 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from testing_support.eni_addresses import EniAddressModel
 from testing_support.multus_emulator import AVAILABILITY_ZONES, running_emulator
-from testing_support.pod_ip_node import PodIpNode, outcome
+from testing_support.pod_ip_node import PodIpNode, outcome, pod_ip_vpc
 
 TARGET_PODS = 50
 TARGET_MEDIAN_SECONDS = 3.0
@@ -71,8 +70,7 @@ def burst(node: PodIpNode, command: str, run: int, wanted: list[tuple[str, str]]
 def measure(pod_count: int, runs: int, latency_ms: float) -> list[Burst]:
     wanted = pods(pod_count)
     with running_emulator() as emulator:
-        emulator.proxy.model = EniAddressModel(emulator.ec2)
-        vpc = emulator.create_multus_vpc(network_count=2)
+        vpc = pod_ip_vpc(emulator)
         node = PodIpNode.bootstrap(
             emulator,
             vpc,

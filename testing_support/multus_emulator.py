@@ -32,7 +32,7 @@ from http.client import HTTPConnection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 import boto3
 import botocore.session
@@ -155,6 +155,8 @@ class Ec2Proxy:
         #: Consulted before forwarding a well-formed request: an (HTTP status, EC2 error code,
         #: message) answer instead of moto's, or None to forward (see EniAddressModel).
         self.model: Callable[[str, dict[str, str]], tuple[int, str, str] | None] | None = None
+        #: May replace a request's parameters before moto sees them (EniAddressModel.rewrite).
+        self.rewrite: Callable[[str, dict[str, str]], dict[str, str] | None] | None = None
         self._upstream_port = upstream_port
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
@@ -222,7 +224,10 @@ class Ec2Proxy:
                 elif proxy.model and (refusal := proxy.model(action, params)):
                     status, payload = refusal[0], _ec2_error(refusal[1], refusal[2]).encode()
                 else:
-                    status, payload = self._forward(body)
+                    rewritten = proxy.rewrite(action, params) if proxy.rewrite else None
+                    status, payload = self._forward(
+                        urlencode(rewritten).encode() if rewritten else body
+                    )
                 proxy._record(RecordedCall(action, params, status, received_at))
                 if status == DROP_CONNECTION:
                     self.close_connection = True

@@ -7,6 +7,7 @@ network namespace is a file under root/run/netns (deleting it is the pod going a
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from typing import Any
 
 from multus_pod_ips import AGENT_SCRIPT, CNI_PLUGIN_SCRIPT
 from node_bootstrap import render_user_data
+from testing_support.eni_addresses import EniAddressModel
 from testing_support.multus_emulator import Ec2Emulator, MultusVpc
 
 #: Whereabouts ranges per Multus network on the emulator's subnets (10.0.4.0/24 onwards).
@@ -26,6 +28,22 @@ EMULATOR_RANGES = {
     "multus1": ["10.0.4.32/27", "10.0.5.32/27"],
     "multus2": ["10.0.6.32/27", "10.0.7.32/27"],
 }
+
+
+def pod_ip_vpc(emulator: Ec2Emulator) -> MultusVpc:
+    """The emulator's Multus VPC with the pod ranges reserved (explicit CIDR reservations, as
+    the network stack makes them) and EC2's secondary-address behaviour in the proxy."""
+    EniAddressModel(emulator.ec2).install(emulator.proxy)
+    vpc = emulator.create_multus_vpc(network_count=len(EMULATOR_RANGES))
+    for subnet_id in vpc.multus_subnets.values():
+        subnet = emulator.ec2.describe_subnets(SubnetIds=[subnet_id])["Subnets"][0]
+        network = ipaddress.ip_network(subnet["CidrBlock"])
+        for cidr in (c for ranges in EMULATOR_RANGES.values() for c in ranges):
+            if ipaddress.ip_network(cidr).subnet_of(network):  # type: ignore[arg-type]
+                emulator.ec2.create_subnet_cidr_reservation(
+                    SubnetId=subnet_id, Cidr=cidr, ReservationType="explicit"
+                )
+    return vpc
 
 
 @dataclass(frozen=True)

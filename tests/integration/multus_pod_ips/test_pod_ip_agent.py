@@ -14,7 +14,6 @@ import pytest
 
 from node_bootstrap import CLUSTER_TAG_KEY
 from node_bootstrap.pod_ip_iam import POD_IP_ACTIONS, POD_IP_READ_ACTIONS
-from testing_support.eni_addresses import EniAddressModel
 from testing_support.multus_emulator import (
     AVAILABILITY_ZONES,
     Ec2Emulator,
@@ -22,7 +21,7 @@ from testing_support.multus_emulator import (
     MultusVpc,
     running_emulator,
 )
-from testing_support.pod_ip_node import PodIpNode, outcome, wait_until
+from testing_support.pod_ip_node import PodIpNode, outcome, pod_ip_vpc, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -33,13 +32,12 @@ AZ = AVAILABILITY_ZONES[0]
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[Ec2Emulator]:
     with running_emulator() as started:
-        started.proxy.model = EniAddressModel(started.ec2)
         yield started
 
 
 @pytest.fixture(scope="module")
 def vpc(emulator: Ec2Emulator) -> MultusVpc:
-    return emulator.create_multus_vpc(network_count=2)
+    return pod_ip_vpc(emulator)
 
 
 @pytest.fixture
@@ -106,7 +104,10 @@ def test_concurrent_requests_on_one_eni_share_ec2_calls(
 
     assigns = [call for call in emulator.proxy.calls if call.action == "AssignPrivateIpAddresses"]
     assigned = [v for call in assigns for k, v in call.params.items() if k.startswith("Private")]
-    assert sorted(assigned) == sorted(ips)  # every address once, none twice
+    assert sorted(assigned) == sorted(ips), (  # every address once, none twice
+        [(call.status, call.params) for call in assigns],
+        node.agent_log(),
+    )
     assert len(assigns) < len(ips) / 2, [call.params for call in assigns]
     assert node.addresses("multus1") == set(ips), node.agent_log()
 
@@ -140,7 +141,7 @@ def test_a_pod_beyond_the_enis_address_limit_fails_with_a_clear_cni_error(
 
     refused = node.add_pod("one-too-many", "10.0.4.42")
 
-    assert refused.status == 1
+    assert refused.status == 1, node.agent_log()
     assert refused.json["code"] == 101
     assert "holds 10 of the 10 IPv4 addresses" in refused.json["msg"]
     assert "m5.large" in refused.json["msg"]
