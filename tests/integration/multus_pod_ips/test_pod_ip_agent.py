@@ -102,13 +102,13 @@ def test_concurrent_requests_on_one_eni_share_ec2_calls(
         started.release()
     assert all(outcome(started).status == 0 for started in pending)
 
-    assigns = [call for call in emulator.proxy.calls if call.action == "AssignPrivateIpAddresses"]
-    assigned = [v for call in assigns for k, v in call.params.items() if k.startswith("Private")]
-    assert sorted(assigned) == sorted(ips), (  # every address once, none twice
-        [(call.status, call.params) for call in assigns],
-        node.agent_log(),
-    )
-    assert len(assigns) < len(ips) / 2, [call.params for call in assigns]
+    calls = [call for call in emulator.proxy.calls if call.action == "AssignPrivateIpAddresses"]
+    # A call answered with 5xx is retried as it should be; count what EC2 accepted.
+    accepted = [call for call in calls if call.status == 200]
+    assigned = [v for call in accepted for k, v in call.params.items() if k.startswith("Private")]
+    diagnostics = ([(call.status, call.params) for call in calls], node.agent_log())
+    assert sorted(assigned) == sorted(ips), diagnostics  # every address once, none twice
+    assert len(accepted) < len(ips) / 2, diagnostics
     assert node.addresses("multus1") == set(ips), node.agent_log()
 
 
