@@ -9,12 +9,14 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from config import ConfigError, load_config
+from config.loader import CDK_ASSETS_PACKAGE, CDK_CLI_PACKAGE, pinned_npm_version
 from stacks.pipeline_stack import PipelineStack
 from stages.environment_stage import EnvironmentStage
 
 
 def build_app(app: cdk.App) -> cdk.App:
-    loaded = load_config(app.node.get_all_context(), Path(__file__).parent)
+    base_dir = Path(__file__).parent
+    loaded = load_config(app.node.get_all_context(), base_dir)
     if loaded.pipeline is None:
         EnvironmentStage(app, loaded.base.name, config=loaded.base)
         return app
@@ -24,6 +26,8 @@ def build_app(app: cdk.App) -> cdk.App:
         pipeline=loaded.pipeline,
         environments=loaded.environments,
         synth_context={"config_file": loaded.config_file} if loaded.config_file else {},
+        cdk_cli_version=pinned_npm_version(base_dir, CDK_CLI_PACKAGE),
+        cdk_assets_version=pinned_npm_version(base_dir, CDK_ASSETS_PACKAGE),
         env=cdk.Environment(
             account=loaded.pipeline.tooling_account, region=loaded.pipeline.tooling_region
         ),
@@ -32,8 +36,10 @@ def build_app(app: cdk.App) -> cdk.App:
     return app
 
 
-def main() -> None:
-    app = cdk.App()
+def main(app: cdk.App | None = None) -> None:
+    """Build and synthesize `app` (by default the CLI's: context from cdk.json and `-c`); bad
+    config ends the process with its message and status 1, before any construct exists."""
+    app = app or cdk.App()
     try:
         build_app(app)
     except ConfigError as error:

@@ -7,12 +7,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from aws_cdk import Acknowledgment, Annotations, Stack, Validations
+from aws_cdk import Acknowledgment, Annotations, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from cdk_constructs.nag_findings import finding_text
@@ -38,6 +39,7 @@ KUBECTL_HANDLER_POLICIES: Mapping[str, str] = {
     "to pull the Karpenter charts (read-only); aws-cdk-lib attaches it in the aws partition.",
 }
 
+CONTROL_PLANE_LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 ALL_CONTROL_PLANE_LOGS = [
     eks.ClusterLoggingTypes.API,
     eks.ClusterLoggingTypes.AUDIT,
@@ -105,6 +107,17 @@ class EksCluster(Construct):
             bootstrap_self_managed_addons=False,
             # Cluster admins are exactly the configured principal (plus the kubectl handler).
             bootstrap_cluster_creator_admin_permissions=False,
+        )
+        # EKS writes control-plane logs to this group, creating it (forever, outside the stack)
+        # unless it exists; created here first, it has a retention and goes with the stack.
+        self.cluster.node.add_dependency(
+            logs.LogGroup(
+                self,
+                "ControlPlaneLogs",
+                log_group_name=f"/aws/eks/{props.cluster_name}/cluster",
+                retention=CONTROL_PLANE_LOG_RETENTION,
+                removal_policy=RemovalPolicy.DESTROY,
+            )
         )
         # jsii's Python stubs leave kubectl_provider_options off Cluster, so mypy cannot see that
         # it implements ICluster: consumers take this reference instead of casting themselves.

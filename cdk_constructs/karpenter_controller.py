@@ -23,6 +23,7 @@ from cdk_constructs.karpenter_controller_policy import (
 from cdk_constructs.karpenter_interruption_queue import KarpenterInterruptionQueue
 from cdk_constructs.nag_findings import finding_text
 from cdk_constructs.system_node_group import DedicatedNodes
+from config.images import ImageRef
 
 CHART_REPOSITORY = "oci://public.ecr.aws/karpenter"
 CONTROLLER_CHART = "karpenter"
@@ -42,7 +43,9 @@ CONTROLLER_ROLLOUT_TIMEOUT = Duration.minutes(10)
 @dataclass(frozen=True)
 class KarpenterControllerProps:
     """cluster_name: the literal name (IAM condition keys contain it).
-    controller_nodes: where the controller runs (the system node group's label and taint)."""
+    controller_nodes: where the controller runs (the system node group's label and taint).
+    reserved_enis: ENIs per node that pods cannot use (settings.reservedENIs: the Multus ENIs).
+    controller_image: a mirror of the controller image; None keeps the chart's pinned one."""
 
     cluster: eks.ICluster
     cluster_name: str
@@ -53,6 +56,8 @@ class KarpenterControllerProps:
     controller_memory: str
     controller_nodes: DedicatedNodes
     spot_service_linked_role: bool
+    reserved_enis: int = 0
+    controller_image: ImageRef | None = None
 
 
 class KarpenterController(Construct):
@@ -173,8 +178,21 @@ class KarpenterController(Construct):
 
 def _controller_values(props: KarpenterControllerProps, queue_name: str) -> dict[str, Any]:
     nodes = props.controller_nodes
+    controller: dict[str, Any] = {
+        "resources": {
+            "requests": {"cpu": props.controller_cpu, "memory": props.controller_memory},
+            "limits": {"memory": props.controller_memory},
+        }
+    }
+    if props.controller_image:
+        controller["image"] = props.controller_image.helm_values()
     return {
-        "settings": {"clusterName": props.cluster_name, "interruptionQueue": queue_name},
+        "settings": {
+            "clusterName": props.cluster_name,
+            "interruptionQueue": queue_name,
+            # The chart passes it on as the RESERVED_ENIS environment variable (a string).
+            "reservedENIs": str(props.reserved_enis),
+        },
         "replicas": props.replicas,
         "podDisruptionBudget": {"name": CONTROLLER_CHART, "maxUnavailable": 1},
         "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT},
@@ -200,10 +218,5 @@ def _controller_values(props: KarpenterControllerProps, queue_name: str) -> dict
                 ]
             },
         },
-        "controller": {
-            "resources": {
-                "requests": {"cpu": props.controller_cpu, "memory": props.controller_memory},
-                "limits": {"memory": props.controller_memory},
-            }
-        },
+        "controller": controller,
     }

@@ -31,7 +31,7 @@ class MultusWorkloadsProps:
     whereabouts: WhereaboutsProps
     network_attachments: NetworkAttachmentsProps
     clear_taints: ClearTaintsProps
-    pod_ips: MultusPodIpsProps
+    pod_ips: MultusPodIpsProps | None  # None: no network assigns addresses per pod
     node_pool: KarpenterNodePoolProps
     sample_workloads: SampleWorkloadsProps | None
 
@@ -41,6 +41,8 @@ class MultusWorkloads(Construct):
         super().__init__(scope, construct_id)
         self._cluster = props.cluster
         self._charts = cdk8s.App()
+        # Every manifest (they live under the cluster construct, not under this one).
+        self.manifests: list[eks.KubernetesManifest] = []
         multus = self._deploy(MultusChart(self._charts, "multus", props.multus))
         self._deploy(WhereaboutsChart(self._charts, "whereabouts", props.whereabouts))
         self.network_attachments = self._deploy(
@@ -48,7 +50,8 @@ class MultusWorkloads(Construct):
             after=[multus],  # the NetworkAttachmentDefinition CRD
         )
         self._deploy(ClearTaintsChart(self._charts, "cleartaints", props.clear_taints))
-        self._deploy(MultusPodIpsChart(self._charts, "multus-pod-ips", props.pod_ips))
+        if props.pod_ips is not None:
+            self._deploy(MultusPodIpsChart(self._charts, "multus-pod-ips", props.pod_ips))
         self.node_pool = self._deploy(
             KarpenterNodePoolChart(self._charts, "karpenter-node-pool", props.node_pool),
             after=[props.karpenter_release],
@@ -65,4 +68,5 @@ class MultusWorkloads(Construct):
         manifest = self._cluster.add_cdk8s_chart(chart.node.id, chart, ingress_alb=False)
         for dependency in after or []:
             manifest.node.add_dependency(dependency)
+        self.manifests.append(manifest)
         return manifest

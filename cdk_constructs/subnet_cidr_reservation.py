@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from aws_cdk import Acknowledgment, CustomResource, Duration, Stack, Validations
 from aws_cdk import aws_ec2 as ec2
@@ -26,13 +27,18 @@ RESOURCE_TYPE = "Custom::SubnetCidrReservation"
 HANDLER_RUNTIME = lambda_.Runtime.PYTHON_3_14
 
 
+ReservationType = Literal["explicit", "prefix"]
+
+
 @dataclass(frozen=True)
 class ReservationSpec:
-    """One explicit reservation of `cidr` inside `subnet`."""
+    """One reservation of `cidr` inside `subnet`: "explicit" (addresses we assign ourselves) or
+    "prefix" (EC2 picks automatically assigned /28 prefixes from it)."""
 
     subnet: ec2.ISubnet
     cidr: str
     description: str
+    reservation_type: ReservationType = "explicit"
 
 
 class SubnetCidrReservationProvider(Construct):
@@ -84,7 +90,7 @@ class SubnetCidrReservationProvider(Construct):
             properties={
                 "SubnetId": spec.subnet.subnet_id,
                 "Cidr": spec.cidr,
-                "ReservationType": "explicit",
+                "ReservationType": spec.reservation_type,
                 "Description": spec.description,
             },
         )

@@ -16,6 +16,8 @@ ACCEPTED_FINDINGS: dict[str, tuple[str, ...]] = {
     # W3005: CDK puts an explicit DependsOn on the execution role next to the GetAtt that
     # already implies it (it orders the role's default policy before first use).
     "AWS::Lambda::Function": ("W3005",),
+    # W3005 as above, for custom_resources.Provider's waiter state machine and its role.
+    "AWS::StepFunctions::StateMachine": ("W3005",),
     # W3005 as above, for the pipeline's service role. E3703: CDK Pipelines builds the
     # cross-account deploy role ARNs of its actions with Fn::Join; CodePipeline resolves them,
     # cfn-lint's action schema only prefers Fn::Sub.

@@ -28,6 +28,12 @@ class NodeTaint:
         return {"key": self.key, "value": self.value, "effect": self.effect}
 
 
+TAINT_EFFECTS = {
+    "NoSchedule": kplus.TaintEffect.NO_SCHEDULE,
+    "PreferNoSchedule": kplus.TaintEffect.PREFER_NO_SCHEDULE,
+    "NoExecute": kplus.TaintEffect.NO_EXECUTE,
+}
+
 # Karpenter puts this on every new node; cleartaints removes it once the node's Multus
 # interfaces and Multus config exist, so Multus pods never land on a half-configured node.
 MULTUS_NOT_READY_TAINT = NodeTaint(key="multus/not-ready", value="true", effect="NoSchedule")

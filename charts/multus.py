@@ -79,6 +79,7 @@ EKS_ADDON_REGISTRY_ACCOUNTS: Mapping[str, str] = MappingProxyType(
 _DNS_SUFFIX_BY_REGION_PREFIX = {"cn-": "amazonaws.com.cn", "eusc-": "amazonaws.eu"}
 
 _CNI_GROUP = "k8s.cni.cncf.io"
+NAD_PLURAL = "network-attachment-definitions"
 _SELECTOR = {"name": "multus"}  # the upstream selector, so an existing kube-multus-ds can adopt it
 
 # Multus thick: the daemon writes 00-multus.conf in front of the VPC CNI's conflist and serves
@@ -132,9 +133,11 @@ def multus_image(region: str) -> str:
 @dataclass(frozen=True)
 class MultusProps:
     """region: the cluster's AWS region as a literal name (selects the image registry).
+    image: a mirror of the Multus image; None: the EKS build in the region's add-on registry.
     namespace: namespace of the daemonset, its config map and service account."""
 
     region: str
+    image: str | None = None
     namespace: str = "kube-system"
 
 
@@ -143,7 +146,7 @@ class MultusChart(cdk8s.Chart):
 
     def __init__(self, scope: Construct, id: str, props: MultusProps) -> None:
         super().__init__(scope, id)
-        image = multus_image(props.region)
+        image = props.image or multus_image(props.region)
         _network_attachment_definition_crd(self)
         service_account = kplus.ServiceAccount(
             self,
@@ -168,7 +171,7 @@ def _network_attachment_definition_crd(scope: Construct) -> None:
         "network-attachment-definition-crd",
         group=_CNI_GROUP,
         kind="NetworkAttachmentDefinition",
-        plural="network-attachment-definitions",
+        plural=NAD_PLURAL,
         singular="network-attachment-definition",
         short_names=("net-attach-def",),
         version="v1",
@@ -178,7 +181,11 @@ def _network_attachment_definition_crd(scope: Construct) -> None:
 
 def _cluster_role(scope: Construct, service_account: kplus.ServiceAccount) -> None:
     role = kplus.ClusterRole(scope, "cluster-role", metadata=cdk8s.ApiObjectMetadata(name="multus"))
-    role.allow(["*"], kplus.ApiResource.custom(api_group=_CNI_GROUP, resource_type="*"))
+    # The thick daemon only reads NADs (informer + lookups); nothing in it writes k8s.cni.cncf.io.
+    role.allow(
+        ["get", "list", "watch"],
+        kplus.ApiResource.custom(api_group=_CNI_GROUP, resource_type=NAD_PLURAL),
+    )
     role.allow(
         ["get", "list", "update", "watch"],
         kplus.ApiResource.PODS,

@@ -36,10 +36,6 @@ from multus_pod_ips import (
 )
 from node_bootstrap.renderer import READY_MARKER_DIR
 
-# Amazon Linux 2023 (the node OS): its standard container image carries python3 (3.9, dnf
-# needs it), the version the plugin meets on the host. Pinned release tag, never :latest.
-MULTUS_POD_IPS_IMAGE = "public.ecr.aws/amazonlinux/amazonlinux:2023.9.20250929.0"
-
 _CODE_DIR = "/opt/multus-pod-ips"
 _HOST_CNI_BIN = "/host/opt/cni/bin"
 _HOST_ROOT = "/host"  # the host's /run/netns is visible below it
@@ -47,12 +43,14 @@ _HOST_ROOT = "/host"  # the host's /run/netns is visible below it
 
 @dataclass(frozen=True)
 class MultusPodIpsProps:
-    """interfaces: Multus master interface -> the address ranges pods get on it (the
+    """image: Amazon Linux 2023 (config images.multus_pod_ips): its python3 runs the agent.
+    interfaces: Multus master interface -> the address ranges pods get on it (the
     Whereabouts ranges, i.e. the CIDR reservations of that network's subnets); the agent
     assigns and releases only addresses inside them.
     node_selector: labels of the nodes with Multus ENIs (Karpenter's Multus nodes).
     reconcile_seconds: period of the comparison of each ENI with the node's pods."""
 
+    image: str
     interfaces: Mapping[str, Sequence[str]]
     namespace: str = "kube-system"
     node_selector: Mapping[str, str] = field(
@@ -144,7 +142,7 @@ def _daemon_set(scope: Construct, props: MultusPodIpsProps, code: kplus.ConfigMa
     )
     daemon_set.add_init_container(
         name="install-cni-plugin",
-        image=MULTUS_POD_IPS_IMAGE,
+        image=props.image,
         image_pull_policy=kplus.ImagePullPolicy.IF_NOT_PRESENT,
         command=["/bin/sh", "-c", install],
         resources=resources(
@@ -158,7 +156,7 @@ def _daemon_set(scope: Construct, props: MultusPodIpsProps, code: kplus.ConfigMa
     )
     agent = daemon_set.add_container(
         name="agent",
-        image=MULTUS_POD_IPS_IMAGE,
+        image=props.image,
         image_pull_policy=kplus.ImagePullPolicy.IF_NOT_PRESENT,
         command=["python3", f"{_CODE_DIR}/agent.py", f"{_CODE_DIR}/config.json"],
         env_variables={"PYTHONDONTWRITEBYTECODE": kplus.EnvValue.from_value("1")},

@@ -3,7 +3,8 @@
 Each attaches an ipvlan interface on the node's ENI of that network, with addresses from
 Whereabouts taken only out of the subnet's explicit CIDR reservation, so EC2 never hands the
 same addresses to an ENI. Pods reach other subnets through the VPC router via source-based
-routing (sbr), so replies leave on the interface they came in on.
+routing (sbr), so replies leave on the interface they came in on. Networks in node_prefix
+mode get a NAD without config instead (docs/node-prefix-mode.md).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import cdk8s
+import cdk8s_plus_28 as kplus
 from constructs import Construct
 
 from charts.building_blocks import api_object
@@ -62,10 +64,16 @@ class NetworkAttachment:
 
 @dataclass(frozen=True)
 class NetworkAttachmentsProps:
-    """namespace: where the NADs live (pods elsewhere refer to them as <namespace>/<name>)."""
+    """namespace: where the NADs live (pods elsewhere refer to them as <namespace>/<name>).
+    create_namespace: the chart creates the namespace (for one Kubernetes does not have by
+    itself); it then belongs to this chart, and removing the chart deletes it with its pods.
+    node_local_names: NADs of node_prefix networks, which carry no config: Multus reads the CNI
+    config whose "name" is the NAD's name from the node (the node bootstrap writes it)."""
 
     namespace: str
     attachments: Sequence[NetworkAttachment]
+    create_namespace: bool = False
+    node_local_names: Sequence[str] = ()
 
 
 def cni_config(attachment: NetworkAttachment) -> dict[str, Any]:
@@ -98,17 +106,48 @@ def pod_ip_assignment(attachment: NetworkAttachment) -> dict[str, Any]:
     return {"type": CNI_PLUGIN_TYPE, "master": attachment.master_interface}
 
 
+def cni_binaries(attachments: Sequence[NetworkAttachment]) -> list[str]:
+    """The CNI plugins (binaries in the node's CNI bin directory) the NADs call, IPAM included."""
+    names: set[str] = set()
+    for attachment in attachments:
+        for plugin in cni_config(attachment)["plugins"]:
+            names.add(plugin["type"])
+            if "ipam" in plugin:
+                names.add(plugin["ipam"]["type"])
+    return sorted(names)
+
+
+def cni_host_files(attachments: Sequence[NetworkAttachment]) -> list[str]:
+    """Host files the NADs' plugins read (Whereabouts' kubeconfig)."""
+    return sorted(
+        {
+            plugin["ipam"]["kubernetes"]["kubeconfig"]
+            for attachment in attachments
+            for plugin in cni_config(attachment)["plugins"]
+            if "kubernetes" in plugin.get("ipam", {})
+        }
+    )
+
+
 class NetworkAttachmentsChart(cdk8s.Chart):
     """One k8s.cni.cncf.io/v1 NetworkAttachmentDefinition per attachment."""
 
     def __init__(self, scope: Construct, id: str, props: NetworkAttachmentsProps) -> None:
         super().__init__(scope, id)
         names = [attachment.name for attachment in props.attachments]
+        names += props.node_local_names
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ValueError(f"network attachment names must be unique, repeated: {duplicates}")
+        namespace = (
+            kplus.Namespace(
+                self, "namespace", metadata=cdk8s.ApiObjectMetadata(name=props.namespace)
+            )
+            if props.create_namespace
+            else None
+        )
         for attachment in props.attachments:
-            api_object(
+            nad = api_object(
                 self,
                 attachment.name,
                 api_version="k8s.cni.cncf.io/v1",
@@ -117,3 +156,23 @@ class NetworkAttachmentsChart(cdk8s.Chart):
                 namespace=props.namespace,
                 body={"spec": {"config": json.dumps(cni_config(attachment))}},
             )
+            if namespace is not None:
+                nad.add_dependency(namespace)
+        for name in props.node_local_names:
+            nad = _node_local_attachment(self, name, props.namespace)
+            if namespace is not None:
+                nad.add_dependency(namespace)
+
+
+def _node_local_attachment(scope: Construct, name: str, namespace: str) -> cdk8s.ApiObject:
+    """A NAD with an empty spec: Multus then loads the config file named after it from its
+    confDir (the node's /etc/cni/net.d) instead of a config carried here."""
+    return api_object(
+        scope,
+        name,
+        api_version="k8s.cni.cncf.io/v1",
+        kind="NetworkAttachmentDefinition",
+        name=name,
+        namespace=namespace,
+        body={"spec": {}},
+    )

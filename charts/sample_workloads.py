@@ -16,10 +16,6 @@ from constructs import Construct
 
 from charts.building_blocks import KARPENTER_NODE_LABEL_KEY, resources, select_pods
 
-# wbitt/network-multitool is the maintained home of praqma/network-multitool (the seed's
-# image): ping, curl, dig, ip, tcpdump... Pinned to an Alpine-based release tag.
-MULTITOOL_IMAGE = "wbitt/network-multitool:3.22.2"
-
 MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 
 
@@ -35,10 +31,12 @@ class ZoneWorkload:
 @dataclass(frozen=True)
 class SampleWorkloadsProps:
     """namespace: of the Deployments, and of the NADs they name.
+    image: a network-multitool image (ping, curl, dig, ip, tcpdump; the seed's tool image).
     cpu_millis / memory_mib: requests and limits of each pod (seed: 2 CPUs, 2 GiB)."""
 
     namespace: str
     workloads: Sequence[ZoneWorkload]
+    image: str
     replicas: int = 1
     cpu_millis: int = 2000
     memory_mib: int = 2048
@@ -80,7 +78,7 @@ def _deployment(scope: Construct, props: SampleWorkloadsProps, workload: ZoneWor
     )
     deployment.add_container(
         name="multitool",
-        image=MULTITOOL_IMAGE,
+        image=props.image,
         image_pull_policy=kplus.ImagePullPolicy.IF_NOT_PRESENT,
         resources=resources(
             cpu_millis=props.cpu_millis,

@@ -6,7 +6,8 @@ reconciler releases addresses held by pods that no longer exist, on a cron sched
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 import cdk8s
@@ -14,6 +15,8 @@ import cdk8s_plus_28 as kplus
 from constructs import Construct
 
 from charts.building_blocks import (
+    TAINT_EFFECTS,
+    NodeTaint,
     custom_resource_definition,
     host_path_volume,
     object_schema,
@@ -24,8 +27,6 @@ from charts.building_blocks import (
     select_pods,
     string_schema,
 )
-
-WHEREABOUTS_IMAGE = "ghcr.io/k8snetworkplumbingwg/whereabouts:v0.9.4"
 
 _GROUP = "whereabouts.cni.cncf.io"
 _VERSION = "v1alpha1"
@@ -74,16 +75,23 @@ _NODE_SLICE_POOL_SCHEMA = resource_schema(
 
 @dataclass(frozen=True)
 class WhereaboutsProps:
-    """namespace: where the daemonset, reconciler and service account run.
+    """image: the whereabouts v0.9.4 image (or a mirror of it).
+    namespace: where the daemonset, reconciler and service account run.
     reconcile_schedule: cron expression (5 fields, UTC; v0.9.4 parses it with gocron's
     CronJob without seconds) of the IP reconciler, which frees addresses of pods that no longer
     exist, e.g. on a node that was terminated without CNI DEL. Upstream's daily 04:30 would
     keep them from reuse for up to a day; every 2 minutes reuses them within minutes.
-    log_level: whereabouts' own levels, most to least verbose: debug, verbose, error, panic."""
+    log_level: whereabouts' own levels, most to least verbose: debug, verbose, error, panic.
+    reconciler_node_labels / reconciler_tolerations: where the reconciler runs. The stack
+    gives the system nodes' label and taint, so an empty cluster keeps no Karpenter node (with
+    its Multus ENIs) running just for the reconciler. Empty: any untainted node."""
 
+    image: str
     namespace: str = "kube-system"
     reconcile_schedule: str = "*/2 * * * *"
     log_level: Literal["debug", "verbose", "error", "panic"] = "verbose"
+    reconciler_node_labels: Mapping[str, str] = field(default_factory=dict)
+    reconciler_tolerations: Sequence[NodeTaint] = ()
 
 
 class WhereaboutsChart(cdk8s.Chart):
@@ -200,7 +208,7 @@ def _daemon_set(
     )
     container = daemon_set.add_container(
         name="whereabouts",
-        image=WHEREABOUTS_IMAGE,
+        image=props.image,
         image_pull_policy=kplus.ImagePullPolicy.IF_NOT_PRESENT,
         command=["/bin/sh", "-c", install_and_watch],
         env_variables={
@@ -238,9 +246,24 @@ def _reconciler(
         automount_service_account_token=True,
     )
     select_pods(deployment, {"name": "whereabouts-reconciler"})
+    if props.reconciler_node_labels:
+        deployment.scheduling.attract(
+            kplus.Node.labeled(
+                *(
+                    kplus.NodeLabelQuery.is_(key, value)
+                    for key, value in props.reconciler_node_labels.items()
+                )
+            )
+        )
+    for taint in props.reconciler_tolerations:
+        deployment.scheduling.tolerate(
+            kplus.Node.tainted(
+                kplus.NodeTaintQuery.is_(taint.key, taint.value, effect=TAINT_EFFECTS[taint.effect])
+            )
+        )
     container = deployment.add_container(
         name="whereabouts-reconciler",
-        image=WHEREABOUTS_IMAGE,
+        image=props.image,
         image_pull_policy=kplus.ImagePullPolicy.IF_NOT_PRESENT,
         command=["/ip-reconciler"],
         args=["-log-level", props.log_level],

@@ -11,28 +11,28 @@ A `pipeline` section in that document switches the app to a CDK Pipeline (config
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
+from config.documents import load_document
+from config.errors import ConfigError
+from config.messages import describe_errors
 from config.model import AppConfig
+from config.overrides import overrides_from_context
 from config.pipeline import PipelineConfig, PipelineEnvironmentConfig
 
 CONFIG_KEY = "config"
 CONFIG_FILE_KEY = "config_file"
-OVERRIDE_PREFIX = "config."
 PIPELINE_KEY = "pipeline"
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
-
-
-class ConfigError(Exception):
-    """Invalid configuration; the message names each offending field and how to fix it."""
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -61,74 +61,85 @@ class LoadedConfig:
     config_file: str | None
 
 
-def _validate(model: type[ModelT], raw: Mapping[str, Any], source: str) -> ModelT:
+def _validate(
+    model: type[ModelT], raw: Mapping[str, Any], source: str, section: str = ""
+) -> ModelT:
     try:
         return model.model_validate(raw)
     except ValidationError as error:
-        raise ConfigError(describe_errors(error, source)) from None
+        raise ConfigError(describe_errors(error, source, model, section)) from None
 
 
 def parse_config(raw: Mapping[str, Any], source: str = "config") -> AppConfig:
     return _validate(AppConfig, raw, source)
 
 
-def describe_errors(error: ValidationError, source: str) -> str:
-    lines = [f"Invalid {source}:"]
-    for detail in error.errors():
-        path = "".join(
-            f"[{part}]" if isinstance(part, int) else f".{part}" for part in detail["loc"]
-        ).lstrip(".")
-        message = detail["msg"].removeprefix("Value error, ")
-        if detail["type"] == "extra_forbidden":
-            message = "unknown key (typo?); see config/model.py for the accepted keys"
-        lines.append(f"  - {path or '(top level)'}: {message}")
-    return "\n".join(lines)
-
-
 def read_config_file(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise ConfigError(f"config_file {path}: no such file")
-    text = path.read_text(encoding="utf-8")
     try:
-        loaded = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
-        raise ConfigError(f"config_file {path}: not valid JSON/YAML: {error}") from None
+        text = path.read_bytes().decode("utf-8-sig")
+    except FileNotFoundError:
+        raise ConfigError(f"config_file {path}: no such file") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"config_file {path}: not UTF-8 text (byte 0x{error.object[error.start]:02x} at "
+            f"offset {error.start}); save the file as UTF-8"
+        ) from None
+    except OSError as error:
+        raise ConfigError(f"config_file {path}: cannot be read ({error.strerror})") from None
+    loaded = load_document(text, f"config_file {path}", is_json=path.suffix == ".json")
     if not isinstance(loaded, dict):
-        raise ConfigError(f"config_file {path}: must hold a mapping at the top level")
+        raise ConfigError(
+            f"config_file {path}: must hold a mapping at the top level (key: value lines such "
+            "as region: us-west-2), not a list or a single value"
+        )
     return loaded
 
 
-def _override_value(text: str) -> Any:
-    """`-c` values arrive as strings; JSON objects, lists, booleans and integers are decoded.
-
-    Decimals such as 1.35 stay strings so that versions keep their text.
-    """
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return text
-    return text if isinstance(value, float) else value
-
-
-def overrides_from_context(context: Mapping[str, Any]) -> dict[str, Any]:
-    nested: dict[str, Any] = {}
-    for key, value in context.items():
-        if not key.startswith(OVERRIDE_PREFIX):
-            continue
-        *parents, leaf = key.removeprefix(OVERRIDE_PREFIX).split(".")
-        node = nested
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = _override_value(value) if isinstance(value, str) else value
-    return nested
+def _config_object(value: Any) -> dict[str, Any]:
+    """The `config` context value: an object in cdk.json, or JSON text from `-c config=...`."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        with contextlib.suppress(json.JSONDecodeError):
+            value = json.loads(value)
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f"context value config must be a JSON object, not {value!r}; set single fields "
+            "with -c config.<path>=<value> (for example -c config.region=eu-central-1) or give "
+            'the object: -c \'config={"region": "eu-central-1"}\''
+        )
+    return value
 
 
 def raw_config_from_context(context: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
-    raw: dict[str, Any] = dict(context.get(CONFIG_KEY) or {})
+    raw = _config_object(context.get(CONFIG_KEY))
     config_file = context.get(CONFIG_FILE_KEY)
     if config_file:
-        raw = deep_merge(raw, read_config_file(base_dir / str(config_file)))
-    return deep_merge(raw, overrides_from_context(context))
+        if not isinstance(config_file, str):
+            raise ConfigError(
+                f"config_file must be a path, not {config_file!r}; for example "
+                "-c config_file=examples/three-az-three-networks.json"
+            )
+        raw = deep_merge(raw, read_config_file(base_dir / config_file))
+    current = deep_merge(AppConfig().model_dump(mode="json", exclude_none=True), raw)
+    return deep_merge(raw, overrides_from_context(context, current))
+
+
+CDK_CLI_PACKAGE = "aws-cdk"
+CDK_ASSETS_PACKAGE = "cdk-assets"
+_EXACT_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+def pinned_npm_version(base_dir: Path, package_name: str) -> str:
+    """The exact version package.json pins for a CLI (`make synth` runs the same with npx)."""
+    package = json.loads((base_dir / "package.json").read_text(encoding="utf-8"))
+    version = str(package.get("devDependencies", {}).get(package_name, ""))
+    if not _EXACT_VERSION.fullmatch(version):
+        raise ConfigError(
+            f"package.json: devDependencies.{package_name} must be an exact version such as "
+            f"1.2.3 (the pipeline installs the same one), got {version!r}"
+        )
+    return version
 
 
 def load_config(context: Mapping[str, Any], base_dir: Path) -> LoadedConfig:
@@ -138,7 +149,7 @@ def load_config(context: Mapping[str, Any], base_dir: Path) -> LoadedConfig:
     config_file = context.get(CONFIG_FILE_KEY)
     if pipeline_raw is None:
         return LoadedConfig(base, None, [], config_file)
-    pipeline = _validate(PipelineConfig, pipeline_raw, "pipeline config")
+    pipeline = _validate(PipelineConfig, pipeline_raw, "pipeline config", PIPELINE_KEY)
     environments = [
         PipelineEnvironment(settings, _environment_config(raw, settings, index))
         for index, settings in enumerate(pipeline.environments)
@@ -148,18 +159,24 @@ def load_config(context: Mapping[str, Any], base_dir: Path) -> LoadedConfig:
 
 
 def _check_stack_names_unique(environments: list[PipelineEnvironment]) -> None:
-    """Stack names derive from `name`; two environments in one account and region need two."""
-    seen: dict[tuple[str | None, str, str], str] = {}
-    for environment in environments:
-        config = environment.config
-        key = (config.account, config.region, config.name)
-        if key in seen:
-            raise ConfigError(
-                f"pipeline.environments: {seen[key]} and {environment.settings.name} deploy to "
-                f"{config.account}/{config.region} with the same name {config.name!r}; set "
-                "overrides.name in one of them"
-            )
-        seen[key] = environment.settings.name
+    """Stack names and EKS cluster names are per account and region: two environments
+    there need two app names and two cluster names."""
+    for field, name_of in (
+        ("name", lambda config: config.name),
+        ("cluster name", lambda config: config.cluster_name),
+    ):
+        seen: dict[tuple[str | None, str, str], str] = {}
+        for environment in environments:
+            config = environment.config
+            key = (config.account, config.region, name_of(config))
+            if key in seen:
+                fix = "overrides.name" if field == "name" else "overrides.cluster.name"
+                raise ConfigError(
+                    f"pipeline.environments: {seen[key]} and {environment.settings.name} deploy "
+                    f"to {config.account}/{config.region} with the same {field} {key[2]!r}; set "
+                    f"{fix} in one of them"
+                )
+            seen[key] = environment.settings.name
 
 
 def _environment_config(

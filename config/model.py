@@ -9,52 +9,76 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from functools import cache
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
-import botocore.session
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     field_validator,
     model_validator,
 )
 
+from config import aws_regions, instance_types, karpenter_releases, patterns
+from config.coercion import number_as_version
+from config.images import ImagesConfig
+from config.interface_names import reserved_interface_reason
+from config.node_pool_rules import node_pool_requirement_problems
+from config.node_prefix import (
+    check_node_prefix_reservations,
+    check_node_prefix_settings,
+    default_prefixes_per_node,
+)
+from node_bootstrap.renderer import (
+    USER_DATA_LIMIT_BYTES,
+    AzPlacement,
+    MultusInterface,
+    NodeBootstrapProps,
+    deployed_size,
+)
+
 # AWS keeps the first four addresses and the last one of every subnet for itself.
 AWS_RESERVED_HEAD = 4
 AWS_RESERVED_TAIL = 1
 
-# The first Kubernetes minor each Karpenter minor supports (Karpenter's compatibility matrix).
-MIN_KARPENTER_FOR_KUBERNETES: dict[str, tuple[int, int]] = {
-    "1.33": (1, 5),
-    "1.34": (1, 6),
-    "1.35": (1, 9),
-    "1.36": (1, 13),
+# The largest gp3 volume (EC2 API reference, EBS block device VolumeSize: gp3 1-16,384 GiB).
+GP3_MAX_GIB = 16384
+# Subnet and VPC CIDR blocks: AWS allows /16 (65,536 addresses) to /28 (16 addresses).
+MIN_PREFIX_LENGTH, MAX_PREFIX_LENGTH = 16, 28
+
+KubernetesVersion = Literal["1.33", "1.34", "1.35", "1.36"]
+# Namespaces every cluster has; any other nad_namespace is created by the app.
+EXISTING_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# IPv4 ranges a VPC cannot take (special-purpose blocks, RFC 6890).
+UNUSABLE_VPC_RANGES: dict[str, ipaddress.IPv4Network] = {
+    "'this network'": ipaddress.IPv4Network("0.0.0.0/8"),
+    "loopback": ipaddress.IPv4Network("127.0.0.0/8"),
+    "link-local, where the instance metadata service lives": ipaddress.IPv4Network(
+        "169.254.0.0/16"
+    ),
+    "multicast": ipaddress.IPv4Network("224.0.0.0/4"),
+    "reserved": ipaddress.IPv4Network("240.0.0.0/4"),
 }
+
+# custom_resources.Provider polls isComplete for at most two hours; keep a margin for its
+# own retries and the ENI sweep after the wait.
+TEARDOWN_TIMEOUT_LIMIT_MINUTES = 110
+# Between a NodeClaim's drain deadline and its instance being gone: EC2 shutdown and Karpenter's
+# finalizers take a few minutes; the teardown bound must leave room for them.
+NODE_TERMINATION_MARGIN_MINUTES = 10
 
 LogRetention = Literal[
     "ONE_WEEK", "TWO_WEEKS", "ONE_MONTH", "THREE_MONTHS", "SIX_MONTHS", "ONE_YEAR", "TWO_YEARS"
 ]
 
-ACCOUNT_PATTERN = r"^\d{12}$"
-_K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-_LINUX_IFNAME = r"^[a-z][a-z0-9]{0,14}$"
-_CPU_QUANTITY = r"^([1-9][0-9]*m|[1-9][0-9]*(\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)$"
-_MEMORY_QUANTITY = r"^[1-9][0-9]*(Mi|Gi)$"
-
-
-@cache
-def _ec2_instance_types() -> frozenset[str]:
-    """Instance types from the EC2 API model that ships with botocore (no network needed)."""
-    model = botocore.session.get_session().get_service_model("ec2")
-    return frozenset(model.shape_for("InstanceType").enum)
-
-
-@cache
-def _ec2_regions() -> frozenset[str]:
-    return frozenset(botocore.session.get_session().get_available_regions("ec2"))
+ACCOUNT_PATTERN = patterns.ACCOUNT_ID.regex
+_K8S_NAME = patterns.KUBERNETES_NAME.regex
+_LINUX_IFNAME = patterns.LINUX_INTERFACE_NAME.regex
+_CPU_QUANTITY = patterns.CPU_QUANTITY.regex
+_MEMORY_QUANTITY = patterns.MEMORY_QUANTITY.regex
+_DURATION_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
 
 
 def _ipv4_network(value: str) -> str:
@@ -71,8 +95,29 @@ def _ipv4_network(value: str) -> str:
 Cidr = Annotated[str, AfterValidator(_ipv4_network)]
 
 
+def _subnet_size(value: str) -> str:
+    if not MIN_PREFIX_LENGTH <= net(value).prefixlen <= MAX_PREFIX_LENGTH:
+        raise ValueError(
+            f"{value}: AWS subnets are /{MIN_PREFIX_LENGTH} to /{MAX_PREFIX_LENGTH} "
+            f"(for example 10.0.4.0/24)"
+        )
+    return value
+
+
+SubnetCidr = Annotated[Cidr, AfterValidator(_subnet_size)]
+
+
+def _gp3_size(value: int) -> int:
+    if value > GP3_MAX_GIB:
+        raise ValueError(f"{value} GiB: a gp3 volume holds at most {GP3_MAX_GIB} GiB (16 TiB)")
+    return value
+
+
+Gp3SizeGib = Annotated[int, AfterValidator(_gp3_size)]
+
+
 def _instance_type(value: str) -> str:
-    if value not in _ec2_instance_types():
+    if value not in instance_types.ec2_instance_types():
         raise ValueError(
             f"{value!r} is not an EC2 instance type known to the EC2 API "
             "(check the spelling, for example m6i.large)"
@@ -81,6 +126,14 @@ def _instance_type(value: str) -> str:
 
 
 InstanceType = Annotated[str, AfterValidator(_instance_type)]
+
+
+def duration_seconds(duration: str) -> int:
+    """Seconds of a Karpenter duration such as 1h30m."""
+    return sum(
+        int(amount) * _DURATION_UNIT_SECONDS[unit]
+        for amount, unit in re.findall(r"([0-9]+)([smh])", duration)
+    )
 
 
 def net(cidr: str) -> ipaddress.IPv4Network:
@@ -95,7 +148,7 @@ class StrictModel(BaseModel):
 class MultusSubnetConfig(StrictModel):
     """One Multus subnet (in the AZ at the same position of `availability_zones`)."""
 
-    cidr: Cidr
+    cidr: SubnetCidr
     reservation: Cidr = Field(
         description="Explicit CIDR reservation kept for Multus pod addresses (Whereabouts range)."
     )
@@ -106,10 +159,13 @@ class MultusSubnetConfig(StrictModel):
         first_usable = subnet.network_address + AWS_RESERVED_HEAD
         last_usable = subnet.broadcast_address - AWS_RESERVED_TAIL
         if not reserved.subnet_of(subnet):
-            raise ValueError(f"reservation {self.reservation} is not inside subnet {self.cidr}")
+            raise ValueError(
+                f"reservation: {self.reservation} is not inside subnet {self.cidr}; pick a "
+                "range inside it"
+            )
         if reserved.network_address < first_usable or reserved.broadcast_address > last_usable:
             raise ValueError(
-                f"reservation {self.reservation} overlaps the addresses AWS keeps in "
+                f"reservation: {self.reservation} overlaps the addresses AWS keeps in "
                 f"{self.cidr} (the first {AWS_RESERVED_HEAD} and the last one); "
                 f"keep it within {first_usable}-{last_usable}"
             )
@@ -132,10 +188,27 @@ class MultusNetworkConfig(StrictModel):
     nat_egress: bool = Field(
         default=True, description="Default route to the AZ's NAT gateway (as in the seed)."
     )
+    ip_management: Literal["whereabouts", "node_prefix"] = Field(
+        default="whereabouts",
+        description="whereabouts: pod addresses from the reservation, assigned per pod. "
+        "node_prefix: each node's ENI gets /28 prefixes of the (prefix-type) reservation at "
+        "boot and hands pod addresses out of them locally (docs/node-prefix-mode.md).",
+    )
+    prefixes_per_node: int | None = Field(
+        default=None,
+        ge=1,
+        description="node_prefix only: /28 prefixes on each node's ENI (default: enough for "
+        "the max pods of the largest size, see config/node_prefix.py).",
+    )
 
     @property
     def device_name(self) -> str:
         return self.interface_name or self.name
+
+    @model_validator(mode="after")
+    def _node_prefix_settings(self) -> MultusNetworkConfig:
+        check_node_prefix_settings(self)
+        return self
 
     @model_validator(mode="after")
     def _name_usable_as_interface(self) -> MultusNetworkConfig:
@@ -144,6 +217,10 @@ class MultusNetworkConfig(StrictModel):
                 f"name {self.name!r} cannot double as a Linux interface name "
                 "(lowercase letters and digits, at most 15); set interface_name"
             )
+        reason = reserved_interface_reason(self.device_name)
+        if reason:
+            field = "interface_name" if self.interface_name else "name"
+            raise ValueError(f"{field}: {reason} (it names this network's ENI on the node)")
         return self
 
 
@@ -171,7 +248,38 @@ class MultusConfig(StrictModel):
         default=None,
         description="Sources allowed to reach Multus ENIs (default: the VPC CIDR, as in the seed).",
     )
-    nad_namespace: str = Field(default="default", pattern=_K8S_NAME)
+    nad_namespace: str = Field(
+        default="default",
+        pattern=_K8S_NAME,
+        max_length=63,
+        description="Namespace of the NADs; the app creates it unless Kubernetes already has it.",
+    )
+
+    @field_validator("security_group_ingress_cidrs")
+    @classmethod
+    def _ingress_not_empty(cls, cidrs: list[str] | None) -> list[str] | None:
+        # An empty list would mean "no traffic reaches any Multus interface", which makes the
+        # networks useless; omitting the key means the VPC CIDR. Ask for what was meant.
+        if cidrs == []:
+            raise ValueError(
+                "an empty list would let no traffic reach the Multus interfaces; omit the key "
+                'to allow the VPC CIDR, or list the sources, for example ["10.0.0.0/16"]'
+            )
+        return cidrs
+
+    @field_validator("nad_namespace")
+    @classmethod
+    def _not_a_reserved_namespace(cls, namespace: str) -> str:
+        if namespace.startswith("kube-") and namespace not in EXISTING_NAMESPACES:
+            raise ValueError(
+                f"{namespace!r}: the kube- prefix is reserved for Kubernetes' own namespaces; "
+                "use kube-system or a name of your own, for example multus-networks"
+            )
+        return namespace
+
+    @property
+    def creates_nad_namespace(self) -> bool:
+        return self.nad_namespace not in EXISTING_NAMESPACES
 
     @model_validator(mode="after")
     def _unique_names(self) -> MultusConfig:
@@ -181,7 +289,7 @@ class MultusConfig(StrictModel):
                 value = getattr(network, attribute)
                 if value in seen:
                     raise ValueError(
-                        f"two Multus networks share the {attribute.replace('_', ' ')} "
+                        f"networks: two Multus networks share the {attribute.replace('_', ' ')} "
                         f"{value!r}; give each network its own"
                     )
                 seen.add(value)
@@ -190,16 +298,23 @@ class MultusConfig(StrictModel):
 
 class VpcConfig(StrictModel):
     cidr: Cidr = "10.0.0.0/16"
-    public_subnet_cidrs: list[Cidr] = ["10.0.0.0/24", "10.0.1.0/24"]
-    private_subnet_cidrs: list[Cidr] = ["10.0.2.0/24", "10.0.3.0/24"]
+    public_subnet_cidrs: list[SubnetCidr] = ["10.0.0.0/24", "10.0.1.0/24"]
+    private_subnet_cidrs: list[SubnetCidr] = ["10.0.2.0/24", "10.0.3.0/24"]
     nat_gateways: Literal["per_az", "single"] = "per_az"
     flow_log_retention: LogRetention = "ONE_MONTH"
 
     @field_validator("cidr")
     @classmethod
     def _vpc_size(cls, cidr: str) -> str:
-        if not 16 <= net(cidr).prefixlen <= 28:
-            raise ValueError(f"{cidr}: a VPC's prefix must be /16 to /28")
+        if not MIN_PREFIX_LENGTH <= net(cidr).prefixlen <= MAX_PREFIX_LENGTH:
+            raise ValueError(f"{cidr}: a VPC's prefix must be /16 to /28 (for example 10.0.0.0/16)")
+        for name, unusable in UNUSABLE_VPC_RANGES.items():
+            if net(cidr).overlaps(unusable):
+                raise ValueError(
+                    f"{cidr} overlaps {unusable} ({name}), which a VPC cannot use; take a "
+                    "private range (RFC 1918: 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16), "
+                    "for example 10.0.0.0/16"
+                )
         return cidr
 
 
@@ -208,18 +323,25 @@ class SystemNodeGroupConfig(StrictModel):
     min_size: int = Field(default=1, ge=0)
     desired_size: int = Field(default=2, ge=0)
     max_size: int = Field(default=3, ge=1)
-    disk_size_gib: int = Field(default=20, ge=20)
+    disk_size_gib: Gp3SizeGib = Field(default=20, ge=20)
 
     @model_validator(mode="after")
     def _x86_instance_types(self) -> SystemNodeGroupConfig:
-        # The group runs the AL2023 x86_64 AMI; EKS rejects Graviton (arm64) types for it.
-        # Graviton families have a "g" right after the generation digit (m6g, c7gn, t4g, x2gd,
-        # im4gn), plus the first-generation a1.
-        arm = [t for t in self.instance_types if re.match(r"^([a-z]+[0-9]+g|a1\.)", t)]
+        # The group runs the AL2023 x86_64 AMI; EKS rejects arm64 types for it, and no EKS AMI
+        # runs on Mac instances (macOS on Dedicated Hosts). config/instance_types.py knows
+        # the architecture of each family, whatever its name (mac2.metal is arm64).
+        families = {t: instance_types.family_of(t) for t in self.instance_types}
+        arm = [t for t, f in families.items() if instance_types.architecture(f) == "arm64"]
         if arm:
             raise ValueError(
-                f"instance_types {arm} are Graviton (arm64); the system node group runs the "
+                f"instance_types: {arm} are arm64; the system node group runs the "
                 "AL2023 x86_64 AMI, so pick x86_64 types (for example c5.large)"
+            )
+        mac = [t for t, f in families.items() if instance_types.is_macos_only(f)]
+        if mac:
+            raise ValueError(
+                f"instance_types: {mac} are Mac instances (macOS on Dedicated Hosts), which no "
+                "EKS AMI runs on; pick x86_64 Linux types (for example c5.large)"
             )
         return self
 
@@ -234,8 +356,14 @@ class SystemNodeGroupConfig(StrictModel):
 
 
 class ClusterConfig(StrictModel):
-    name: str = Field(default="eks-karpenterwithmultus", pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,99}$")
-    kubernetes_version: Literal["1.33", "1.34", "1.35", "1.36"] = "1.34"
+    name: str | None = Field(
+        default=None,
+        pattern=patterns.CLUSTER_NAME.regex,
+        description="EKS cluster name (default: eks-<name>, so each app name gets its own).",
+    )
+    kubernetes_version: Annotated[
+        KubernetesVersion, BeforeValidator(number_as_version(get_args(KubernetesVersion)))
+    ] = "1.34"
     public_access_cidrs: list[Cidr] = Field(
         default=["0.0.0.0/0"],
         description="Who may reach the public API endpoint; narrow it to your operators' ranges.",
@@ -246,11 +374,18 @@ class ClusterConfig(StrictModel):
         description="IAM principal given cluster-admin through an access entry.",
     )
     system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
+    teardown_timeout_minutes: int = Field(
+        default=30,
+        ge=10,
+        le=TEARDOWN_TIMEOUT_LIMIT_MINUTES,
+        description="How long `cdk destroy` waits for Karpenter's nodes and the Multus ENIs to "
+        "go before it fails listing what is left.",
+    )
 
 
 class KarpenterConfig(StrictModel):
-    version: str = Field(default="1.14.1", pattern=r"^\d+\.\d+\.\d+$")
-    namespace: str = Field(default="kube-system", pattern=_K8S_NAME)
+    version: str = Field(default="1.14.1", pattern=patterns.RELEASE_VERSION.regex)
+    namespace: str = Field(default="kube-system", pattern=_K8S_NAME, max_length=63)
     replicas: int = Field(default=2, ge=1)
     controller_cpu: str = Field(
         default="1",
@@ -267,13 +402,17 @@ class KarpenterConfig(StrictModel):
         description="Create the account-wide Spot service-linked role (fails if it exists).",
     )
 
-    @property
-    def minor(self) -> tuple[int, int]:
-        major, minor, _ = self.version.split(".")
-        return int(major), int(minor)
+    @field_validator("version")
+    @classmethod
+    def _released(cls, version: str) -> str:
+        problem = karpenter_releases.release_problem(version)
+        if problem:
+            raise ValueError(problem)
+        return version
 
 
-# Interfaces (ENIs) of the Nitro m/c/r families' sizes by vCPU count (5th and 6th generation).
+# Interfaces (ENIs) of the Nitro m/c/r families' sizes by vCPU count: the fewest any family in
+# config/instance_types.py has at that count (a test keeps the two in step).
 MAX_ENIS_BY_VCPUS: dict[int, int] = {
     2: 3,
     4: 4,
@@ -297,13 +436,20 @@ class NodePoolConfig(StrictModel):
     capacity_types: list[Literal["on-demand", "spot"]] = Field(default=["on-demand"], min_length=1)
     cpu_limit: str = Field(default="500", pattern=_CPU_QUANTITY)
     memory_limit: str = Field(default="500Gi", pattern=_MEMORY_QUANTITY)
-    consolidate_after: str = Field(default="120s", pattern=r"^\d+(s|m|h)$")
+    consolidate_after: str = Field(default="120s", pattern=patterns.DURATION.regex)
     ami_alias: str = Field(
         default="al2023@v20261112",
-        pattern=r"^al2023@v\d{8}$",
+        pattern=patterns.AMI_ALIAS.regex,
         description="Pinned AL2023 release; never @latest (every release would replace nodes).",
     )
-    root_volume_gib: int = Field(default=20, ge=20)
+    root_volume_gib: Gp3SizeGib = Field(default=20, ge=20)
+    termination_grace_period: str = Field(
+        default="15m",
+        pattern=patterns.KARPENTER_DURATION.regex,
+        description="Longest a node drain may wait on PodDisruptionBudgets and do-not-disrupt "
+        "pods before Karpenter deletes them (drift, consolidation, teardown); must be shorter "
+        "than cluster.teardown_timeout_minutes.",
+    )
 
     @field_validator("instance_cpus")
     @classmethod
@@ -315,9 +461,27 @@ class NodePoolConfig(StrictModel):
             )
         return cpus
 
+    @model_validator(mode="after")
+    def _requirements_intersect(self) -> NodePoolConfig:
+        problems = node_pool_requirement_problems(
+            self.instance_categories, self.instance_families, self.instance_cpus
+        )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    def allowed_sizes(self) -> list[tuple[str, int, int]]:
+        """(family, vCPUs, network interfaces) of every size the NodePool may launch."""
+        return [
+            (family, cpus, enis)
+            for family in self.instance_families
+            for cpus, enis in instance_types.NODE_POOL_FAMILIES[family].items()
+            if cpus in self.instance_cpus
+        ]
+
     @property
     def max_enis_of_smallest_size(self) -> int:
-        return min(MAX_ENIS_BY_VCPUS[cpus] for cpus in self.instance_cpus)
+        return min(enis for _, _, enis in self.allowed_sizes())
 
 
 class ExtrasConfig(StrictModel):
@@ -334,7 +498,7 @@ class ExtrasConfig(StrictModel):
 class AppConfig(StrictModel):
     """Everything one environment (account + region) needs."""
 
-    name: str = Field(default="karpenterwithmultus", pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,40}$")
+    name: str = Field(default="karpenterwithmultus", pattern=patterns.APP_NAME.regex)
     account: str | None = Field(default=None, pattern=ACCOUNT_PATTERN)
     region: str = "us-west-2"
     availability_zones: list[str] = Field(default=["us-west-2a", "us-west-2b"], min_length=2)
@@ -344,6 +508,7 @@ class AppConfig(StrictModel):
     karpenter: KarpenterConfig = KarpenterConfig()
     node_pool: NodePoolConfig = NodePoolConfig()
     extras: ExtrasConfig = ExtrasConfig()
+    images: ImagesConfig = ImagesConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> AppConfig:
@@ -353,7 +518,55 @@ class AppConfig(StrictModel):
         self._check_karpenter_supports_kubernetes()
         self._check_enis_fit_instances()
         self._check_controllers_fit_system_nodes()
+        self._check_drain_fits_teardown()
+        self._check_user_data_fits()
+        check_node_prefix_reservations(self)
         return self
+
+    def _check_user_data_fits(self) -> None:
+        # Every node's user-data carries each AZ's Multus subnet IDs; EC2 caps it at 16 KB.
+        props = NodeBootstrapProps(
+            cluster_name=self.cluster_name,
+            interfaces=[
+                MultusInterface(network=n.name, interface_name=n.device_name, device_index=i + 1)
+                for i, n in enumerate(self.multus.networks)
+            ],
+            placements={
+                az: AzPlacement(
+                    subnet_ids=["subnet"] * len(self.multus.networks), security_group_ids=["sg"]
+                )
+                for az in self.availability_zones
+            },
+        )
+        size = deployed_size(props)
+        if size > USER_DATA_LIMIT_BYTES:
+            raise ValueError(
+                f"availability_zones x multus.networks: the node user-data would be {size} "
+                f"bytes, over the {USER_DATA_LIMIT_BYTES} bytes left next to Karpenter's part "
+                "within EC2's 16 KB limit; use fewer availability zones or Multus networks"
+            )
+
+    @property
+    def cluster_name(self) -> str:
+        """The EKS cluster name: cluster.name, or derived from the app name (unique per app)."""
+        return self.cluster.name or f"eks-{self.name}"
+
+    def _check_drain_fits_teardown(self) -> None:
+        # A teardown must outlast the longest drain plus the instance shutdown after it.
+        grace_minutes = duration_seconds(self.node_pool.termination_grace_period) / 60
+        needed = grace_minutes + NODE_TERMINATION_MARGIN_MINUTES
+        if needed > self.cluster.teardown_timeout_minutes:
+            raise ValueError(
+                f"node_pool.termination_grace_period {self.node_pool.termination_grace_period} "
+                f"plus {NODE_TERMINATION_MARGIN_MINUTES} minutes for instance shutdown exceeds "
+                f"cluster.teardown_timeout_minutes ({self.cluster.teardown_timeout_minutes}); "
+                "shorten the grace period or raise the teardown timeout (at most "
+                f"{TEARDOWN_TIMEOUT_LIMIT_MINUTES})"
+            )
+
+    def prefixes_per_node(self, network: MultusNetworkConfig) -> int:
+        """K for a node_prefix network: its own value, else the node_prefix module's default."""
+        return network.prefixes_per_node or default_prefixes_per_node(self.node_pool)
 
     def _check_controllers_fit_system_nodes(self) -> None:
         # Each controller replica needs its own system node (required anti-affinity, never on
@@ -370,21 +583,24 @@ class AppConfig(StrictModel):
         needed = len(self.multus.networks) + 1  # plus the primary interface
         available = self.node_pool.max_enis_of_smallest_size
         if needed > available:
+            family, cpus, _ = min(self.node_pool.allowed_sizes(), key=lambda size: size[2])
             raise ValueError(
                 f"multus.networks: {len(self.multus.networks)} networks need {needed} network "
                 f"interfaces per node, but the smallest size in node_pool.instance_cpus "
-                f"({min(self.node_pool.instance_cpus)} vCPUs) has {available}; drop small sizes "
+                f"({cpus} vCPUs) has {available} ({family}); drop small sizes "
                 "from node_pool.instance_cpus or use fewer networks"
             )
 
     def _check_region(self) -> None:
-        if self.region not in _ec2_regions():
-            raise ValueError(f"region {self.region!r} is not an AWS region known to EC2")
+        problem = aws_regions.region_problem(self.region)
+        if problem:
+            raise ValueError(f"region: {problem}")
+        known = aws_regions.availability_zones(self.region)
         for az in self.availability_zones:
-            if not re.fullmatch(re.escape(self.region) + r"[a-z]", az):
+            if az not in known:
                 raise ValueError(
                     f"availability_zones: {az!r} is not an availability zone of {self.region} "
-                    f"(expected names like {self.region}a)"
+                    f"(its zones: {', '.join(known)}; see config/aws_regions.py)"
                 )
         if len(set(self.availability_zones)) != len(self.availability_zones):
             raise ValueError("availability_zones: each AZ may appear only once")
@@ -410,18 +626,24 @@ class AppConfig(StrictModel):
         for label, cidr in self.all_subnet_cidrs():
             subnet = net(cidr)
             if not subnet.subnet_of(vpc):
-                raise ValueError(f"{label}: {cidr} is outside the VPC CIDR {self.vpc.cidr}")
+                raise ValueError(
+                    f"{label}: {cidr} is outside the VPC CIDR {self.vpc.cidr}; pick a range "
+                    "inside it"
+                )
             for other_label, other in placed:
                 if subnet.overlaps(other):
-                    raise ValueError(f"{label}: {cidr} overlaps {other_label} ({other})")
+                    raise ValueError(
+                        f"{label}: {cidr} overlaps {other_label} ({other}); give each subnet "
+                        "a range of its own"
+                    )
             placed.append((label, subnet))
 
     def _check_karpenter_supports_kubernetes(self) -> None:
-        needed = MIN_KARPENTER_FOR_KUBERNETES[self.cluster.kubernetes_version]
-        if self.karpenter.minor < needed:
+        kubernetes = self.cluster.kubernetes_version
+        if not karpenter_releases.supports(self.karpenter.version, kubernetes):
             raise ValueError(
-                f"karpenter.version {self.karpenter.version} does not support Kubernetes "
-                f"{self.cluster.kubernetes_version}; use Karpenter >= {needed[0]}.{needed[1]}.0 "
+                f"karpenter.version: {self.karpenter.version} does not support Kubernetes "
+                f"{kubernetes}; use Karpenter >= {karpenter_releases.first_supporting(kubernetes)} "
                 "or an older cluster.kubernetes_version"
             )
 

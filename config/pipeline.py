@@ -6,23 +6,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from config import patterns
+from config.aws_regions import region_problem
 from config.model import ACCOUNT_PATTERN, StrictModel
 
 
 class PipelineSourceConfig(StrictModel):
     connection_arn: str = Field(
-        pattern=r"^arn:aws[a-z-]*:(codestar-connections|codeconnections):[a-z0-9-]+:\d{12}:"
-        r"connection/[-a-f0-9]+$",
+        pattern=patterns.CONNECTION_ARN.regex,
         description="CodeStar/CodeConnections connection to the Git provider.",
     )
-    repository: str = Field(pattern=r"^[\w.-]+/[\w.-]+$", description="owner/name")
+    repository: str = Field(pattern=patterns.REPOSITORY.regex, description="owner/name")
     branch: str = Field(default="main", min_length=1)
 
 
 class PipelineEnvironmentConfig(StrictModel):
-    name: str = Field(pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,30}$")
+    name: str = Field(pattern=patterns.ENVIRONMENT_NAME.regex)
     account: str = Field(pattern=ACCOUNT_PATTERN)
     region: str
     availability_zones: list[str] = Field(min_length=2)
@@ -33,11 +34,19 @@ class PipelineEnvironmentConfig(StrictModel):
 
 
 class PipelineConfig(StrictModel):
-    name: str = Field(default="karpenter-multus-pipeline", pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,60}$")
+    name: str = Field(default="karpenter-multus-pipeline", pattern=patterns.PIPELINE_NAME.regex)
     tooling_account: str = Field(pattern=ACCOUNT_PATTERN)
     tooling_region: str
     source: PipelineSourceConfig
     environments: list[PipelineEnvironmentConfig] = Field(min_length=1)
+
+    @field_validator("tooling_region")
+    @classmethod
+    def _known_region(cls, region: str) -> str:
+        problem = region_problem(region)
+        if problem:
+            raise ValueError(problem)
+        return region
 
     @model_validator(mode="after")
     def _unique_environment_names(self) -> PipelineConfig:

@@ -8,6 +8,10 @@
 #   MULTUS_NETWORKS      one line per network: <network> <interface-name> <device-index>
 #   MULTUS_PLACEMENTS    one line per AZ: <az> <subnet,...> <security-group,...>
 #                        (one subnet per network, in MULTUS_NETWORKS order)
+#   MULTUS_NODE_PREFIX   only with node_prefix networks (node_prefix.sh): one line per
+#                        (AZ, network): <az> <interface-name> <prefix-count> <cni-network-name>
+#                        <subnet-cidr> <reservation-cidr> <gateway> <ipvlan-mode> <cni-file>
+#   MULTUS_CNI_CONFIG_DIR, MULTUS_IPAM_DATA_DIR  where node_prefix CNI configs and leases go
 #
 # Environment overrides, for tests and benchmarks:
 #   MULTUS_IMDS_URL      IMDS base URL (default http://169.254.169.254)
@@ -15,12 +19,15 @@
 #   MULTUS_ROOT          prefix of every file written (.link, sysctl.d, state, marker, log)
 #   MULTUS_HOST_CHANGES  0 selects dry-host mode; anything else (default) runs udevadm, sysctl, ip
 #   MULTUS_WAIT_SECONDS  how long an attached interface may take to appear (default 60)
+#   MULTUS_CREDENTIALS_WAIT_SECONDS  how long IMDS may take to serve the instance profile's
+#                        credentials (default 120; early in boot it answers 404)
 #
 # Dry-host mode (MULTUS_HOST_CHANGES=0) lets the script run unprivileged: files are still
 # written under MULTUS_ROOT, host commands are appended to
 # $MULTUS_ROOT/var/lib/multus-eni/host-commands instead of being run, and an interface counts
 # as present once IMDS lists its MAC at the expected device number. On a real host it counts
-# as present once /sys/class/net/<interface-name> carries that MAC.
+# as present once /sys/class/net/<interface-name> carries that MAC. The shutdown a fatal error
+# requests is one of those host commands.
 #
 # Per network, on a fresh node: create the ENI with its tags (1 EC2 call), write a systemd
 # .link file naming it by MAC, attach it (1), then set DeleteOnTermination and disable the
@@ -39,6 +46,16 @@
 # Throttling, 5xx, connection failures and settling errors are retried with exponential
 # backoff and full jitter. Exit status is 0 only when every interface is attached and up; only
 # then is the readiness marker written.
+#
+# Any fatal error (die, a failed command under set -e, a network that could not be attached)
+# ends in on_fatal_exit: after the error is logged, every unattached ENI tagged with this
+# instance is deleted (also one whose creation answer was lost), then the node powers itself
+# off. kubelet would otherwise register a node that keeps the Multus startup taint forever;
+# Karpenter sees the instance stop (interruption queue) and replaces it.
+#
+# node_prefix networks (docs/node-prefix-mode.md) are handled by node_prefix.sh through the
+# node_prefix_* hooks: prefixes in the create call, checked against the reservation, and the
+# node-local CNI config, all before the readiness marker.
 set -euo pipefail
 
 readonly IMDS_URL=${MULTUS_IMDS_URL:-http://169.254.169.254}
@@ -55,7 +72,7 @@ readonly LINK_DIR=$ROOT/etc/systemd/network
 readonly SYSCTL_FILE=$ROOT/etc/sysctl.d/90-multus-eni.conf
 
 # Tag keys come from the renderer, which the node role's IAM conditions also use.
-readonly CLUSTER_TAG_KEY=${MULTUS_CLUSTER_TAG_KEY:?missing: the generated configuration block must precede this script}
+readonly CLUSTER_TAG_KEY=${MULTUS_CLUSTER_TAG_KEY:?missing configuration block}
 readonly NETWORK_TAG_KEY=${MULTUS_NETWORK_TAG_KEY:?missing}
 readonly INSTANCE_TAG_KEY=${MULTUS_INSTANCE_TAG_KEY:?missing}
 readonly NO_MANAGE_TAG_KEY=${MULTUS_NO_MANAGE_TAG_KEY:?missing}
@@ -67,6 +84,7 @@ readonly EC2_MAX_ATTEMPTS=8
 # and these curl exit statuses (DNS, connect, timeout, TLS handshake, reset or empty reply).
 readonly RETRYABLE_ERRORS='RequestLimitExceeded|Throttling|ThrottlingException|RequestThrottled|InvalidNetworkInterfaceID\.NotFound|IncorrectState|InvalidNetworkInterface\.InUse'
 readonly RETRYABLE_CURL_EXITS=(6 7 28 35 52 55 56)
+declare -A credentials=()
 
 log() { printf '%(%Y-%m-%dT%H:%M:%S%z)T multus-eni: %s\n' -1 "$*"; }
 die() {
@@ -87,12 +105,26 @@ imds() {
     -H "X-aws-ec2-metadata-token: $imds_token" "$IMDS_URL/latest/meta-data/$1"
 }
 
+# Prints an IMDS path that may not exist yet; early in boot IMDS answers 404 for the instance
+# profile's credentials, which curl's --retry does not retry. Polls for
+# MULTUS_CREDENTIALS_WAIT_SECONDS.
+imds_wait() {
+  local deadline=$((SECONDS + ${MULTUS_CREDENTIALS_WAIT_SECONDS:-120}))
+  until imds "$1" 2>/dev/null; do
+    ((SECONDS < deadline)) || return 1
+    log "IMDS has no $1 yet" >&2
+    sleep 1
+  done
+}
+
 # Reads the instance profile's temporary credentials from IMDS into globals.
 load_credentials() {
   local role document field
-  role=$(imds iam/security-credentials/) || die "IMDS has no instance profile credentials"
+  role=$(imds_wait iam/security-credentials/) ||
+    die "IMDS has no instance profile credentials"
   role=${role%%$'\n'*}
-  document=$(imds "iam/security-credentials/$role") || die "IMDS has no credentials for $role"
+  document=$(imds_wait "iam/security-credentials/$role") ||
+    die "IMDS has no credentials for $role"
   declare -gA credentials=()
   for field in AccessKeyId SecretAccessKey Token; do
     # The values are base64-like; anything else would not survive curl's config syntax.
@@ -163,7 +195,7 @@ ec2_call() {
 write_link_file() {
   local ifname=$1 mac=$2
   printf '[Match]\nMACAddress=%s\n\n[Link]\nName=%s\n' "$mac" "$ifname" \
-    >"$LINK_DIR/10-multus-$ifname.link"
+    >"$LINK_DIR/10-multus-$ifname.link" || return
   if [[ $HOST_CHANGES == 0 ]] || command -v udevadm >/dev/null; then
     run_on_host udevadm control --reload
   fi
@@ -196,6 +228,33 @@ release_eni() {
   fi
 }
 
+# Deletes every unattached ENI tagged with this instance, including one whose
+# CreateNetworkInterface answer never arrived. Attached ones carry DeleteOnTermination (else
+# attach_network released them) and go with the instance.
+release_orphans() {
+  local enis eni pattern='<networkInterfaceId>([^<]*)</networkInterfaceId>'
+  ec2_call DescribeNetworkInterfaces "Filter.1.Name=tag:$INSTANCE_TAG_KEY" \
+    "Filter.1.Value.1=$instance_id" Filter.2.Name=status Filter.2.Value.1=available || return
+  enis=$ec2_response
+  while [[ $enis =~ $pattern ]]; do
+    enis=${enis#*"${BASH_REMATCH[0]}"}
+    eni=${BASH_REMATCH[1]}
+    ec2_call DeleteNetworkInterface "NetworkInterfaceId=$eni"
+  done
+}
+
+# EXIT trap of the main shell (background jobs and command substitutions do not run it).
+on_fatal_exit() {
+  local status=$?
+  ((status != 0)) || return 0
+  # Credentials are loaded last, after the instance ID and the EC2 endpoint.
+  [[ -z ${credentials[Token]:-} ]] || release_orphans || true
+  # Karpenter replaces a node whose instance stops (interruption queue).
+  log "powering off (exit $status)"
+  run_on_host systemctl --no-block poweroff || true
+  exit "$status"
+}
+
 wait_for_interface() {
   local ifname=$1 mac=$2 device_index=$3 deadline=$((SECONDS + WAIT_SECONDS)) address
   while ((SECONDS < deadline)); do
@@ -214,6 +273,14 @@ wait_for_interface() {
   die "$ifname: no interface with MAC $mac appeared within ${WAIT_SECONDS}s"
 }
 
+# node_prefix networks: node_prefix.sh, included by the renderer only when one is configured,
+# overrides these no-ops (they see attach_network's locals: create, mac).
+node_prefix_load() { :; }
+node_prefix_create_args() { :; }
+node_prefix_created() { :; }
+node_prefix_attached() { :; }
+node_prefix_up() { :; }
+
 # Makes sure one network's ENI is attached, configured and up. Runs as a background job.
 attach_network() {
   local network=$1 ifname=$2 device_index=$3 subnet=$4
@@ -231,6 +298,7 @@ attach_network() {
       ec2_call DescribeNetworkInterfaces "NetworkInterfaceId.1=$eni" || return 1
       attachment=$(xml_value attachmentId) || die "$ifname: EC2 reports no attachment for $eni"
     fi
+    node_prefix_attached "$ifname" || die "$ifname: $eni does not hold the expected prefixes"
   else
     local create=("SubnetId=$subnet" "Description=Multus $network of $instance_id"
       "ClientToken=$instance_id-$device_index-$run_id"
@@ -244,11 +312,16 @@ attach_network() {
       i=$((i + 1))
       create+=("TagSpecification.1.Tag.$i.Key=${tag%%=*}" "TagSpecification.1.Tag.$i.Value=${tag#*=}")
     done
+    node_prefix_create_args "$ifname"
     ec2_call CreateNetworkInterface "${create[@]}" || return 1
     if ! eni=$(xml_value networkInterfaceId) || ! mac=$(xml_value macAddress); then
       die "$ifname: CreateNetworkInterface answered without an ENI ID and MAC"
     fi
     log "$ifname: created $eni ($mac) in $subnet"
+    if ! node_prefix_created "$ifname"; then
+      release_eni "$ifname" "$eni" ""
+      return 1
+    fi
     # The name must be in place before the kernel sees the device, i.e. before attaching.
     if ! write_link_file "$ifname" "$mac" ||
       ! ec2_call AttachNetworkInterface "NetworkInterfaceId=$eni" "InstanceId=$instance_id" \
@@ -271,13 +344,15 @@ attach_network() {
   wait_for_interface "$ifname" "$mac" "$device_index"
   run_on_host sysctl -qw "net.ipv4.conf.$ifname.rp_filter=0"
   run_on_host ip link set dev "$ifname" up
+  node_prefix_up "$ifname"
   log "$ifname: up"
 }
 
 main() {
+  trap on_fatal_exit EXIT
   mkdir -p "$STATE_DIR" "${LOG_FILE%/*}" "$LINK_DIR" "${SYSCTL_FILE%/*}"
   exec > >(tee -a "$LOG_FILE") 2>&1
-  : "${MULTUS_CLUSTER_NAME:?missing: the generated configuration block must precede this script}"
+  : "${MULTUS_CLUSTER_NAME:?missing configuration block}"
   : "${MULTUS_NETWORKS:?missing}" "${MULTUS_PLACEMENTS:?missing}"
 
   imds_token=$(curl -fsS --connect-timeout 2 --max-time 5 --retry 5 --retry-connrefused \
@@ -301,6 +376,7 @@ main() {
   done <<<"$MULTUS_PLACEMENTS"
   ((${#subnets[@]} > 0)) ||
     die "availability zone $az is not in the Multus placement table (${configured_azs[*]})"
+  node_prefix_load "$az"
 
   ec2_endpoint=$EC2_ENDPOINT
   [[ -n $ec2_endpoint ]] || ec2_endpoint=https://ec2.$region.$(imds services/domain) ||

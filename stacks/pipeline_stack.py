@@ -21,6 +21,11 @@ from stages.environment_stage import EnvironmentStage
 # The synth step runs the README's two commands: the whole test suite, then the synth itself.
 TEST_COMMAND = "make test"
 SYNTH_COMMAND = "make synth"
+# Every CodeBuild step (synth, self-mutation, asset publishing) runs these runtimes, not the
+# image's defaults (Node 18 on standard:7.0): the Python the project supports and a Node.js
+# release the pinned CDK CLI supports.
+BUILD_IMAGE = codebuild.LinuxBuildImage.STANDARD_7_0
+RUNTIME_VERSIONS = {"python": "3.11", "nodejs": "22"}
 
 
 def synth_commands(synth_context: Mapping[str, str]) -> list[str]:
@@ -41,8 +46,12 @@ class PipelineStack(Stack):
         pipeline: PipelineConfig,
         environments: Sequence[PipelineEnvironment],
         synth_context: Mapping[str, str],
+        cdk_cli_version: str,
+        cdk_assets_version: str,
         **kwargs: Any,
     ) -> None:
+        """cdk_cli_version / cdk_assets_version: what self-mutation and asset publishing
+        install; package.json's pins, so every step runs the tools the synth step ran."""
         super().__init__(scope, construct_id, **kwargs)
         source = pipelines.CodePipelineSource.connection(
             pipeline.source.repository,
@@ -58,6 +67,8 @@ class PipelineStack(Stack):
             cross_account_keys=True,
             enable_key_rotation=True,
             self_mutation=True,
+            cli_version=cdk_cli_version,
+            cdk_assets_cli_version=cdk_assets_version,
             synth=pipelines.ShellStep(
                 "Synth",
                 input=source,
@@ -66,9 +77,12 @@ class PipelineStack(Stack):
             ),
             code_build_defaults=pipelines.CodeBuildOptions(
                 build_environment=codebuild.BuildEnvironment(
-                    build_image=codebuild.LinuxBuildImage.STANDARD_7_0,
+                    build_image=BUILD_IMAGE,
                     compute_type=codebuild.ComputeType.MEDIUM,
-                )
+                ),
+                partial_build_spec=codebuild.BuildSpec.from_object(
+                    {"phases": {"install": {"runtime-versions": RUNTIME_VERSIONS}}}
+                ),
             ),
         )
         self.stages = [self._add_environment(environment) for environment in environments]

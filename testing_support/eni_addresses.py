@@ -7,10 +7,6 @@ EniAddressModel, plugged into the emulator's proxy (Ec2Proxy.model), refuses wha
 and moves a reassigned address off its previous ENI, so moto's ENIs hold what the VPC would
 deliver to: each address on exactly one ENI.
 
-It also keeps new ENIs' primary addresses out of the subnets' explicit CIDR reservations, as
-EC2 does (moto picks them at random in the whole subnet, so a Multus ENI could otherwise get a
-pod's address as its primary).
-
 Error codes as in the EC2 API reference ("Error codes for the Amazon EC2 API"):
 PrivateIpAddressLimitExceeded, InvalidIPAddress.InUse, InvalidParameterValue.
 """
@@ -40,41 +36,6 @@ class EniAddressModel:
             if action == "UnassignPrivateIpAddresses":
                 return self._check_unassign(eni, addresses)
             return self._assign(eni, addresses, params.get("AllowReassignment") == "true")
-
-    def install(self, proxy: Any) -> None:
-        """Plugs the checks and the rewrite into an Ec2Proxy."""
-        proxy.model = self
-        proxy.rewrite = self.rewrite
-
-    def rewrite(self, action: str, params: dict[str, str]) -> dict[str, str] | None:
-        """CreateNetworkInterface without an address: the first free one outside explicit
-        reservations (None: forward unchanged)."""
-        if action != "CreateNetworkInterface" or "SubnetId" not in params:
-            return None
-        if any(key.startswith(("PrivateIpAddress", "SecondaryPrivate")) for key in params):
-            return None
-        subnet_id = params["SubnetId"]
-        with self._lock:
-            subnet = self._ec2.describe_subnets(SubnetIds=[subnet_id])["Subnets"][0]
-            reservations = self._ec2.get_subnet_cidr_reservations(SubnetId=subnet_id)
-            reserved = [
-                ipaddress.ip_network(r["Cidr"])
-                for r in reservations.get("SubnetIpv4CidrReservations", [])
-                if r.get("ReservationType") == "explicit"
-            ]
-            used = {
-                item["PrivateIpAddress"]
-                for eni in self._ec2.describe_network_interfaces(
-                    Filters=[{"Name": "subnet-id", "Values": [subnet_id]}]
-                )["NetworkInterfaces"]
-                for item in eni["PrivateIpAddresses"]
-            }
-        # hosts() leaves out the network and broadcast addresses; AWS also keeps .1-.3.
-        hosts = list(ipaddress.ip_network(subnet["CidrBlock"]).hosts())[3:]
-        for host in hosts:
-            if str(host) not in used and not any(host in network for network in reserved):
-                return {**params, "PrivateIpAddress": str(host)}
-        return None
 
     def addresses(self, eni_id: str) -> set[str]:
         """Secondary private IPv4 addresses the ENI holds."""

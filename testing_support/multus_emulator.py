@@ -6,12 +6,16 @@ out, and its parameter names, against botocore's EC2 model), records every EC2 r
 script makes (moto accepts but does not store DeleteOnTermination, so tests assert on
 requests) and can add latency or answer with injected errors. The fake IMDS serves the paths
 the script reads, deriving network/interfaces/macs/ from moto's view of the instance's
-attachments.
+attachments. IPv4 prefixes on CreateNetworkInterface, which moto ignores, are modelled beside
+it (testing_support/ipv4_prefixes.py): the proxy assigns them, adds them to the answer, serves
+them at IMDS's ipv4-prefix path and releases them when the ENI is deleted.
 """
 
 from __future__ import annotations
 
+import base64
 import email
+import gzip
 import json
 import re
 import shutil
@@ -23,7 +27,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from email.message import Message
@@ -42,7 +46,13 @@ from botocore.credentials import Credentials
 from botocore.model import Shape
 
 from node_bootstrap import AzPlacement, MultusInterface, NodeBootstrapProps
-from node_bootstrap.renderer import CLUSTER_TAG_KEY, INSTANCE_TAG_KEY
+from node_bootstrap.renderer import (
+    CLUSTER_TAG_KEY,
+    INSTANCE_TAG_KEY,
+    PACKED_SCRIPT_COMMENT,
+    PACKED_SCRIPT_END,
+)
+from testing_support.ipv4_prefixes import Ipv4PrefixDelegation, PrefixRequestError
 
 REGION = "us-west-2"
 AVAILABILITY_ZONES = ("us-west-2a", "us-west-2b")
@@ -80,6 +90,9 @@ class Fault:
     action: str | None = None  # None matches every action
     with_param: str | None = None  # only requests carrying this query parameter
     times: int = 1
+    # True: EC2 (moto) carries the request out and only its answer is replaced, as when an
+    # answer is lost on the way back.
+    after_forward: bool = False
 
 
 @dataclass(frozen=True)
@@ -148,15 +161,14 @@ def _query_names(shape: Shape, prefix: str) -> Iterator[str]:
 class Ec2Proxy:
     """Checking, recording, latency-adding, fault-injecting proxy in front of moto_server."""
 
-    def __init__(self, upstream_port: int) -> None:
+    def __init__(self, upstream_port: int, prefixes: Ipv4PrefixDelegation) -> None:
         self.latency_seconds = 0.0
+        self.prefixes = prefixes
         #: The credentials requests must be signed with (a test may swap them).
         self.signer = NODE_CREDENTIALS
         #: Consulted before forwarding a well-formed request: an (HTTP status, EC2 error code,
         #: message) answer instead of moto's, or None to forward (see EniAddressModel).
         self.model: Callable[[str, dict[str, str]], tuple[int, str, str] | None] | None = None
-        #: May replace a request's parameters before moto sees them (EniAddressModel.rewrite).
-        self.rewrite: Callable[[str, dict[str, str]], dict[str, str] | None] | None = None
         self._upstream_port = upstream_port
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
@@ -220,14 +232,13 @@ class Ec2Proxy:
                     message = f"The parameter {unknown[0]} is not recognized"
                     status, payload = 400, _ec2_error("UnknownParameter", message).encode()
                 elif fault:
+                    if fault.after_forward:
+                        self._act(action, params, body)
                     status, payload = fault.status, _ec2_error(fault.code).encode()
                 elif proxy.model and (refusal := proxy.model(action, params)):
                     status, payload = refusal[0], _ec2_error(refusal[1], refusal[2]).encode()
                 else:
-                    rewritten = proxy.rewrite(action, params) if proxy.rewrite else None
-                    status, payload = self._forward(
-                        urlencode(rewritten).encode() if rewritten else body
-                    )
+                    status, payload = self._act(action, params, body)
                 proxy._record(RecordedCall(action, params, status, received_at))
                 if status == DROP_CONNECTION:
                     self.close_connection = True
@@ -238,11 +249,49 @@ class Ec2Proxy:
                 self.end_headers()
                 self.wfile.write(payload)
 
+            def _act(self, action: str, params: dict[str, str], body: bytes) -> tuple[int, bytes]:
+                """What EC2 does with the request (moto, plus the prefix model)."""
+                if action == "CreateNetworkInterface":
+                    return self._create_network_interface(params)
+                status, payload = self._forward(body)
+                if action == "DeleteNetworkInterface" and status == 200:
+                    proxy.prefixes.release(params.get("NetworkInterfaceId", ""))
+                return status, payload
+
+            def _create_network_interface(self, params: dict[str, str]) -> tuple[int, bytes]:
+                """Forwards without the prefix parameters and with the primary address EC2
+                would pick (never inside a reservation), then adds the prefixes to the answer."""
+                request, count, explicit = proxy.prefixes.split_request(params)
+                with proxy.prefixes.locked:
+                    try:
+                        planned = proxy.prefixes.plan(request.get("SubnetId", ""), count, explicit)
+                    except PrefixRequestError as error:
+                        return 400, _ec2_error(error.code, error.message).encode()
+                    request["PrivateIpAddress"] = planned.private_ip
+                    status, payload = self._forward(urlencode(request).encode())
+                    created = re.search(
+                        rb"<networkInterfaceId>([^<]+)</networkInterfaceId>", payload
+                    )
+                    if status != 200 or not created:
+                        return status, payload
+                    proxy.prefixes.record(created[1].decode(), planned.prefixes)
+                prefix_set = "".join(
+                    f"<item><ipv4Prefix>{prefix}</ipv4Prefix></item>" for prefix in planned.prefixes
+                )
+                return status, payload.replace(
+                    b"</networkInterface>",
+                    f"<ipv4PrefixSet>{prefix_set}</ipv4PrefixSet></networkInterface>".encode(),
+                    1,
+                )
+
             def _forward(self, body: bytes) -> tuple[int, bytes]:
                 upstream = HTTPConnection("127.0.0.1", proxy._upstream_port, timeout=30)
                 try:
+                    # The body may have been rewritten; http.client sets its length.
                     headers = {
-                        key: value for key, value in self.headers.items() if key.lower() != "host"
+                        key: value
+                        for key, value in self.headers.items()
+                        if key.lower() not in ("host", "content-length")
                     }
                     upstream.request("POST", self.path, body=body, headers=headers)
                     response = upstream.getresponse()
@@ -281,8 +330,12 @@ def _credentials_document(credentials: Credentials) -> str:
 class FakeImds:
     """IMDSv2 for any moto instance: the base URL for instance i-x is <url>/i-x."""
 
-    def __init__(self, ec2: Any) -> None:
+    def __init__(self, ec2: Any, prefixes: Ipv4PrefixDelegation) -> None:
         self._ec2 = ec2
+        #: How many more credential requests get a 404, as early in an instance's boot.
+        self.credentials_missing_for = 0
+        self._lock = threading.Lock()
+        self._prefixes = prefixes
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
@@ -294,7 +347,16 @@ class FakeImds:
         self._server.shutdown()
         self._server.server_close()
 
+    def _credentials_missing(self) -> bool:
+        with self._lock:
+            if self.credentials_missing_for > 0:
+                self.credentials_missing_for -= 1
+                return True
+            return False
+
     def metadata(self, instance_id: str, path: str) -> str | None:
+        if path.startswith("iam/security-credentials/") and self._credentials_missing():
+            return None
         if path == "instance-id":
             return instance_id
         if path == "placement/region":
@@ -321,10 +383,12 @@ class FakeImds:
         mac, _, leaf = path.removeprefix(prefix).partition("/")
         if not path.startswith(prefix) or mac not in enis:
             return None
+        prefixes = self._prefixes.of(enis[mac]["NetworkInterfaceId"])
         values = {
             "device-number": str(enis[mac]["Attachment"]["DeviceIndex"]),
             "subnet-id": enis[mac]["SubnetId"],
             "interface-id": enis[mac]["NetworkInterfaceId"],
+            "ipv4-prefix": "\n".join(prefixes) if prefixes else None,
         }
         return values.get(leaf)
 
@@ -393,6 +457,15 @@ class MultusVpc:
         )
 
 
+def expanded_script(user_data: str) -> str:
+    """The shell part as the node runs it: the data block, then the packed code unpacked."""
+    script = shell_part(user_data)
+    header, _, packed_part = script.partition(PACKED_SCRIPT_COMMENT + "\n")
+    packed = packed_part.split(f"<<'{PACKED_SCRIPT_END}' | gunzip\n", 1)[1]
+    packed = packed.split(f"\n{PACKED_SCRIPT_END}\n", 1)[0]
+    return header + gzip.decompress(base64.b64decode(packed)).decode()
+
+
 def shell_part(user_data: str) -> str:
     """The text/x-shellscript part of a MIME multipart user-data document."""
     message = email.message_from_string(user_data)
@@ -419,6 +492,16 @@ class BootstrapRun:
 
     def actions(self, name: str) -> list[RecordedCall]:
         return [call for call in self.ec2_calls if call.action == name]
+
+    @property
+    def host_commands(self) -> list[str]:
+        """What dry-host mode logged instead of running (udevadm, sysctl, ip, poweroff)."""
+        path = self.root / "var/lib/multus-eni/host-commands"
+        return path.read_text().splitlines() if path.exists() else []
+
+    @property
+    def shutdown_requested(self) -> bool:
+        return "systemctl --no-block poweroff" in self.host_commands
 
 
 @dataclass
@@ -488,15 +571,17 @@ class Ec2Emulator:
         *,
         root: Path | None = None,
         faults: Sequence[Fault] = (),
+        env: Mapping[str, str] | None = None,
     ) -> BootstrapRun:
-        """Runs the user-data's shell part with bash in dry-host mode against the emulator."""
+        """Runs the user-data's shell part with bash in dry-host mode against the emulator;
+        `env` adds or overrides the script's environment (MULTUS_* knobs)."""
         root = root or Path(tempfile.mkdtemp(prefix="node-root-", dir=self.work_dir))
         script = root / "user-data.sh"
         script.write_text(shell_part(user_data))
         process_log = root / "processes.log"
         process_log.write_text("")
         # No AWS_* variables: the script must take its credentials from IMDS, as on a node.
-        env = {
+        script_env = {
             "PATH": f"{self._counting_wrapper_dir()}:/usr/bin:/bin:/usr/sbin:/sbin",
             "HOME": str(root),
             "LANG": "C.UTF-8",
@@ -506,12 +591,13 @@ class Ec2Emulator:
             "MULTUS_ROOT": str(root),
             "MULTUS_HOST_CHANGES": "0",
             "MULTUS_WAIT_SECONDS": "10",
+            **(env or {}),
         }
         self.proxy.reset(faults)
         started = time.monotonic()
         completed = subprocess.run(
             ["bash", str(script)],
-            env=env,
+            env=script_env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -572,8 +658,9 @@ def running_emulator() -> Iterator[Ec2Emulator]:
         ec2 = boto3.client(
             "ec2", endpoint_url=f"http://127.0.0.1:{port}", region_name=REGION, **DUMMY_CREDENTIALS
         )
-        proxy = Ec2Proxy(port)
-        imds = FakeImds(ec2)
+        prefixes = Ipv4PrefixDelegation(ec2)
+        proxy = Ec2Proxy(port, prefixes)
+        imds = FakeImds(ec2, prefixes)
         with tempfile.TemporaryDirectory(prefix="multus-emulator-") as work_dir:
             yield Ec2Emulator(ec2=ec2, proxy=proxy, imds=imds, work_dir=Path(work_dir))
     finally:

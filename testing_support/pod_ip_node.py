@@ -32,8 +32,9 @@ EMULATOR_RANGES = {
 
 def pod_ip_vpc(emulator: Ec2Emulator) -> MultusVpc:
     """The emulator's Multus VPC with the pod ranges reserved (explicit CIDR reservations, as
-    the network stack makes them) and EC2's secondary-address behaviour in the proxy."""
-    EniAddressModel(emulator.ec2).install(emulator.proxy)
+    the network stack makes them, so no ENI gets a pod's address as its primary) and EC2's
+    secondary-address behaviour in the proxy."""
+    emulator.proxy.model = EniAddressModel(emulator.ec2)
     vpc = emulator.create_multus_vpc(network_count=len(EMULATOR_RANGES))
     for subnet_id in vpc.multus_subnets.values():
         subnet = emulator.ec2.describe_subnets(SubnetIds=[subnet_id])["Subnets"][0]

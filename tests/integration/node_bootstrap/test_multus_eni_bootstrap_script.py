@@ -161,9 +161,12 @@ def test_calls_signed_with_other_credentials_are_refused_and_leave_nothing(
         emulator.proxy.signer = NODE_CREDENTIALS
 
     assert run.returncode != 0
+    # The create is refused, and so is the search for leftovers before the node powers off.
     assert [(call.action, call.status) for call in run.ec2_calls] == [
-        ("CreateNetworkInterface", 403)
+        ("CreateNetworkInterface", 403),
+        ("DescribeNetworkInterfaces", 403),
     ]
+    assert run.shutdown_requested
     assert "AuthFailure: signature does not match" in run.output
     assert multus_enis(emulator, instance_id) == {}
     assert not marker(run).exists()
@@ -271,7 +274,9 @@ def test_device_index_taken_by_an_eni_from_another_subnet_fails_clearly(
 
     assert run.returncode != 0
     assert f"multus1: device index 1 holds {stranger_id} from " in run.output
-    assert run.ec2_calls == []
+    # Only the search for leftovers before the node powers off.
+    assert [call.action for call in run.ec2_calls] == ["DescribeNetworkInterfaces"]
+    assert run.shutdown_requested
     assert not marker(run).exists()
 
 

@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 import yaml
 
+from charts.building_blocks import NodeTaint
 from charts.cleartaints import ClearTaintsChart, ClearTaintsProps
 from charts.karpenter_node_pool import KarpenterNodePoolChart, KarpenterNodePoolProps
 from charts.multus import MultusChart, MultusProps
@@ -20,11 +21,14 @@ from charts.network_attachments import (
     NetworkAttachment,
     NetworkAttachmentsChart,
     NetworkAttachmentsProps,
+    cni_binaries,
+    cni_host_files,
     network_attachment_name,
     whereabouts_range_and_gateway,
 )
 from charts.sample_workloads import SampleWorkloadsChart, SampleWorkloadsProps, ZoneWorkload
 from charts.whereabouts import WhereaboutsChart, WhereaboutsProps
+from config.images import ImagesConfig
 
 Manifest = dict[str, Any]
 
@@ -37,6 +41,9 @@ SEED_MULTUS_SUBNETS = {
     "multus1": (("10.0.4.0/24", "10.0.4.32/27"), ("10.0.5.0/24", "10.0.5.32/27")),
     "multus2": (("10.0.6.0/24", "10.0.6.32/27"), ("10.0.7.0/24", "10.0.7.32/27")),
 }
+# The system node group's label and taint (stacks.cluster_stack.CONTROLLER_NODES).
+SYSTEM_NODES_LABELS = {"karpenter.sh/controller": "true"}
+SYSTEM_NODES_TAINT = NodeTaint(key="karpenter.sh/controller", value="true", effect="NoSchedule")
 # What a CloudFormation token looks like once stringified into a chart.
 TOKEN = "${Token[TOKEN.1234]}"
 
@@ -72,23 +79,41 @@ def node_pool_props(**overrides: Any) -> KarpenterNodePoolProps:
 
 def _seed_charts(app: cdk8s.App) -> dict[str, cdk8s.Chart]:
     attachments = seed_attachments()
+    images = ImagesConfig()
     return {
         "multus": MultusChart(app, "multus", MultusProps(region="us-west-2")),
-        "whereabouts": WhereaboutsChart(app, "whereabouts", WhereaboutsProps()),
+        "whereabouts": WhereaboutsChart(
+            app,
+            "whereabouts",
+            WhereaboutsProps(
+                image=images.whereabouts.reference,
+                reconciler_node_labels=SYSTEM_NODES_LABELS,
+                reconciler_tolerations=[SYSTEM_NODES_TAINT],
+            ),
+        ),
         "network-attachments": NetworkAttachmentsChart(
             app,
             "network-attachments",
             NetworkAttachmentsProps(namespace="default", attachments=attachments),
         ),
-        "cleartaints": ClearTaintsChart(app, "cleartaints", ClearTaintsProps()),
+        "cleartaints": ClearTaintsChart(
+            app,
+            "cleartaints",
+            ClearTaintsProps(
+                image=images.cleartaints.reference,
+                cni_binaries=cni_binaries(attachments),
+                cni_files=cni_host_files(attachments),
+            ),
+        ),
         "multus-pod-ips": MultusPodIpsChart(
             app,
             "multus-pod-ips",
             MultusPodIpsProps(
+                image=images.multus_pod_ips.reference,
                 interfaces={
                     network: [reservation for _, reservation in subnets]
                     for network, subnets in SEED_MULTUS_SUBNETS.items()
-                }
+                },
             ),
         ),
         "karpenter-node-pool": KarpenterNodePoolChart(app, "node-pool", node_pool_props()),
@@ -97,6 +122,7 @@ def _seed_charts(app: cdk8s.App) -> dict[str, cdk8s.Chart]:
             "sample-workloads",
             SampleWorkloadsProps(
                 namespace="default",
+                image=images.sample_workloads.reference,
                 workloads=[
                     ZoneWorkload(zone, [a.name for a in attachments if a.name.endswith(zone)])
                     for zone in SEED_ZONES

@@ -13,13 +13,16 @@ import pytest
 from charts.building_blocks import NodeTaint
 from charts.cleartaints import (
     CLEAR_TAINT_SCRIPT,
-    CLEARTAINTS_IMAGE,
+    NODE_NAME_EXTRA,
     ClearTaintsChart,
     ClearTaintsProps,
 )
+from config.images import ImagesConfig
 from multus_pod_ips import AGENT_READY_MARKER
+from tests.unit.charts.conftest import seed_attachments
 
-TAINT = "multus/not-ready:NoSchedule"
+IMAGE = ImagesConfig().cleartaints.reference
+NODE = "ip-10-0-2-7.us-west-2.compute.internal"
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +76,7 @@ def test_runs_only_on_multus_nodes_despite_their_startup_taint(
 
 def test_node_selector_and_taint_are_configurable(helpers: SimpleNamespace) -> None:
     props = ClearTaintsProps(
+        image=IMAGE,
         namespace="ops",
         node_selector={"pool": "multus", "tier": "data"},
         taint=NodeTaint(key="example.com/not-ready", value="yes", effect="NoExecute"),
@@ -88,19 +92,28 @@ def test_node_selector_and_taint_are_configurable(helpers: SimpleNamespace) -> N
         ("tier", ("data",)),
     }
     assert helpers.tolerates(pod["tolerations"], "example.com/not-ready", "yes", "NoExecute")
-    assert env_of(pod["containers"][0])["TAINT"] == "example.com/not-ready:NoExecute"
+    env = env_of(pod["containers"][0])
+    assert (env["TAINT_KEY"], env["TAINT_EFFECT"]) == ("example.com/not-ready", "NoExecute")
     assert daemon_set["metadata"]["namespace"] == "ops"
+    policy = helpers.find(manifests, "ValidatingAdmissionPolicy")
+    assert (
+        "system:serviceaccount:ops:cleartaints"
+        in policy["spec"]["matchConditions"][0]["expression"]
+    )
 
 
 def test_node_name_comes_from_the_downward_api(pod: dict) -> None:
     (container,) = pod["containers"]
-    assert env_of(container)["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
-    assert env_of(container)["TAINT"] == TAINT
+    env = env_of(container)
+    assert env["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert (env["TAINT_KEY"], env["TAINT_EFFECT"]) == ("multus/not-ready", "NoSchedule")
     assert pod["automountServiceAccountToken"] is True
     assert pod["hostNetwork"] is False
 
 
-def test_both_readiness_conditions_are_checked_on_read_only_host_paths(pod: dict) -> None:
+def test_waits_for_the_cni_plugins_and_files_the_nads_name_on_read_only_host_paths(
+    pod: dict,
+) -> None:
     (container,) = pod["containers"]
     env = env_of(container)
     host_paths = {v["name"]: v.get("hostPath", {}).get("path") for v in pod["volumes"]}
@@ -109,15 +122,33 @@ def test_both_readiness_conditions_are_checked_on_read_only_host_paths(pod: dict
     assert marker_file == "ready"
     assert host_paths[mounts[marker_dir]["name"]] == "/var/lib/multus-eni"
     assert host_paths[mounts[str(env["CNI_CONF_DIR"])]["name"]] == "/etc/cni/net.d"
+    assert host_paths[mounts[str(env["CNI_BIN_DIR"])]["name"]] == "/opt/cni/bin"
+    assert all(mount["readOnly"] is True for mount in mounts.values())
+    # The seed NADs chain ipvlan (IPAM whereabouts) and sbr; whereabouts reads its kubeconfig.
+    assert str(env["CNI_BINARIES"]).split() == ["ipvlan", "sbr", "whereabouts"]
+    assert env["CNI_FILES"] == f"{env['CNI_CONF_DIR']}/whereabouts.d/whereabouts.kubeconfig"
+    assert "v1.20.4" in str(env["CNI_BIN_HINT"])
+
+
+def test_pod_ip_agent_marker_is_read_from_the_agents_host_directory(pod: dict) -> None:
+    (container,) = pod["containers"]
+    host_paths = {v["name"]: v.get("hostPath", {}).get("path") for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    marker_dir, _, marker_file = str(env_of(container)["POD_IPS_READY_MARKER"]).rpartition("/")
+    assert f"{host_paths[mounts[marker_dir]['name']]}/{marker_file}" == AGENT_READY_MARKER
     assert mounts[marker_dir]["readOnly"] is True
-    assert mounts[str(env["CNI_CONF_DIR"])]["readOnly"] is True
-    script = container["command"][-1]
-    assert '[ -f "$READY_MARKER" ]' in script
-    assert '"$CNI_CONF_DIR"/*multus*.conf' in script
+
+
+def test_cni_files_outside_the_mounted_config_dir_are_refused() -> None:
+    props = ClearTaintsProps(image=IMAGE, cni_files=["/etc/whereabouts/kubeconfig"])
+    with pytest.raises(ValueError, match=r"cni_files: /etc/whereabouts/kubeconfig is outside"):
+        ClearTaintsChart(cdk8s.Testing.app(), "ct", props)
 
 
 def test_marker_location_is_configurable(helpers: SimpleNamespace) -> None:
-    props = ClearTaintsProps(ready_marker_dir="/run/eni-bootstrap", ready_marker_file="done")
+    props = ClearTaintsProps(
+        image=IMAGE, ready_marker_dir="/run/eni-bootstrap", ready_marker_file="done"
+    )
     manifests = cdk8s.Testing.synth(ClearTaintsChart(cdk8s.Testing.app(), "ct", props))
     pod = helpers.find(manifests, "DaemonSet")["spec"]["template"]["spec"]
     marker_dir, _, marker_file = str(env_of(pod["containers"][0])["READY_MARKER"]).rpartition("/")
@@ -140,22 +171,65 @@ def test_container_is_locked_down_and_bounded(pod: dict) -> None:
     assert set(container["resources"]["limits"]) == {"cpu", "memory"}
 
 
-def test_image_is_a_pinned_kubectl_1_34_with_a_shell(pod: dict) -> None:
+def test_image_is_amazon_linux_2023_pinned_and_run_with_bash(pod: dict) -> None:
     (container,) = pod["containers"]
-    assert container["image"] == CLEARTAINTS_IMAGE
-    assert re.fullmatch(r"alpine/k8s:1\.34\.\d+", CLEARTAINTS_IMAGE)
-    assert container["command"][:2] == ["/bin/sh", "-c"]
+    assert container["image"] == IMAGE
+    assert re.fullmatch(r"public\.ecr\.aws/amazonlinux/amazonlinux:2023\.\d+\.\d{8}\.\d+", IMAGE)
+    assert container["command"][:2] == ["/bin/bash", "-c"]
 
 
-# The script itself, run by /bin/sh with fake kubectl and sleep on the PATH.
-FAKE_KUBECTL = """#!/bin/sh
-echo "$*" >> "$LOG_DIR/kubectl"
-calls=$(wc -l < "$LOG_DIR/kubectl")
-case "$KUBECTL_BEHAVIOUR" in
-  ok) echo "node/$3 untainted" ;;
-  gone) echo "error: taint \\"$4\\" not found" >&2; exit 1 ;;
-  flaky) [ "$calls" -gt 1 ] || { echo "connection refused" >&2; exit 1; } ;;
-esac
+def test_policy_limits_the_service_account_to_its_own_node_and_the_startup_taint(
+    cleartaints: list[dict], helpers: SimpleNamespace
+) -> None:
+    policy = helpers.find(cleartaints, "ValidatingAdmissionPolicy")
+    binding = helpers.find(cleartaints, "ValidatingAdmissionPolicyBinding")
+    spec = policy["spec"]
+    assert binding["spec"] == {
+        "policyName": policy["metadata"]["name"],
+        "validationActions": ["Deny"],
+    }
+    assert spec["failurePolicy"] == "Fail"
+    (rule,) = spec["matchConstraints"]["resourceRules"]
+    # A PATCH is admitted as an UPDATE; nodes/status is not matched (RBAC does not grant it).
+    assert (rule["resources"], rule["operations"]) == (["nodes"], ["UPDATE"])
+    (condition,) = spec["matchConditions"]
+    assert condition["expression"] == (
+        "request.userInfo.username == 'system:serviceaccount:cleartaints:cleartaints'"
+    )
+    variables = {v["name"]: v["expression"] for v in spec["variables"]}
+    assert f"request.userInfo.extra['{NODE_NAME_EXTRA}']" in variables["tokenNodes"]
+    expressions = [v["expression"] for v in spec["validations"]]
+    assert "object.metadata.name in variables.tokenNodes" in expressions
+    assert (
+        "variables.newTaints == variables.oldTaints.filter(t, t.key != 'multus/not-ready')"
+        in expressions
+    )
+    for path in ("metadata.labels", "metadata.annotations", "spec.unschedulable"):
+        assert (
+            f"has(object.{path}) == has(oldObject.{path}) && "
+            f"(!has(object.{path}) || object.{path} == oldObject.{path})"
+        ) in expressions
+
+
+# The script itself, run by bash with fake curl and sleep on the PATH. The fake curl serves
+# $NODE_JSON for a GET, logs each PATCH body, and fails as $CURL_BEHAVIOUR says.
+FAKE_CURL = """#!/bin/bash
+method=GET data=
+while (($#)); do
+  case $1 in
+    -X) method=$2; shift ;;
+    --data) data=$2; shift ;;
+  esac
+  shift
+done
+echo "$method $data" >> "$LOG_DIR/curl"
+calls=$(wc -l < "$LOG_DIR/curl")
+if [[ $CURL_BEHAVIOUR == flaky && $calls == 1 ]]; then
+  echo "curl: (7) Failed to connect" >&2
+  exit 7
+fi
+[[ $method == GET ]] && cat "$NODE_JSON"
+exit 0
 """
 # Idling (sleep infinity) ends the run; waiting in a loop is cut short after a few rounds.
 FAKE_SLEEP = """#!/bin/sh
@@ -163,33 +237,81 @@ echo "$1" >> "$LOG_DIR/sleep"
 [ "$1" = infinity ] && exit 0
 [ "$(wc -l < "$LOG_DIR/sleep")" -lt 4 ] || kill -TERM "$PPID"
 """
+# A node as the API server pretty-prints it for curl, with managedFields that mention taints.
+NODE_JSON = """{
+  "kind": "Node",
+  "metadata": {
+    "name": "%(node)s",
+    "managedFields": [{"fieldsV1": {"f:spec": {"f:taints": {}}}}]
+  },
+  "spec": {
+    "providerID": "aws:///us-west-2a/i-0123456789abcdef0",
+    "taints": [
+      %(taints)s
+    ]
+  },
+  "status": {}
+}
+"""
+STARTUP = '{"key": "multus/not-ready", "value": "true", "effect": "NoSchedule"}'
+KARPENTER = '{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}'
+DISRUPTED = (
+    '{"key": "karpenter.sh/disrupted", "effect": "NoSchedule", "timeAdded": "2026-11-30T10:00:00Z"}'
+)
 
 
 @pytest.fixture
 def node(tmp_path: Path) -> SimpleNamespace:
-    bin_dir, cni_dir, marker_dir, log_dir = (tmp_path / d for d in ("bin", "cni", "eni", "log"))
-    for directory in (bin_dir, cni_dir, marker_dir, log_dir):
+    dirs = {d: tmp_path / d for d in ("bin", "cni", "cnibin", "eni", "podips", "log", "sa")}
+    for directory in dirs.values():
         directory.mkdir()
-    # The multus-pod-ips agent is ready unless a test removes its marker.
-    pod_ips_marker = tmp_path / "pod-ips-ready"
-    pod_ips_marker.write_text("")
-    for name, text in (("kubectl", FAKE_KUBECTL), ("sleep", FAKE_SLEEP)):
-        (bin_dir / name).write_text(text)
-        (bin_dir / name).chmod(0o755)
+    for name, text in (("curl", FAKE_CURL), ("sleep", FAKE_SLEEP)):
+        (dirs["bin"] / name).write_text(text)
+        (dirs["bin"] / name).chmod(0o755)
+    (dirs["sa"] / "token").write_text("token")
+    kubeconfig = dirs["cni"] / "whereabouts.d" / "whereabouts.kubeconfig"
+    node_json = tmp_path / "node.json"
 
-    def run(kubectl_behaviour: str = "ok") -> subprocess.CompletedProcess[str]:
+    def ready(*, skip: str = "") -> None:
+        """Makes every readiness condition hold except `skip`."""
+        for name in ("ipvlan", "sbr", "whereabouts", "multus-pod-ip"):
+            if name != skip:
+                (dirs["cnibin"] / name).write_text("")
+        if skip != "kubeconfig":
+            kubeconfig.parent.mkdir(exist_ok=True)
+            kubeconfig.write_text("")
+        if skip != "multus":
+            (dirs["cni"] / "00-multus.conf").write_text("{}")
+        if skip != "marker":
+            (dirs["eni"] / "ready").write_text("")
+        if skip != "pod-ips-marker":
+            (dirs["podips"] / "ready").write_text("")
+
+    def run(
+        taints: tuple[str, ...] = (STARTUP,), behaviour: str = "ok"
+    ) -> subprocess.CompletedProcess[str]:
+        node_json.write_text(NODE_JSON % {"node": NODE, "taints": ",\n      ".join(taints)})
         env = {
-            "PATH": f"{bin_dir}:{os.environ['PATH']}",
-            "LOG_DIR": str(log_dir),
-            "KUBECTL_BEHAVIOUR": kubectl_behaviour,
-            "NODE_NAME": "ip-10-0-2-7.us-west-2.compute.internal",
-            "TAINT": TAINT,
-            "CNI_CONF_DIR": str(cni_dir),
-            "READY_MARKER": str(marker_dir / "ready"),
-            "POD_IPS_READY_MARKER": str(pod_ips_marker),
+            "PATH": f"{dirs['bin']}:{os.environ['PATH']}",
+            "LOG_DIR": str(dirs["log"]),
+            "NODE_JSON": str(node_json),
+            "CURL_BEHAVIOUR": behaviour,
+            "SERVICE_ACCOUNT_DIR": str(dirs["sa"]),
+            "KUBERNETES_SERVICE_HOST": "172.20.0.1",
+            "KUBERNETES_SERVICE_PORT": "443",
+            "NODE_NAME": NODE,
+            "TAINT_KEY": "multus/not-ready",
+            "TAINT_EFFECT": "NoSchedule",
+            "CNI_CONF_DIR": str(dirs["cni"]),
+            "CNI_BIN_DIR": str(dirs["cnibin"]),
+            "CNI_BINARIES": "ipvlan sbr whereabouts multus-pod-ip",
+            "CNI_BIN_HINT": "vpc-cni >= v1.20.4",
+            "CNI_FILES": str(kubeconfig),
+            "READY_MARKER": str(dirs["eni"] / "ready"),
+            "POD_IPS_READY_MARKER": str(dirs["podips"] / "ready"),
         }
         return subprocess.run(
-            ["/bin/sh", "-c", CLEAR_TAINT_SCRIPT],
+            ["bash", "-c", CLEAR_TAINT_SCRIPT],
             env=env,
             capture_output=True,
             text=True,
@@ -197,73 +319,181 @@ def node(tmp_path: Path) -> SimpleNamespace:
         )
 
     def log(name: str) -> list[str]:
-        path = log_dir / name
+        path = dirs["log"] / name
         return path.read_text().splitlines() if path.exists() else []
 
-    return SimpleNamespace(
-        run=run, log=log, cni_dir=cni_dir, marker=marker_dir / "ready", pod_ips=pod_ips_marker
-    )
+    return SimpleNamespace(run=run, log=log, ready=ready)
 
 
 @pytest.mark.parametrize(
-    ("multus_conf", "marker"),
-    [(None, False), ("00-multus.conf", False), (None, True), ("10-aws.conflist", True)],
+    ("skip", "reported"),
+    [
+        ("ipvlan", "CNI plugin ipvlan in /opt/cni/bin (vpc-cni >= v1.20.4)"),
+        ("sbr", "CNI plugin sbr in /opt/cni/bin"),
+        ("whereabouts", "CNI plugin whereabouts in /opt/cni/bin"),
+        ("kubeconfig", "/whereabouts.d/whereabouts.kubeconfig"),
+        ("multus", "Multus CNI config in /etc/cni/net.d"),
+        ("marker", "Multus ENI bootstrap marker"),
+        ("multus-pod-ip", "CNI plugin multus-pod-ip in /opt/cni/bin"),
+        ("pod-ips-marker", "multus-pod-ips agent marker"),
+    ],
 )
-def test_script_keeps_the_taint_until_both_conditions_hold(
-    node: SimpleNamespace, multus_conf: str | None, marker: bool
+def test_script_keeps_the_taint_while_anything_is_missing_and_says_what(
+    node: SimpleNamespace, skip: str, reported: str
 ) -> None:
-    if multus_conf:
-        (node.cni_dir / multus_conf).write_text("{}")
-    if marker:
-        node.marker.write_text("")
+    node.ready(skip=skip)
     result = node.run()
     assert result.returncode == -signal.SIGTERM
-    assert node.log("kubectl") == []
+    assert node.log("curl") == []
+    assert f"{NODE}: waiting for " in result.stdout
+    assert reported in result.stdout
 
 
-def test_script_keeps_the_taint_until_the_pod_ip_agent_is_ready(node: SimpleNamespace) -> None:
-    (node.cni_dir / "00-multus.conf").write_text("{}")
-    node.marker.write_text("")
-    node.pod_ips.unlink()
-    result = node.run()
-    assert result.returncode == -signal.SIGTERM
-    assert node.log("kubectl") == []
-
-
-def test_pod_ip_agent_marker_is_read_from_the_agents_host_directory(pod: dict) -> None:
-    (container,) = pod["containers"]
-    host_paths = {v["name"]: v.get("hostPath", {}).get("path") for v in pod["volumes"]}
-    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
-    marker_dir, _, marker_file = str(env_of(container)["POD_IPS_READY_MARKER"]).rpartition("/")
-    assert f"{host_paths[mounts[marker_dir]['name']]}/{marker_file}" == AGENT_READY_MARKER
-    assert mounts[marker_dir]["readOnly"] is True
-    assert '[ -f "$POD_IPS_READY_MARKER" ]' in container["command"][-1]
-
-
-@pytest.mark.parametrize("multus_conf", ["00-multus.conf", "00-multus.conflist"])
-def test_script_removes_the_taint_then_idles(node: SimpleNamespace, multus_conf: str) -> None:
-    (node.cni_dir / multus_conf).write_text("{}")
-    node.marker.write_text("")
-    result = node.run()
+@pytest.mark.parametrize(
+    ("taints", "index"),
+    [((STARTUP,), 0), ((KARPENTER, DISRUPTED, STARTUP), 2), ((DISRUPTED, STARTUP, KARPENTER), 1)],
+)
+def test_script_removes_exactly_the_startup_taint_then_idles(
+    node: SimpleNamespace, taints: tuple[str, ...], index: int
+) -> None:
+    node.ready()
+    result = node.run(taints)
     assert result.returncode == 0, result.stderr
-    assert node.log("kubectl") == [f"taint nodes ip-10-0-2-7.us-west-2.compute.internal {TAINT}-"]
+    get, patch = node.log("curl")
+    assert get == "GET "
+    assert patch == (
+        f'PATCH [{{"op":"test","path":"/spec/taints/{index}/key","value":"multus/not-ready"}},'
+        f'{{"op":"remove","path":"/spec/taints/{index}"}}]'
+    )
     assert node.log("sleep")[-1] == "infinity"
 
 
 def test_script_treats_an_already_removed_taint_as_done(node: SimpleNamespace) -> None:
-    (node.cni_dir / "00-multus.conf").write_text("{}")
-    node.marker.write_text("")
-    result = node.run("gone")
+    node.ready()
+    result = node.run((KARPENTER,))
     assert result.returncode == 0, result.stderr
-    assert len(node.log("kubectl")) == 1
+    assert node.log("curl") == ["GET "]
     assert node.log("sleep") == ["infinity"]
 
 
-def test_script_retries_a_failed_removal(node: SimpleNamespace) -> None:
-    (node.cni_dir / "00-multus.conf").write_text("{}")
-    node.marker.write_text("")
-    result = node.run("flaky")
+def test_script_retries_a_failed_api_call(node: SimpleNamespace) -> None:
+    node.ready()
+    result = node.run(behaviour="flaky")
     assert result.returncode == 0, result.stderr
-    assert len(node.log("kubectl")) == 2
-    assert "connection refused" in result.stderr
+    assert [line.split()[0] for line in node.log("curl")] == ["GET", "GET", "PATCH"]
+    assert "removing multus/not-ready failed; retrying" in result.stderr
     assert node.log("sleep")[-1] == "infinity"
+
+
+def test_seed_attachments_name_the_plugins_the_chart_waits_for() -> None:
+    from charts.network_attachments import cni_binaries, cni_host_files
+
+    assert cni_binaries(seed_attachments()) == [
+        "ipvlan",
+        "multus-pod-ip",
+        "sbr",
+        "whereabouts",
+    ]
+    assert cni_host_files(seed_attachments()) == [
+        "/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig"
+    ]
+
+
+# The admission policy evaluated with a CEL interpreter (cel-python) on the requests the API
+# server would send it, as Kubernetes does: matchConditions, then variables in order, then
+# every validation.
+STARTUP_TAINT = {"key": "multus/not-ready", "value": "true", "effect": "NoSchedule"}
+OTHER_TAINT = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
+SERVICE_ACCOUNT = "system:serviceaccount:cleartaints:cleartaints"
+
+
+def node_object(name: str, taints: list[dict], **spec: object) -> dict:
+    return {
+        "metadata": {"name": name, "labels": {"karpenter-node": "true"}, "annotations": {}},
+        "spec": {"providerID": "aws:///us-west-2a/i-0", "taints": taints, **spec},
+    }
+
+
+def admitted(policy: dict, user: str, token_node: str | None, old: dict, new: dict) -> bool:
+    import celpy
+
+    extra = {NODE_NAME_EXTRA: [token_node]} if token_node else {}
+    activation: dict = {
+        "request": {"userInfo": {"username": user, "extra": extra}},
+        "object": new,
+        "oldObject": old,
+    }
+    env = celpy.Environment()
+
+    def evaluate(expression: str) -> object:
+        return env.program(env.compile(expression)).evaluate(celpy.json_to_cel(activation))
+
+    spec = policy["spec"]
+    if not all(evaluate(c["expression"]) for c in spec["matchConditions"]):
+        return True  # the policy does not apply
+    variables = {}
+    for variable in spec["variables"]:
+        activation["variables"] = variables
+        variables[variable["name"]] = evaluate(variable["expression"])
+    activation["variables"] = variables
+    results = [evaluate(v["expression"]) for v in spec["validations"]]
+    # An evaluation error would be an error object, not a boolean: fail loudly instead.
+    assert all(isinstance(result, celpy.celtypes.BoolType) for result in results), results
+    return all(results)
+
+
+@pytest.fixture(scope="module")
+def policy(cleartaints: list[dict], helpers: SimpleNamespace) -> dict:
+    found: dict = helpers.find(cleartaints, "ValidatingAdmissionPolicy")
+    return found
+
+
+def test_policy_admits_removing_the_startup_taint_from_the_pods_own_node(policy: dict) -> None:
+    old = node_object(NODE, [OTHER_TAINT, STARTUP_TAINT])
+    new = node_object(NODE, [OTHER_TAINT])
+    assert admitted(policy, SERVICE_ACCOUNT, NODE, old, new)
+    assert admitted(
+        policy, SERVICE_ACCOUNT, NODE, node_object(NODE, [STARTUP_TAINT]), node_object(NODE, [])
+    )
+
+
+@pytest.mark.parametrize(
+    ("token_node", "old", "new"),
+    [
+        ("ip-10-0-3-9.us-west-2.compute.internal", [STARTUP_TAINT], []),  # another node's pod
+        (None, [STARTUP_TAINT], []),  # a token without the node claim
+        (NODE, [OTHER_TAINT, STARTUP_TAINT], []),  # also removes another taint
+        (NODE, [], [OTHER_TAINT]),  # adds a taint
+        (NODE, [OTHER_TAINT], [STARTUP_TAINT, OTHER_TAINT]),  # puts the startup taint back
+    ],
+    ids=["other-node", "no-node-claim", "removes-other-taint", "adds-taint", "re-adds-startup"],
+)
+def test_policy_denies_anything_else_on_taints(
+    policy: dict, token_node: str | None, old: list[dict], new: list[dict]
+) -> None:
+    assert not admitted(
+        policy, SERVICE_ACCOUNT, token_node, node_object(NODE, old), node_object(NODE, new)
+    )
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda n: n["metadata"]["labels"].update({"karpenter-node": "false"}),
+        lambda n: n["metadata"]["annotations"].update({"x": "y"}),
+        lambda n: n["spec"].update({"unschedulable": True}),
+        lambda n: n["spec"].update({"providerID": "aws:///us-west-2a/i-1"}),
+    ],
+    ids=["label", "annotation", "cordon", "provider-id"],
+)
+def test_policy_denies_changes_besides_the_taint(policy: dict, change: object) -> None:
+    old = node_object(NODE, [STARTUP_TAINT])
+    new = node_object(NODE, [])
+    change(new)  # type: ignore[operator]
+    assert not admitted(policy, SERVICE_ACCOUNT, NODE, old, new)
+
+
+def test_policy_leaves_other_users_alone(policy: dict) -> None:
+    old = node_object(NODE, [STARTUP_TAINT])
+    new = node_object(NODE, [OTHER_TAINT], unschedulable=True)
+    assert admitted(policy, "system:serviceaccount:kube-system:karpenter", None, old, new)

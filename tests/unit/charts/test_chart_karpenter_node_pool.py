@@ -163,3 +163,14 @@ def test_user_data_and_tags_are_optional(helpers: SimpleNamespace) -> None:
     spec = synth(helpers, user_data=None, tags={})["EC2NodeClass"]["spec"]
     assert "userData" not in spec
     assert "tags" not in spec
+
+
+def test_termination_grace_period_bounds_every_drain(
+    helpers: SimpleNamespace, upstream_crds: dict[str, dict]
+) -> None:
+    bounded = synth(helpers, termination_grace_period="15m")["NodePool"]
+    assert bounded["spec"]["template"]["spec"]["terminationGracePeriod"] == "15m"
+    schema = helpers.crd_schema(upstream_crds["karpenter.sh/NodePool"], "v1")
+    helpers.validate_custom_object(bounded, schema)
+    unbounded = synth(helpers)["NodePool"]
+    assert "terminationGracePeriod" not in unbounded["spec"]["template"]["spec"]

@@ -113,15 +113,25 @@ def test_daemon_config_delegates_to_the_vpc_cni_in_the_mounted_cni_dir(
     assert env["MULTUS_NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
 
 
-def test_rbac_grants_what_the_eks_manifest_grants(
+def test_rbac_is_the_eks_manifests_except_read_only_network_attachment_definitions(
     multus: list[dict], helpers: SimpleNamespace, reference_dir: Path
 ) -> None:
     upstream = helpers.load_yaml_documents(
         reference_dir / "multus-v4.1.4-eksbuild.3" / "multus-daemonset-thick.yml"
     )
-    ours = helpers.find(multus, "ClusterRole", "multus")["rules"]
-    assert helpers.rule_triples(ours) == helpers.rule_triples(
+    ours = helpers.rule_triples(helpers.find(multus, "ClusterRole", "multus")["rules"])
+    upstream_triples = helpers.rule_triples(
         helpers.find(upstream, "ClusterRole", "multus")["rules"]
+    )
+    nads = {
+        ("k8s.cni.cncf.io", "network-attachment-definitions", v) for v in ("get", "list", "watch")
+    }
+    # Upstream grants every verb on every k8s.cni.cncf.io resource; the daemon only reads NADs.
+    assert ("k8s.cni.cncf.io", "*", "*") in upstream_triples
+    assert ours == (upstream_triples - {("k8s.cni.cncf.io", "*", "*")}) | nads
+    assert not any(
+        group == "k8s.cni.cncf.io" and verb not in ("get", "list", "watch")
+        for group, _, verb in ours
     )
     binding = helpers.find(multus, "ClusterRoleBinding", "multus")
     assert binding["roleRef"]["name"] == "multus"

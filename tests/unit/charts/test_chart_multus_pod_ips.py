@@ -10,8 +10,9 @@ from types import SimpleNamespace
 import pytest
 
 from charts.building_blocks import KARPENTER_NODE_LABEL_KEY
-from charts.multus_pod_ips import MULTUS_POD_IPS_IMAGE, MultusPodIpsProps, agent_config
+from charts.multus_pod_ips import MultusPodIpsProps, agent_config
 from charts.network_attachments import cni_config
+from config.images import ImagesConfig
 from multus_pod_ips import AGENT_SCRIPT, CNI_PLUGIN_SCRIPT, CNI_PLUGIN_TYPE
 from multus_pod_ips.cni_plugin import DEFAULT_AGENT_SOCKET
 from node_bootstrap import READY_MARKER_DIR
@@ -104,12 +105,12 @@ def test_runs_on_multus_nodes_before_their_startup_taint_is_lifted(
     assert pod["priorityClassName"] == "system-node-critical"
 
 
-def test_image_is_a_pinned_amazon_linux_2023_release(pod: dict) -> None:
-    assert re.fullmatch(
-        r"public\.ecr\.aws/amazonlinux/amazonlinux:2023\.\d+\.\d{8}\.\d+", MULTUS_POD_IPS_IMAGE
-    )
+def test_image_is_the_pinned_amazon_linux_2023_release_cleartaints_uses(pod: dict) -> None:
+    image = ImagesConfig().multus_pod_ips.reference
+    assert re.fullmatch(r"public\.ecr\.aws/amazonlinux/amazonlinux:2023\.\d+\.\d{8}\.\d+", image)
+    assert image == ImagesConfig().cleartaints.reference  # one pull for both DaemonSets
     images = {c["image"] for c in [*pod["containers"], *pod["initContainers"]]}
-    assert images == {MULTUS_POD_IPS_IMAGE}
+    assert images == {image}
 
 
 def test_readiness_is_the_marker_the_agent_writes(pod: dict, config: dict) -> None:
@@ -139,4 +140,4 @@ def test_init_container_installs_the_plugin_the_nads_chain_names(pod: dict, tmp_
 
 def test_an_interface_without_ranges_is_rejected() -> None:
     with pytest.raises(ValueError, match="interfaces"):
-        agent_config(MultusPodIpsProps(interfaces={"multus1": []}))
+        agent_config(MultusPodIpsProps(image="img:1", interfaces={"multus1": []}))

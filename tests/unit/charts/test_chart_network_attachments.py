@@ -131,3 +131,44 @@ def test_duplicate_attachment_names_are_rejected() -> None:
     (attachment,) = attachments_for(["multus1"], ["us-west-2a"])
     with pytest.raises(ValueError, match="multus1-us-west-2a"):
         synth([attachment, attachment])
+
+
+def test_a_namespace_of_its_own_is_created_before_the_nads() -> None:
+    props = NetworkAttachmentsProps(
+        namespace="telco-nads",
+        attachments=attachments_for(["multus1"], ["us-west-2a"]),
+        create_namespace=True,
+    )
+    manifest = cdk8s.Testing.synth(NetworkAttachmentsChart(cdk8s.Testing.app(), "nads", props))
+    assert [(o["kind"], o["metadata"].get("namespace")) for o in manifest] == [
+        ("Namespace", None),
+        ("NetworkAttachmentDefinition", "telco-nads"),
+    ]
+    assert manifest[0]["metadata"]["name"] == "telco-nads"
+
+
+def test_an_existing_namespace_is_not_created() -> None:
+    kinds = {o["kind"] for o in synth(attachments_for(["multus1"], ["us-west-2a"]), "default")}
+    assert kinds == {"NetworkAttachmentDefinition"}
+
+
+def test_node_local_attachments_carry_no_config_and_share_the_name_space() -> None:
+    props = NetworkAttachmentsProps(
+        namespace="telco",
+        attachments=attachments_for(["signaling"], ["us-west-2a"]),
+        node_local_names=["userplane-us-west-2a"],
+    )
+    objects = cdk8s.Testing.synth(NetworkAttachmentsChart(cdk8s.Testing.app(), "nads", props))
+    by_name = {o["metadata"]["name"]: o for o in objects}
+    # Multus reads the node's CNI config named like the NAD only when the spec is empty.
+    assert by_name["userplane-us-west-2a"]["spec"] == {}
+    assert by_name["userplane-us-west-2a"]["metadata"]["namespace"] == "telco"
+    assert "config" in by_name["signaling-us-west-2a"]["spec"]
+
+    clash = NetworkAttachmentsProps(
+        namespace="telco",
+        attachments=attachments_for(["userplane"], ["us-west-2a"]),
+        node_local_names=["userplane-us-west-2a"],
+    )
+    with pytest.raises(ValueError, match="userplane-us-west-2a"):
+        NetworkAttachmentsChart(cdk8s.Testing.app(), "nads", clash)

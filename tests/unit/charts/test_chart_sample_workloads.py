@@ -5,13 +5,13 @@ from types import SimpleNamespace
 import cdk8s
 
 from charts.sample_workloads import (
-    MULTITOOL_IMAGE,
     MULTUS_NETWORKS_ANNOTATION,
     SampleWorkloadsChart,
     SampleWorkloadsProps,
     ZoneWorkload,
     deployment_name,
 )
+from config.images import ImagesConfig
 
 
 def test_one_deployment_per_zone_with_that_zones_attachments(
@@ -37,6 +37,7 @@ def test_one_deployment_per_zone_with_that_zones_attachments(
 def test_pods_request_what_they_are_given(helpers: SimpleNamespace) -> None:
     props = SampleWorkloadsProps(
         namespace="demo",
+        image="registry.example.com/mirror/network-multitool:3.22.2",
         workloads=[ZoneWorkload("ap-south-2a", ["n1-ap-south-2a"])],
         replicas=3,
         cpu_millis=500,
@@ -51,4 +52,13 @@ def test_pods_request_what_they_are_given(helpers: SimpleNamespace) -> None:
         "requests": {"cpu": "500m", "memory": "256Mi"},
         "limits": {"cpu": "500m", "memory": "256Mi"},
     }
-    assert container["image"] == MULTITOOL_IMAGE
+    assert container["image"] == "registry.example.com/mirror/network-multitool:3.22.2"
+
+
+def test_seed_image_is_the_default_multitool(
+    seed_manifests: dict[str, list[dict]], helpers: SimpleNamespace
+) -> None:
+    for deployment in helpers.find_all(seed_manifests["sample-workloads"], "Deployment"):
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == "wbitt/network-multitool:3.22.2"
+        assert container["image"] == ImagesConfig().sample_workloads.reference

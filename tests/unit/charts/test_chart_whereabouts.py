@@ -6,7 +6,10 @@ from types import SimpleNamespace
 import cdk8s
 import pytest
 
-from charts.whereabouts import WHEREABOUTS_IMAGE, WhereaboutsChart, WhereaboutsProps
+from charts.whereabouts import WhereaboutsChart, WhereaboutsProps
+from config.images import ImagesConfig
+
+WHEREABOUTS_IMAGE = ImagesConfig().whereabouts.reference
 
 CRD_KINDS = ("IPPool", "OverlappingRangeIPReservation", "NodeSlicePool")
 
@@ -107,7 +110,9 @@ def test_reconciler_is_a_single_replica_that_never_overlaps(
 
 
 def test_reconciler_reads_the_configured_schedule(helpers: SimpleNamespace) -> None:
-    props = WhereaboutsProps(reconcile_schedule="*/15 * * * *", log_level="error")
+    props = WhereaboutsProps(
+        image=WHEREABOUTS_IMAGE, reconcile_schedule="*/15 * * * *", log_level="error"
+    )
     manifests = cdk8s.Testing.synth(WhereaboutsChart(cdk8s.Testing.app(), "w", props))
     config_map = helpers.find(manifests, "ConfigMap")
     assert config_map["data"] == {"cron-expression": "*/15 * * * *"}
@@ -137,3 +142,29 @@ def test_rbac_grants_what_upstream_grants(
     for kind in ("DaemonSet", "Deployment"):
         pod = helpers.find(whereabouts, kind)["spec"]["template"]["spec"]
         assert pod["serviceAccountName"] == "whereabouts"
+
+
+def test_reconciler_runs_on_the_system_nodes_and_the_daemonset_everywhere(
+    whereabouts: list[dict], helpers: SimpleNamespace
+) -> None:
+    reconciler = helpers.find(whereabouts, "Deployment", "whereabouts-reconciler")
+    pod = reconciler["spec"]["template"]["spec"]
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"] == [
+        {"key": "karpenter.sh/controller", "operator": "In", "values": ["true"]}
+    ]
+    assert helpers.tolerates(pod["tolerations"], "karpenter.sh/controller", "true", "NoSchedule")
+    assert not helpers.tolerates(pod["tolerations"], "multus/not-ready", "true", "NoSchedule")
+    daemon = helpers.find(whereabouts, "DaemonSet")["spec"]["template"]["spec"]
+    assert "affinity" not in daemon
+
+
+def test_reconciler_without_placement_props_has_no_node_constraints(
+    helpers: SimpleNamespace,
+) -> None:
+    props = WhereaboutsProps(image=WHEREABOUTS_IMAGE)
+    manifests = cdk8s.Testing.synth(WhereaboutsChart(cdk8s.Testing.app(), "w", props))
+    pod = helpers.find(manifests, "Deployment")["spec"]["template"]["spec"]
+    assert "affinity" not in pod and "tolerations" not in pod

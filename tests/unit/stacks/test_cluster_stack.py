@@ -13,7 +13,7 @@ from config import parse_config
 from tests.conftest import SHARED_REFERENCE, SynthesizedApp, cdk_json_context, synthesize
 
 SEED = parse_config({})
-CLUSTER = SEED.cluster.name
+CLUSTER = SEED.cluster_name
 REFERENCE_TEMPLATE = SHARED_REFERENCE / "karpenter-v1.14.1" / "cloudformation.yaml"
 ADMIN_ARN = "arn:aws:iam::123456789012:role/platform-admins"
 CONTROLLER_TAINT = {"key": "karpenter.sh/controller", "value": "true"}
@@ -129,14 +129,10 @@ def test_cluster_lives_in_the_node_subnets_only(
         if r["Type"] == "AWS::EC2::Subnet"
         and {"Key": "aws-cdk:subnet-name", "Value": "Nodes"} in r["Properties"]["Tags"]
     }
-    imports = only(cluster, "AWS::EKS::Cluster")["Properties"]["ResourcesVpcConfig"]["SubnetIds"]
-    exported = {
-        name: output["Value"]["Ref"]
-        for name, output in network["Outputs"].items()
-        if "Export" in output and "Ref" in output["Value"]
-        for name in [output["Export"]["Name"]]
-    }
-    assert {exported[i["Fn::ImportValue"]] for i in imports} == node_subnets
+    reads = only(cluster, "AWS::EKS::Cluster")["Properties"]["ResourcesVpcConfig"]["SubnetIds"]
+    outputs = {name: output["Value"].get("Ref") for name, output in network["Outputs"].items()}
+    # weak cross-stack references: outputs read with Fn::GetStackOutput
+    assert {outputs[r["Fn::GetStackOutput"]["OutputName"]] for r in reads} == node_subnets
 
 
 def test_cluster_does_not_tag_multus_subnets_for_load_balancers(
@@ -419,7 +415,8 @@ def test_launch_terminate_and_pass_role_are_never_granted_on_everything(
             assert targets == ["${" + node_role + ".Arn}"], statement
         if any(kind in target for target in targets for kind in created):
             assert owned in json.dumps(statement.get("Condition", {})), statement
-    assert checked == 5  # the reference's four launch/terminate statements + PassRole
+    # the reference's four launch/terminate statements + PassRole, and the teardown's terminate
+    assert checked == 6
 
 
 # --- interruption queue --------------------------------------------------------------------------
@@ -504,7 +501,13 @@ def test_crd_chart_then_controller_chart_at_the_pinned_version(cluster: dict[str
 
 def test_controller_values(cluster: dict[str, Any]) -> None:
     values = helm_values(cluster, "karpenter")
-    assert values["settings"] == {"clusterName": CLUSTER, "interruptionQueue": "REF"}
+    # reservedENIs: the seed's two Multus networks (docs/node-capacity.md).
+    assert values["settings"] == {
+        "clusterName": CLUSTER,
+        "interruptionQueue": "REF",
+        "reservedENIs": "2",
+    }
+    assert "image" not in values["controller"]  # the chart's own pinned image
     assert values["replicas"] == SEED.karpenter.replicas == 2
     assert values["podDisruptionBudget"] == {"name": "karpenter", "maxUnavailable": 1}
     assert values["serviceAccount"] == {"create": True, "name": "karpenter"}

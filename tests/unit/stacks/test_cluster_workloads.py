@@ -138,6 +138,8 @@ def test_node_pool_carries_the_seed_settings(cluster: dict[str, Any]) -> None:
         "consolidationPolicy": "WhenEmpty",
         "consolidateAfter": "120s",
     }
+    # node_pool.termination_grace_period: no drain (teardown included) waits forever
+    assert template["spec"]["terminationGracePeriod"] == "15m"
 
 
 def test_node_class_gets_the_rendered_bootstrap_and_node_role(cluster: dict[str, Any]) -> None:

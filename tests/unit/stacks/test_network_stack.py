@@ -53,7 +53,7 @@ def test_subnet_roles_are_tagged_for_eks_and_karpenter(network: dict[str, Any]) 
         assert ("kubernetes.io/role/elb" in subnet_tags) == (group == "Public")
         assert ("kubernetes.io/role/internal-elb" in subnet_tags) == (group == "Nodes")
         if group == "Nodes":
-            assert subnet_tags["karpenter.sh/discovery"] == SEED.cluster.name
+            assert subnet_tags["karpenter.sh/discovery"] == SEED.cluster_name
         else:
             assert "karpenter.sh/discovery" not in subnet_tags
 

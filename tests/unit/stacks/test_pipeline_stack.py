@@ -155,3 +155,38 @@ def test_cfn_lint_and_cdk_nag_on_the_pipeline(
     report = json.loads((outdir / "validation-report.json").read_text())
     assert open_nag_findings(report) == []
     assert synth_error is None
+
+
+def codebuild_buildspecs(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        key: json.loads(r["Properties"]["Source"]["BuildSpec"])
+        for key, r in template["Resources"].items()
+        if r["Type"] == "AWS::CodeBuild::Project"
+    }
+
+
+def test_every_codebuild_step_pins_its_runtimes(pipeline_template: dict[str, Any]) -> None:
+    """Not the image's defaults (Node 18 on standard:7.0): the project's Python, a Node.js the
+    CLI supports, in synth, self-mutation and every asset step alike."""
+    buildspecs = codebuild_buildspecs(pipeline_template)
+    assert len(buildspecs) >= 3
+    for key, buildspec in buildspecs.items():
+        assert buildspec["phases"]["install"]["runtime-versions"] == {
+            "python": "3.11",
+            "nodejs": "22",
+        }, key
+
+
+def test_self_mutation_and_assets_install_package_jsons_pins(
+    pipeline_template: dict[str, Any],
+) -> None:
+    pins = json.loads((Path(__file__).parents[3] / "package.json").read_text())["devDependencies"]
+    installs = {
+        command
+        for buildspec in codebuild_buildspecs(pipeline_template).values()
+        for command in buildspec["phases"]["install"].get("commands", [])
+    }
+    assert installs == {
+        f"npm install -g aws-cdk@{pins['aws-cdk']}",
+        f"npm install -g cdk-assets@{pins['cdk-assets']}",
+    }

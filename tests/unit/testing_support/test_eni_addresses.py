@@ -79,25 +79,3 @@ def test_addresses_outside_the_subnet_and_unassigning_foreign_ones_are_refused(
     )
     assert refusal is not None and refusal[:2] == (400, "InvalidParameterValue")
     assert vpc.model("DescribeNetworkInterfaces", {}) is None
-
-
-def test_new_enis_get_primaries_outside_explicit_reservations(vpc: SimpleNamespace) -> None:
-    subnet = vpc.subnet
-    vpc.ec2.create_subnet_cidr_reservation(
-        SubnetId=subnet, Cidr="10.0.4.4/30", ReservationType="explicit"
-    )
-    taken = {
-        item["PrivateIpAddress"]
-        for eni in vpc.ec2.describe_network_interfaces(
-            Filters=[{"Name": "subnet-id", "Values": [subnet]}]
-        )["NetworkInterfaces"]
-        for item in eni["PrivateIpAddresses"]
-    }
-
-    params = vpc.model.rewrite("CreateNetworkInterface", {"SubnetId": subnet})
-
-    # .0-.3 belong to AWS, .4-.7 to the reservation; then the first address nobody holds.
-    expected = next(f"10.0.4.{h}" for h in range(8, 255) if f"10.0.4.{h}" not in taken)
-    assert params == {"SubnetId": subnet, "PrivateIpAddress": expected}
-    assert vpc.model.rewrite("CreateNetworkInterface", {**params}) is None  # address given
-    assert vpc.model.rewrite("AttachNetworkInterface", {"SubnetId": subnet}) is None

@@ -1,0 +1,116 @@
+"""Deploy-time check that the pinned AL2023 AMI release exists for the cluster's Kubernetes
+version.
+
+Karpenter resolves the EC2NodeClass alias al2023@<release> through a public SSM parameter per
+Kubernetes version, architecture and variant. When the release has no image for the cluster's
+version, no node ever launches and nothing says why; this custom resource reads the same
+parameter during the deploy and fails it, naming the config key, before the NodePool is applied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from aws_cdk import Acknowledgment, CustomResource, Duration, Stack, Validations
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from cdk_constructs.nag_findings import finding_text
+
+HANDLER_DIR = Path(__file__).parent / "ami_release_check_handler"
+RESOURCE_TYPE = "Custom::AmiReleaseCheck"
+HANDLER_RUNTIME = lambda_.Runtime.PYTHON_3_14
+
+
+def al2023_image_parameter(
+    kubernetes_version: str, ami_alias: str, architecture: str = "x86_64"
+) -> str:
+    """The SSM parameter Karpenter v1.14 reads for a pinned AL2023 alias (standard variant;
+    pkg/providers/amifamily/al2023.go, resolvePath)."""
+    family, _, release = ami_alias.partition("@")
+    if family != "al2023" or not release or release == "latest":
+        raise ValueError(f"{ami_alias!r} is not a pinned al2023@<release> alias")
+    name = f"amazon-eks-node-al2023-{architecture}-standard-{kubernetes_version}-{release}"
+    return (
+        f"/aws/service/eks/optimized-ami/{kubernetes_version}/amazon-linux-2023/"
+        f"{architecture}/standard/{name}/image_id"
+    )
+
+
+@dataclass(frozen=True)
+class AmiReleaseCheckProps:
+    """config_field: the config key the error message names (node_pool.ami_alias)."""
+
+    kubernetes_version: str
+    ami_alias: str
+    config_field: str
+
+
+class AmiReleaseCheck(Construct):
+    """A custom resource whose create/update fails when the alias has no AMI for the version."""
+
+    def __init__(self, scope: Construct, construct_id: str, props: AmiReleaseCheckProps) -> None:
+        super().__init__(scope, construct_id)
+        parameter = al2023_image_parameter(props.kubernetes_version, props.ami_alias)
+        stack = Stack.of(self)
+        handler = lambda_.Function(
+            self,
+            "Handler",
+            runtime=HANDLER_RUNTIME,
+            handler="index.on_event",
+            code=lambda_.Code.from_asset(str(HANDLER_DIR)),
+            timeout=Duration.seconds(30),
+            description="Fails the deploy when the pinned AL2023 AMI release lacks this "
+            "Kubernetes version",
+            log_group=logs.LogGroup(self, "HandlerLogs", retention=logs.RetentionDays.ONE_MONTH),
+        )
+        # Public parameters live in no account: arn:<partition>:ssm:<region>::parameter/aws/...
+        handler.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["ssm:GetParameter"],
+                resources=[
+                    stack.format_arn(
+                        service="ssm",
+                        account="",
+                        resource="parameter",
+                        resource_name=parameter.lstrip("/"),
+                    )
+                ],
+            )
+        )
+        provider = cr.Provider(
+            self,
+            "Provider",
+            on_event_handler=handler,
+            log_group=logs.LogGroup(self, "ProviderLogs", retention=logs.RetentionDays.ONE_MONTH),
+        )
+        self.resource = CustomResource(
+            self,
+            "Check",
+            service_token=provider.service_token,
+            resource_type=RESOURCE_TYPE,
+            properties={
+                "ParameterName": parameter,
+                "AmiAlias": props.ami_alias,
+                "KubernetesVersion": props.kubernetes_version,
+                "ConfigField": props.config_field,
+            },
+        )
+        Validations.of(self).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
+                "service-role/AWSLambdaBasicExecutionRole]",
+                reason="Only lets the two functions write their own CloudWatch logs; CDK's Lambda "
+                "and Provider constructs attach it.",
+            ),
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM5[Resource::"
+                f"{finding_text(self, handler.function_arn)}:*]",
+                reason="The Provider framework may invoke any version of its own on-event "
+                "handler (<arn>:*); the handler itself may read one public SSM parameter.",
+            ),
+        )

@@ -1,0 +1,36 @@
+"""Linux interface names a Multus network's ENI must not take on an EKS node.
+
+The node bootstrap renames each Multus ENI by its MAC address; a name the host already uses, or
+one another component creates later, would collide with it or be taken over:
+- the loopback device `lo`;
+- the names the AL2023 EKS AMI gives the instance's own ENIs: predictable names on Nitro
+  (ens5 for the primary, ens6, ens7 ... for attached ones; enp<bus>s<slot> on some sizes) and
+  the kernel's eth0, eth1 ... before renaming;
+- what the Amazon VPC CNI creates: the host side of every pod's veth pair is `eni` + 11 hex
+  digits (AWS_VPC_K8S_CNI_VETHPREFIX, default "eni"), and with security groups for pods
+  `vlan<id>` and `dummy<id>` devices.
+Linux itself allows at most 15 characters (IFNAMSIZ 16 with the terminating NUL) and no "/",
+whitespace, "." or ".."; the model's pattern (lowercase letters and digits) is stricter.
+"""
+
+from __future__ import annotations
+
+import re
+
+RESERVED_INTERFACE_NAMES: dict[str, str] = {
+    r"lo": "the loopback device",
+    r"eth[0-9]+": "a kernel name of the node's own ENIs",
+    r"ens[0-9]+": "the AL2023 AMI's name for the node's own ENIs (ens5 is the primary)",
+    r"enp[0-9]+s[0-9]+": "the AL2023 AMI's name for the node's own ENIs on some sizes",
+    r"eni[0-9a-f]*": "the VPC CNI's prefix for pod veth devices (eni + 11 hex digits)",
+    r"vlan[0-9]*": "the VPC CNI's prefix for security-group-for-pods VLAN devices",
+    r"dummy[0-9]*": "the VPC CNI's prefix for security-group-for-pods dummy devices",
+}
+
+
+def reserved_interface_reason(name: str) -> str | None:
+    """Why `name` cannot name a Multus interface on the node, or None if it can."""
+    for pattern, owner in RESERVED_INTERFACE_NAMES.items():
+        if re.fullmatch(pattern, name):
+            return f"{name!r} is {owner}; pick another name, for example multus1"
+    return None

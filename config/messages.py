@@ -1,0 +1,128 @@
+"""Validation errors in plain words: the field's path, what is wrong and how to fix it.
+
+pydantic reports a pattern mismatch with the regular expression and an unknown key as "extra
+inputs are not permitted"; here the first becomes the pattern's words and an example
+(config/patterns.py), the second names the closest accepted key, and a cross-field error whose
+message starts with a field path ("region: ...") is filed under that field.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import types
+from typing import Any, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from config.patterns import PLAIN_PATTERNS
+
+Location = tuple[int | str, ...]
+
+# "multus.networks[1] (multus2).subnets: ..." or "region: ...": a path the message names.
+_SEGMENT = r"[a-z_][a-z0-9_]*(?:\[\d+\])*(?: \([^)]*\))?"
+_PATH_PREFIX = re.compile(rf"^({_SEGMENT}(?:\.{_SEGMENT})*): ")
+
+
+def describe_errors(
+    error: ValidationError, source: str, model: type[BaseModel], section: str = ""
+) -> str:
+    """One line per problem; `section` is where `model` sits in the document (e.g. pipeline)."""
+    lines = [f"Invalid {source}:"]
+    for detail in error.errors():
+        for path, message in _describe(detail, model):
+            full_path = f"{section}.{path}".strip(".")
+            lines.append(f"  - {full_path or '(top level)'}: {message}")
+    return "\n".join(lines)
+
+
+def format_location(location: Location) -> str:
+    return "".join(
+        f"[{part}]" if isinstance(part, int) else f".{part}" for part in location
+    ).lstrip(".")
+
+
+def _describe(detail: ErrorDetails, model: type[BaseModel]) -> list[tuple[str, str]]:
+    """(path, message) per problem; a validator may report several, one per line."""
+    location: Location = tuple(detail["loc"])
+    message = detail["msg"].removeprefix("Value error, ")
+    kind = detail["type"]
+    if kind == "extra_forbidden":
+        message = _unknown_key(location, model)
+    elif kind == "string_pattern_mismatch":
+        message = _pattern_mismatch(detail)
+    elif kind == "string_type" and isinstance(detail["input"], bool):
+        message = (
+            f"{detail['input']!r} arrived as a boolean (YAML reads yes/no/on/off that way), but "
+            "this field takes text; put it in quotes"
+        )
+    elif kind == "string_type" and isinstance(detail["input"], int | float):
+        message = (
+            f"{detail['input']!r} arrived as a number, but this field takes text; "
+            f'put it in quotes, for example "{detail["input"]}"'
+        )
+    path = format_location(location)
+    if kind != "value_error":
+        return [(path, message)]
+    section = model_at(model, location)
+    return [_file_under_named_field(path, section, line) for line in message.split("\n")]
+
+
+def _file_under_named_field(
+    path: str, section: type[BaseModel] | None, message: str
+) -> tuple[str, str]:
+    """A message "field.sub: text" from a section's validator is filed under that field."""
+    named = _PATH_PREFIX.match(message)
+    if named is None or section is None:
+        return path, message
+    first_field = re.split(r"[.\[ ]", named.group(1), maxsplit=1)[0]
+    if first_field not in section.model_fields:
+        return path, message
+    return f"{path}.{named.group(1)}".lstrip("."), message[named.end() :]
+
+
+def _pattern_mismatch(detail: ErrorDetails) -> str:
+    regex = (detail.get("ctx") or {}).get("pattern", "")
+    plain = PLAIN_PATTERNS.get(str(regex))
+    if plain is None:
+        return detail["msg"]
+    return f"{detail['input']!r} is not {plain.allowed}; for example {plain.example}"
+
+
+def _unknown_key(location: Location, model: type[BaseModel]) -> str:
+    key = str(location[-1])
+    parent = model_at(model, location[:-1])
+    if parent is None:
+        return "unknown key (typo?); see config/model.py for the accepted keys"
+    accepted = list(parent.model_fields)
+    close = difflib.get_close_matches(key, accepted, n=1)
+    if close:
+        return f"unknown key; did you mean {close[0]!r}?"
+    return f"unknown key; the accepted keys here are {', '.join(accepted)}"
+
+
+def model_at(model: type[BaseModel], location: Location) -> type[BaseModel] | None:
+    """The config section at `location` (list indexes skipped), or None if it is no section."""
+    current: Any = model
+    for part in location:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        field = current.model_fields.get(part)
+        if field is None:
+            return None
+        current = element_type(field.annotation)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def element_type(annotation: Any) -> Any:
+    """The model or scalar type behind Optional[...] and list[...]."""
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        members = [a for a in get_args(annotation) if a is not type(None)]
+        return element_type(members[0]) if len(members) == 1 else annotation
+    if origin is list:
+        return element_type(get_args(annotation)[0])
+    return annotation

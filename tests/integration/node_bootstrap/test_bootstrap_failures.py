@@ -1,0 +1,231 @@
+"""A node whose Multus bootstrap fails takes itself out of service: after logging and cleanup
+it powers off (Karpenter replaces a stopped instance), and no unattached ENI stays behind.
+Runs the rendered user-data in dry-host mode, where the power-off shows as a host command."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from node_bootstrap import render_user_data
+from node_bootstrap.renderer import INSTANCE_TAG_KEY
+from testing_support.multus_emulator import (
+    DROP_CONNECTION,
+    BootstrapRun,
+    Ec2Emulator,
+    Fault,
+    MultusVpc,
+    running_emulator,
+)
+from tests.integration.node_bootstrap.test_multus_eni_bootstrap_script import marker
+
+pytestmark = pytest.mark.integration
+
+CLUSTER = "telco-cluster"
+ATTACH_REFUSED = Fault("AttachmentLimitExceeded", status=400, action="AttachNetworkInterface")
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[Ec2Emulator]:
+    with running_emulator() as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def vpc(emulator: Ec2Emulator) -> MultusVpc:
+    return emulator.create_multus_vpc(network_count=2)
+
+
+@pytest.fixture(scope="module")
+def user_data(vpc: MultusVpc) -> str:
+    return render_user_data(vpc.bootstrap_props(CLUSTER))
+
+
+def tagged_enis(emulator: Ec2Emulator, instance_id: str) -> list[dict[str, Any]]:
+    """Every ENI the bootstrap made for this instance, attached or not."""
+    return list(
+        emulator.ec2.describe_network_interfaces(
+            Filters=[{"Name": f"tag:{INSTANCE_TAG_KEY}", "Values": [instance_id]}]
+        )["NetworkInterfaces"]
+    )
+
+
+def assert_failed_cleanly(emulator: Ec2Emulator, instance_id: str, run: BootstrapRun) -> None:
+    """Non-zero exit, power-off requested after the cleanup, no marker, and no ENI left that
+    would outlive the instance: none unattached, every attached one deleted on termination."""
+    assert run.returncode != 0, run.output
+    assert run.shutdown_requested, run.output
+    assert run.host_commands[-1] == "systemctl --no-block poweroff"
+    assert "powering off" in run.output
+    assert not marker(run).exists()
+    delete_on_termination = {
+        call.params["Attachment.AttachmentId"]
+        for call in run.actions("ModifyNetworkInterfaceAttribute")
+        if call.params.get("Attachment.DeleteOnTermination") == "true" and call.status == 200
+    }
+    for eni in tagged_enis(emulator, instance_id):
+        assert eni["Status"] == "in-use", f"{eni['NetworkInterfaceId']} left unattached"
+        assert eni["Attachment"]["AttachmentId"] in delete_on_termination
+
+
+def test_a_successful_run_does_not_power_off(
+    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+) -> None:
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    run = emulator.run_bootstrap(user_data, instance_id)
+    assert run.returncode == 0, run.output
+    assert not run.shutdown_requested
+    assert run.actions("DescribeNetworkInterfaces") == []
+
+
+def test_attach_refused(emulator: Ec2Emulator, vpc: MultusVpc, user_data: str) -> None:
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    run = emulator.run_bootstrap(user_data, instance_id, faults=[ATTACH_REFUSED])
+    assert_failed_cleanly(emulator, instance_id, run)
+    assert len(run.actions("DeleteNetworkInterface")) == 1
+
+
+def test_failure_right_after_create(
+    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str, tmp_path: Path
+) -> None:
+    """The first step after CreateNetworkInterface (the .link file) fails."""
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    root = tmp_path / "node"
+    (root / "etc/systemd/network/10-multus-multus1.link").mkdir(parents=True)
+    run = emulator.run_bootstrap(user_data, instance_id, root=root)
+    assert_failed_cleanly(emulator, instance_id, run)
+    created = [c for c in run.actions("CreateNetworkInterface") if c.status == 200]
+    assert len(created) == 2
+    assert "multus1: deleting eni-" in run.output
+
+
+def test_created_eni_whose_answer_was_lost_is_found_by_its_tag_and_deleted(
+    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+) -> None:
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    lost_answer = Fault(
+        "", status=DROP_CONNECTION, action="CreateNetworkInterface", after_forward=True
+    )
+    run = emulator.run_bootstrap(user_data, instance_id, faults=[lost_answer, ATTACH_REFUSED])
+    assert_failed_cleanly(emulator, instance_id, run)
+    # Three ENIs were created (one answer lost); the lost one is deleted by the final cleanup,
+    # which looks for this instance's unattached ENIs.
+    (cleanup,) = [
+        c for c in run.actions("DescribeNetworkInterfaces") if "Filter.1.Name" in c.params
+    ]
+    assert cleanup.params == {
+        "Action": "DescribeNetworkInterfaces",
+        "Version": "2016-11-15",
+        "Filter.1.Name": f"tag:{INSTANCE_TAG_KEY}",
+        "Filter.1.Value.1": instance_id,
+        "Filter.2.Name": "status",
+        "Filter.2.Value.1": "available",
+    }
+    assert len([c for c in run.actions("DeleteNetworkInterface") if c.status == 200]) == 2
+
+
+def test_delete_on_termination_refused(
+    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+) -> None:
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    refused = Fault(
+        "UnauthorizedOperation",
+        status=403,
+        action="ModifyNetworkInterfaceAttribute",
+        with_param="Attachment.DeleteOnTermination",
+    )
+    run = emulator.run_bootstrap(user_data, instance_id, faults=[refused])
+    assert_failed_cleanly(emulator, instance_id, run)
+    assert len(run.actions("DetachNetworkInterface")) == 1
+
+
+def test_interface_that_never_appears(
+    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+) -> None:
+    """Attached and configured, but the kernel never shows it: the attached ENIs go with the
+    instance (DeleteOnTermination), the node powers off."""
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    run = emulator.run_bootstrap(user_data, instance_id, env={"MULTUS_WAIT_SECONDS": "0"})
+    assert_failed_cleanly(emulator, instance_id, run)
+    assert "no interface with MAC" in run.output
+    assert len(tagged_enis(emulator, instance_id)) == 2
+
+
+def test_device_index_taken_by_another_eni(
+    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+) -> None:
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    stranger = emulator.ec2.create_network_interface(SubnetId=vpc.private_subnets["us-west-2a"])
+    emulator.ec2.attach_network_interface(
+        NetworkInterfaceId=stranger["NetworkInterface"]["NetworkInterfaceId"],
+        InstanceId=instance_id,
+        DeviceIndex=1,
+    )
+    run = emulator.run_bootstrap(user_data, instance_id)
+    assert_failed_cleanly(emulator, instance_id, run)
+    # multus2 (device index 2) was attached with DeleteOnTermination before the node gave up.
+    assert [c.params["SubnetId"] for c in run.actions("CreateNetworkInterface")] == [
+        vpc.multus_subnets["multus2", "us-west-2a"]
+    ]
+
+
+def test_az_missing_from_the_placement_table_powers_off_before_any_ec2_call(
+    emulator: Ec2Emulator, vpc: MultusVpc
+) -> None:
+    only_second_az = render_user_data(vpc.bootstrap_props(CLUSTER, azs=["us-west-2b"]))
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    run = emulator.run_bootstrap(only_second_az, instance_id)
+    assert_failed_cleanly(emulator, instance_id, run)
+    assert run.ec2_calls == []
+
+
+def test_credentials_missing_early_in_boot_are_waited_for(
+    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+) -> None:
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    emulator.imds.credentials_missing_for = 3
+    try:
+        run = emulator.run_bootstrap(user_data, instance_id)
+    finally:
+        emulator.imds.credentials_missing_for = 0
+    assert run.returncode == 0, run.output
+    assert run.output.count("IMDS has no iam/security-credentials/ yet") == 3
+    assert not run.shutdown_requested
+
+
+def test_credentials_that_never_come_fail_within_the_bound(
+    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+) -> None:
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    emulator.imds.credentials_missing_for = 10**6
+    try:
+        run = emulator.run_bootstrap(
+            user_data, instance_id, env={"MULTUS_CREDENTIALS_WAIT_SECONDS": "2"}
+        )
+    finally:
+        emulator.imds.credentials_missing_for = 0
+    assert_failed_cleanly(emulator, instance_id, run)
+    assert "IMDS has no instance profile credentials" in run.output
+    assert run.ec2_calls == []
+    assert run.seconds < 30
+
+
+def test_single_network_variant_fails_cleanly_too(emulator: Ec2Emulator, vpc: MultusVpc) -> None:
+    props = vpc.bootstrap_props(CLUSTER)
+    one_network = render_user_data(
+        replace(
+            props,
+            interfaces=props.interfaces[:1],
+            placements={
+                az: replace(p, subnet_ids=p.subnet_ids[:1]) for az, p in props.placements.items()
+            },
+        )
+    )
+    instance_id = emulator.launch_instance(vpc, "us-west-2b", CLUSTER)
+    run = emulator.run_bootstrap(one_network, instance_id, faults=[ATTACH_REFUSED])
+    assert_failed_cleanly(emulator, instance_id, run)
+    assert tagged_enis(emulator, instance_id) == []

@@ -1,0 +1,651 @@
+"""Bad input never deploys: every known kind of wrong configuration stops the real entry point
+(app.main) with exit status 1, no traceback, and a message naming the field and the fix.
+
+The cases run in-process through app.main with an App carrying the case's CDK context (what
+`cdk synth -c ...` hands over); a few run `python app.py` in a real process to show the exit
+status and the absence of a traceback end to end.
+
+Classes (the issue's findings, then what was already rejected before it):
+- accepted: synthesized with exit 0 although wrong (would fail on AWS or build something else)
+- traceback: crashed with a Python traceback
+- unclear: rejected, but with a message only a regex reader understands, or a misleading one
+- covered: already rejected clearly; kept here so they stay that way
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+
+import app as app_module
+from config import load_config
+from tests.conftest import REPO, cdk_json_context
+
+PIPELINE_SAMPLE: dict[str, Any] = json.loads(
+    (REPO / "examples" / "pipeline-three-environments.json").read_text()
+)
+
+
+@dataclass(frozen=True)
+class BadInput:
+    """context: CDK context entries of the case (a `config` object, `-c config.x` texts,
+    `config_file`); files: config files to write first (name -> bytes), named by
+    `config_file`; expected: fragments of the message, the field's path first."""
+
+    id: str
+    kind: str
+    context: dict[str, Any]
+    expected: tuple[str, ...]
+    files: dict[str, bytes] = field(default_factory=dict)
+
+
+def networks(**first: Any) -> list[dict[str, Any]]:
+    """The seed's two Multus networks, the first with `first` changed."""
+    seed = [
+        {
+            "name": f"multus{n}",
+            "subnets": [
+                {"cidr": f"10.0.{2 * n + 2}.0/24", "reservation": f"10.0.{2 * n + 2}.32/27"},
+                {"cidr": f"10.0.{2 * n + 3}.0/24", "reservation": f"10.0.{2 * n + 3}.32/27"},
+            ],
+        }
+        for n in (1, 2)
+    ]
+    seed[0].update(first)
+    return seed
+
+
+def config(document: dict[str, Any]) -> dict[str, Any]:
+    return {"config": document}
+
+
+def pipeline(change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    document = copy.deepcopy(PIPELINE_SAMPLE)
+    change(document["pipeline"])
+    return config(document)
+
+
+def pattern_case(
+    case_id: str, path: str, value: str, example: str, kind: str = "unclear"
+) -> BadInput:
+    """A pattern-validated field given a wrong value through `-c`: plain words + example."""
+    return BadInput(case_id, kind, {f"config.{path}": value}, (path, f"for example {example}"))
+
+
+ACCEPTED = [
+    BadInput(
+        "az-letter-the-region-lacks",
+        "accepted",
+        {"config.availability_zones": '["us-west-2a", "us-west-2z"]'},
+        ("availability_zones", "'us-west-2z'", "us-west-2a, us-west-2b, us-west-2c, us-west-2d"),
+    ),
+    BadInput(
+        "network-named-lo",
+        "accepted",
+        config({"multus": {"networks": networks(name="lo")}}),
+        ("multus.networks[0].name", "loopback", "for example multus1"),
+    ),
+    BadInput(
+        "interface-name-of-the-primary-nic",
+        "accepted",
+        config({"multus": {"networks": networks(interface_name="ens5")}}),
+        ("multus.networks[0].interface_name", "ens5 is the primary", "for example multus1"),
+    ),
+    BadInput(
+        "interface-name-of-vpc-cni-veths",
+        "accepted",
+        config({"multus": {"networks": networks(name="eni1a2b")}}),
+        ("multus.networks[0].name", "VPC CNI", "for example multus1"),
+    ),
+    BadInput(
+        "karpenter-release-that-does-not-exist",
+        "accepted",
+        {"config.karpenter.version": "1.99.0"},
+        ("karpenter.version", "not a Karpenter release", "for example 1.14.1"),
+    ),
+    BadInput(
+        "nad-namespace-with-the-reserved-kube-prefix",
+        "accepted",
+        {"config.multus.nad_namespace": "kube-multus"},
+        ("multus.nad_namespace", "reserved", "for example multus-networks"),
+    ),
+    BadInput(
+        "nad-namespace-longer-than-a-kubernetes-name",
+        "accepted",
+        {"config.multus.nad_namespace": "n" * 64},
+        ("multus.nad_namespace", "at most 63 characters"),
+    ),
+    BadInput(
+        "arm64-family-in-the-amd64-node-pool",
+        "accepted",
+        {"config.node_pool.instance_families": '["m6g", "m5"]'},
+        ("node_pool.instance_families", "m6g is arm64", "for example m6i"),
+    ),
+    BadInput(
+        "family-outside-the-categories",
+        "accepted",
+        {
+            "config.node_pool.instance_categories": '["r"]',
+            "config.node_pool.instance_families": '["c5", "r5"]',
+        },
+        ("node_pool.instance_families", "c5 is in category 'c'", "add 'c' there or drop c5"),
+    ),
+    BadInput(
+        "vcpu-count-no-listed-family-has",
+        "accepted",
+        {
+            "config.node_pool.instance_families": '["m5", "m6i"]',
+            "config.node_pool.instance_cpus": "[2, 36]",
+        },
+        ("node_pool.instance_cpus", "no size of ['m5', 'm6i'] has [36] vCPUs", "drop [36]"),
+    ),
+    BadInput(
+        "family-without-the-listed-sizes",
+        "accepted",
+        {
+            "config.node_pool.instance_families": '["m5", "c5"]',
+            "config.node_pool.instance_cpus": "[36]",
+        },
+        ("node_pool.instance_families", "m5 has no size with [36] vCPUs", "drop m5"),
+    ),
+    BadInput(
+        "node-pool-family-that-does-not-exist",
+        "accepted",
+        {"config.node_pool.instance_families": '["m5x"]'},
+        ("node_pool.instance_families", "not an EC2 instance family", "did you mean 'm5'"),
+    ),
+    BadInput(
+        "gp3-root-volume-over-its-maximum",
+        "accepted",
+        {"config.node_pool.root_volume_gib": "20000"},
+        ("node_pool.root_volume_gib", "at most 16384 GiB"),
+    ),
+    BadInput(
+        "gp3-system-disk-over-its-maximum",
+        "accepted",
+        {"config.cluster.system_node_group.disk_size_gib": "16385"},
+        ("cluster.system_node_group.disk_size_gib", "at most 16384 GiB"),
+    ),
+    BadInput(
+        "public-subnet-smaller-than-28",
+        "accepted",
+        {"config.vpc.public_subnet_cidrs": '["10.0.0.0/29", "10.0.1.0/24"]'},
+        ("vpc.public_subnet_cidrs[0]", "/16 to /28", "for example 10.0.4.0/24"),
+    ),
+    BadInput(
+        "multus-subnet-larger-than-16",
+        "accepted",
+        config(
+            {
+                "vpc": {"cidr": "10.0.0.0/16"},
+                "multus": {
+                    "networks": networks(
+                        subnets=[
+                            {"cidr": "10.0.0.0/15", "reservation": "10.0.4.32/27"},
+                            {"cidr": "10.0.3.0/24", "reservation": "10.0.3.32/27"},
+                        ]
+                    )
+                },
+            }
+        ),
+        ("multus.networks[0].subnets[0].cidr", "/16 to /28"),
+    ),
+    BadInput(
+        "vpc-in-the-link-local-range",
+        "accepted",
+        {"config.vpc.cidr": "169.254.0.0/16"},
+        ("vpc.cidr", "link-local", "for example 10.0.0.0/16"),
+    ),
+    BadInput(
+        "system-node-type-arm64-without-a-g",
+        "accepted",
+        {"config.cluster.system_node_group.instance_types": '["mac2.metal"]'},
+        ("cluster.system_node_group", "mac2.metal", "x86_64", "for example c5.large"),
+    ),
+    BadInput(
+        "system-node-type-mac-x86",
+        "accepted",
+        {"config.cluster.system_node_group.instance_types": '["mac1.metal"]'},
+        ("cluster.system_node_group", "Mac instances", "for example c5.large"),
+    ),
+    BadInput(
+        "pipeline-tooling-region-that-is-no-region",
+        "accepted",
+        pipeline(lambda p: p.update(tooling_region="us-west-9")),
+        ("pipeline.tooling_region", "not an AWS Region", "did you mean us-west-2?"),
+    ),
+    BadInput(
+        "yaml-key-given-twice",
+        "accepted",
+        {"config_file": "twice.yaml"},
+        ("config_file", "key 'vpc' appears twice (lines 1 and 4)", "keep one and merge"),
+        files={
+            "twice.yaml": b"vpc:\n  cidr: 10.1.0.0/16\nname: twice\nvpc:\n  nat_gateways: single\n"
+        },
+    ),
+    BadInput(
+        "json-key-given-twice",
+        "accepted",
+        {"config_file": "twice.json"},
+        ("config_file", "key 'name' appears twice", "keep one and merge"),
+        files={"twice.json": b'{"name": "a", "name": "b"}'},
+    ),
+    BadInput(
+        "empty-security-group-ingress-list",
+        "accepted",
+        {"config.multus.security_group_ingress_cidrs": "[]"},
+        ("multus.security_group_ingress_cidrs", "omit the key", '["10.0.0.0/16"]'),
+    ),
+]
+
+TRACEBACKS = [
+    BadInput(
+        "config-context-value-not-an-object",
+        "traceback",
+        {"config": "foo"},
+        ("config must be a JSON object", "-c config.region=eu-central-1"),
+    ),
+    BadInput(
+        "conflicting-dotted-overrides",
+        "traceback",
+        {"config.vpc.cidr": "10.0.0.0/16", "config.vpc.cidr.mask": "16"},
+        ("-c config.vpc.cidr and -c config.vpc.cidr.mask conflict", "keep one of them"),
+    ),
+    BadInput(
+        "non-utf8-yaml-file",
+        "traceback",
+        {"config_file": "latin1.yaml"},
+        ("config_file", "not UTF-8", "save the file as UTF-8"),
+        files={"latin1.yaml": "name: caf\u00e9\n".encode("latin-1")},
+    ),
+]
+
+UNCLEAR = [
+    BadInput(
+        "unquoted-yaml-version-that-lost-its-zero",
+        "unclear",
+        {"config_file": "k8s.yaml"},
+        ("cluster.kubernetes_version", "1.3 arrived as a number", 'in quotes, for example "'),
+        files={"k8s.yaml": b"cluster:\n  kubernetes_version: 1.30\n"},
+    ),
+    BadInput(
+        "unquoted-yaml-account",
+        "unclear",
+        {"config_file": "account.yaml"},
+        ("account", "arrived as a number", 'in quotes, for example "123456789012"'),
+        files={"account.yaml": b"account: 123456789012\n"},
+    ),
+    BadInput(
+        "yaml-boolean-for-a-name",
+        "unclear",
+        {"config_file": "on.yaml"},
+        ("cluster.name", "arrived as a boolean", "put it in quotes"),
+        files={"on.yaml": b"cluster:\n  name: on\n"},
+    ),
+    BadInput(
+        "index-style-key",
+        "unclear",
+        {"config.multus.networks[0].name": "signaling"},
+        (
+            "-c config.multus.networks[0].name",
+            "give the whole list as JSON",
+            """-c 'config.multus.networks=[{"name": "signaling", "subnets": [""",
+        ),
+    ),
+    BadInput(
+        "index-style-key-into-a-list-of-zones",
+        "unclear",
+        {"config.availability_zones[1]": "us-west-2c"},
+        ("""-c 'config.availability_zones=["us-west-2a", "us-west-2c"]'""",),
+    ),
+    BadInput(
+        "comma-list-for-a-list-field",
+        "unclear",
+        {"config.availability_zones": "us-west-2a,us-west-2b"},
+        ("-c config.availability_zones", """'config.availability_zones=["us-west-2a", "us-we"""),
+    ),
+    BadInput(
+        "plain-text-for-a-section",
+        "unclear",
+        {"config.vpc": "10.0.0.0/16"},
+        ("-c config.vpc", "JSON object", "-c config.vpc.<key>=<value>"),
+    ),
+    BadInput(
+        "unknown-key-close-to-a-real-one",
+        "unclear",
+        {"config.vpc.nat_gatways": "single"},
+        ("vpc.nat_gatways", "did you mean 'nat_gateways'?"),
+    ),
+    BadInput(
+        "unknown-top-level-key-close-to-a-real-one",
+        "unclear",
+        config({"clustr": {}}),
+        ("clustr", "did you mean 'cluster'?"),
+    ),
+    BadInput(
+        "empty-segment-in-a-dotted-key",
+        "unclear",
+        {"config.vpc..cidr": "10.0.0.0/16"},
+        ("-c config.vpc..cidr", "empty key between dots", "-c config.vpc.nat_gateways=single"),
+    ),
+    pattern_case("account-pattern", "account", "12345", '"123456789012"'),
+    pattern_case("app-name-pattern", "name", "1stack", "karpenterwithmultus"),
+    pattern_case("cluster-name-pattern", "cluster.name", "eks_cluster", "eks-karpenterwithmultus"),
+    pattern_case(
+        "admin-principal-pattern",
+        "cluster.admin_principal_arn",
+        "admin",
+        "arn:aws:iam::123456789012:role/eks-admins",
+    ),
+    pattern_case("karpenter-version-pattern", "karpenter.version", "v1.14.1", "1.14.1"),
+    pattern_case("karpenter-namespace-pattern", "karpenter.namespace", "Karpenter", "multus"),
+    pattern_case("controller-cpu-pattern", "karpenter.controller_cpu", "1 core", "500m"),
+    pattern_case("controller-memory-pattern", "karpenter.controller_memory", "1GB", "512Mi"),
+    pattern_case("nad-namespace-pattern", "multus.nad_namespace", "Telco_NADs", "multus"),
+    pattern_case("node-pool-cpu-limit-pattern", "node_pool.cpu_limit", "lots", "500m"),
+    pattern_case("node-pool-memory-limit-pattern", "node_pool.memory_limit", "500G", "512Mi"),
+    pattern_case("consolidate-after-pattern", "node_pool.consolidate_after", "2 minutes", "120s"),
+    pattern_case("ami-alias-pattern", "node_pool.ami_alias", "al2023@latest", "al2023@v2026"),
+    BadInput(
+        "network-name-pattern",
+        "unclear",
+        config({"multus": {"networks": networks(name="Multus_1")}}),
+        ("multus.networks[0].name", "Kubernetes name", "for example multus-networks"),
+    ),
+    BadInput(
+        "interface-name-pattern",
+        "unclear",
+        config({"multus": {"networks": networks(interface_name="multus-1")}}),
+        ("multus.networks[0].interface_name", "Linux interface name", "for example multus1"),
+    ),
+    BadInput(
+        "pipeline-name-pattern",
+        "unclear",
+        pipeline(lambda p: p.update(name="my pipeline")),
+        ("pipeline.name", "for example karpenter-multus-pipeline"),
+    ),
+    BadInput(
+        "pipeline-tooling-account-pattern",
+        "unclear",
+        pipeline(lambda p: p.update(tooling_account="1111")),
+        ("pipeline.tooling_account", 'for example "123456789012"'),
+    ),
+    BadInput(
+        "pipeline-connection-arn-pattern",
+        "unclear",
+        pipeline(lambda p: p["source"].update(connection_arn="my-github")),
+        ("pipeline.source.connection_arn", "for example arn:aws:codeconnections:"),
+    ),
+    BadInput(
+        "pipeline-repository-pattern",
+        "unclear",
+        pipeline(lambda p: p["source"].update(repository="karpenter-multus-eks")),
+        ("pipeline.source.repository", "for example example-telco/karpenter-multus-eks"),
+    ),
+    BadInput(
+        "pipeline-environment-name-pattern",
+        "unclear",
+        pipeline(lambda p: p["environments"][0].update(name="dev env")),
+        ("pipeline.environments[0].name", "for example staging"),
+    ),
+    BadInput(
+        "pipeline-environment-account-pattern",
+        "unclear",
+        pipeline(lambda p: p["environments"][0].update(account="2222")),
+        ("pipeline.environments[0].account", 'for example "123456789012"'),
+    ),
+]
+
+COVERED = [
+    BadInput(
+        "az-of-another-region",
+        "covered",
+        {"config.availability_zones": '["us-west-2a", "us-east-1b"]'},
+        ("availability_zones", "'us-east-1b' is not an availability zone of us-west-2"),
+    ),
+    BadInput(
+        "unknown-region",
+        "covered",
+        {"config.region": "us-west-9"},
+        ("region", "not an AWS Region", "config/aws_regions.py"),
+    ),
+    BadInput(
+        "overlapping-subnets",
+        "covered",
+        {"config.vpc.private_subnet_cidrs": '["10.0.2.0/24", "10.0.4.128/25"]'},
+        ("vpc.private_subnet_cidrs[1] (10.0.4.128/25)", "overlaps", "a range of its own"),
+    ),
+    BadInput(
+        "subnet-outside-the-vpc",
+        "covered",
+        {"config.vpc.private_subnet_cidrs": '["10.0.2.0/24", "10.1.3.0/24"]'},
+        ("vpc.private_subnet_cidrs[1]", "outside the VPC CIDR 10.0.0.0/16", "inside it"),
+    ),
+    BadInput(
+        "reservation-over-the-addresses-aws-keeps",
+        "covered",
+        config(
+            {
+                "multus": {
+                    "networks": networks(
+                        subnets=[
+                            {"cidr": "10.0.4.0/24", "reservation": "10.0.4.0/28"},
+                            {"cidr": "10.0.5.0/24", "reservation": "10.0.5.32/27"},
+                        ]
+                    )
+                }
+            }
+        ),
+        ("multus.networks[0].subnets[0]", "addresses AWS keeps", "10.0.4.4-10.0.4.254"),
+    ),
+    BadInput(
+        "vpc-larger-than-16",
+        "covered",
+        {"config.vpc.cidr": "10.0.0.0/8"},
+        ("vpc.cidr", "/16 to /28"),
+    ),
+    BadInput(
+        "host-bits-set",
+        "covered",
+        {"config.vpc.cidr": "10.0.0.1/16"},
+        ("vpc.cidr", "host bits", "for example 10.0.4.0/24"),
+    ),
+    BadInput(
+        "subnet-count-differs-from-the-azs",
+        "covered",
+        {"config.availability_zones": '["us-west-2a", "us-west-2b", "us-west-2c"]'},
+        ("vpc.public_subnet_cidrs", "2 subnet(s) for 3 availability zones", "give one per AZ"),
+    ),
+    BadInput(
+        "duplicate-network-names",
+        "covered",
+        config({"multus": {"networks": networks(name="multus2")}}),
+        ("multus", "share the name 'multus2'", "give each network its own"),
+    ),
+    BadInput(
+        "unsupported-kubernetes-version",
+        "covered",
+        {"config.cluster.kubernetes_version": "1.31"},
+        ("cluster.kubernetes_version", "'1.33'"),
+    ),
+    BadInput(
+        "karpenter-too-old-for-kubernetes",
+        "covered",
+        {"config.cluster.kubernetes_version": "1.36", "config.karpenter.version": "1.12.2"},
+        ("karpenter.version", "does not support Kubernetes 1.36", ">= 1.13.0"),
+    ),
+    BadInput(
+        "more-networks-than-interfaces",
+        "covered",
+        config(
+            {
+                "multus": {
+                    "networks": [
+                        *networks(),
+                        {
+                            "name": "multus3",
+                            "subnets": [
+                                {"cidr": "10.0.8.0/24", "reservation": "10.0.8.32/27"},
+                                {"cidr": "10.0.9.0/24", "reservation": "10.0.9.32/27"},
+                            ],
+                        },
+                    ]
+                }
+            }
+        ),
+        ("multus.networks", "need 4 network interfaces", "drop small sizes"),
+    ),
+    BadInput(
+        "vcpu-count-no-family-has",
+        "covered",
+        {"config.node_pool.instance_cpus": "[3]"},
+        ("node_pool.instance_cpus", "[3]: pick vCPU counts of m/c/r sizes: [2, 4, 8"),
+    ),
+    BadInput(
+        "unknown-instance-type",
+        "covered",
+        {"config.cluster.system_node_group.instance_types": '["c5.lage"]'},
+        ("cluster.system_node_group.instance_types[0]", "for example m6i.large"),
+    ),
+    BadInput(
+        "graviton-system-node",
+        "covered",
+        {"config.cluster.system_node_group.instance_types": '["t4g.medium"]'},
+        ("cluster.system_node_group", "arm64", "for example c5.large"),
+    ),
+    BadInput(
+        "node-group-sizes-out-of-order",
+        "covered",
+        {"config.cluster.system_node_group.min_size": "3"},
+        ("cluster.system_node_group", "min_size <= desired_size <= max_size"),
+    ),
+    BadInput(
+        "more-controllers-than-system-nodes",
+        "covered",
+        {"config.karpenter.replicas": "3"},
+        ("karpenter.replicas", "raise desired_size"),
+    ),
+    BadInput(
+        "unknown-choice",
+        "covered",
+        {"config.vpc.nat_gateways": "two"},
+        ("vpc.nat_gateways", "'per_az' or 'single'"),
+    ),
+    BadInput(
+        "config-file-that-is-a-list",
+        "covered",
+        {"config_file": "list.yaml"},
+        ("config_file", "mapping at the top level"),
+        files={"list.yaml": b"- region: us-west-2\n"},
+    ),
+    BadInput(
+        "missing-config-file",
+        "covered",
+        {"config_file": "nope.json"},
+        ("config_file", "no such file"),
+    ),
+    BadInput(
+        "duplicate-pipeline-environment-names",
+        "covered",
+        pipeline(lambda p: p["environments"][2].update(name="staging")),
+        ("pipeline.environments", "names must be unique"),
+    ),
+    BadInput(
+        "environment-azs-of-another-region",
+        "covered",
+        pipeline(
+            lambda p: p["environments"][1].update(availability_zones=["us-west-2a", "us-west-2b"])
+        ),
+        ("pipeline.environments[1] (staging)", "availability_zones", "ap-northeast-1a"),
+    ),
+]
+
+CASES = ACCEPTED + TRACEBACKS + UNCLEAR + COVERED
+# Run as a real `python app.py` too: exit status and stderr end to end.
+IN_A_PROCESS = {
+    "config-context-value-not-an-object",
+    "conflicting-dotted-overrides",
+    "non-utf8-yaml-file",
+}
+
+
+def case_context(case: BadInput, directory: Path) -> dict[str, Any]:
+    for name, content in case.files.items():
+        (directory / name).write_bytes(content)
+    context = dict(case.context)
+    if "config_file" in context and case.files:
+        context["config_file"] = str(directory / context["config_file"])
+    return cdk_json_context(**context)
+
+
+def run_main_in_process(
+    context: dict[str, Any], outdir: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[object, str]:
+    with pytest.raises(SystemExit) as exited:
+        app_module.main(cdk.App(context=context, outdir=str(outdir)))
+    return exited.value.code, capsys.readouterr().err
+
+
+def run_app_process(context: dict[str, Any], outdir: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "CDK_CONTEXT_JSON": json.dumps(context),
+        "CDK_OUTDIR": str(outdir),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    }
+    return subprocess.run(
+        [sys.executable, "app.py"], cwd=REPO, env=env, capture_output=True, text=True, check=False
+    )
+
+
+def assert_explained(case: BadInput, stderr: str) -> None:
+    assert "Traceback" not in stderr
+    for fragment in case.expected:
+        assert fragment in stderr, f"{fragment!r} missing from:\n{stderr}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_bad_input_stops_with_the_field_and_the_fix(
+    case: BadInput, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, stderr = run_main_in_process(case_context(case, tmp_path), tmp_path / "out", capsys)
+    assert code == 1
+    assert_explained(case, stderr)
+    assert not list(tmp_path.glob("out/**/*.template.json"))
+
+
+@pytest.mark.parametrize(
+    "case",
+    [c for c in CASES if c.id in IN_A_PROCESS],
+    ids=[c.id for c in CASES if c.id in IN_A_PROCESS],
+)
+def test_bad_input_exits_1_without_traceback_from_the_cli_entry(
+    case: BadInput, tmp_path: Path
+) -> None:
+    result = run_app_process(case_context(case, tmp_path), tmp_path / "out")
+    assert result.returncode == 1, result.stderr
+    assert_explained(case, result.stderr)
+
+
+def test_every_class_of_the_issue_is_covered() -> None:
+    counts = {kind: sum(case.kind == kind for case in CASES) for kind in {c.kind for c in CASES}}
+    # The issue found 13 accepted (public_access_cidrs: [] belongs to issue 10), 3 tracebacks
+    # and 22 unclear messages; several of its findings have more than one case here.
+    assert counts["accepted"] >= 12
+    assert counts["traceback"] >= 3
+    assert counts["unclear"] >= 22
+    assert len({case.id for case in CASES}) == len(CASES)
+
+
+def test_pipeline_sample_is_the_base_of_the_pipeline_cases() -> None:
+    assert load_config(config(PIPELINE_SAMPLE), REPO).pipeline is not None

@@ -1,0 +1,72 @@
+"""The AMI release check in the synthesized cluster stack: what it reads, with which rights,
+and that the NodePool waits for it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cdk_constructs.ami_release_check import al2023_image_parameter
+from config import parse_config
+from tests.conftest import SynthesizedApp
+from tests.unit.stacks.test_cluster_stack import as_list, resources
+from tests.unit.stacks.test_cluster_workloads import manifest_with
+
+SEED = parse_config({})
+
+
+@pytest.fixture(scope="module")
+def cluster(default_app: SynthesizedApp) -> dict[str, Any]:
+    return default_app.template_json(default_app.stage.cluster)
+
+
+def check_resource(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    ((logical_id, resource),) = [
+        (key, r)
+        for key, r in template["Resources"].items()
+        if r["Type"] == "Custom::AmiReleaseCheck"
+    ]
+    return logical_id, resource
+
+
+def test_check_reads_the_parameter_of_the_pinned_alias_and_names_the_config_field(
+    cluster: dict[str, Any],
+) -> None:
+    _, resource = check_resource(cluster)
+    properties = resource["Properties"]
+    assert properties["ParameterName"] == al2023_image_parameter(
+        SEED.cluster.kubernetes_version, SEED.node_pool.ami_alias
+    )
+    assert properties["AmiAlias"] == SEED.node_pool.ami_alias == "al2023@v20261112"
+    assert properties["KubernetesVersion"] == SEED.cluster.kubernetes_version
+    assert properties["ConfigField"] == "node_pool.ami_alias"
+
+
+def test_handler_may_read_exactly_that_public_parameter(cluster: dict[str, Any]) -> None:
+    parameter = al2023_image_parameter(SEED.cluster.kubernetes_version, SEED.node_pool.ami_alias)
+    ssm_statements = [
+        statement
+        for policy in resources(cluster, "AWS::IAM::Policy")
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if any(action.startswith("ssm:") for action in as_list(statement["Action"]))
+    ]
+    (statement,) = ssm_statements
+    assert statement["Action"] == "ssm:GetParameter"
+    assert statement["Effect"] == "Allow"
+    assert statement["Resource"] == {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                f":ssm:{SEED.region}::parameter{parameter}",
+            ],
+        ]
+    }
+
+
+def test_node_pool_waits_for_the_check(cluster: dict[str, Any]) -> None:
+    logical_id, _ = check_resource(cluster)
+    _, depends_on = manifest_with(cluster, "NodePool")
+    assert logical_id in depends_on
