@@ -124,8 +124,9 @@ def test_waits_for_the_cni_plugins_and_files_the_nads_name_on_read_only_host_pat
     assert host_paths[mounts[str(env["CNI_CONF_DIR"])]["name"]] == "/etc/cni/net.d"
     assert host_paths[mounts[str(env["CNI_BIN_DIR"])]["name"]] == "/opt/cni/bin"
     assert all(mount["readOnly"] is True for mount in mounts.values())
-    # The seed NADs chain ipvlan (IPAM whereabouts) and sbr; whereabouts reads its kubeconfig.
-    assert str(env["CNI_BINARIES"]).split() == ["ipvlan", "sbr", "whereabouts"]
+    # The seed NADs chain ipvlan (IPAM whereabouts), sbr and multus-pod-ip; whereabouts reads
+    # its kubeconfig.
+    assert str(env["CNI_BINARIES"]).split() == ["ipvlan", "multus-pod-ip", "sbr", "whereabouts"]
     assert env["CNI_FILES"] == f"{env['CNI_CONF_DIR']}/whereabouts.d/whereabouts.kubeconfig"
     assert "v1.20.4" in str(env["CNI_BIN_HINT"])
 
@@ -288,7 +289,7 @@ def node(tmp_path: Path) -> SimpleNamespace:
             (dirs["podips"] / "ready").write_text("")
 
     def run(
-        taints: tuple[str, ...] = (STARTUP,), behaviour: str = "ok"
+        taints: tuple[str, ...] = (STARTUP,), behaviour: str = "ok", **overrides: str
     ) -> subprocess.CompletedProcess[str]:
         node_json.write_text(NODE_JSON % {"node": NODE, "taints": ",\n      ".join(taints)})
         env = {
@@ -309,6 +310,7 @@ def node(tmp_path: Path) -> SimpleNamespace:
             "CNI_FILES": str(kubeconfig),
             "READY_MARKER": str(dirs["eni"] / "ready"),
             "POD_IPS_READY_MARKER": str(dirs["podips"] / "ready"),
+            **overrides,
         }
         return subprocess.run(
             ["bash", "-c", CLEAR_TAINT_SCRIPT],
@@ -366,6 +368,22 @@ def test_script_removes_exactly_the_startup_taint_then_idles(
         f'{{"op":"remove","path":"/spec/taints/{index}"}}]'
     )
     assert node.log("sleep")[-1] == "infinity"
+
+
+def test_without_per_pod_address_networks_the_pod_ip_agent_is_not_waited_for(
+    node: SimpleNamespace, helpers: SimpleNamespace
+) -> None:
+    chart = ClearTaintsChart(
+        cdk8s.Testing.app(), "ct", ClearTaintsProps(image=IMAGE, wait_for_pod_ips=False)
+    )
+    pod = helpers.find(cdk8s.Testing.synth(chart), "DaemonSet")["spec"]["template"]["spec"]
+    assert env_of(pod["containers"][0])["POD_IPS_READY_MARKER"] == ""
+    node.ready(skip="pod-ips-marker")
+
+    result = node.run(POD_IPS_READY_MARKER="")
+
+    assert result.returncode == 0, result.stderr
+    assert [line.split()[0] for line in node.log("curl")] == ["GET", "PATCH"]
 
 
 def test_script_treats_an_already_removed_taint_as_done(node: SimpleNamespace) -> None:

@@ -28,7 +28,11 @@ def vpc() -> Iterator[SimpleNamespace]:
                 MaxCount=1,
                 SubnetId=subnet,
             )["Instances"][0]["InstanceId"]
-            eni = ec2.create_network_interface(SubnetId=subnet)["NetworkInterface"]
+            # Primaries below the addresses the tests assign (moto would pick any at random).
+            primary = f"10.0.4.{10 + len(ec2.describe_network_interfaces()['NetworkInterfaces'])}"
+            eni = ec2.create_network_interface(SubnetId=subnet, PrivateIpAddress=primary)[
+                "NetworkInterface"
+            ]
             ec2.attach_network_interface(
                 NetworkInterfaceId=eni["NetworkInterfaceId"], InstanceId=instance, DeviceIndex=1
             )
