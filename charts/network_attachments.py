@@ -20,6 +20,7 @@ import cdk8s_plus_28 as kplus
 from constructs import Construct
 
 from charts.building_blocks import api_object
+from multus_pod_ips import CNI_PLUGIN_TYPE
 
 WHEREABOUTS_KUBECONFIG = "/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig"
 CNI_VERSION = "0.3.1"
@@ -93,8 +94,16 @@ def cni_config(attachment: NetworkAttachment) -> dict[str, Any]:
                 },
             },
             {"type": "sbr"},
+            pod_ip_assignment(attachment),
         ],
     }
+
+
+def pod_ip_assignment(attachment: NetworkAttachment) -> dict[str, Any]:
+    """Last in the chain: makes the pod's address a secondary IP of the node's ENI of this
+    network (multus-pod-ips agent) before the pod's containers start, so the VPC delivers
+    to it from other nodes and subnets. Whereabouts-mode networks only."""
+    return {"type": CNI_PLUGIN_TYPE, "master": attachment.master_interface}
 
 
 def cni_binaries(attachments: Sequence[NetworkAttachment]) -> list[str]:

@@ -92,6 +92,12 @@ class ImagesConfig(BaseModel):
         default=ImageRef(repository=CLEARTAINTS_REPOSITORY, tag=CLEARTAINTS_TAG),
         description="cleartaints daemonset (needs bash and curl).",
     )
+    # The same AL2023 image: its python3 (3.9, dnf needs it) runs the agent, the version the
+    # CNI plugin meets on the host; one pull serves both DaemonSets.
+    multus_pod_ips: ImageRef = Field(
+        default=ImageRef(repository=CLEARTAINTS_REPOSITORY, tag=CLEARTAINTS_TAG),
+        description="Multus pod IP agent daemonset (needs python3; the plugin runs on the host).",
+    )
     karpenter_controller: ImageRef | None = Field(
         default=None,
         description="Default: the image the karpenter chart of karpenter.version pins "

@@ -9,6 +9,7 @@ Public attributes for whoever adds cdk8s charts and the NodePool:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aws_cdk import Acknowledgment, CfnOutput, Validations
@@ -26,6 +27,7 @@ from charts.building_blocks import NodeTaint
 from charts.cleartaints import ClearTaintsProps
 from charts.karpenter_node_pool import KarpenterNodePoolProps
 from charts.multus import MultusProps
+from charts.multus_pod_ips import MultusPodIpsProps
 from charts.network_attachments import (
     NetworkAttachment,
     NetworkAttachmentsProps,
@@ -48,6 +50,7 @@ from node_bootstrap.node_prefix import (
     NodePrefixNetwork,
     cni_config_file_name,
 )
+from node_bootstrap.pod_ip_iam import multus_pod_ip_policy_statements
 from node_bootstrap.renderer import (
     CLUSTER_TAG_KEY,
     NETWORK_TAG_KEY,
@@ -190,20 +193,29 @@ class ClusterStack(ConfiguredAzStack):
         CfnOutput(self, "KarpenterNodeRoleName", value=self.karpenter_node_role.role_name)
 
     def _grant_multus_eni_management(self, config: AppConfig, network: NetworkStack) -> iam.Policy:
-        """The node bootstrap creates and attaches the Multus ENIs with the node's role."""
+        """The node bootstrap creates and attaches the Multus ENIs with the node's role; the
+        multus-pod-ips agent (host network) assigns pod addresses to them with the same role."""
+        subnet_arns = [
+            self._ec2_arn("subnet", a.subnet.subnet_id) for a in network.multus_attachments
+        ]
         policy = iam.Policy(
             self,
             "MultusEniPolicy",
             roles=[self.karpenter_node_role],
-            statements=multus_eni_policy_statements(
-                cluster_name=config.cluster_name,
-                subnet_arns=[
-                    self._ec2_arn("subnet", a.subnet.subnet_id) for a in network.multus_attachments
-                ],
-                security_group_arns=[
-                    self._ec2_arn("security-group", network.multus_security_group.security_group_id)
-                ],
-            ),
+            statements=[
+                *multus_eni_policy_statements(
+                    cluster_name=config.cluster_name,
+                    subnet_arns=subnet_arns,
+                    security_group_arns=[
+                        self._ec2_arn(
+                            "security-group", network.multus_security_group.security_group_id
+                        )
+                    ],
+                ),
+                *multus_pod_ip_policy_statements(
+                    cluster_name=config.cluster_name, multus_subnet_arns=subnet_arns
+                ),
+            ],
         )
         arn_prefix = "arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>"
         Validations.of(policy).acknowledge(
@@ -221,9 +233,10 @@ class ClusterStack(ConfiguredAzStack):
             ),
             Acknowledgment(
                 id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
-                reason="Only ec2:DescribeNetworkInterfaces (a re-run after an interrupted "
-                "bootstrap reads an attachment ID), which has no resource-level permissions, "
-                "in this region only (aws:RequestedRegion).",
+                reason="ec2:DescribeNetworkInterfaces (a re-run after an interrupted bootstrap "
+                "reads an attachment ID; the pod IP agent's reconcile) and "
+                "ec2:DescribeInstanceTypes (addresses per ENI) have no resource-level "
+                "permissions; in this region only (aws:RequestedRegion).",
             ),
         )
         return policy
@@ -294,6 +307,7 @@ def _multus_workloads_props(
         for index, n in enumerate(networks)
         if n.ip_management == "node_prefix"
     ]
+    pod_ips = _pod_ips_props(attachments, networks_by_name, images.multus_pod_ips.reference)
     return MultusWorkloadsProps(
         cluster=stack.cluster,
         karpenter_release=stack.karpenter_release,
@@ -328,7 +342,9 @@ def _multus_workloads_props(
                 *cni_host_files(nads),
                 *(f"{NODE_CNI_CONFIG_DIR}/{name}" for name in node_prefix_files),
             ],
+            wait_for_pod_ips=pod_ips is not None,
         ),
+        pod_ips=pod_ips,
         node_pool=KarpenterNodePoolProps(
             zones=config.availability_zones,
             node_role_name=stack.karpenter_node_role.role_name,
@@ -362,6 +378,21 @@ def _multus_workloads_props(
         if config.extras.sample_workloads
         else None,
     )
+
+
+def _pod_ips_props(
+    attachments: Sequence[MultusAttachment],
+    networks: Mapping[str, MultusNetworkConfig],
+    image: str,
+) -> MultusPodIpsProps | None:
+    """Per Multus interface of a whereabouts network, the reservations its pods' addresses come
+    from (one per AZ); None when no network assigns addresses per pod."""
+    ranges: dict[str, list[str]] = {}
+    for attachment in attachments:
+        network = networks[attachment.network]
+        if network.ip_management == "whereabouts":
+            ranges.setdefault(network.device_name, []).append(attachment.reservation_cidr)
+    return MultusPodIpsProps(image=image, interfaces=ranges) if ranges else None
 
 
 def _network_attachment(

@@ -170,6 +170,9 @@ class Ec2Proxy:
         self.signer = NODE_CREDENTIALS
         #: Called with (action, params) before a request reaches moto; its result is recorded.
         self.state_probe: Callable[[str, dict[str, str]], Any] | None = None
+        #: Consulted before forwarding a well-formed request: an (HTTP status, EC2 error code,
+        #: message) answer instead of moto's, or None to forward (see EniAddressModel).
+        self.model: Callable[[str, dict[str, str]], tuple[int, str, str] | None] | None = None
         self._upstream_port = upstream_port
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
@@ -237,6 +240,8 @@ class Ec2Proxy:
                     if fault.after_forward:
                         self._act(action, params, body)
                     status, payload = fault.status, _ec2_error(fault.code).encode()
+                elif proxy.model and (refusal := proxy.model(action, params)):
+                    status, payload = refusal[0], _ec2_error(refusal[1], refusal[2]).encode()
                 else:
                     status, payload = self._act(action, params, body)
                 proxy._record(RecordedCall(action, params, status, received_at, observed))
@@ -369,9 +374,12 @@ class FakeImds:
             return NODE_ROLE
         if path == f"iam/security-credentials/{NODE_ROLE}":
             return _credentials_document(NODE_CREDENTIALS)
-        if path == "placement/availability-zone":
+        if path in ("placement/availability-zone", "instance-type"):
             reservations = self._ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
-            return str(reservations[0]["Instances"][0]["Placement"]["AvailabilityZone"])
+            instance = reservations[0]["Instances"][0]
+            if path == "instance-type":
+                return str(instance["InstanceType"])
+            return str(instance["Placement"]["AvailabilityZone"])
         enis = {
             eni["MacAddress"]: eni
             for eni in self._ec2.describe_network_interfaces(
@@ -536,10 +544,12 @@ class Ec2Emulator:
         )["GroupId"]
         return MultusVpc(vpc_id, private, multus, group_id, networks)
 
-    def launch_instance(self, vpc: MultusVpc, az: str, cluster_name: str) -> str:
+    def launch_instance(
+        self, vpc: MultusVpc, az: str, cluster_name: str, instance_type: str = "m5.large"
+    ) -> str:
         reservation = self.ec2.run_instances(
             ImageId="ami-12c6146b",
-            InstanceType="m5.large",
+            InstanceType=instance_type,
             MinCount=1,
             MaxCount=1,
             SubnetId=vpc.private_subnets[az],

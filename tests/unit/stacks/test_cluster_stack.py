@@ -271,6 +271,25 @@ def test_node_role_has_three_policies_none_for_the_cni_and_an_ec2_linux_access_e
     assert "AccessPolicies" not in entry or entry["AccessPolicies"] == []
 
 
+def test_node_role_may_assign_pod_ips_only_on_cluster_enis_in_the_multus_subnets(
+    cluster: dict[str, Any],
+) -> None:
+    role_id = logical_id(cluster, "AWS::IAM::Role", "KarpenterNodeRole")
+    statements = [
+        statement
+        for policy in resources(cluster, "AWS::IAM::Policy")
+        if {"Ref": role_id} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    (manage,) = [s for s in statements if "ec2:AssignPrivateIpAddresses" in s["Action"]]
+    assert manage["Condition"]["StringEquals"] == {
+        "ec2:ResourceTag/eks:eks-cluster-name": SEED.cluster_name
+    }
+    subnets = manage["Condition"]["ArnEquals"]["ec2:Subnet"]
+    assert len(subnets) == 4  # 2 Multus networks x 2 AZs, nothing else
+    assert all("subnet/" in json.dumps(subnet) for subnet in subnets)
+
+
 def test_controller_uses_pod_identity_for_its_service_account(cluster: dict[str, Any]) -> None:
     trust = controller_role(cluster)["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     assert trust == [

@@ -88,8 +88,9 @@ def test_seed_nads_match_the_seed(cluster: dict[str, Any]) -> None:
     ranges = {}
     for nad in by_kind(cluster, "NetworkAttachmentDefinition"):
         config = json.loads(nad["spec"]["config"])
-        ipvlan, sbr = config["plugins"]
+        ipvlan, sbr, pod_ip = config["plugins"]
         assert (ipvlan["type"], ipvlan["mode"], sbr["type"]) == ("ipvlan", "l2", "sbr")
+        assert pod_ip == {"type": "multus-pod-ip", "master": ipvlan["master"]}
         ranges[nad["metadata"]["name"]] = (
             ipvlan["master"],
             ipvlan["ipam"]["range"],
@@ -101,6 +102,24 @@ def test_seed_nads_match_the_seed(cluster: dict[str, Any]) -> None:
         "multus2-us-west-2a": ("multus2", "10.0.6.32-10.0.6.63/24", "10.0.6.1"),
         "multus2-us-west-2b": ("multus2", "10.0.7.32-10.0.7.63/24", "10.0.7.1"),
     }
+
+
+def test_pod_ip_agent_manages_each_interfaces_reservations_and_reads_the_bootstrap_state(
+    cluster: dict[str, Any],
+) -> None:
+    (code,) = [
+        c for c in by_kind(cluster, "ConfigMap") if c["metadata"]["name"] == "multus-pod-ips"
+    ]
+    config = json.loads(code["data"]["config.json"])
+    assert config["interfaces"] == {
+        "multus1": ["10.0.4.32/27", "10.0.5.32/27"],
+        "multus2": ["10.0.6.32/27", "10.0.7.32/27"],
+    }
+    assert config["eni_state_dir"] == READY_MARKER_DIR
+    (daemon_set,) = [
+        d for d in by_kind(cluster, "DaemonSet") if d["metadata"]["name"] == "multus-pod-ips"
+    ]
+    assert daemon_set["metadata"]["namespace"] == "kube-system"
 
 
 def test_node_pool_carries_the_seed_settings(cluster: dict[str, Any]) -> None:

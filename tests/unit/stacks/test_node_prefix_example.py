@@ -69,7 +69,13 @@ def test_cleartaints_also_waits_for_the_node_cni_config(cluster: dict[str, Any])
         "/host/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig",
         "/host/etc/cni/net.d/90-node-prefix-eni2.conflist",
     ]
-    assert set(env["CNI_BINARIES"].split()) == {"host-local", "ipvlan", "sbr", "whereabouts"}
+    assert set(env["CNI_BINARIES"].split()) == {
+        "host-local",
+        "ipvlan",
+        "multus-pod-ip",  # chained by the example's whereabouts network
+        "sbr",
+        "whereabouts",
+    }
 
 
 def test_user_data_asks_for_the_prefixes_of_the_userplane_network(cluster: dict[str, Any]) -> None:
@@ -84,3 +90,13 @@ def test_user_data_asks_for_the_prefixes_of_the_userplane_network(cluster: dict[
         "us-west-2b userplane 4 userplane-us-west-2b 10.0.16.0/21 10.0.18.0/23 10.0.16.1 l2 "
         "90-node-prefix-eni2.conflist",
     ]
+
+
+def test_pod_ip_agent_manages_only_the_whereabouts_network(cluster: dict[str, Any]) -> None:
+    (code,) = [
+        c for c in by_kind(cluster, "ConfigMap") if c["metadata"]["name"] == "multus-pod-ips"
+    ]
+    # userplane's addresses come from prefixes on its ENI: nothing for the agent to assign.
+    assert json.loads(code["data"]["config.json"])["interfaces"] == {
+        "signaling": ["10.0.4.32/27", "10.0.5.32/27"]
+    }
