@@ -333,13 +333,16 @@ NODE_SIDS = [
     "AttachMultusEnisToCallingInstanceOnly",
     "ReadNetworkInterfacesInRegion",
 ]
+# The pod IP agent's statements share the node role's policy; its calls are checked in
+# tests/integration/multus_pod_ips.
+POD_IP_SIDS = ["ManageMultusPodIpsOnClusterEnis", "ReadInstanceTypeLimitsInRegion"]
 HANDLER_SIDS = ["ReserveInMultusSubnets", "ReadAndReleaseReservationsInRegion"]
 
 
 def test_the_statements_under_test_are_the_synthesized_ones(
     node_statements: list[dict[str, Any]], handler_statements: list[dict[str, Any]]
 ) -> None:
-    assert sorted(_sids(node_statements)) == sorted(NODE_SIDS)
+    assert sorted(_sids(node_statements)) == sorted(NODE_SIDS + POD_IP_SIDS)
     assert sorted(_sids(handler_statements)) == sorted(HANDLER_SIDS)
 
 

@@ -7,8 +7,8 @@ import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
-from node_bootstrap import CLUSTER_TAG_KEY
 from node_bootstrap.pod_ip_iam import multus_pod_ip_policy_statements
+from node_bootstrap.renderer import OWNER_TAG_KEY
 
 SUBNET_ARNS = [
     "arn:aws:ec2:us-west-2:111122223333:subnet/subnet-multus1a",
@@ -39,19 +39,20 @@ def test_addresses_change_only_on_this_clusters_enis_in_multus_subnets(
     assert manage["Effect"] == "Allow"
     assert str(manage["Resource"]["Fn::Join"][1][-1]).endswith(":network-interface/*")
     assert manage["Condition"] == {
-        "StringEquals": {f"ec2:ResourceTag/{CLUSTER_TAG_KEY}": "telco-cluster"},
+        "StringEquals": {f"ec2:ResourceTag/{OWNER_TAG_KEY}": "telco-cluster"},
         "ArnEquals": {"ec2:Subnet": SUBNET_ARNS},
     }
 
 
-def test_reads_are_the_two_describes_without_resource_level_permissions_in_the_region(
+def test_reads_only_instance_type_limits_in_the_region(
     statements: dict[str, dict[str, Any]],
 ) -> None:
-    read = statements["ReadMultusEniAddressesAndLimits"]
-    assert sorted(read["Action"]) == ["ec2:DescribeInstanceTypes", "ec2:DescribeNetworkInterfaces"]
+    # DescribeNetworkInterfaces comes from the bootstrap's read statement in the same policy.
+    read = statements["ReadInstanceTypeLimitsInRegion"]
+    assert read["Action"] == "ec2:DescribeInstanceTypes"
     assert read["Resource"] == "*"
     assert read["Condition"] == {"StringEquals": {"aws:RequestedRegion": {"Ref": "AWS::Region"}}}
-    assert set(statements) == {"ManageMultusPodIpsOnClusterEnis", "ReadMultusEniAddressesAndLimits"}
+    assert set(statements) == {"ManageMultusPodIpsOnClusterEnis", "ReadInstanceTypeLimitsInRegion"}
 
 
 def test_no_multus_subnets_is_an_error() -> None:
