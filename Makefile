@@ -1,22 +1,32 @@
 # Two entry points do all setup on a fresh machine:
 #   make synth   -> cdk synth of the default app into cdk.out (no AWS account needed)
 #   make test    -> lint, type checks and the whole test suite
+# With AWS credentials (docs/operations.md): make bootstrap ENV=aws://ACCOUNT/REGION, then
+# make diff / deploy / destroy; CDK_ARGS selects the config, e.g. -c config_file=...
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 # The CDK CLI and jsii run on the machine's Node.js; silence the end-of-life banner of Node 20
-# (see README, "Requirements") and keep the CLI from probing for credentials it doesn't need.
+# (see docs/code-layout.md, "Requirements") and keep the CLI from probing for credentials it doesn't need.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export AWS_EC2_METADATA_DISABLED := true
 export CDK_DISABLE_CLI_TELEMETRY := true
 CDK := PATH="$(CURDIR)/$(BIN):$$PATH" npx --no-install cdk
+# The stacks live in a Stage: '*/*' selects every stack of the (one) direct-deploy stage
+# (`--all` selects only top-level stacks: none). For a pipeline config use STACKS=--all: the
+# pipeline stack is the only top-level one, and it deploys the stages itself.
+STACKS ?= '*/*'
 
-.PHONY: synth test lint bench critical-path mutation clean
+.PHONY: synth test lint bench critical-path cni-plugins clean bootstrap diff deploy destroy \
+	diagram docs mutation
 
+# The stacks live in a Stage (or a pipeline's stages): without a selection the CLI finds no
+# top-level stack and prints "Supply a stack id () ..."; '**' selects every stack at any depth,
+# so synth validates them all and names them.
 synth: $(VENV)/.installed node_modules/.installed
-	$(CDK) synth --quiet --no-notices $(CDK_ARGS)
+	$(CDK) synth --quiet --no-notices '**' $(CDK_ARGS)
 
-test: lint
+test: lint cni-plugins node_modules/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
@@ -24,8 +34,32 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: $(VENV)/.installed
+# The network picture of a config (same -c values as synth) and the generated docs pages. Only
+# the default config's picture goes to docs/ (a test compares it); others to cdk.out/.
+DIAGRAM ?= $(if $(CDK_ARGS),cdk.out/architecture.svg,docs/architecture.svg)
+diagram: $(VENV)/.installed
+	$(BIN)/python -m docs_tools.diagram $(CDK_ARGS) --output $(DIAGRAM)
+
+docs: $(VENV)/.installed
+	$(BIN)/python -m docs_tools.diagram --output docs/architecture.svg
+	$(BIN)/python -m docs_tools.config_reference
+	$(BIN)/python -m docs_tools.accepted_findings
+
+bootstrap: $(VENV)/.installed node_modules/.installed
+	$(CDK) bootstrap $(ENV) $(CDK_ARGS)
+
+diff: $(VENV)/.installed node_modules/.installed
+	$(CDK) diff $(STACKS) $(CDK_ARGS)
+
+deploy: $(VENV)/.installed node_modules/.installed
+	$(CDK) deploy $(STACKS) $(CDK_ARGS)
+
+destroy: $(VENV)/.installed node_modules/.installed
+	$(CDK) destroy $(STACKS) $(CDK_ARGS)
+
+bench: $(VENV)/.installed cni-plugins
 	$(BIN)/python benchmarks/node_bootstrap_bench.py
+	$(BIN)/python benchmarks/multus_pod_ips_bench.py
 
 critical-path: $(VENV)/.installed
 	$(BIN)/python benchmarks/cluster_critical_path.py
@@ -34,6 +68,15 @@ critical-path: $(VENV)/.installed
 MODULES ?= --all
 mutation: $(VENV)/.installed
 	$(BIN)/python -m testing_support.mutation $(MODULES)
+
+# The real CNI plugins (host-local) that tests run the node_prefix CNI config with: Debian's
+# containernetworking-plugins, installed with apt-get as root unless already there.
+CNI_PLUGINS_DEB := containernetworking-plugins=1.1.1+ds1-3+b5
+CNI_PLUGIN_DIR := /usr/lib/cni
+cni-plugins:
+	@test -x $(CNI_PLUGIN_DIR)/host-local || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	  $(CNI_PLUGINS_DEB); }
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

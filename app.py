@@ -9,12 +9,17 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from config import ConfigError, load_config
+from config.cluster_access import access_warnings
+from config.loader import CDK_ASSETS_PACKAGE, CDK_CLI_PACKAGE, LoadedConfig, pinned_npm_version
 from stacks.pipeline_stack import PipelineStack
 from stages.environment_stage import EnvironmentStage
 
 
 def build_app(app: cdk.App) -> cdk.App:
     loaded = load_config(app.node.get_all_context(), Path(__file__).parent)
+    print_access_warnings(loaded)
+    base_dir = Path(__file__).parent
+    loaded = load_config(app.node.get_all_context(), base_dir)
     if loaded.pipeline is None:
         EnvironmentStage(app, loaded.base.name, config=loaded.base)
         return app
@@ -24,12 +29,22 @@ def build_app(app: cdk.App) -> cdk.App:
         pipeline=loaded.pipeline,
         environments=loaded.environments,
         synth_context={"config_file": loaded.config_file} if loaded.config_file else {},
+        cdk_cli_version=pinned_npm_version(base_dir, CDK_CLI_PACKAGE),
+        cdk_assets_version=pinned_npm_version(base_dir, CDK_ASSETS_PACKAGE),
         env=cdk.Environment(
             account=loaded.pipeline.tooling_account, region=loaded.pipeline.tooling_region
         ),
         description="CDK Pipeline rolling the Karpenter + Multus EKS stage out per environment",
     )
     return app
+
+
+def print_access_warnings(loaded: LoadedConfig) -> None:
+    """To stderr: `cdk synth` does not print the warnings of stacks inside a Stage."""
+    configs = [e.config for e in loaded.environments] if loaded.pipeline else [loaded.base]
+    for config in configs:
+        for warning in access_warnings(config.cluster.admin_principal_arns):
+            print(f"[Warning] {config.name}: {warning}", file=sys.stderr)
 
 
 def main(app: cdk.App | None = None) -> None:

@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from node_bootstrap import render_user_data
 from testing_support.multus_emulator import Ec2Emulator, running_emulator
+from testing_support.node_prefix_pods import NodePrefixCost, measure_node_prefix
 
 TARGET_NETWORKS = 2
 TARGET_MEDIAN_SECONDS = 3.0
@@ -71,6 +72,7 @@ def main() -> None:
     with running_emulator() as emulator:
         emulator.proxy.latency_seconds = args.latency_ms / 1000
         results = [measure(emulator, networks, args.runs) for networks in args.networks]
+        node_prefix = measure_node_prefix(emulator)
 
     print(f"EC2 latency injected per call: {args.latency_ms:.0f} ms")
     header = (
@@ -94,6 +96,7 @@ def main() -> None:
             f"{result.median_cpu_seconds:>16.2f}",
         )
         print(" | ".join(row))
+    print_ip_management(results, node_prefix)
     for result in results:
         if result.networks == TARGET_NETWORKS:
             met = (
@@ -105,6 +108,22 @@ def main() -> None:
                 f"<= {TARGET_CALLS_PER_NETWORK} EC2 calls per network): "
                 f"{'met' if met else 'NOT met'}"
             )
+
+
+def print_ip_management(results: list[Result], node_prefix: NodePrefixCost) -> None:
+    """EC2 calls per node and per pod of both IP management modes (2 networks)."""
+    whereabouts = next(r for r in results if r.networks == node_prefix.networks)
+    print()
+    print("IP management (2 networks) | EC2 calls/node | EC2 calls/pod")
+    print(
+        f"whereabouts x2              | {whereabouts.ec2_calls:>14.1f} | "
+        ">= 1 (each pod's address is assigned to the ENI; not run here)"
+    )
+    print(
+        f"whereabouts + node_prefix   | {node_prefix.ec2_calls_per_node:>14.1f} | "
+        f"{node_prefix.ec2_calls_per_pod:.1f} (measured: {node_prefix.pods} pods through the "
+        "real host-local)"
+    )
 
 
 if __name__ == "__main__":

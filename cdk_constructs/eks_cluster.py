@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from aws_cdk import Acknowledgment, Annotations, Stack, Validations
+from aws_cdk import Acknowledgment, Annotations, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from cdk_constructs.nag_findings import finding_text
+from config.cluster_access import access_warnings
 
 # kubectl must be within one minor of the API server: one aws-cdk layer package per version
 # (pinned in requirements.txt). Imported on demand, each package is a ~35 MB jsii bundle.
@@ -38,6 +41,7 @@ KUBECTL_HANDLER_POLICIES: Mapping[str, str] = {
     "to pull the Karpenter charts (read-only); aws-cdk-lib attaches it in the aws partition.",
 }
 
+CONTROL_PLANE_LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 ALL_CONTROL_PLANE_LOGS = [
     eks.ClusterLoggingTypes.API,
     eks.ClusterLoggingTypes.AUDIT,
@@ -45,6 +49,12 @@ ALL_CONTROL_PLANE_LOGS = [
     eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
     eks.ClusterLoggingTypes.SCHEDULER,
 ]
+
+
+def _endpoint_access(public_access_cidrs: Sequence[str] | None) -> eks.EndpointAccess:
+    if public_access_cidrs is None:
+        return eks.EndpointAccess.PRIVATE
+    return eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*public_access_cidrs)
 
 
 def kubectl_layer(scope: Construct, kubernetes_version: str) -> lambda_.ILayerVersion:
@@ -59,21 +69,29 @@ class EksClusterProps:
     """node_subnets: the private subnets of the control-plane ENIs and the kubectl handler.
     Load balancers find their subnets by the kubernetes.io/role/(internal-)elb tags, so the
     public subnets need not be cluster subnets (control-plane ENIs then never land there).
-    core_dns_tolerations: extra tolerations so CoreDNS can run on the tainted system nodes."""
+    core_dns_tolerations: extra tolerations so CoreDNS can run on the tainted system nodes.
+    public_access_cidrs: None for a private-only endpoint, else who may reach the public one.
+    admin_principal_arns: IAM role/user ARNs given cluster-admin through access entries."""
 
     cluster_name: str
     kubernetes_version: str
     vpc_id: str
     availability_zones: Sequence[str]
     node_subnets: Sequence[ec2.ISubnet]
-    public_access_cidrs: Sequence[str]
-    admin_principal_arn: str | None
+    public_access_cidrs: Sequence[str] | None
+    admin_principal_arns: Sequence[str]
     core_dns_tolerations: Sequence[Mapping[str, str]]
 
 
+VPC_CNI_SERVICE_ACCOUNT = "aws-node"
+VPC_CNI_POLICY = "AmazonEKS_CNI_Policy"
+NO_ADMIN_WARNING_ID = "karpenter-multus:noClusterAdmin"
+
+
 class EksCluster(Construct):
-    """Private + CIDR-restricted public endpoint, every control-plane log type, KMS-encrypted
-    secrets, API-only authentication, and EKS-managed add-ons instead of the self-managed ones."""
+    """Private endpoint (public only for listed CIDRs), every control-plane log type,
+    KMS-encrypted secrets, API-only authentication, and EKS-managed add-ons instead of the
+    self-managed ones; the VPC CNI gets its own role through EKS Pod Identity."""
 
     def __init__(self, scope: Construct, construct_id: str, props: EksClusterProps) -> None:
         super().__init__(scope, construct_id)
@@ -90,9 +108,7 @@ class EksCluster(Construct):
             version=eks.KubernetesVersion.of(props.kubernetes_version),
             vpc=self._cluster_vpc(props),
             vpc_subnets=[ec2.SubnetSelection(subnets=list(props.node_subnets))],
-            endpoint_access=eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(
-                *props.public_access_cidrs
-            ),
+            endpoint_access=_endpoint_access(props.public_access_cidrs),
             cluster_logging=ALL_CONTROL_PLANE_LOGS,
             secrets_encryption_key=self.secrets_key,
             kubectl_provider_options=eks.KubectlProviderOptions(
@@ -106,15 +122,28 @@ class EksCluster(Construct):
             # Cluster admins are exactly the configured principal (plus the kubectl handler).
             bootstrap_cluster_creator_admin_permissions=False,
         )
+        # EKS writes control-plane logs to this group, creating it (forever, outside the stack)
+        # unless it exists; created here first, it has a retention and goes with the stack.
+        self.cluster.node.add_dependency(
+            logs.LogGroup(
+                self,
+                "ControlPlaneLogs",
+                log_group_name=f"/aws/eks/{props.cluster_name}/cluster",
+                retention=CONTROL_PLANE_LOG_RETENTION,
+                removal_policy=RemovalPolicy.DESTROY,
+            )
+        )
         # jsii's Python stubs leave kubectl_provider_options off Cluster, so mypy cannot see that
         # it implements ICluster: consumers take this reference instead of casting themselves.
         self.cluster_ref = cast(eks.ICluster, self.cluster)
-        if props.admin_principal_arn:
-            self.cluster.grant_cluster_admin("AdminAccess", props.admin_principal_arn)
+        self._grant_admins(props)
+        # The cluster's own (lazily created) agent add-on: every Pod Identity user, ours and any
+        # ServiceAccount added later, shares this one instead of adding a duplicate.
+        self.pod_identity_agent = self.cluster.eks_pod_identity_agent
         # vpc-cni and kube-proxy are DaemonSets: healthy with zero nodes, and nodes need them
         # to become Ready. CoreDNS is a Deployment: create it once nodes exist (see stack).
         self.node_networking_addons = [
-            eks.Addon(self, "VpcCni", cluster=self.cluster_ref, addon_name="vpc-cni"),
+            self._vpc_cni(),
             eks.Addon(self, "KubeProxy", cluster=self.cluster_ref, addon_name="kube-proxy"),
         ]
         self.core_dns = eks.Addon(
@@ -124,10 +153,50 @@ class EksCluster(Construct):
             addon_name="coredns",
             configuration_values={"tolerations": list(props.core_dns_tolerations)},
         )
-        # The cluster's own (lazily created) agent add-on: every Pod Identity user, ours and any
-        # ServiceAccount added later, shares this one instead of adding a duplicate.
-        self.pod_identity_agent = self.cluster.eks_pod_identity_agent
-        self._acknowledge_library_findings()
+        self._acknowledge_library_findings(props)
+
+    def _grant_admins(self, props: EksClusterProps) -> None:
+        for arn in props.admin_principal_arns:
+            # Named after the principal, so reordering the list replaces no access entry.
+            digest = hashlib.sha256(arn.encode()).hexdigest()[:12]
+            self.cluster.grant_cluster_admin(f"Admin{digest}", arn)
+        for warning in access_warnings(list(props.admin_principal_arns)):
+            # Shown by `cdk deploy`; app.py prints the same on every synth.
+            Annotations.of(self).add_warning_v2(NO_ADMIN_WARNING_ID, warning)
+
+    def _vpc_cni(self) -> eks.Addon:
+        """vpc-cni with its own role: pods can no longer borrow ENI rights from the node role.
+
+        The add-on owns the Pod Identity association for kube-system/aws-node; the agent add-on
+        must exist first, or aws-node finds no credentials and nodes never become Ready.
+        """
+        self.vpc_cni_role = iam.Role(
+            self,
+            "VpcCniRole",
+            assumed_by=iam.SessionTagsPrincipal(iam.ServicePrincipal("pods.eks.amazonaws.com")),
+            description="VPC CNI (kube-system/aws-node) through EKS Pod Identity",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(VPC_CNI_POLICY)],
+        )
+        addon = eks.Addon(self, "VpcCni", cluster=self.cluster_ref, addon_name="vpc-cni")
+        cfn_addon = addon.node.default_child
+        assert isinstance(cfn_addon, eks.CfnAddon)
+        cfn_addon.pod_identity_associations = [
+            eks.CfnAddon.PodIdentityAssociationProperty(
+                role_arn=self.vpc_cni_role.role_arn, service_account=VPC_CNI_SERVICE_ACCOUNT
+            )
+        ]
+        assert self.pod_identity_agent is not None
+        addon.node.add_dependency(self.pod_identity_agent)
+        Validations.of(self.vpc_cni_role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
+                f"{VPC_CNI_POLICY}]",
+                reason=f"{VPC_CNI_POLICY} on the VPC CNI's own role, usable only by the "
+                "kube-system/aws-node service account (Pod Identity): it assigns pod IPs and "
+                "manages the VPC CNI's ENIs on every node, which needs ENI rights on any ENI.",
+            )
+        )
+        return addon
 
     def _cluster_vpc(self, props: EksClusterProps) -> ec2.IVpc:
         """The VPC as the cluster should see it: the node subnets are its only subnets.
@@ -136,15 +205,22 @@ class EksCluster(Construct):
         full VPC it would also tag the Multus subnets. The network stack already tags the node
         and public subnets, so the cluster gets this view and its tagging has nothing to do.
         """
-        return ec2.Vpc.from_vpc_attributes(
+        vpc = ec2.Vpc.from_vpc_attributes(
             self,
             "ClusterVpc",
             vpc_id=props.vpc_id,
             availability_zones=list(props.availability_zones),
             private_subnet_ids=[subnet.subnet_id for subnet in props.node_subnets],
         )
+        for subnet in vpc.private_subnets:
+            Annotations.of(subnet).acknowledge_warning(
+                "@aws-cdk/aws-ec2:noSubnetRouteTableId",
+                "The cluster only places network interfaces in these subnets and never reads "
+                "their route tables; the network stack owns the routes.",
+            )
+        return vpc
 
-    def _acknowledge_library_findings(self) -> None:
+    def _acknowledge_library_findings(self, props: EksClusterProps) -> None:
         Annotations.of(self.cluster).acknowledge_warning(
             "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
             "The network stack tags the node subnets for internal load balancers (and the "
@@ -152,14 +228,15 @@ class EksCluster(Construct):
         )
         cfn_cluster = self.cluster.node.default_child
         assert cfn_cluster is not None
-        Validations.of(cfn_cluster).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions::AwsSolutions-EKS1",
-                reason="Operators and the deploy pipeline reach the API from outside the VPC; "
-                "the public endpoint only accepts cluster.public_access_cidrs and every call "
-                "still needs an IAM principal with an access entry.",
+        if props.public_access_cidrs is not None:
+            Validations.of(cfn_cluster).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions::AwsSolutions-EKS1",
+                    reason="cluster.public_access_cidrs asks for a public API endpoint; it "
+                    f"accepts only {', '.join(props.public_access_cidrs)}, and every call still "
+                    "needs an IAM principal with an access entry.",
+                )
             )
-        )
         Validations.of(self.cluster.role).acknowledge(
             Acknowledgment(
                 id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"

@@ -29,12 +29,15 @@ CHART_REPOSITORY = "oci://public.ecr.aws/karpenter"
 CONTROLLER_CHART = "karpenter"
 CRD_CHART = "karpenter-crd"
 SERVICE_ACCOUNT = "karpenter"
-NODE_POLICIES = [
-    "AmazonEKSWorkerNodePolicy",
-    "AmazonEKS_CNI_Policy",
-    "AmazonEC2ContainerRegistryPullOnly",
-    "AmazonSSMManagedInstanceCore",
-]
+# Karpenter's reference node role minus AmazonEKS_CNI_Policy: the VPC CNI has its own role.
+NODE_POLICIES = {
+    "AmazonEKSWorkerNodePolicy": "kubelet's EC2 Describe* calls and "
+    "eks-auth:AssumeRoleForPodIdentity for the Pod Identity agent",
+    "AmazonEC2ContainerRegistryPullOnly": "kubelet pulls add-on and workload images from ECR "
+    "(read-only)",
+    "AmazonSSMManagedInstanceCore": "SSM Session Manager access to the nodes instead of SSH, "
+    "as in Karpenter's reference node role",
+}
 # Waiting for the controller's rollout makes a broken install fail the deployment (and roll
 # back) instead of surfacing later as NodePools that never launch anything.
 CONTROLLER_ROLLOUT_TIMEOUT = Duration.minutes(10)
@@ -44,11 +47,13 @@ CONTROLLER_ROLLOUT_TIMEOUT = Duration.minutes(10)
 class KarpenterControllerProps:
     """cluster_name: the literal name (IAM condition keys contain it).
     controller_nodes: where the controller runs (the system node group's label and taint).
+    region: the literal region (the controller cannot read it from IMDS, see values).
     reserved_enis: ENIs per node that pods cannot use (settings.reservedENIs: the Multus ENIs).
     controller_image: a mirror of the controller image; None keeps the chart's pinned one."""
 
     cluster: eks.ICluster
     cluster_name: str
+    region: str
     version: str
     namespace: str
     replicas: int
@@ -128,10 +133,9 @@ class KarpenterController(Construct):
                 Acknowledgment(
                     id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:"
                     f"policy/{policy}]",
-                    reason=f"{policy} is one of the AWS-maintained policies Karpenter's node role "
-                    "needs (join the cluster, pod networking, image pulls, SSM access).",
+                    reason=f"{policy} on the Karpenter node role: {reason}.",
                 )
-                for policy in NODE_POLICIES
+                for policy, reason in NODE_POLICIES.items()
             )
         )
         eks.AccessEntry(
@@ -179,10 +183,13 @@ class KarpenterController(Construct):
 def _controller_values(props: KarpenterControllerProps, queue_name: str) -> dict[str, Any]:
     nodes = props.controller_nodes
     controller: dict[str, Any] = {
+        # Nodes allow one IMDS hop, which pods do not get: without this the controller would
+        # ask IMDS for its region and fail.
+        "env": [{"name": "AWS_REGION", "value": props.region}],
         "resources": {
             "requests": {"cpu": props.controller_cpu, "memory": props.controller_memory},
             "limits": {"memory": props.controller_memory},
-        }
+        },
     }
     if props.controller_image:
         controller["image"] = props.controller_image.helm_values()

@@ -17,6 +17,7 @@ from constructs import Construct
 from charts.cleartaints import ClearTaintsChart, ClearTaintsProps
 from charts.karpenter_node_pool import KarpenterNodePoolChart, KarpenterNodePoolProps
 from charts.multus import MultusChart, MultusProps
+from charts.multus_pod_ips import MultusPodIpsChart, MultusPodIpsProps
 from charts.network_attachments import NetworkAttachmentsChart, NetworkAttachmentsProps
 from charts.sample_workloads import SampleWorkloadsChart, SampleWorkloadsProps
 from charts.whereabouts import WhereaboutsChart, WhereaboutsProps
@@ -30,6 +31,7 @@ class MultusWorkloadsProps:
     whereabouts: WhereaboutsProps
     network_attachments: NetworkAttachmentsProps
     clear_taints: ClearTaintsProps
+    pod_ips: MultusPodIpsProps | None  # None: no network assigns addresses per pod
     node_pool: KarpenterNodePoolProps
     sample_workloads: SampleWorkloadsProps | None
 
@@ -39,6 +41,8 @@ class MultusWorkloads(Construct):
         super().__init__(scope, construct_id)
         self._cluster = props.cluster
         self._charts = cdk8s.App()
+        # Every manifest (they live under the cluster construct, not under this one).
+        self.manifests: list[eks.KubernetesManifest] = []
         multus = self._deploy(MultusChart(self._charts, "multus", props.multus))
         self._deploy(WhereaboutsChart(self._charts, "whereabouts", props.whereabouts))
         self.network_attachments = self._deploy(
@@ -46,6 +50,8 @@ class MultusWorkloads(Construct):
             after=[multus],  # the NetworkAttachmentDefinition CRD
         )
         self._deploy(ClearTaintsChart(self._charts, "cleartaints", props.clear_taints))
+        if props.pod_ips is not None:
+            self._deploy(MultusPodIpsChart(self._charts, "multus-pod-ips", props.pod_ips))
         self.node_pool = self._deploy(
             KarpenterNodePoolChart(self._charts, "karpenter-node-pool", props.node_pool),
             after=[props.karpenter_release],
@@ -62,4 +68,5 @@ class MultusWorkloads(Construct):
         manifest = self._cluster.add_cdk8s_chart(chart.node.id, chart, ingress_alb=False)
         for dependency in after or []:
             manifest.node.add_dependency(dependency)
+        self.manifests.append(manifest)
         return manifest

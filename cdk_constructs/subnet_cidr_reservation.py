@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from aws_cdk import Acknowledgment, CustomResource, Duration, Stack, Validations
+from aws_cdk import Acknowledgment, Aws, CustomResource, Duration, Stack, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -26,17 +27,40 @@ RESOURCE_TYPE = "Custom::SubnetCidrReservation"
 HANDLER_RUNTIME = lambda_.Runtime.PYTHON_3_14
 
 
+ReservationType = Literal["explicit", "prefix"]
+
+
 @dataclass(frozen=True)
 class ReservationSpec:
-    """One explicit reservation of `cidr` inside `subnet`."""
+    """One reservation of `cidr` inside `subnet`: "explicit" (addresses we assign ourselves) or
+    "prefix" (EC2 picks automatically assigned /28 prefixes from it)."""
 
     subnet: ec2.ISubnet
     cidr: str
     description: str
+    reservation_type: ReservationType = "explicit"
+
+
+def handler_statements(subnet_arns: Sequence[str]) -> list[iam.PolicyStatement]:
+    """Create takes the subnet's ARN; Get and Delete have no resource-level permissions in IAM
+    (they match only "*"), so they are limited to this region instead."""
+    return [
+        iam.PolicyStatement(
+            sid="ReserveInMultusSubnets",
+            actions=["ec2:CreateSubnetCidrReservation"],
+            resources=list(subnet_arns),
+        ),
+        iam.PolicyStatement(
+            sid="ReadAndReleaseReservationsInRegion",
+            actions=["ec2:GetSubnetCidrReservations", "ec2:DeleteSubnetCidrReservation"],
+            resources=["*"],
+            conditions={"StringEquals": {"aws:RequestedRegion": Aws.REGION}},
+        ),
+    ]
 
 
 class SubnetCidrReservationProvider(Construct):
-    """The handler and provider, allowed to manage reservations in the given subnets only."""
+    """The handler and provider: reservations are created only in the given subnets."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, subnets: Sequence[ec2.ISubnet]
@@ -57,15 +81,14 @@ class SubnetCidrReservationProvider(Construct):
             description="Creates, adopts and deletes subnet CIDR reservations for Multus",
             log_group=logs.LogGroup(self, "HandlerLogs", retention=logs.RetentionDays.ONE_MONTH),
         )
-        self.handler.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "ec2:CreateSubnetCidrReservation",
-                    "ec2:DeleteSubnetCidrReservation",
-                    "ec2:GetSubnetCidrReservations",
-                ],
-                resources=subnet_arns,
-            )
+        assert self.handler.role is not None
+        # A policy of its own that every reservation depends on: a reservation created before
+        # IAM attached it would fail the first deploy (and its rollback could not delete).
+        self.policy = iam.Policy(
+            self,
+            "HandlerPolicy",
+            roles=[self.handler.role],
+            statements=handler_statements(subnet_arns),
         )
         self.provider = cr.Provider(
             self,
@@ -76,7 +99,7 @@ class SubnetCidrReservationProvider(Construct):
         self._acknowledge_framework_findings()
 
     def reserve(self, construct_id: str, spec: ReservationSpec) -> CustomResource:
-        return CustomResource(
+        reservation = CustomResource(
             self,
             construct_id,
             service_token=self.provider.service_token,
@@ -84,10 +107,12 @@ class SubnetCidrReservationProvider(Construct):
             properties={
                 "SubnetId": spec.subnet.subnet_id,
                 "Cidr": spec.cidr,
-                "ReservationType": "explicit",
+                "ReservationType": spec.reservation_type,
                 "Description": spec.description,
             },
         )
+        reservation.node.add_dependency(self.policy)
+        return reservation
 
     def _acknowledge_framework_findings(self) -> None:
         handler_arn = finding_text(self, self.handler.function_arn)
@@ -101,6 +126,15 @@ class SubnetCidrReservationProvider(Construct):
             Acknowledgment(
                 id=f"AwsSolutions::AwsSolutions-IAM5[Resource::{handler_arn}:*]",
                 reason="The Provider framework may invoke any version of its own on-event "
-                "handler (<arn>:*); the handler itself can only touch the Multus subnets.",
+                "handler (<arn>:*) and no other function.",
             ),
+        )
+        Validations.of(self.policy).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
+                reason="ec2:GetSubnetCidrReservations and ec2:DeleteSubnetCidrReservation have "
+                "no resource-level permissions (IAM matches them only on *); both are limited "
+                "to this stack's region by aws:RequestedRegion. Create is scoped to the Multus "
+                "subnets.",
+            )
         )

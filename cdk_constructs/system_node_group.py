@@ -14,11 +14,16 @@ from typing import Any
 from aws_cdk import Acknowledgment, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 ROOT_DEVICE = "/dev/xvda"  # AL2023 EKS AMIs boot from this device
-# Two hops let pods that use IMDS through the node (hostNetwork: false) still reach it.
-IMDS_HOP_LIMIT = 2
+# One hop: host processes and hostNetwork pods reach IMDS, other pods (one hop further) do not,
+# so no pod can take the node role's credentials.
+IMDS_HOP_LIMIT = 1
+# What kubelet needs to join and pull images. No AmazonEKS_CNI_Policy: the VPC CNI has its own
+# role (EKS Pod Identity), so pods on these nodes cannot reach ENI rights through the node.
+NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly")
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,15 @@ class SystemNodeGroup(Construct):
         )
         # Optional only for imported templates; one defined here always has an ID.
         assert self.launch_template.launch_template_id is not None
+        node_role = iam.Role(
+            self,
+            "NodeRole",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description="System node group (Karpenter controller, CoreDNS)",
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name(p) for p in NODE_POLICIES
+            ],
+        )
         self.nodegroup = eks.Nodegroup(
             self,
             "Nodegroup",
@@ -93,6 +107,7 @@ class SystemNodeGroup(Construct):
             desired_size=props.desired_size,
             max_size=props.max_size,
             subnets=ec2.SubnetSelection(subnets=list(props.subnets)),
+            node_role=node_role,
             labels=props.dedicated.labels,
             taints=[props.dedicated.taint],
             launch_template_spec=eks.LaunchTemplateSpec(
@@ -100,18 +115,18 @@ class SystemNodeGroup(Construct):
                 version=self.launch_template.latest_version_number,
             ),
         )
-        Validations.of(self.nodegroup.role).acknowledge(
-            *(
-                Acknowledgment(
-                    id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:"
-                    f"policy/{policy}]",
-                    reason=f"{policy} is the AWS-maintained policy every EKS worker node needs "
-                    "(join the cluster, pod networking, pull images); CDK's Nodegroup attaches it.",
-                )
-                for policy in (
-                    "AmazonEKSWorkerNodePolicy",
-                    "AmazonEKS_CNI_Policy",
-                    "AmazonEC2ContainerRegistryReadOnly",
-                )
-            )
+        Validations.of(node_role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:"
+                "policy/AmazonEKSWorkerNodePolicy]",
+                reason="AmazonEKSWorkerNodePolicy on the system nodes' role: kubelet's EC2 "
+                "Describe* calls and eks-auth:AssumeRoleForPodIdentity for the Pod Identity "
+                "agent, the minimum AWS documents for an EKS node.",
+            ),
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:"
+                "policy/AmazonEC2ContainerRegistryPullOnly]",
+                reason="AmazonEC2ContainerRegistryPullOnly on the system nodes' role: kubelet "
+                "pulls the add-on images (VPC CNI, kube-proxy, CoreDNS) from ECR; read-only.",
+            ),
         )

@@ -4,7 +4,8 @@ A node is ready for Multus pods when (1) every CNI plugin binary the NADs call i
 CNI bin directory (AL2023 ships it empty: the VPC CNI installs ipvlan and sbr from v1.20.4 on,
 Whereabouts installs its own), (2) the files those plugins read exist (Whereabouts'
 kubeconfig), (3) Multus has written its CNI config and (4) the node bootstrap has attached and
-named the Multus ENIs, which it signals with a readiness marker file. Until all hold, the node
+named the Multus ENIs, which it signals with a readiness marker file, and (5) the multus-pod-ips
+agent serves its CNI plugin (its own marker file). Until all hold, the node
 keeps the startup taint and the scheduler keeps Multus workloads away from it; the pod's log
 says every minute what is still missing.
 
@@ -35,6 +36,7 @@ from charts.building_blocks import (
     restricted_security_context,
     select_pods,
 )
+from multus_pod_ips import AGENT_READY_MARKER
 from node_bootstrap.renderer import READY_MARKER_PATH
 
 #: The user info extra in which the API server names the node of a pod's bound token.
@@ -43,6 +45,7 @@ _NOBODY = 65534
 _HOST_CNI_DIR = "/host/etc/cni/net.d"
 _HOST_CNI_BIN_DIR = "/host/opt/cni/bin"
 _HOST_MARKER_DIR = "/host/multus-eni"
+_HOST_POD_IPS_DIR = "/host/multus-pod-ips"
 
 # Waits for every condition, then removes the taint with a JSON patch whose "test" step makes
 # it fail (and retry) if the taint list changed since it was read. The API server pretty-prints
@@ -71,7 +74,9 @@ missing() {
     [[ -f $conf ]] && break
   done
   [[ -f $conf ]] || { echo "Multus CNI config in /etc/cni/net.d"; return; }
-  [[ -f $READY_MARKER ]] || echo "Multus ENI bootstrap marker ${READY_MARKER#/host}"
+  [[ -f $READY_MARKER ]] || { echo "Multus ENI bootstrap marker ${READY_MARKER#/host}"; return; }
+  [[ -z $POD_IPS_READY_MARKER || -f $POD_IPS_READY_MARKER ]] ||
+    echo "multus-pod-ips agent marker ${POD_IPS_READY_MARKER#/host}"
 }
 
 api() {
@@ -120,8 +125,9 @@ exec sleep infinity
 class ClearTaintsProps:
     """image: Amazon Linux 2023 (needs bash and curl).
     cni_binaries: CNI plugins the NADs call (network_attachments.cni_binaries).
-    cni_files: host files those plugins read (network_attachments.cni_host_files); each must be
-    inside cni_config_dir, the only host config directory mounted.
+    cni_files: host files the NADs' plugins read (network_attachments.cni_host_files) and the
+    node-local CNI configs of node_prefix networks; each must be inside cni_config_dir, the only
+    host config directory mounted.
     cni_binaries_hint: where missing binaries come from, printed while waiting for them.
     namespace: created by this chart; service_account: the pod's, named in the policy.
     node_selector: labels of the nodes that get the startup taint (Karpenter's Multus nodes).
@@ -129,12 +135,17 @@ class ClearTaintsProps:
     cni_config_dir / cni_bin_dir: host directories of CNI configs and plugin binaries.
     ready_marker_dir / ready_marker_file: host directory, mounted read-only, and the file in it
     that the node bootstrap writes once every Multus ENI is attached and named. The directory
-    must be readable by any user: the container runs as nobody."""
+    must be readable by any user: the container runs as nobody.
+    wait_for_pod_ips / pod_ips_marker_dir / pod_ips_marker_file: likewise for the
+    multus-pod-ips agent, written once it serves the CNI plugin (which it installed before
+    starting); not waited for when no network assigns addresses per pod."""
 
     image: str
     cni_binaries: Sequence[str] = ()
     cni_files: Sequence[str] = ()
-    cni_binaries_hint: str = "installed by the VPC CNI add-on v1.20.4 or later, and Whereabouts"
+    cni_binaries_hint: str = (
+        "installed by the VPC CNI add-on v1.20.4 or later, Whereabouts and multus-pod-ips"
+    )
     namespace: str = "cleartaints"
     service_account: str = "cleartaints"
     node_selector: Mapping[str, str] = field(
@@ -145,6 +156,9 @@ class ClearTaintsProps:
     cni_bin_dir: str = "/opt/cni/bin"
     ready_marker_dir: str = str(PurePosixPath(READY_MARKER_PATH).parent)
     ready_marker_file: str = PurePosixPath(READY_MARKER_PATH).name
+    wait_for_pod_ips: bool = True
+    pod_ips_marker_dir: str = str(PurePosixPath(AGENT_READY_MARKER).parent)
+    pod_ips_marker_file: str = PurePosixPath(AGENT_READY_MARKER).name
 
 
 class ClearTaintsChart(cdk8s.Chart):
@@ -338,6 +352,9 @@ def _daemon_set(
             "READY_MARKER": kplus.EnvValue.from_value(
                 f"{_HOST_MARKER_DIR}/{props.ready_marker_file}"
             ),
+            "POD_IPS_READY_MARKER": kplus.EnvValue.from_value(
+                f"{_HOST_POD_IPS_DIR}/{props.pod_ips_marker_file}" if props.wait_for_pod_ips else ""
+            ),
         },
         resources=resources(
             cpu_millis=10, cpu_limit_millis=100, memory_mib=32, memory_limit_mib=64
@@ -348,6 +365,7 @@ def _daemon_set(
         ("cni-config", props.cni_config_dir, _HOST_CNI_DIR),
         ("cni-bin", props.cni_bin_dir, _HOST_CNI_BIN_DIR),
         ("ready-marker", props.ready_marker_dir, _HOST_MARKER_DIR),
+        ("pod-ips-marker", props.pod_ips_marker_dir, _HOST_POD_IPS_DIR),
     ):
         volume = kplus.Volume.from_host_path(
             scope,

@@ -35,6 +35,8 @@ class KarpenterNodePoolProps:
     select the private node subnets and the node security groups.
     user_data: MIME multi-part user data (the Multus ENI bootstrap), passed through verbatim.
     tags: EC2 tags for instances, volumes and launch templates.
+    termination_grace_period: longest a node drain may wait on PDBs and do-not-disrupt pods
+    (Karpenter duration); None lets a blocked drain wait forever.
     The remaining fields default to the seed's NodePool."""
 
     zones: Sequence[str]
@@ -59,6 +61,7 @@ class KarpenterNodePoolProps:
     cpu_limit: str = "500"
     memory_limit: str = "500Gi"
     weight: int = 10
+    termination_grace_period: str | None = None
 
 
 class KarpenterNodePoolChart(cdk8s.Chart):
@@ -112,19 +115,19 @@ def _node_pool_spec(props: KarpenterNodePoolProps) -> dict[str, Any]:
         _requirement("karpenter.sh/capacity-type", props.capacity_types),
         _requirement("topology.kubernetes.io/zone", props.zones),
     ]
-    return {
-        "template": {
-            "metadata": {"labels": dict(props.node_labels)},
-            "spec": {
-                "startupTaints": [props.startup_taint.as_dict()],
-                "requirements": requirements,
-                "nodeClassRef": {
-                    "group": "karpenter.k8s.aws",
-                    "kind": "EC2NodeClass",
-                    "name": props.node_class_name,
-                },
-            },
+    template_spec: dict[str, Any] = {
+        "startupTaints": [props.startup_taint.as_dict()],
+        "requirements": requirements,
+        "nodeClassRef": {
+            "group": "karpenter.k8s.aws",
+            "kind": "EC2NodeClass",
+            "name": props.node_class_name,
         },
+    }
+    if props.termination_grace_period is not None:
+        template_spec["terminationGracePeriod"] = props.termination_grace_period
+    return {
+        "template": {"metadata": {"labels": dict(props.node_labels)}, "spec": template_spec},
         "disruption": {
             "consolidationPolicy": "WhenEmpty",
             "consolidateAfter": props.consolidate_after,
@@ -140,11 +143,12 @@ def _node_class_spec(props: KarpenterNodePoolProps) -> dict[str, Any]:
         "role": props.node_role_name,
         "subnetSelectorTerms": [{"tags": dict(props.subnet_selector_tags)}],
         "securityGroupSelectorTerms": [{"tags": dict(props.security_group_selector_tags)}],
-        # IMDSv2 only; hop limit 2 so pods (one hop further) can still reach IMDS.
+        # IMDSv2 only, one hop: the bootstrap and hostNetwork pods (VPC CNI, Multus) reach IMDS,
+        # other pods cannot take the node role's credentials.
         "metadataOptions": {
             "httpEndpoint": "enabled",
             "httpProtocolIPv6": "disabled",
-            "httpPutResponseHopLimit": 2,
+            "httpPutResponseHopLimit": 1,
             "httpTokens": "required",
         },
         "blockDeviceMappings": [

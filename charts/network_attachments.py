@@ -3,7 +3,8 @@
 Each attaches an ipvlan interface on the node's ENI of that network, with addresses from
 Whereabouts taken only out of the subnet's explicit CIDR reservation, so EC2 never hands the
 same addresses to an ENI. Pods reach other subnets through the VPC router via source-based
-routing (sbr), so replies leave on the interface they came in on.
+routing (sbr), so replies leave on the interface they came in on. Networks in node_prefix
+mode get a NAD without config instead (docs/node-prefix-mode.md).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import cdk8s_plus_28 as kplus
 from constructs import Construct
 
 from charts.building_blocks import api_object
+from multus_pod_ips import CNI_PLUGIN_TYPE
 
 WHEREABOUTS_KUBECONFIG = "/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig"
 CNI_VERSION = "0.3.1"
@@ -64,11 +66,14 @@ class NetworkAttachment:
 class NetworkAttachmentsProps:
     """namespace: where the NADs live (pods elsewhere refer to them as <namespace>/<name>).
     create_namespace: the chart creates the namespace (for one Kubernetes does not have by
-    itself); it then belongs to this chart, and removing the chart deletes it with its pods."""
+    itself); it then belongs to this chart, and removing the chart deletes it with its pods.
+    node_local_names: NADs of node_prefix networks, which carry no config: Multus reads the CNI
+    config whose "name" is the NAD's name from the node (the node bootstrap writes it)."""
 
     namespace: str
     attachments: Sequence[NetworkAttachment]
     create_namespace: bool = False
+    node_local_names: Sequence[str] = ()
 
 
 def cni_config(attachment: NetworkAttachment) -> dict[str, Any]:
@@ -89,8 +94,16 @@ def cni_config(attachment: NetworkAttachment) -> dict[str, Any]:
                 },
             },
             {"type": "sbr"},
+            pod_ip_assignment(attachment),
         ],
     }
+
+
+def pod_ip_assignment(attachment: NetworkAttachment) -> dict[str, Any]:
+    """Last in the chain: makes the pod's address a secondary IP of the node's ENI of this
+    network (multus-pod-ips agent) before the pod's containers start, so the VPC delivers
+    to it from other nodes and subnets. Whereabouts-mode networks only."""
+    return {"type": CNI_PLUGIN_TYPE, "master": attachment.master_interface}
 
 
 def cni_binaries(attachments: Sequence[NetworkAttachment]) -> list[str]:
@@ -122,6 +135,7 @@ class NetworkAttachmentsChart(cdk8s.Chart):
     def __init__(self, scope: Construct, id: str, props: NetworkAttachmentsProps) -> None:
         super().__init__(scope, id)
         names = [attachment.name for attachment in props.attachments]
+        names += props.node_local_names
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ValueError(f"network attachment names must be unique, repeated: {duplicates}")
@@ -144,3 +158,21 @@ class NetworkAttachmentsChart(cdk8s.Chart):
             )
             if namespace is not None:
                 nad.add_dependency(namespace)
+        for name in props.node_local_names:
+            nad = _node_local_attachment(self, name, props.namespace)
+            if namespace is not None:
+                nad.add_dependency(namespace)
+
+
+def _node_local_attachment(scope: Construct, name: str, namespace: str) -> cdk8s.ApiObject:
+    """A NAD with an empty spec: Multus then loads the config file named after it from its
+    confDir (the node's /etc/cni/net.d) instead of a config carried here."""
+    return api_object(
+        scope,
+        name,
+        api_version="k8s.cni.cncf.io/v1",
+        kind="NetworkAttachmentDefinition",
+        name=name,
+        namespace=namespace,
+        body={"spec": {}},
+    )

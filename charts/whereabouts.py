@@ -77,7 +77,10 @@ _NODE_SLICE_POOL_SCHEMA = resource_schema(
 class WhereaboutsProps:
     """image: the whereabouts v0.9.4 image (or a mirror of it).
     namespace: where the daemonset, reconciler and service account run.
-    reconcile_schedule: cron expression of the IP reconciler (upstream default: daily 04:30).
+    reconcile_schedule: cron expression (5 fields, UTC; v0.9.4 parses it with gocron's
+    CronJob without seconds) of the IP reconciler, which frees addresses of pods that no longer
+    exist, e.g. on a node that was terminated without CNI DEL. Upstream's daily 04:30 would
+    keep them from reuse for up to a day; every 2 minutes reuses them within minutes.
     log_level: whereabouts' own levels, most to least verbose: debug, verbose, error, panic.
     reconciler_node_labels / reconciler_tolerations: where the reconciler runs. The stack
     gives the system nodes' label and taint, so an empty cluster keeps no Karpenter node (with
@@ -85,7 +88,7 @@ class WhereaboutsProps:
 
     image: str
     namespace: str = "kube-system"
-    reconcile_schedule: str = "30 4 * * *"
+    reconcile_schedule: str = "*/2 * * * *"
     log_level: Literal["debug", "verbose", "error", "panic"] = "verbose"
     reconciler_node_labels: Mapping[str, str] = field(default_factory=dict)
     reconciler_tolerations: Sequence[NodeTaint] = ()

@@ -35,8 +35,14 @@ class ImageRef(BaseModel):
         description="Registry host and path, e.g. 123456789012.dkr.ecr.eu-west-1.amazonaws.com/"
         "mirror/whereabouts.",
     )
-    tag: str | None = Field(default=None, pattern=patterns.IMAGE_TAG.regex)
-    digest: str | None = Field(default=None, pattern=patterns.IMAGE_DIGEST.regex)
+    tag: str | None = Field(
+        default=None, pattern=patterns.IMAGE_TAG.regex, description="Image tag, never latest."
+    )
+    digest: str | None = Field(
+        default=None,
+        pattern=patterns.IMAGE_DIGEST.regex,
+        description="Image digest (sha256:<64 hex digits>); given both, nodes pull by digest.",
+    )
 
     @model_validator(mode="after")
     def _pinned(self) -> ImageRef:
@@ -78,14 +84,29 @@ class ImagesConfig(BaseModel):
         description="Default: the EKS build in the region's EKS add-on registry "
         "(<account>.dkr.ecr.<region>.amazonaws.com/eks/multus-cni:v4.1.4-eksbuild.3_thick).",
     )
-    whereabouts: ImageRef = ImageRef(repository=WHEREABOUTS_REPOSITORY, tag=WHEREABOUTS_TAG)
-    cleartaints: ImageRef = ImageRef(repository=CLEARTAINTS_REPOSITORY, tag=CLEARTAINTS_TAG)
+    whereabouts: ImageRef = Field(
+        default=ImageRef(repository=WHEREABOUTS_REPOSITORY, tag=WHEREABOUTS_TAG),
+        description="Whereabouts daemonset and IP reconciler.",
+    )
+    cleartaints: ImageRef = Field(
+        default=ImageRef(repository=CLEARTAINTS_REPOSITORY, tag=CLEARTAINTS_TAG),
+        description="cleartaints daemonset (needs bash and curl).",
+    )
+    # The same AL2023 image: its python3 (3.9, dnf needs it) runs the agent, the version the
+    # CNI plugin meets on the host; one pull serves both DaemonSets.
+    multus_pod_ips: ImageRef = Field(
+        default=ImageRef(repository=CLEARTAINTS_REPOSITORY, tag=CLEARTAINTS_TAG),
+        description="Multus pod IP agent daemonset (needs python3; the plugin runs on the host).",
+    )
     karpenter_controller: ImageRef | None = Field(
         default=None,
         description="Default: the image the karpenter chart of karpenter.version pins "
         "(public.ecr.aws/karpenter/controller:<version>@sha256:...).",
     )
-    sample_workloads: ImageRef = ImageRef(repository=MULTITOOL_REPOSITORY, tag=MULTITOOL_TAG)
+    sample_workloads: ImageRef = Field(
+        default=ImageRef(repository=MULTITOOL_REPOSITORY, tag=MULTITOOL_TAG),
+        description="Multitool of the optional sample workloads (extras.sample_workloads).",
+    )
     node_latency: ImageRef | None = Field(
         default=None,
         description="Default: the image the node-latency-for-k8s chart pins.",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,6 +125,23 @@ def raw_config_from_context(context: Mapping[str, Any], base_dir: Path) -> dict[
     return deep_merge(raw, overrides_from_context(context, current))
 
 
+CDK_CLI_PACKAGE = "aws-cdk"
+CDK_ASSETS_PACKAGE = "cdk-assets"
+_EXACT_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+def pinned_npm_version(base_dir: Path, package_name: str) -> str:
+    """The exact version package.json pins for a CLI (`make synth` runs the same with npx)."""
+    package = json.loads((base_dir / "package.json").read_text(encoding="utf-8"))
+    version = str(package.get("devDependencies", {}).get(package_name, ""))
+    if not _EXACT_VERSION.fullmatch(version):
+        raise ConfigError(
+            f"package.json: devDependencies.{package_name} must be an exact version such as "
+            f"1.2.3 (the pipeline installs the same one), got {version!r}"
+        )
+    return version
+
+
 def load_config(context: Mapping[str, Any], base_dir: Path) -> LoadedConfig:
     raw = raw_config_from_context(context, base_dir)
     pipeline_raw = raw.pop(PIPELINE_KEY, None)
@@ -141,18 +159,24 @@ def load_config(context: Mapping[str, Any], base_dir: Path) -> LoadedConfig:
 
 
 def _check_stack_names_unique(environments: list[PipelineEnvironment]) -> None:
-    """Stack names derive from `name`; two environments in one account and region need two."""
-    seen: dict[tuple[str | None, str, str], str] = {}
-    for environment in environments:
-        config = environment.config
-        key = (config.account, config.region, config.name)
-        if key in seen:
-            raise ConfigError(
-                f"pipeline.environments: {seen[key]} and {environment.settings.name} deploy to "
-                f"{config.account}/{config.region} with the same name {config.name!r}; set "
-                "overrides.name in one of them"
-            )
-        seen[key] = environment.settings.name
+    """Stack names and EKS cluster names are per account and region: two environments
+    there need two app names and two cluster names."""
+    for field, name_of in (
+        ("name", lambda config: config.name),
+        ("cluster name", lambda config: config.cluster_name),
+    ):
+        seen: dict[tuple[str | None, str, str], str] = {}
+        for environment in environments:
+            config = environment.config
+            key = (config.account, config.region, name_of(config))
+            if key in seen:
+                fix = "overrides.name" if field == "name" else "overrides.cluster.name"
+                raise ConfigError(
+                    f"pipeline.environments: {seen[key]} and {environment.settings.name} deploy "
+                    f"to {config.account}/{config.region} with the same {field} {key[2]!r}; set "
+                    f"{fix} in one of them"
+                )
+            seen[key] = environment.settings.name
 
 
 def _environment_config(

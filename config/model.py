@@ -22,10 +22,27 @@ from pydantic import (
 )
 
 from config import aws_regions, instance_types, karpenter_releases, patterns
+from config.cluster_access import (
+    RENAMED_KEYS,
+    AdminPrincipalArn,
+    check_public_access_cidrs,
+)
 from config.coercion import number_as_version
 from config.images import ImagesConfig
 from config.interface_names import reserved_interface_reason
 from config.node_pool_rules import node_pool_requirement_problems
+from config.node_prefix import (
+    check_node_prefix_reservations,
+    check_node_prefix_settings,
+    default_prefixes_per_node,
+)
+from node_bootstrap.renderer import (
+    USER_DATA_LIMIT_BYTES,
+    AzPlacement,
+    MultusInterface,
+    NodeBootstrapProps,
+    deployed_size,
+)
 
 # AWS keeps the first four addresses and the last one of every subnet for itself.
 AWS_RESERVED_HEAD = 4
@@ -50,6 +67,13 @@ UNUSABLE_VPC_RANGES: dict[str, ipaddress.IPv4Network] = {
     "reserved": ipaddress.IPv4Network("240.0.0.0/4"),
 }
 
+# custom_resources.Provider polls isComplete for at most two hours; keep a margin for its
+# own retries and the ENI sweep after the wait.
+TEARDOWN_TIMEOUT_LIMIT_MINUTES = 110
+# Between a NodeClaim's drain deadline and its instance being gone: EC2 shutdown and Karpenter's
+# finalizers take a few minutes; the teardown bound must leave room for them.
+NODE_TERMINATION_MARGIN_MINUTES = 10
+
 LogRetention = Literal[
     "ONE_WEEK", "TWO_WEEKS", "ONE_MONTH", "THREE_MONTHS", "SIX_MONTHS", "ONE_YEAR", "TWO_YEARS"
 ]
@@ -59,6 +83,7 @@ _K8S_NAME = patterns.KUBERNETES_NAME.regex
 _LINUX_IFNAME = patterns.LINUX_INTERFACE_NAME.regex
 _CPU_QUANTITY = patterns.CPU_QUANTITY.regex
 _MEMORY_QUANTITY = patterns.MEMORY_QUANTITY.regex
+_DURATION_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
 
 
 def _ipv4_network(value: str) -> str:
@@ -108,6 +133,14 @@ def _instance_type(value: str) -> str:
 InstanceType = Annotated[str, AfterValidator(_instance_type)]
 
 
+def duration_seconds(duration: str) -> int:
+    """Seconds of a Karpenter duration such as 1h30m."""
+    return sum(
+        int(amount) * _DURATION_UNIT_SECONDS[unit]
+        for amount, unit in re.findall(r"([0-9]+)([smh])", duration)
+    )
+
+
 def net(cidr: str) -> ipaddress.IPv4Network:
     return ipaddress.IPv4Network(cidr)
 
@@ -120,7 +153,7 @@ class StrictModel(BaseModel):
 class MultusSubnetConfig(StrictModel):
     """One Multus subnet (in the AZ at the same position of `availability_zones`)."""
 
-    cidr: SubnetCidr
+    cidr: SubnetCidr = Field(description="The subnet's IPv4 CIDR (/16 to /28), inside the VPC.")
     reservation: Cidr = Field(
         description="Explicit CIDR reservation kept for Multus pod addresses (Whereabouts range)."
     )
@@ -147,7 +180,12 @@ class MultusSubnetConfig(StrictModel):
 class MultusNetworkConfig(StrictModel):
     """A secondary network: one ENI per node, one subnet per AZ, one NAD per AZ."""
 
-    name: str = Field(pattern=_K8S_NAME, max_length=40)
+    name: str = Field(
+        pattern=_K8S_NAME,
+        max_length=40,
+        description="Network name: NAD names (<name>-<az>), subnet Name tags and, unless "
+        "interface_name is set, the node's interface name.",
+    )
     interface_name: str | None = Field(
         default=None,
         pattern=_LINUX_IFNAME,
@@ -156,14 +194,33 @@ class MultusNetworkConfig(StrictModel):
     subnets: list[MultusSubnetConfig] = Field(
         min_length=1, description="One subnet per AZ, in the order of availability_zones."
     )
-    ipvlan_mode: Literal["l2", "l3", "l3s"] = "l2"
+    ipvlan_mode: Literal["l2", "l3", "l3s"] = Field(
+        default="l2", description="ipvlan mode of this network's NADs."
+    )
     nat_egress: bool = Field(
         default=True, description="Default route to the AZ's NAT gateway (as in the seed)."
+    )
+    ip_management: Literal["whereabouts", "node_prefix"] = Field(
+        default="whereabouts",
+        description="whereabouts: pod addresses from the reservation, assigned per pod. "
+        "node_prefix: each node's ENI gets /28 prefixes of the (prefix-type) reservation at "
+        "boot and hands pod addresses out of them locally (docs/node-prefix-mode.md).",
+    )
+    prefixes_per_node: int | None = Field(
+        default=None,
+        ge=1,
+        description="node_prefix only: /28 prefixes on each node's ENI (default: enough for "
+        "the max pods of the largest size, see config/node_prefix.py).",
     )
 
     @property
     def device_name(self) -> str:
         return self.interface_name or self.name
+
+    @model_validator(mode="after")
+    def _node_prefix_settings(self) -> MultusNetworkConfig:
+        check_node_prefix_settings(self)
+        return self
 
     @model_validator(mode="after")
     def _name_usable_as_interface(self) -> MultusNetworkConfig:
@@ -180,6 +237,8 @@ class MultusNetworkConfig(StrictModel):
 
 
 class MultusConfig(StrictModel):
+    """The Multus networks and what every network shares (NAD namespace, security group)."""
+
     networks: list[MultusNetworkConfig] = Field(
         default_factory=lambda: [
             MultusNetworkConfig(
@@ -198,6 +257,8 @@ class MultusConfig(StrictModel):
             ),
         ],
         min_length=1,
+        description="Secondary networks: one ENI per Karpenter node, one subnet, reservation "
+        "and NAD per AZ (default: the seed's multus1 and multus2).",
     )
     security_group_ingress_cidrs: list[Cidr] | None = Field(
         default=None,
@@ -252,11 +313,26 @@ class MultusConfig(StrictModel):
 
 
 class VpcConfig(StrictModel):
-    cidr: Cidr = "10.0.0.0/16"
-    public_subnet_cidrs: list[SubnetCidr] = ["10.0.0.0/24", "10.0.1.0/24"]
-    private_subnet_cidrs: list[SubnetCidr] = ["10.0.2.0/24", "10.0.3.0/24"]
-    nat_gateways: Literal["per_az", "single"] = "per_az"
-    flow_log_retention: LogRetention = "ONE_MONTH"
+    """The VPC, its public and node subnets (Multus subnets are under multus.networks)."""
+
+    cidr: Cidr = Field(default="10.0.0.0/16", description="The VPC's IPv4 CIDR (/16 to /28).")
+    public_subnet_cidrs: list[SubnetCidr] = Field(
+        default=["10.0.0.0/24", "10.0.1.0/24"],
+        description="One public subnet per AZ: NAT gateways, internet-facing load balancers.",
+    )
+    private_subnet_cidrs: list[SubnetCidr] = Field(
+        default=["10.0.2.0/24", "10.0.3.0/24"],
+        description="One node subnet per AZ: the nodes' primary ENIs, the cluster's ENIs, "
+        "internal load balancers.",
+    )
+    nat_gateways: Literal["per_az", "single"] = Field(
+        default="per_az",
+        description="per_az: a NAT gateway in each AZ; single: one, in the first AZ (cheaper, "
+        "but egress depends on that AZ).",
+    )
+    flow_log_retention: LogRetention = Field(
+        default="ONE_MONTH", description="How long CloudWatch Logs keeps the VPC flow logs."
+    )
 
     @field_validator("cidr")
     @classmethod
@@ -274,11 +350,19 @@ class VpcConfig(StrictModel):
 
 
 class SystemNodeGroupConfig(StrictModel):
-    instance_types: list[InstanceType] = Field(default=["c5.large"], min_length=1)
-    min_size: int = Field(default=1, ge=0)
-    desired_size: int = Field(default=2, ge=0)
-    max_size: int = Field(default=3, ge=1)
-    disk_size_gib: Gp3SizeGib = Field(default=20, ge=20)
+    """The managed node group for system pods and the Karpenter controller."""
+
+    instance_types: list[InstanceType] = Field(
+        default=["c5.large"], min_length=1, description="x86_64 instance types of the group."
+    )
+    min_size: int = Field(default=1, ge=0, description="Fewest nodes of the group.")
+    desired_size: int = Field(
+        default=2, ge=0, description="Nodes the group runs; at least karpenter.replicas."
+    )
+    max_size: int = Field(default=3, ge=1, description="Most nodes of the group.")
+    disk_size_gib: Gp3SizeGib = Field(
+        default=20, ge=20, description="Encrypted gp3 root volume of each system node, in GiB."
+    )
 
     @model_validator(mode="after")
     def _x86_instance_types(self) -> SystemNodeGroupConfig:
@@ -311,26 +395,78 @@ class SystemNodeGroupConfig(StrictModel):
 
 
 class ClusterConfig(StrictModel):
-    name: str = Field(default="eks-karpenterwithmultus", pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,99}$")
+    """The EKS cluster: name, version, API endpoint access, admins, system node group."""
+
+    name: str | None = Field(
+        default=None,
+        pattern=patterns.CLUSTER_NAME.regex,
+        description="EKS cluster name (default: eks-<name>, so each app name gets its own).",
+    )
     kubernetes_version: Annotated[
         KubernetesVersion, BeforeValidator(number_as_version(get_args(KubernetesVersion)))
-    ] = "1.34"
-    public_access_cidrs: list[Cidr] = Field(
-        default=["0.0.0.0/0"],
-        description="Who may reach the public API endpoint; narrow it to your operators' ranges.",
-    )
-    admin_principal_arn: str | None = Field(
+    ] = Field(default="1.34", description="Kubernetes version of the control plane and nodes.")
+    public_access_cidrs: list[Cidr] | None = Field(
         default=None,
-        pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:.+$",
-        description="IAM principal given cluster-admin through an access entry.",
+        description="None: private API endpoint only. A list: also a public endpoint that "
+        "accepts only these CIDRs.",
+    )
+    admin_principal_arns: list[AdminPrincipalArn] = Field(
+        default=[],
+        description="IAM role or user ARNs given cluster-admin through access entries.",
     )
     system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
+    teardown_timeout_minutes: int = Field(
+        default=30,
+        ge=10,
+        le=TEARDOWN_TIMEOUT_LIMIT_MINUTES,
+        description="How long `cdk destroy` waits for Karpenter's nodes and the Multus ENIs to "
+        "go before it fails listing what is left.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: object) -> object:
+        if isinstance(data, dict):
+            for old, new in RENAMED_KEYS.items():
+                if old in data:
+                    raise ValueError(f"{old} was replaced by {new}")
+        return data
+
+    @field_validator("public_access_cidrs")
+    @classmethod
+    def _public_access(cls, cidrs: list[str] | None) -> list[str] | None:
+        return check_public_access_cidrs(cidrs)
+
+    @field_validator("admin_principal_arns")
+    @classmethod
+    def _distinct_admins(cls, arns: list[str]) -> list[str]:
+        duplicates = sorted({arn for arn in arns if arns.count(arn) > 1})
+        if duplicates:
+            # EKS allows one access entry per principal.
+            raise ValueError(f"{duplicates} listed more than once; list each principal once")
+        return arns
 
 
 class KarpenterConfig(StrictModel):
-    version: str = Field(default="1.14.1", pattern=patterns.RELEASE_VERSION.regex)
-    namespace: str = Field(default="kube-system", pattern=_K8S_NAME, max_length=63)
-    replicas: int = Field(default=2, ge=1)
+    """The Karpenter controller (Helm charts karpenter-crd and karpenter)."""
+
+    version: str = Field(
+        default="1.14.1",
+        pattern=patterns.RELEASE_VERSION.regex,
+        description="Karpenter release; must support cluster.kubernetes_version.",
+    )
+    namespace: str = Field(
+        default="kube-system",
+        pattern=_K8S_NAME,
+        max_length=63,
+        description="Namespace of the controller.",
+    )
+    replicas: int = Field(
+        default=2,
+        ge=1,
+        description="Controller replicas, one per system node (at most "
+        "cluster.system_node_group.desired_size).",
+    )
     controller_cpu: str = Field(
         default="1",
         pattern=_CPU_QUANTITY,
@@ -374,19 +510,57 @@ MAX_ENIS_BY_VCPUS: dict[int, int] = {
 class NodePoolConfig(StrictModel):
     """The Karpenter NodePool of Multus nodes; defaults are the seed's."""
 
-    instance_categories: list[Literal["m", "c", "r"]] = Field(default=["m", "c", "r"], min_length=1)
-    instance_cpus: list[int] = Field(default=[2, 4, 8, 16], min_length=1)
-    instance_families: list[str] = Field(default=["m5", "c5", "m6i", "c6i", "r6i"], min_length=1)
-    capacity_types: list[Literal["on-demand", "spot"]] = Field(default=["on-demand"], min_length=1)
-    cpu_limit: str = Field(default="500", pattern=_CPU_QUANTITY)
-    memory_limit: str = Field(default="500Gi", pattern=_MEMORY_QUANTITY)
-    consolidate_after: str = Field(default="120s", pattern=patterns.DURATION.regex)
+    instance_categories: list[Literal["m", "c", "r"]] = Field(
+        default=["m", "c", "r"],
+        min_length=1,
+        description="Allowed instance categories (karpenter.k8s.aws/instance-category).",
+    )
+    instance_cpus: list[int] = Field(
+        default=[2, 4, 8, 16],
+        min_length=1,
+        description="Allowed vCPU counts (karpenter.k8s.aws/instance-cpu).",
+    )
+    instance_families: list[str] = Field(
+        default=["m5", "c5", "m6i", "c6i", "r6i"],
+        min_length=1,
+        description="Allowed instance families (karpenter.k8s.aws/instance-family); "
+        "config/instance_types.py lists the known ones.",
+    )
+    capacity_types: list[Literal["on-demand", "spot"]] = Field(
+        default=["on-demand"],
+        min_length=1,
+        description="Allowed capacity types (karpenter.sh/capacity-type).",
+    )
+    cpu_limit: str = Field(
+        default="500",
+        pattern=_CPU_QUANTITY,
+        description="Most CPU all NodePool nodes together may have (Kubernetes quantity).",
+    )
+    memory_limit: str = Field(
+        default="500Gi",
+        pattern=_MEMORY_QUANTITY,
+        description="Most memory all NodePool nodes together may have (Mi or Gi).",
+    )
+    consolidate_after: str = Field(
+        default="120s",
+        pattern=patterns.DURATION.regex,
+        description="How long a node stays empty before Karpenter removes it (s, m or h).",
+    )
     ami_alias: str = Field(
         default="al2023@v20261112",
         pattern=patterns.AMI_ALIAS.regex,
         description="Pinned AL2023 release; never @latest (every release would replace nodes).",
     )
-    root_volume_gib: Gp3SizeGib = Field(default=20, ge=20)
+    root_volume_gib: Gp3SizeGib = Field(
+        default=20, ge=20, description="Encrypted gp3 root volume of each Karpenter node, in GiB."
+    )
+    termination_grace_period: str = Field(
+        default="15m",
+        pattern=patterns.KARPENTER_DURATION.regex,
+        description="Longest a node drain may wait on PodDisruptionBudgets and do-not-disrupt "
+        "pods before Karpenter deletes them (drift, consolidation, teardown); must be shorter "
+        "than cluster.teardown_timeout_minutes.",
+    )
 
     @field_validator("instance_cpus")
     @classmethod
@@ -435,10 +609,23 @@ class ExtrasConfig(StrictModel):
 class AppConfig(StrictModel):
     """Everything one environment (account + region) needs."""
 
-    name: str = Field(default="karpenterwithmultus", pattern=patterns.APP_NAME.regex)
-    account: str | None = Field(default=None, pattern=ACCOUNT_PATTERN)
-    region: str = "us-west-2"
-    availability_zones: list[str] = Field(default=["us-west-2a", "us-west-2b"], min_length=2)
+    name: str = Field(
+        default="karpenterwithmultus",
+        pattern=patterns.APP_NAME.regex,
+        description="Stage name and stack name prefix (<name>-network, <name>-cluster).",
+    )
+    account: str | None = Field(
+        default=None,
+        pattern=ACCOUNT_PATTERN,
+        description="12-digit AWS account to deploy to (default: that of the deploying "
+        "credentials).",
+    )
+    region: str = Field(default="us-west-2", description="AWS Region to deploy to.")
+    availability_zones: list[str] = Field(
+        default=["us-west-2a", "us-west-2b"],
+        min_length=2,
+        description="AZs of the region to use; every per-AZ list follows this order.",
+    )
     vpc: VpcConfig = VpcConfig()
     multus: MultusConfig = MultusConfig()
     cluster: ClusterConfig = ClusterConfig()
@@ -455,7 +642,55 @@ class AppConfig(StrictModel):
         self._check_karpenter_supports_kubernetes()
         self._check_enis_fit_instances()
         self._check_controllers_fit_system_nodes()
+        self._check_drain_fits_teardown()
+        self._check_user_data_fits()
+        check_node_prefix_reservations(self)
         return self
+
+    def _check_user_data_fits(self) -> None:
+        # Every node's user-data carries each AZ's Multus subnet IDs; EC2 caps it at 16 KB.
+        props = NodeBootstrapProps(
+            cluster_name=self.cluster_name,
+            interfaces=[
+                MultusInterface(network=n.name, interface_name=n.device_name, device_index=i + 1)
+                for i, n in enumerate(self.multus.networks)
+            ],
+            placements={
+                az: AzPlacement(
+                    subnet_ids=["subnet"] * len(self.multus.networks), security_group_ids=["sg"]
+                )
+                for az in self.availability_zones
+            },
+        )
+        size = deployed_size(props)
+        if size > USER_DATA_LIMIT_BYTES:
+            raise ValueError(
+                f"availability_zones x multus.networks: the node user-data would be {size} "
+                f"bytes, over the {USER_DATA_LIMIT_BYTES} bytes left next to Karpenter's part "
+                "within EC2's 16 KB limit; use fewer availability zones or Multus networks"
+            )
+
+    @property
+    def cluster_name(self) -> str:
+        """The EKS cluster name: cluster.name, or derived from the app name (unique per app)."""
+        return self.cluster.name or f"eks-{self.name}"
+
+    def _check_drain_fits_teardown(self) -> None:
+        # A teardown must outlast the longest drain plus the instance shutdown after it.
+        grace_minutes = duration_seconds(self.node_pool.termination_grace_period) / 60
+        needed = grace_minutes + NODE_TERMINATION_MARGIN_MINUTES
+        if needed > self.cluster.teardown_timeout_minutes:
+            raise ValueError(
+                f"node_pool.termination_grace_period {self.node_pool.termination_grace_period} "
+                f"plus {NODE_TERMINATION_MARGIN_MINUTES} minutes for instance shutdown exceeds "
+                f"cluster.teardown_timeout_minutes ({self.cluster.teardown_timeout_minutes}); "
+                "shorten the grace period or raise the teardown timeout (at most "
+                f"{TEARDOWN_TIMEOUT_LIMIT_MINUTES})"
+            )
+
+    def prefixes_per_node(self, network: MultusNetworkConfig) -> int:
+        """K for a node_prefix network: its own value, else the node_prefix module's default."""
+        return network.prefixes_per_node or default_prefixes_per_node(self.node_pool)
 
     def _check_controllers_fit_system_nodes(self) -> None:
         # Each controller replica needs its own system node (required anti-affinity, never on

@@ -63,6 +63,11 @@ RELEASE_VERSION = PlainPattern(
 DURATION = PlainPattern(
     r"^\d+(s|m|h)$", "a whole number of seconds, minutes or hours (s, m or h)", "120s or 5m"
 )
+KARPENTER_DURATION = PlainPattern(
+    r"^([0-9]+(s|m|h))+$",
+    "a Karpenter duration: whole numbers of hours, minutes or seconds (h, m, s), combinable",
+    "15m or 1h30m",
+)
 AMI_ALIAS = PlainPattern(
     r"^al2023@v\d{8}$",
     "al2023@v followed by the 8-digit date of an AL2023 AMI release (never @latest)",
@@ -117,6 +122,7 @@ PLAIN_PATTERNS: dict[str, PlainPattern] = {
         ADMIN_PRINCIPAL_ARN,
         RELEASE_VERSION,
         DURATION,
+        KARPENTER_DURATION,
         AMI_ALIAS,
         CONNECTION_ARN,
         REPOSITORY,

@@ -14,31 +14,51 @@ from config.model import ACCOUNT_PATTERN, StrictModel
 
 
 class PipelineSourceConfig(StrictModel):
+    """The Git repository the pipeline builds from."""
+
     connection_arn: str = Field(
         pattern=patterns.CONNECTION_ARN.regex,
         description="CodeStar/CodeConnections connection to the Git provider.",
     )
     repository: str = Field(pattern=patterns.REPOSITORY.regex, description="owner/name")
-    branch: str = Field(default="main", min_length=1)
+    branch: str = Field(default="main", min_length=1, description="Branch the pipeline builds.")
 
 
 class PipelineEnvironmentConfig(StrictModel):
-    name: str = Field(pattern=patterns.ENVIRONMENT_NAME.regex)
-    account: str = Field(pattern=ACCOUNT_PATTERN)
-    region: str
-    availability_zones: list[str] = Field(min_length=2)
-    manual_approval: bool = False
+    """One deploy target of the pipeline: the base config placed in an account and region."""
+
+    name: str = Field(
+        pattern=patterns.ENVIRONMENT_NAME.regex, description="Environment (pipeline stage) name."
+    )
+    account: str = Field(pattern=ACCOUNT_PATTERN, description="12-digit target account.")
+    region: str = Field(description="Target Region.")
+    availability_zones: list[str] = Field(
+        min_length=2, description="AZs in that Region; per-AZ lists follow this order."
+    )
+    manual_approval: bool = Field(
+        default=False, description="Wait for a manual approval before deploying here."
+    )
     overrides: dict[str, Any] = Field(
         default_factory=dict, description="Any AppConfig keys, merged over the base config."
     )
 
 
 class PipelineConfig(StrictModel):
-    name: str = Field(default="karpenter-multus-pipeline", pattern=patterns.PIPELINE_NAME.regex)
-    tooling_account: str = Field(pattern=ACCOUNT_PATTERN)
-    tooling_region: str
+    """A CDK Pipeline in a tooling account that deploys the stage to each environment."""
+
+    name: str = Field(
+        default="karpenter-multus-pipeline",
+        pattern=patterns.PIPELINE_NAME.regex,
+        description="Name of the pipeline stack and of the CodePipeline.",
+    )
+    tooling_account: str = Field(
+        pattern=ACCOUNT_PATTERN, description="12-digit account the pipeline runs in."
+    )
+    tooling_region: str = Field(description="Region the pipeline runs in.")
     source: PipelineSourceConfig
-    environments: list[PipelineEnvironmentConfig] = Field(min_length=1)
+    environments: list[PipelineEnvironmentConfig] = Field(
+        min_length=1, description="Deploy targets, in rollout order."
+    )
 
     @field_validator("tooling_region")
     @classmethod

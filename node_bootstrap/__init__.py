@@ -3,6 +3,7 @@
 `node_bootstrap.iam` is a separate import so that rendering does not load aws_cdk.
 """
 
+from node_bootstrap.node_prefix import NodePrefixNetwork
 from node_bootstrap.renderer import (
     CLUSTER_TAG_KEY,
     READY_MARKER_DIR,
@@ -20,5 +21,6 @@ __all__ = [
     "AzPlacement",
     "MultusInterface",
     "NodeBootstrapProps",
+    "NodePrefixNetwork",
     "render_user_data",
 ]

@@ -1,84 +1,125 @@
-"""IAM statements the node role needs for the Multus ENI bootstrap, scoped to one cluster."""
+"""IAM statements the node role needs for the Multus ENI bootstrap, and nothing more.
+
+What the bootstrap touches, and how each statement family pins it down:
+- create: ENIs only in the Multus subnets, only with the Multus security groups, and only when
+  the request tags them with OWNER_TAG_KEY=<cluster> (tags only at creation). Nothing else sets
+  that tag, so it marks exactly the ENIs the bootstrap made (Karpenter's primary ENIs carry the
+  cluster tag, never this one);
+- owned ENIs: attach, detach, modify and delete only ENIs that carry the owner tag;
+- instance side: attach, detach and modify only on the calling instance (ec2:SourceInstanceARN
+  must be the target instance's ARN), so a node can attach ENIs to itself and to no other node;
+- read: DescribeNetworkInterfaces (no resource-level permissions), in this region only.
+
+One function per family so that new actions (e.g. secondary IP assignment on Multus ENIs) join
+the family whose scope they share.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from aws_cdk import Aws
 from aws_cdk import aws_iam as iam
 
-from node_bootstrap.renderer import CLUSTER_TAG_KEY
+from node_bootstrap.renderer import OWNER_TAG_KEY
+
+#: Resolved by IAM per request: the ID of the instance the request targets.
+TARGET_INSTANCE_ID = "${ec2:InstanceID}"
+
+
+@dataclass(frozen=True)
+class MultusEniScope:
+    """What the bootstrap may touch: this cluster's tag value, the Multus subnets and groups."""
+
+    cluster_name: str
+    subnet_arns: Sequence[str]
+    security_group_arns: Sequence[str]
+
+    def ec2_arn(self, resource: str) -> str:
+        return f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}:{resource}"
+
+    @property
+    def network_interfaces(self) -> str:
+        return self.ec2_arn("network-interface/*")
 
 
 def multus_eni_policy_statements(
     *, cluster_name: str, subnet_arns: Sequence[str], security_group_arns: Sequence[str]
 ) -> list[iam.PolicyStatement]:
-    """Least-privilege statements for multus_eni_bootstrap.sh.
-
-    ENIs can only be created in the Multus subnets with the Multus security groups and must
-    carry the cluster tag from the start; every later action needs that tag on the ENI and,
-    where an instance is involved, on the instance (Karpenter tags its instances with it).
-    """
+    """Least-privilege statements for multus_eni_bootstrap.sh (see the module docstring)."""
     if not subnet_arns:
         raise ValueError("subnet_arns: at least one Multus subnet ARN is required")
     if not security_group_arns:
         raise ValueError("security_group_arns: at least one security group ARN is required")
+    scope = MultusEniScope(cluster_name, subnet_arns, security_group_arns)
+    return [
+        *create_statements(scope),
+        owned_eni_statement(scope),
+        calling_instance_statement(scope),
+        read_statement(),
+    ]
 
-    def ec2_arn(resource: str) -> str:
-        return f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}:{resource}/*"
 
-    network_interfaces = ec2_arn("network-interface")
-    requests_cluster_tag = {"StringEquals": {f"aws:RequestTag/{CLUSTER_TAG_KEY}": cluster_name}}
-    carries_cluster_tag = {"StringEquals": {f"ec2:ResourceTag/{CLUSTER_TAG_KEY}": cluster_name}}
+def create_statements(scope: MultusEniScope) -> list[iam.PolicyStatement]:
+    requests_owner_tag = {f"aws:RequestTag/{OWNER_TAG_KEY}": scope.cluster_name}
     return [
         iam.PolicyStatement(
             sid="CreateMultusEniInMultusSubnets",
             actions=["ec2:CreateNetworkInterface"],
-            resources=[*subnet_arns, *security_group_arns],
+            resources=[*scope.subnet_arns, *scope.security_group_arns],
         ),
         iam.PolicyStatement(
-            sid="CreateMultusEniTaggedForCluster",
+            sid="CreateMultusEniTaggedAsOwned",
             actions=["ec2:CreateNetworkInterface"],
-            resources=[network_interfaces],
-            conditions=requests_cluster_tag,
+            resources=[scope.network_interfaces],
+            conditions={"StringEquals": requests_owner_tag},
         ),
         iam.PolicyStatement(
-            sid="TagMultusEniOnCreate",
+            sid="TagMultusEniOnlyWhileCreating",
             actions=["ec2:CreateTags"],
-            resources=[network_interfaces],
+            resources=[scope.network_interfaces],
             conditions={
-                "StringEquals": {
-                    "ec2:CreateAction": "CreateNetworkInterface",
-                    **requests_cluster_tag["StringEquals"],
-                }
+                "StringEquals": {"ec2:CreateAction": "CreateNetworkInterface", **requests_owner_tag}
             },
         ),
-        iam.PolicyStatement(
-            sid="ManageClusterMultusEnis",
-            actions=[
-                "ec2:AttachNetworkInterface",
-                "ec2:DetachNetworkInterface",
-                "ec2:ModifyNetworkInterfaceAttribute",
-                "ec2:DeleteNetworkInterface",
-            ],
-            resources=[network_interfaces],
-            conditions=carries_cluster_tag,
-        ),
-        iam.PolicyStatement(
-            sid="AttachMultusEniToClusterInstances",
-            actions=[
-                "ec2:AttachNetworkInterface",
-                "ec2:DetachNetworkInterface",
-                "ec2:ModifyNetworkInterfaceAttribute",
-            ],
-            resources=[ec2_arn("instance")],
-            conditions=carries_cluster_tag,
-        ),
-        # Only a re-run after an interrupted run reads an attachment ID back; EC2 Describe*
-        # actions do not support resource-level permissions.
-        iam.PolicyStatement(
-            sid="ReadMultusEniAttachment",
-            actions=["ec2:DescribeNetworkInterfaces"],
-            resources=["*"],
-        ),
     ]
+
+
+def owned_eni_statement(scope: MultusEniScope) -> iam.PolicyStatement:
+    return iam.PolicyStatement(
+        sid="ManageOwnedMultusEnis",
+        actions=[
+            "ec2:AttachNetworkInterface",
+            "ec2:DetachNetworkInterface",
+            "ec2:ModifyNetworkInterfaceAttribute",
+            "ec2:DeleteNetworkInterface",
+        ],
+        resources=[scope.network_interfaces],
+        conditions={"StringEquals": {f"aws:ResourceTag/{OWNER_TAG_KEY}": scope.cluster_name}},
+    )
+
+
+def calling_instance_statement(scope: MultusEniScope) -> iam.PolicyStatement:
+    return iam.PolicyStatement(
+        sid="AttachMultusEnisToCallingInstanceOnly",
+        actions=[
+            "ec2:AttachNetworkInterface",
+            "ec2:DetachNetworkInterface",
+            "ec2:ModifyNetworkInterfaceAttribute",
+        ],
+        resources=[scope.ec2_arn("instance/*")],
+        conditions={
+            "ArnEquals": {"ec2:SourceInstanceARN": scope.ec2_arn(f"instance/{TARGET_INSTANCE_ID}")}
+        },
+    )
+
+
+def read_statement() -> iam.PolicyStatement:
+    # Only a re-run after an interrupted run reads an attachment ID back.
+    return iam.PolicyStatement(
+        sid="ReadNetworkInterfacesInRegion",
+        actions=["ec2:DescribeNetworkInterfaces"],
+        resources=["*"],
+        conditions={"StringEquals": {"aws:RequestedRegion": Aws.REGION}},
+    )

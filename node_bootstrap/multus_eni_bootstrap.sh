@@ -4,10 +4,15 @@
 # Runs as EC2NodeClass user-data (Amazon Linux 2023) before kubelet starts. The renderer
 # (node_bootstrap/renderer.py) puts a data-only block in front of this script:
 #   MULTUS_CLUSTER_NAME  cluster name, tagged on every ENI
-#   MULTUS_*_TAG_KEY     keys of the cluster, network, instance and VPC-CNI no_manage tags
+#   MULTUS_*_TAG_KEY     keys of the cluster, owner, network, instance and VPC-CNI no_manage
+#                        tags (the node role may only touch ENIs carrying the owner tag)
 #   MULTUS_NETWORKS      one line per network: <network> <interface-name> <device-index>
 #   MULTUS_PLACEMENTS    one line per AZ: <az> <subnet,...> <security-group,...>
 #                        (one subnet per network, in MULTUS_NETWORKS order)
+#   MULTUS_NODE_PREFIX   only with node_prefix networks (node_prefix.sh): one line per
+#                        (AZ, network): <az> <interface-name> <prefix-count> <cni-network-name>
+#                        <subnet-cidr> <reservation-cidr> <gateway> <ipvlan-mode> <cni-file>
+#   MULTUS_CNI_CONFIG_DIR, MULTUS_IPAM_DATA_DIR  where node_prefix CNI configs and leases go
 #
 # Environment overrides, for tests and benchmarks:
 #   MULTUS_IMDS_URL      IMDS base URL (default http://169.254.169.254)
@@ -48,6 +53,10 @@
 # instance is deleted (also one whose creation answer was lost), then the node powers itself
 # off. kubelet would otherwise register a node that keeps the Multus startup taint forever;
 # Karpenter sees the instance stop (interruption queue) and replaces it.
+#
+# node_prefix networks (docs/node-prefix-mode.md) are handled by node_prefix.sh through the
+# node_prefix_* hooks: prefixes in the create call, checked against the reservation, and the
+# node-local CNI config, all before the readiness marker.
 set -euo pipefail
 
 readonly IMDS_URL=${MULTUS_IMDS_URL:-http://169.254.169.254}
@@ -65,6 +74,7 @@ readonly SYSCTL_FILE=$ROOT/etc/sysctl.d/90-multus-eni.conf
 
 # Tag keys come from the renderer, which the node role's IAM conditions also use.
 readonly CLUSTER_TAG_KEY=${MULTUS_CLUSTER_TAG_KEY:?missing configuration block}
+readonly OWNER_TAG_KEY=${MULTUS_OWNER_TAG_KEY:?missing}
 readonly NETWORK_TAG_KEY=${MULTUS_NETWORK_TAG_KEY:?missing}
 readonly INSTANCE_TAG_KEY=${MULTUS_INSTANCE_TAG_KEY:?missing}
 readonly NO_MANAGE_TAG_KEY=${MULTUS_NO_MANAGE_TAG_KEY:?missing}
@@ -265,6 +275,14 @@ wait_for_interface() {
   die "$ifname: no interface with MAC $mac appeared within ${WAIT_SECONDS}s"
 }
 
+# node_prefix networks: node_prefix.sh, included by the renderer only when one is configured,
+# overrides these no-ops (they see attach_network's locals: create, mac).
+node_prefix_load() { :; }
+node_prefix_create_args() { :; }
+node_prefix_created() { :; }
+node_prefix_attached() { :; }
+node_prefix_up() { :; }
+
 # Makes sure one network's ENI is attached, configured and up. Runs as a background job.
 attach_network() {
   local network=$1 ifname=$2 device_index=$3 subnet=$4
@@ -282,6 +300,7 @@ attach_network() {
       ec2_call DescribeNetworkInterfaces "NetworkInterfaceId.1=$eni" || return 1
       attachment=$(xml_value attachmentId) || die "$ifname: EC2 reports no attachment for $eni"
     fi
+    node_prefix_attached "$ifname" || die "$ifname: $eni does not hold the expected prefixes"
   else
     local create=("SubnetId=$subnet" "Description=Multus $network of $instance_id"
       "ClientToken=$instance_id-$device_index-$run_id"
@@ -290,16 +309,21 @@ attach_network() {
       create+=("SecurityGroupId.$((i + 1))=${security_groups[i]}")
     done
     i=0
-    for tag in "$CLUSTER_TAG_KEY=$MULTUS_CLUSTER_NAME" "$NETWORK_TAG_KEY=$network" \
-      "$INSTANCE_TAG_KEY=$instance_id" "$NO_MANAGE_TAG_KEY=true"; do
+    for tag in "$CLUSTER_TAG_KEY=$MULTUS_CLUSTER_NAME" "$OWNER_TAG_KEY=$MULTUS_CLUSTER_NAME" \
+      "$NETWORK_TAG_KEY=$network" "$INSTANCE_TAG_KEY=$instance_id" "$NO_MANAGE_TAG_KEY=true"; do
       i=$((i + 1))
       create+=("TagSpecification.1.Tag.$i.Key=${tag%%=*}" "TagSpecification.1.Tag.$i.Value=${tag#*=}")
     done
+    node_prefix_create_args "$ifname"
     ec2_call CreateNetworkInterface "${create[@]}" || return 1
     if ! eni=$(xml_value networkInterfaceId) || ! mac=$(xml_value macAddress); then
       die "$ifname: CreateNetworkInterface answered without an ENI ID and MAC"
     fi
     log "$ifname: created $eni ($mac) in $subnet"
+    if ! node_prefix_created "$ifname"; then
+      release_eni "$ifname" "$eni" ""
+      return 1
+    fi
     # The name must be in place before the kernel sees the device, i.e. before attaching.
     if ! write_link_file "$ifname" "$mac" ||
       ! ec2_call AttachNetworkInterface "NetworkInterfaceId=$eni" "InstanceId=$instance_id" \
@@ -322,6 +346,7 @@ attach_network() {
   wait_for_interface "$ifname" "$mac" "$device_index"
   run_on_host sysctl -qw "net.ipv4.conf.$ifname.rp_filter=0"
   run_on_host ip link set dev "$ifname" up
+  node_prefix_up "$ifname"
   log "$ifname: up"
 }
 
@@ -353,6 +378,7 @@ main() {
   done <<<"$MULTUS_PLACEMENTS"
   ((${#subnets[@]} > 0)) ||
     die "availability zone $az is not in the Multus placement table (${configured_azs[*]})"
+  node_prefix_load "$az"
 
   ec2_endpoint=$EC2_ENDPOINT
   [[ -n $ec2_endpoint ]] || ec2_endpoint=https://ec2.$region.$(imds services/domain) ||

@@ -7,26 +7,54 @@ wraps the result in the MIME multipart form that Karpenter merges with its own n
 
 from __future__ import annotations
 
+import base64
+import gzip
 import re
 import shlex
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
+
+from node_bootstrap.node_prefix import (
+    CNI_CONFIG_DIR,
+    IPAM_DATA_DIR,
+    RUNTIME_CNI_CONFIG,
+    NodePrefixNetwork,
+    render_node_prefix_lines,
+)
 
 #: Directory the bootstrap keeps its state in; the readiness marker lives here.
 READY_MARKER_DIR = "/var/lib/multus-eni"
 #: Written only once every Multus interface is attached and up (one interface name per line).
 READY_MARKER_PATH = f"{READY_MARKER_DIR}/ready"
 
-#: Tag keys the script puts on every ENI it creates (the IAM policy conditions on the first).
+#: Tag keys the script puts on every ENI it creates. The cluster tag (the teardown sweeps ENIs
+#: by it) is also Karpenter's, on every instance and primary ENI it launches; the owner tag
+#: (value: the cluster name) is set only by the bootstrap, at creation, and the node role's IAM
+#: touches no ENI without it.
 CLUSTER_TAG_KEY = "eks:eks-cluster-name"
+OWNER_TAG_KEY = "multus-eni/cluster"
 NETWORK_TAG_KEY = "multus-eni/network"
 INSTANCE_TAG_KEY = "multus-eni/instance-id"
 #: Makes the VPC CNI leave the ENI alone.
 NO_MANAGE_TAG_KEY = "node.k8s.amazonaws.com/no_manage"
 
 SCRIPT_NAME = "multus_eni_bootstrap.sh"
+#: Included only when a network is in node_prefix mode.
+NODE_PREFIX_SCRIPT_NAME = "node_prefix.sh"
+_MAIN_CALL = '\nmain "$@"\n'
 MIME_BOUNDARY = "==MULTUS-ENI-BOUNDARY=="
+#: Ends the here-document that carries the packed script, and the comment line before it.
+PACKED_SCRIPT_END = "MULTUS_ENI_SCRIPT"
+PACKED_SCRIPT_COMMENT = f"# {SCRIPT_NAME}, gzip + base64 (EC2 user-data is limited to 16 KB)"
+
+#: Budget of our part: EC2 caps user-data at 16 KB (before base64) and Karpenter merges its own
+#: nodeadm part (cluster endpoint, CA bundle, kubelet flags: ~3 KB) into the same document.
+USER_DATA_LIMIT_BYTES = 12 * 1024
+# Longest IDs CloudFormation may put in place of the subnet and security-group tokens.
+_DEPLOYED_SUBNET_ID = "subnet-" + "f" * 17
+_DEPLOYED_SECURITY_GROUP_ID = "sg-" + "f" * 17
 
 # Linux caps interface names at 15 characters; dots would clash with sysctl key syntax.
 _INTERFACE_NAME = re.compile(r"[A-Za-z0-9_-]{1,15}")
@@ -53,10 +81,49 @@ class NodeBootstrapProps:
     cluster_name: str
     interfaces: Sequence[MultusInterface]
     placements: Mapping[str, AzPlacement]  # AZ name -> placement
+    node_prefix: Sequence[NodePrefixNetwork] = ()  # per (AZ, network) in node_prefix mode
+
+
+class UserDataTooLarge(ValueError):
+    """The rendered user-data would not leave Karpenter room within EC2's limit."""
 
 
 def render_user_data(props: NodeBootstrapProps) -> str:
-    """Returns the MIME multipart user-data; IDs may be CDK tokens and are embedded verbatim."""
+    """Returns the MIME multipart user-data; IDs may be CDK tokens and are embedded verbatim.
+
+    Raises UserDataTooLarge when, with the longest IDs CloudFormation may substitute, it would
+    exceed USER_DATA_LIMIT_BYTES.
+    """
+    size = deployed_size(props)
+    if size > USER_DATA_LIMIT_BYTES:
+        raise UserDataTooLarge(
+            f"the Multus node user-data would be {size} bytes, over the {USER_DATA_LIMIT_BYTES} "
+            "bytes left next to Karpenter's part within EC2's 16 KB limit; reduce the number of "
+            "availability_zones or multus.networks (every node carries each AZ's subnet IDs), "
+            f"or shorten node_bootstrap/{SCRIPT_NAME}"
+        )
+    return _render(props)
+
+
+def deployed_size(props: NodeBootstrapProps) -> int:
+    """Bytes of the user-data once CloudFormation has put the (longest possible) IDs in."""
+    deployed = NodeBootstrapProps(
+        cluster_name=props.cluster_name,
+        interfaces=props.interfaces,
+        placements={
+            az: AzPlacement(
+                subnet_ids=[_DEPLOYED_SUBNET_ID] * len(placement.subnet_ids),
+                security_group_ids=[_DEPLOYED_SECURITY_GROUP_ID]
+                * len(placement.security_group_ids),
+            )
+            for az, placement in props.placements.items()
+        },
+        node_prefix=props.node_prefix,
+    )
+    return len(_render(deployed).encode())
+
+
+def _render(props: NodeBootstrapProps) -> str:
     shell_script = _with_configuration(_bootstrap_script(), props)
     if MIME_BOUNDARY in shell_script:
         raise ValueError(f"props must not contain the MIME boundary {MIME_BOUNDARY}")
@@ -109,10 +176,25 @@ def _validate(props: NodeBootstrapProps) -> None:
             )
         if not placement.security_group_ids:
             raise ValueError(f"placements[{az}]: at least one security group ID is required")
+    _validate_node_prefix(props)
+
+
+def _validate_node_prefix(props: NodeBootstrapProps) -> None:
+    device_indexes = {i.interface_name: i.device_index for i in props.interfaces}
+    for network in props.node_prefix:
+        where = f"node_prefix[{network.availability_zone}/{network.interface_name}]"
+        if device_indexes.get(network.interface_name) != network.device_index:
+            raise ValueError(f"{where}: not an interface at device index {network.device_index}")
+        if network.availability_zone not in props.placements:
+            raise ValueError(f"{where}: {network.availability_zone} has no placement")
 
 
 def _bootstrap_script() -> str:
-    return resources.files(__package__).joinpath(SCRIPT_NAME).read_text(encoding="utf-8")
+    return _read(SCRIPT_NAME)
+
+
+def _read(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
 def render_configuration(props: NodeBootstrapProps) -> str:
@@ -130,22 +212,68 @@ def render_configuration(props: NodeBootstrapProps) -> str:
         f"# Generated by node_bootstrap.renderer; {SCRIPT_NAME} documents these.\n"
         f"MULTUS_CLUSTER_NAME={shlex.quote(props.cluster_name)}\n"
         f"MULTUS_CLUSTER_TAG_KEY={shlex.quote(CLUSTER_TAG_KEY)}\n"
+        f"MULTUS_OWNER_TAG_KEY={shlex.quote(OWNER_TAG_KEY)}\n"
         f"MULTUS_NETWORK_TAG_KEY={shlex.quote(NETWORK_TAG_KEY)}\n"
         f"MULTUS_INSTANCE_TAG_KEY={shlex.quote(INSTANCE_TAG_KEY)}\n"
         f"MULTUS_NO_MANAGE_TAG_KEY={shlex.quote(NO_MANAGE_TAG_KEY)}\n"
         f"MULTUS_NETWORKS={shlex.quote(networks)}\n"
         f"MULTUS_PLACEMENTS={shlex.quote(placements)}\n"
+    ) + _node_prefix_configuration(props)
+
+
+def _node_prefix_configuration(props: NodeBootstrapProps) -> str:
+    if not props.node_prefix:
+        return ""
+    return (
+        f"MULTUS_NODE_PREFIX={shlex.quote(render_node_prefix_lines(props.node_prefix))}\n"
+        f"MULTUS_CNI_CONFIG_DIR={shlex.quote(CNI_CONFIG_DIR)}\n"
+        f"MULTUS_IPAM_DATA_DIR={shlex.quote(IPAM_DATA_DIR)}\n"
+        f"MULTUS_RUNTIME_CNI_CONFIG={shlex.quote(RUNTIME_CNI_CONFIG)}\n"
     )
 
 
-def _with_configuration(script: str, props: NodeBootstrapProps) -> str:
-    """Puts the data block right after the shebang and drops comments, blank lines and
-    indentation.
+def script_code(props: NodeBootstrapProps) -> str:
+    """The code the node runs after the data block: the bootstrap script, with the node_prefix
+    library when a network uses that mode, without comments, blank lines and indentation."""
+    body = _bootstrap_script().split("\n", 1)[1]
+    if props.node_prefix:
+        # Its hooks must be defined before main runs, after the script's no-op ones.
+        library = _code(_read(NODE_PREFIX_SCRIPT_NAME).split("\n", 1)[1])
+        body = body.replace(_MAIN_CALL, library + _MAIN_CALL)
+    return _code(body)
 
-    EC2 caps user-data at 16 KB including Karpenter's part; comments and layout are for readers
-    of the source file, not for bash (the script has no here-documents or multi-line strings).
+
+def pack(code: str) -> str:
+    """gzip + base64, reproducible (no timestamp): equal input gives equal user-data, so a
+    re-synth never makes Karpenter see drift."""
+    packed = base64.b64encode(gzip.compress(code.encode(), compresslevel=9, mtime=0)).decode()
+    return "\n".join(textwrap.wrap(packed, 76))
+
+
+def _with_configuration(script: str, props: NodeBootstrapProps) -> str:
+    """The data block after the shebang, then the code packed with gzip + base64.
+
+    EC2 caps user-data at 16 KB including Karpenter's part; packed, the code takes about a
+    third of its size. AL2023 has base64 and gunzip; the code runs in this shell (eval), so it
+    sees the data block. A failed unpack stops the bootstrap before anything runs.
     """
-    shebang, body = script.split("\n", 1)
-    lines = (line.lstrip(" ") for line in body.splitlines(keepends=True))
-    code = "".join(line for line in lines if line.strip() and not line.startswith("#"))
-    return f"{shebang}\n{render_configuration(props)}{code}"
+    shebang, _ = script.split("\n", 1)
+    return (
+        f"{shebang}\n"
+        "# shellcheck disable=SC2034  # the variables below are read by the packed code\n"
+        f"{render_configuration(props)}"
+        f"{PACKED_SCRIPT_COMMENT}\n"
+        f"multus_eni_script=$(base64 -d <<'{PACKED_SCRIPT_END}' | gunzip\n"
+        f"{pack(script_code(props))}\n"
+        f"{PACKED_SCRIPT_END}\n"
+        ") || { echo 'multus-eni: cannot unpack the bootstrap script' >&2; exit 1; }\n"
+        'eval "$multus_eni_script"\n'
+    )
+
+
+def _code(text: str) -> str:
+    """The script without comments, blank lines and indentation (the scripts have no
+    here-documents or multi-line strings, so none of it changes what bash runs; a test compares
+    the parsed functions)."""
+    lines = (line.lstrip(" ") for line in text.splitlines(keepends=True))
+    return "".join(line for line in lines if line.strip() and not line.startswith("#"))

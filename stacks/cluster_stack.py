@@ -9,6 +9,7 @@ Public attributes for whoever adds cdk8s charts and the NodePool:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aws_cdk import Acknowledgment, CfnOutput, Validations
@@ -18,6 +19,7 @@ from constructs import Construct
 from cdk_constructs.ami_release_check import AmiReleaseCheck, AmiReleaseCheckProps
 from cdk_constructs.eks_cluster import EksCluster, EksClusterProps
 from cdk_constructs.karpenter_controller import KarpenterController, KarpenterControllerProps
+from cdk_constructs.karpenter_teardown import KarpenterTeardown, KarpenterTeardownProps
 from cdk_constructs.multus_vpc import KARPENTER_DISCOVERY_TAG
 from cdk_constructs.multus_workloads import MultusWorkloads, MultusWorkloadsProps
 from cdk_constructs.system_node_group import DedicatedNodes, SystemNodeGroup, SystemNodeGroupProps
@@ -25,6 +27,7 @@ from charts.building_blocks import NodeTaint
 from charts.cleartaints import ClearTaintsProps
 from charts.karpenter_node_pool import KarpenterNodePoolProps
 from charts.multus import MultusProps
+from charts.multus_pod_ips import MultusPodIpsProps
 from charts.network_attachments import (
     NetworkAttachment,
     NetworkAttachmentsProps,
@@ -37,9 +40,21 @@ from charts.sample_workloads import SampleWorkloadsProps, ZoneWorkload
 from charts.whereabouts import WhereaboutsProps
 from config import AppConfig
 from config.images import ImageRef
-from config.model import MultusNetworkConfig
+from config.model import NODE_TERMINATION_MARGIN_MINUTES, MultusNetworkConfig
 from node_bootstrap.iam import multus_eni_policy_statements
+from node_bootstrap.node_prefix import (
+    CNI_CONFIG_DIR as NODE_CNI_CONFIG_DIR,
+)
+from node_bootstrap.node_prefix import (
+    NODE_PREFIX_CNI_PLUGINS,
+    NodePrefixNetwork,
+    cni_config_file_name,
+)
+from node_bootstrap.pod_ip_iam import multus_pod_ip_policy_statements
 from node_bootstrap.renderer import (
+    CLUSTER_TAG_KEY,
+    NETWORK_TAG_KEY,
+    OWNER_TAG_KEY,
     AzPlacement,
     MultusInterface,
     NodeBootstrapProps,
@@ -74,13 +89,13 @@ class ClusterStack(ConfiguredAzStack):
             self,
             "Eks",
             EksClusterProps(
-                cluster_name=cluster_config.name,
+                cluster_name=config.cluster_name,
                 kubernetes_version=cluster_config.kubernetes_version,
                 vpc_id=network.vpc.vpc_id,
                 availability_zones=config.availability_zones,
                 node_subnets=network.network.node_subnets,
                 public_access_cidrs=cluster_config.public_access_cidrs,
-                admin_principal_arn=cluster_config.admin_principal_arn,
+                admin_principal_arns=cluster_config.admin_principal_arns,
                 core_dns_tolerations=[CONTROLLER_NODES.toleration],
             ),
         )
@@ -110,7 +125,8 @@ class ClusterStack(ConfiguredAzStack):
             "Karpenter",
             KarpenterControllerProps(
                 cluster=eks_cluster.cluster_ref,
-                cluster_name=cluster_config.name,
+                cluster_name=config.cluster_name,
+                region=config.region,
                 version=config.karpenter.version,
                 namespace=config.karpenter.namespace,
                 replicas=config.karpenter.replicas,
@@ -129,7 +145,7 @@ class ClusterStack(ConfiguredAzStack):
         self.karpenter_release = karpenter.release
         self.karpenter_crds = karpenter.crds
 
-        self._grant_multus_eni_management(config, network)
+        eni_policy = self._grant_multus_eni_management(config, network)
         self.multus = MultusWorkloads(
             self, "Multus", _multus_workloads_props(config, network, self)
         )
@@ -144,6 +160,25 @@ class ClusterStack(ConfiguredAzStack):
             ),
         )
         self.multus.node_pool.node.add_dependency(ami_check)
+        self.teardown = KarpenterTeardown(
+            self,
+            "Teardown",
+            KarpenterTeardownProps(
+                cluster=self.cluster,
+                cluster_name=config.cluster_name,
+                node_subnets=network.network.node_subnets,
+                cluster_tag_key=CLUSTER_TAG_KEY,
+                eni_network_tag_key=NETWORK_TAG_KEY,
+                timeout_minutes=config.cluster.teardown_timeout_minutes,
+                force_after_minutes=config.cluster.teardown_timeout_minutes
+                - NODE_TERMINATION_MARGIN_MINUTES,
+            ),
+        )
+        # Deleted first: the drain needs the controller (and the system nodes it runs on), the
+        # node role with its access entry and ENI policy, and the in-cluster charts.
+        self.teardown.resource.node.add_dependency(
+            karpenter, system_nodes, eni_policy, *self.multus.manifests
+        )
         if config.extras.node_latency:
             self._node_latency_monitor(config.images.node_latency)
 
@@ -157,40 +192,54 @@ class ClusterStack(ConfiguredAzStack):
         CfnOutput(self, "InterruptionQueueName", value=karpenter.interruption.queue.queue_name)
         CfnOutput(self, "KarpenterNodeRoleName", value=self.karpenter_node_role.role_name)
 
-    def _grant_multus_eni_management(self, config: AppConfig, network: NetworkStack) -> None:
-        """The node bootstrap creates and attaches the Multus ENIs with the node's role."""
+    def _grant_multus_eni_management(self, config: AppConfig, network: NetworkStack) -> iam.Policy:
+        """The node bootstrap creates and attaches the Multus ENIs with the node's role; the
+        multus-pod-ips agent (host network) assigns pod addresses to them with the same role."""
+        subnet_arns = [
+            self._ec2_arn("subnet", a.subnet.subnet_id) for a in network.multus_attachments
+        ]
         policy = iam.Policy(
             self,
             "MultusEniPolicy",
             roles=[self.karpenter_node_role],
-            statements=multus_eni_policy_statements(
-                cluster_name=config.cluster.name,
-                subnet_arns=[
-                    self._ec2_arn("subnet", a.subnet.subnet_id) for a in network.multus_attachments
-                ],
-                security_group_arns=[
-                    self._ec2_arn("security-group", network.multus_security_group.security_group_id)
-                ],
-            ),
+            statements=[
+                *multus_eni_policy_statements(
+                    cluster_name=config.cluster_name,
+                    subnet_arns=subnet_arns,
+                    security_group_arns=[
+                        self._ec2_arn(
+                            "security-group", network.multus_security_group.security_group_id
+                        )
+                    ],
+                ),
+                *multus_pod_ip_policy_statements(
+                    cluster_name=config.cluster_name, multus_subnet_arns=subnet_arns
+                ),
+            ],
         )
         arn_prefix = "arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>"
         Validations.of(policy).acknowledge(
             Acknowledgment(
                 id=f"AwsSolutions::AwsSolutions-IAM5[Resource::{arn_prefix}:network-interface/*]",
-                reason="ENI IDs exist only after creation: creating requires the cluster tag in "
-                "the request, every later action requires it on the ENI (ec2:ResourceTag).",
+                reason="ENI IDs exist only after creation: CreateNetworkInterface and its "
+                f"CreateTags need the request to tag the ENI {OWNER_TAG_KEY}=<cluster>; attach, "
+                "detach, modify and delete need that tag on the ENI, and only the bootstrap "
+                "sets it.",
             ),
             Acknowledgment(
                 id=f"AwsSolutions::AwsSolutions-IAM5[Resource::{arn_prefix}:instance/*]",
-                reason="Karpenter launches the instances; attaching is limited to instances "
-                "carrying this cluster's eks:eks-cluster-name tag.",
+                reason="Attach, detach and modify on instance/* match only the calling "
+                "instance: ec2:SourceInstanceARN must equal the target instance's ARN.",
             ),
             Acknowledgment(
                 id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
-                reason="ec2:DescribeNetworkInterfaces (re-run after an interrupted bootstrap) "
-                "has no resource-level permissions.",
+                reason="ec2:DescribeNetworkInterfaces (a re-run after an interrupted bootstrap "
+                "reads an attachment ID; the pod IP agent's reconcile) and "
+                "ec2:DescribeInstanceTypes (addresses per ENI) have no resource-level "
+                "permissions; in this region only (aws:RequestedRegion).",
             ),
         )
+        return policy
 
     def _ec2_arn(self, resource: str, resource_id: str) -> str:
         return self.format_arn(service="ec2", resource=resource, resource_name=resource_id)
@@ -205,10 +254,12 @@ class ClusterStack(ConfiguredAzStack):
             namespace="node-latency-for-k8s",
             create_namespace=True,
             # Prometheus metrics only: the CloudWatch exporter would need its own IAM role.
+            # No IMDS: pods cannot reach it (hop limit 1); the IMDS-based timings are skipped.
             values={
                 "env": [
                     {"name": "PROMETHEUS_METRICS", "value": "true"},
                     {"name": "CLOUDWATCH_METRICS", "value": "false"},
+                    {"name": "NO_IMDS", "value": "true"},
                     {"name": "OUTPUT", "value": "markdown"},
                     {"name": "TIMEOUT", "value": "250"},
                 ],
@@ -225,7 +276,7 @@ def _multus_workloads_props(
     networks_by_name = {n.name: n for n in networks}
     user_data = render_user_data(
         NodeBootstrapProps(
-            cluster_name=config.cluster.name,
+            cluster_name=config.cluster_name,
             interfaces=[
                 MultusInterface(
                     network=n.name, interface_name=n.device_name, device_index=index + 1
@@ -241,11 +292,22 @@ def _multus_workloads_props(
                 )
                 for az in config.availability_zones
             },
+            node_prefix=_node_prefix_networks(config, attachments),
         )
     )
     pool = config.node_pool
     images = config.images
-    nads = [_network_attachment(a, networks_by_name[a.network]) for a in attachments]
+    nads = [
+        _network_attachment(a, networks_by_name[a.network])
+        for a in attachments
+        if networks_by_name[a.network].ip_management == "whereabouts"
+    ]
+    node_prefix_files = [
+        cni_config_file_name(index + 1)
+        for index, n in enumerate(networks)
+        if n.ip_management == "node_prefix"
+    ]
+    pod_ips = _pod_ips_props(attachments, networks_by_name, images.multus_pod_ips.reference)
     return MultusWorkloadsProps(
         cluster=stack.cluster,
         karpenter_release=stack.karpenter_release,
@@ -264,18 +326,30 @@ def _multus_workloads_props(
         network_attachments=NetworkAttachmentsProps(
             namespace=config.multus.nad_namespace,
             attachments=nads,
+            node_local_names=[
+                network_attachment_name(a.network, a.availability_zone)
+                for a in attachments
+                if networks_by_name[a.network].ip_management == "node_prefix"
+            ],
             create_namespace=config.multus.creates_nad_namespace,
         ),
         clear_taints=ClearTaintsProps(
             image=images.cleartaints.reference,
-            cni_binaries=cni_binaries(nads),
-            cni_files=cni_host_files(nads),
+            cni_binaries=sorted(
+                {*cni_binaries(nads), *(NODE_PREFIX_CNI_PLUGINS if node_prefix_files else ())}
+            ),
+            cni_files=[
+                *cni_host_files(nads),
+                *(f"{NODE_CNI_CONFIG_DIR}/{name}" for name in node_prefix_files),
+            ],
+            wait_for_pod_ips=pod_ips is not None,
         ),
+        pod_ips=pod_ips,
         node_pool=KarpenterNodePoolProps(
             zones=config.availability_zones,
             node_role_name=stack.karpenter_node_role.role_name,
-            subnet_selector_tags={KARPENTER_DISCOVERY_TAG: config.cluster.name},
-            security_group_selector_tags={EKS_CLUSTER_SG_TAG: config.cluster.name},
+            subnet_selector_tags={KARPENTER_DISCOVERY_TAG: config.cluster_name},
+            security_group_selector_tags={EKS_CLUSTER_SG_TAG: config.cluster_name},
             user_data=user_data,
             ami_alias=pool.ami_alias,
             root_volume_size=f"{pool.root_volume_gib}Gi",
@@ -286,6 +360,7 @@ def _multus_workloads_props(
             consolidate_after=pool.consolidate_after,
             cpu_limit=pool.cpu_limit,
             memory_limit=pool.memory_limit,
+            termination_grace_period=pool.termination_grace_period,
         ),
         sample_workloads=SampleWorkloadsProps(
             namespace=config.multus.nad_namespace,
@@ -305,6 +380,21 @@ def _multus_workloads_props(
     )
 
 
+def _pod_ips_props(
+    attachments: Sequence[MultusAttachment],
+    networks: Mapping[str, MultusNetworkConfig],
+    image: str,
+) -> MultusPodIpsProps | None:
+    """Per Multus interface of a whereabouts network, the reservations its pods' addresses come
+    from (one per AZ); None when no network assigns addresses per pod."""
+    ranges: dict[str, list[str]] = {}
+    for attachment in attachments:
+        network = networks[attachment.network]
+        if network.ip_management == "whereabouts":
+            ranges.setdefault(network.device_name, []).append(attachment.reservation_cidr)
+    return MultusPodIpsProps(image=image, interfaces=ranges) if ranges else None
+
+
 def _network_attachment(
     attachment: MultusAttachment, network: MultusNetworkConfig
 ) -> NetworkAttachment:
@@ -318,3 +408,25 @@ def _network_attachment(
         whereabouts_range=whereabouts_range,
         gateway=gateway,
     )
+
+
+def _node_prefix_networks(
+    config: AppConfig, attachments: list[MultusAttachment]
+) -> list[NodePrefixNetwork]:
+    """What the node bootstrap needs per (AZ, network) in node_prefix mode."""
+    indexes = {n.name: index + 1 for index, n in enumerate(config.multus.networks)}
+    networks = {n.name: n for n in config.multus.networks}
+    return [
+        NodePrefixNetwork(
+            availability_zone=a.availability_zone,
+            interface_name=networks[a.network].device_name,
+            device_index=indexes[a.network],
+            prefix_count=config.prefixes_per_node(networks[a.network]),
+            cni_network_name=network_attachment_name(a.network, a.availability_zone),
+            subnet_cidr=a.subnet_cidr,
+            reservation_cidr=a.reservation_cidr,
+            ipvlan_mode=networks[a.network].ipvlan_mode,
+        )
+        for a in attachments
+        if networks[a.network].ip_management == "node_prefix"
+    ]

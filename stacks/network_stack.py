@@ -11,9 +11,24 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from cdk_constructs.multus_vpc import MultusNetworkLayout, MultusVpc, MultusVpcProps
-from cdk_constructs.subnet_cidr_reservation import ReservationSpec, SubnetCidrReservationProvider
+from cdk_constructs.subnet_cidr_reservation import (
+    ReservationSpec,
+    ReservationType,
+    SubnetCidrReservationProvider,
+)
 from config import AppConfig
 from stacks.base import ConfiguredAzStack
+
+# Whereabouts assigns addresses of an explicit reservation itself; in node_prefix mode EC2 picks
+# each node's /28 prefixes out of a prefix reservation.
+RESERVATION_TYPES: dict[str, ReservationType] = {
+    "whereabouts": "explicit",
+    "node_prefix": "prefix",
+}
+RESERVATION_PURPOSES: dict[ReservationType, str] = {
+    "explicit": "Whereabouts",
+    "prefix": "node /28 prefixes",
+}
 
 
 @dataclass(frozen=True)
@@ -25,6 +40,7 @@ class MultusAttachment:
     subnet: ec2.ISubnet
     subnet_cidr: str
     reservation_cidr: str
+    reservation_type: ReservationType = "explicit"
 
 
 class NetworkStack(ConfiguredAzStack):
@@ -44,6 +60,7 @@ class NetworkStack(ConfiguredAzStack):
                 subnet=subnet,
                 subnet_cidr=planned.cidr,
                 reservation_cidr=planned.reservation,
+                reservation_type=RESERVATION_TYPES[network.ip_management],
             )
             for network in config.multus.networks
             for az, subnet, planned in zip(
@@ -80,7 +97,9 @@ class NetworkStack(ConfiguredAzStack):
                 ReservationSpec(
                     subnet=attachment.subnet,
                     cidr=attachment.reservation_cidr,
-                    description=f"Multus {attachment.network} pod addresses (Whereabouts)",
+                    description=f"Multus {attachment.network} pod addresses "
+                    f"({RESERVATION_PURPOSES[attachment.reservation_type]})",
+                    reservation_type=attachment.reservation_type,
                 ),
             )
 
@@ -110,7 +129,7 @@ class NetworkStack(ConfiguredAzStack):
 def _vpc_props(config: AppConfig) -> MultusVpcProps:
     return MultusVpcProps(
         name_prefix=config.name,
-        cluster_name=config.cluster.name,
+        cluster_name=config.cluster_name,
         availability_zones=config.availability_zones,
         cidr=config.vpc.cidr,
         public_subnet_cidrs=config.vpc.public_subnet_cidrs,

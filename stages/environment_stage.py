@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Aspects, Environment, Stage
+from aws_cdk import Aspects, CrossStackReferences, Environment, ReferenceStrength, Stage
 from constructs import Construct
 
+from cdk_constructs.removed_with_stack import RemovedWithStack
 from cdk_constructs.template_hygiene import RecordAcceptedLintFindings
 from config import AppConfig
 from stacks.cluster_stack import ClusterStack
@@ -23,6 +24,10 @@ class EnvironmentStage(Stage):
             env=Environment(account=config.account, region=config.region),
             **kwargs,
         )
+        # Weak references (Fn::GetStackOutput, no Export): a config change that replaces a
+        # subnet or security group the cluster stack uses must not be refused as "export in
+        # use"; the cluster stack, deployed right after, picks up the new IDs.
+        CrossStackReferences.of(self).consume(ReferenceStrength.WEAK)
         self.config = config
         self.network = NetworkStack(
             self,
@@ -39,4 +44,7 @@ class EnvironmentStage(Stage):
             stack_name=f"{config.name}-cluster",
             description=f"{config.name}: EKS cluster, system node group and Karpenter controller",
         )
+        # Deploy order and, reversed, destroy order (weak references imply no dependency).
+        self.cluster.add_stack_dependency(self.network)
         Aspects.of(self).add(RecordAcceptedLintFindings())
+        Aspects.of(self).add(RemovedWithStack())

@@ -6,12 +6,16 @@ out, and its parameter names, against botocore's EC2 model), records every EC2 r
 script makes (moto accepts but does not store DeleteOnTermination, so tests assert on
 requests) and can add latency or answer with injected errors. The fake IMDS serves the paths
 the script reads, deriving network/interfaces/macs/ from moto's view of the instance's
-attachments.
+attachments. IPv4 prefixes on CreateNetworkInterface, which moto ignores, are modelled beside
+it (testing_support/ipv4_prefixes.py): the proxy assigns them, adds them to the answer, serves
+them at IMDS's ipv4-prefix path and releases them when the ENI is deleted.
 """
 
 from __future__ import annotations
 
+import base64
 import email
+import gzip
 import json
 import re
 import shutil
@@ -23,7 +27,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from email.message import Message
@@ -32,7 +36,7 @@ from http.client import HTTPConnection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 import boto3
 import botocore.session
@@ -42,7 +46,14 @@ from botocore.credentials import Credentials
 from botocore.model import Shape
 
 from node_bootstrap import AzPlacement, MultusInterface, NodeBootstrapProps
-from node_bootstrap.renderer import CLUSTER_TAG_KEY, INSTANCE_TAG_KEY
+from node_bootstrap.renderer import (
+    CLUSTER_TAG_KEY,
+    INSTANCE_TAG_KEY,
+    PACKED_SCRIPT_COMMENT,
+    PACKED_SCRIPT_END,
+)
+from testing_support.ec2_iam_requests import Ec2State
+from testing_support.ipv4_prefixes import Ipv4PrefixDelegation, PrefixRequestError
 
 REGION = "us-west-2"
 AVAILABILITY_ZONES = ("us-west-2a", "us-west-2b")
@@ -91,6 +102,7 @@ class RecordedCall:
     params: dict[str, str]
     status: int
     received_at: float  # time.time() when the proxy got the request
+    observed: Any = None  # what Ec2Proxy.state_probe saw before EC2 acted on the request
 
 
 def signature_error(url: str, headers: Message, body: bytes, signer: Credentials) -> str:
@@ -151,10 +163,16 @@ def _query_names(shape: Shape, prefix: str) -> Iterator[str]:
 class Ec2Proxy:
     """Checking, recording, latency-adding, fault-injecting proxy in front of moto_server."""
 
-    def __init__(self, upstream_port: int) -> None:
+    def __init__(self, upstream_port: int, prefixes: Ipv4PrefixDelegation) -> None:
         self.latency_seconds = 0.0
+        self.prefixes = prefixes
         #: The credentials requests must be signed with (a test may swap them).
         self.signer = NODE_CREDENTIALS
+        #: Called with (action, params) before a request reaches moto; its result is recorded.
+        self.state_probe: Callable[[str, dict[str, str]], Any] | None = None
+        #: Consulted before forwarding a well-formed request: an (HTTP status, EC2 error code,
+        #: message) answer instead of moto's, or None to forward (see EniAddressModel).
+        self.model: Callable[[str, dict[str, str]], tuple[int, str, str] | None] | None = None
         self._upstream_port = upstream_port
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
@@ -212,6 +230,7 @@ class Ec2Proxy:
                 refused = signature_error(url, self.headers, body, proxy.signer)
                 unknown = unknown_parameters(action, params)
                 fault = None if refused or unknown else proxy._injected_fault(action, params)
+                observed = proxy.state_probe(action, params) if proxy.state_probe else None
                 if refused:
                     status, payload = 403, _ec2_error("AuthFailure", refused).encode()
                 elif unknown:
@@ -219,11 +238,13 @@ class Ec2Proxy:
                     status, payload = 400, _ec2_error("UnknownParameter", message).encode()
                 elif fault:
                     if fault.after_forward:
-                        self._forward(body)
+                        self._act(action, params, body)
                     status, payload = fault.status, _ec2_error(fault.code).encode()
+                elif proxy.model and (refusal := proxy.model(action, params)):
+                    status, payload = refusal[0], _ec2_error(refusal[1], refusal[2]).encode()
                 else:
-                    status, payload = self._forward(body)
-                proxy._record(RecordedCall(action, params, status, received_at))
+                    status, payload = self._act(action, params, body)
+                proxy._record(RecordedCall(action, params, status, received_at, observed))
                 if status == DROP_CONNECTION:
                     self.close_connection = True
                     return
@@ -233,11 +254,49 @@ class Ec2Proxy:
                 self.end_headers()
                 self.wfile.write(payload)
 
+            def _act(self, action: str, params: dict[str, str], body: bytes) -> tuple[int, bytes]:
+                """What EC2 does with the request (moto, plus the prefix model)."""
+                if action == "CreateNetworkInterface":
+                    return self._create_network_interface(params)
+                status, payload = self._forward(body)
+                if action == "DeleteNetworkInterface" and status == 200:
+                    proxy.prefixes.release(params.get("NetworkInterfaceId", ""))
+                return status, payload
+
+            def _create_network_interface(self, params: dict[str, str]) -> tuple[int, bytes]:
+                """Forwards without the prefix parameters and with the primary address EC2
+                would pick (never inside a reservation), then adds the prefixes to the answer."""
+                request, count, explicit = proxy.prefixes.split_request(params)
+                with proxy.prefixes.locked:
+                    try:
+                        planned = proxy.prefixes.plan(request.get("SubnetId", ""), count, explicit)
+                    except PrefixRequestError as error:
+                        return 400, _ec2_error(error.code, error.message).encode()
+                    request["PrivateIpAddress"] = planned.private_ip
+                    status, payload = self._forward(urlencode(request).encode())
+                    created = re.search(
+                        rb"<networkInterfaceId>([^<]+)</networkInterfaceId>", payload
+                    )
+                    if status != 200 or not created:
+                        return status, payload
+                    proxy.prefixes.record(created[1].decode(), planned.prefixes)
+                prefix_set = "".join(
+                    f"<item><ipv4Prefix>{prefix}</ipv4Prefix></item>" for prefix in planned.prefixes
+                )
+                return status, payload.replace(
+                    b"</networkInterface>",
+                    f"<ipv4PrefixSet>{prefix_set}</ipv4PrefixSet></networkInterface>".encode(),
+                    1,
+                )
+
             def _forward(self, body: bytes) -> tuple[int, bytes]:
                 upstream = HTTPConnection("127.0.0.1", proxy._upstream_port, timeout=30)
                 try:
+                    # The body may have been rewritten; http.client sets its length.
                     headers = {
-                        key: value for key, value in self.headers.items() if key.lower() != "host"
+                        key: value
+                        for key, value in self.headers.items()
+                        if key.lower() not in ("host", "content-length")
                     }
                     upstream.request("POST", self.path, body=body, headers=headers)
                     response = upstream.getresponse()
@@ -246,6 +305,10 @@ class Ec2Proxy:
                     upstream.close()
 
         return Handler
+
+
+def _tags(tag_list: list[dict[str, str]]) -> dict[str, str]:
+    return {tag["Key"]: tag["Value"] for tag in tag_list}
 
 
 def _ec2_error(code: str, message: str = "") -> str:
@@ -276,11 +339,12 @@ def _credentials_document(credentials: Credentials) -> str:
 class FakeImds:
     """IMDSv2 for any moto instance: the base URL for instance i-x is <url>/i-x."""
 
-    def __init__(self, ec2: Any) -> None:
+    def __init__(self, ec2: Any, prefixes: Ipv4PrefixDelegation) -> None:
         self._ec2 = ec2
         #: How many more credential requests get a 404, as early in an instance's boot.
         self.credentials_missing_for = 0
         self._lock = threading.Lock()
+        self._prefixes = prefixes
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
@@ -310,9 +374,12 @@ class FakeImds:
             return NODE_ROLE
         if path == f"iam/security-credentials/{NODE_ROLE}":
             return _credentials_document(NODE_CREDENTIALS)
-        if path == "placement/availability-zone":
+        if path in ("placement/availability-zone", "instance-type"):
             reservations = self._ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
-            return str(reservations[0]["Instances"][0]["Placement"]["AvailabilityZone"])
+            instance = reservations[0]["Instances"][0]
+            if path == "instance-type":
+                return str(instance["InstanceType"])
+            return str(instance["Placement"]["AvailabilityZone"])
         enis = {
             eni["MacAddress"]: eni
             for eni in self._ec2.describe_network_interfaces(
@@ -325,10 +392,12 @@ class FakeImds:
         mac, _, leaf = path.removeprefix(prefix).partition("/")
         if not path.startswith(prefix) or mac not in enis:
             return None
+        prefixes = self._prefixes.of(enis[mac]["NetworkInterfaceId"])
         values = {
             "device-number": str(enis[mac]["Attachment"]["DeviceIndex"]),
             "subnet-id": enis[mac]["SubnetId"],
             "interface-id": enis[mac]["NetworkInterfaceId"],
+            "ipv4-prefix": "\n".join(prefixes) if prefixes else None,
         }
         return values.get(leaf)
 
@@ -395,6 +464,15 @@ class MultusVpc:
                 for az in azs
             },
         )
+
+
+def expanded_script(user_data: str) -> str:
+    """The shell part as the node runs it: the data block, then the packed code unpacked."""
+    script = shell_part(user_data)
+    header, _, packed_part = script.partition(PACKED_SCRIPT_COMMENT + "\n")
+    packed = packed_part.split(f"<<'{PACKED_SCRIPT_END}' | gunzip\n", 1)[1]
+    packed = packed.split(f"\n{PACKED_SCRIPT_END}\n", 1)[0]
+    return header + gzip.decompress(base64.b64decode(packed)).decode()
 
 
 def shell_part(user_data: str) -> str:
@@ -466,10 +544,12 @@ class Ec2Emulator:
         )["GroupId"]
         return MultusVpc(vpc_id, private, multus, group_id, networks)
 
-    def launch_instance(self, vpc: MultusVpc, az: str, cluster_name: str) -> str:
+    def launch_instance(
+        self, vpc: MultusVpc, az: str, cluster_name: str, instance_type: str = "m5.large"
+    ) -> str:
         reservation = self.ec2.run_instances(
             ImageId="ami-12c6146b",
-            InstanceType="m5.large",
+            InstanceType=instance_type,
             MinCount=1,
             MaxCount=1,
             SubnetId=vpc.private_subnets[az],
@@ -481,6 +561,39 @@ class Ec2Emulator:
             ],
         )
         return str(reservation["Instances"][0]["InstanceId"])
+
+    def ec2_state(self, _action: str, params: dict[str, str]) -> Ec2State:
+        """The state IAM would consult for a call with these parameters (a state_probe)."""
+        enis = [
+            eni
+            for name in ("NetworkInterfaceId", "NetworkInterfaceId.1")
+            if name in params
+            for eni in self.ec2.describe_network_interfaces(NetworkInterfaceIds=[params[name]])[
+                "NetworkInterfaces"
+            ]
+        ]
+        if "AttachmentId" in params:
+            enis += self.ec2.describe_network_interfaces(
+                Filters=[{"Name": "attachment.attachment-id", "Values": [params["AttachmentId"]]}]
+            )["NetworkInterfaces"]
+        attached = {e["NetworkInterfaceId"]: e["Attachment"] for e in enis if e.get("Attachment")}
+        instance_ids = {a["InstanceId"] for a in attached.values()}
+        instance_ids |= {params["InstanceId"]} if "InstanceId" in params else set()
+        instances = (
+            self.ec2.describe_instances(InstanceIds=sorted(instance_ids))["Reservations"]
+            if instance_ids
+            else []
+        )
+        return Ec2State(
+            eni_tags={e["NetworkInterfaceId"]: _tags(e.get("TagSet", [])) for e in enis},
+            eni_instance={eni: a["InstanceId"] for eni, a in attached.items()},
+            attachment_eni={a["AttachmentId"]: eni for eni, a in attached.items()},
+            instance_tags={
+                i["InstanceId"]: _tags(i.get("Tags", []))
+                for reservation in instances
+                for i in reservation["Instances"]
+            },
+        )
 
     def instance_enis(self, instance_id: str) -> list[dict[str, Any]]:
         """Every ENI attached to the instance or tagged with it (attached or not)."""
@@ -587,8 +700,9 @@ def running_emulator() -> Iterator[Ec2Emulator]:
         ec2 = boto3.client(
             "ec2", endpoint_url=f"http://127.0.0.1:{port}", region_name=REGION, **DUMMY_CREDENTIALS
         )
-        proxy = Ec2Proxy(port)
-        imds = FakeImds(ec2)
+        prefixes = Ipv4PrefixDelegation(ec2)
+        proxy = Ec2Proxy(port, prefixes)
+        imds = FakeImds(ec2, prefixes)
         with tempfile.TemporaryDirectory(prefix="multus-emulator-") as work_dir:
             yield Ec2Emulator(ec2=ec2, proxy=proxy, imds=imds, work_dir=Path(work_dir))
     finally:

@@ -83,3 +83,34 @@ def synthesize(outdir: Path, context: dict[str, Any]) -> SynthesizedApp:
 @pytest.fixture(scope="session")
 def default_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
     return synthesize(tmp_path_factory.mktemp("cdk.out"), cdk_json_context())
+
+
+THREE_BY_THREE = "examples/three-az-three-networks.json"
+PIPELINE_SAMPLE = "examples/pipeline-three-environments.json"
+
+
+@pytest.fixture(scope="session")
+def three_by_three_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
+    """The 3 AZ x 3 network example, with both optional charts on."""
+    return synthesize(
+        tmp_path_factory.mktemp("three-by-three"),
+        cdk_json_context(
+            config_file=THREE_BY_THREE,
+            **{"config.extras.sample_workloads": "true", "config.extras.node_latency": "true"},
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class SynthesizedPipeline:
+    app: cdk.App
+    outdir: Path
+    synth_error: str | None
+
+
+@pytest.fixture(scope="session")
+def pipeline_synth(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedPipeline:
+    """The sample three-environment pipeline, synthesized with cdk-nag."""
+    outdir = tmp_path_factory.mktemp("pipeline.out")
+    app, synth_error = synthesize_with_nag(outdir, cdk_json_context(config_file=PIPELINE_SAMPLE))
+    return SynthesizedPipeline(app, outdir, synth_error)

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+from app import print_access_warnings
+from config import load_config
 from tests.conftest import REPO
 
 
@@ -28,3 +30,21 @@ def test_bad_config_exits_with_the_field_and_no_traceback(tmp_path) -> None:
     assert "multus.networks[0].subnets" in result.stderr
     assert "Traceback" not in result.stderr
     assert not list(tmp_path.glob("**/*.template.json"))
+
+
+def test_synth_warns_on_stderr_when_nobody_can_use_kubectl(capsys) -> None:
+    print_access_warnings(load_config({}, REPO))
+    assert "cluster.admin_principal_arns is empty" in capsys.readouterr().err
+
+    admins = {"config.cluster.admin_principal_arns": '["arn:aws:iam::123456789012:role/ops"]'}
+    print_access_warnings(load_config(admins, REPO))
+    assert capsys.readouterr().err == ""
+
+
+def test_old_admin_key_stops_synth_naming_the_new_one(tmp_path) -> None:
+    result = run_app(
+        {"config.cluster.admin_principal_arn": "arn:aws:iam::123456789012:role/ops"},
+        str(tmp_path),
+    )
+    assert result.returncode == 1
+    assert "admin_principal_arn was replaced by admin_principal_arns" in result.stderr

@@ -11,7 +11,12 @@ import pytest
 from botocore.credentials import Credentials
 
 from node_bootstrap import CLUSTER_TAG_KEY, READY_MARKER_PATH, render_user_data
-from node_bootstrap.renderer import INSTANCE_TAG_KEY, NETWORK_TAG_KEY, NO_MANAGE_TAG_KEY
+from node_bootstrap.renderer import (
+    INSTANCE_TAG_KEY,
+    NETWORK_TAG_KEY,
+    NO_MANAGE_TAG_KEY,
+    OWNER_TAG_KEY,
+)
 from testing_support.multus_emulator import (
     DROP_CONNECTION,
     NODE_CREDENTIALS,
@@ -95,6 +100,7 @@ def test_fresh_node_gets_one_eni_per_network_in_its_az(
         assert eni["SourceDestCheck"] is False
         assert {tag["Key"]: tag["Value"] for tag in eni["TagSet"]} == {
             CLUSTER_TAG_KEY: CLUSTER,
+            OWNER_TAG_KEY: CLUSTER,  # what the node role's IAM requires on every later call
             NETWORK_TAG_KEY: network,
             INSTANCE_TAG_KEY: instance_id,
             NO_MANAGE_TAG_KEY: "true",

@@ -16,6 +16,7 @@ from charts.building_blocks import NodeTaint
 from charts.cleartaints import ClearTaintsChart, ClearTaintsProps
 from charts.karpenter_node_pool import KarpenterNodePoolChart, KarpenterNodePoolProps
 from charts.multus import MultusChart, MultusProps
+from charts.multus_pod_ips import MultusPodIpsChart, MultusPodIpsProps
 from charts.network_attachments import (
     NetworkAttachment,
     NetworkAttachmentsChart,
@@ -102,6 +103,17 @@ def _seed_charts(app: cdk8s.App) -> dict[str, cdk8s.Chart]:
                 image=images.cleartaints.reference,
                 cni_binaries=cni_binaries(attachments),
                 cni_files=cni_host_files(attachments),
+            ),
+        ),
+        "multus-pod-ips": MultusPodIpsChart(
+            app,
+            "multus-pod-ips",
+            MultusPodIpsProps(
+                image=images.multus_pod_ips.reference,
+                interfaces={
+                    network: [reservation for _, reservation in subnets]
+                    for network, subnets in SEED_MULTUS_SUBNETS.items()
+                },
             ),
         ),
         "karpenter-node-pool": KarpenterNodePoolChart(app, "node-pool", node_pool_props()),

@@ -18,6 +18,7 @@ from charts.cleartaints import (
     ClearTaintsProps,
 )
 from config.images import ImagesConfig
+from multus_pod_ips import AGENT_READY_MARKER
 from tests.unit.charts.conftest import seed_attachments
 
 IMAGE = ImagesConfig().cleartaints.reference
@@ -123,10 +124,20 @@ def test_waits_for_the_cni_plugins_and_files_the_nads_name_on_read_only_host_pat
     assert host_paths[mounts[str(env["CNI_CONF_DIR"])]["name"]] == "/etc/cni/net.d"
     assert host_paths[mounts[str(env["CNI_BIN_DIR"])]["name"]] == "/opt/cni/bin"
     assert all(mount["readOnly"] is True for mount in mounts.values())
-    # The seed NADs chain ipvlan (IPAM whereabouts) and sbr; whereabouts reads its kubeconfig.
-    assert str(env["CNI_BINARIES"]).split() == ["ipvlan", "sbr", "whereabouts"]
+    # The seed NADs chain ipvlan (IPAM whereabouts), sbr and multus-pod-ip; whereabouts reads
+    # its kubeconfig.
+    assert str(env["CNI_BINARIES"]).split() == ["ipvlan", "multus-pod-ip", "sbr", "whereabouts"]
     assert env["CNI_FILES"] == f"{env['CNI_CONF_DIR']}/whereabouts.d/whereabouts.kubeconfig"
     assert "v1.20.4" in str(env["CNI_BIN_HINT"])
+
+
+def test_pod_ip_agent_marker_is_read_from_the_agents_host_directory(pod: dict) -> None:
+    (container,) = pod["containers"]
+    host_paths = {v["name"]: v.get("hostPath", {}).get("path") for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    marker_dir, _, marker_file = str(env_of(container)["POD_IPS_READY_MARKER"]).rpartition("/")
+    assert f"{host_paths[mounts[marker_dir]['name']]}/{marker_file}" == AGENT_READY_MARKER
+    assert mounts[marker_dir]["readOnly"] is True
 
 
 def test_cni_files_outside_the_mounted_config_dir_are_refused() -> None:
@@ -252,7 +263,7 @@ DISRUPTED = (
 
 @pytest.fixture
 def node(tmp_path: Path) -> SimpleNamespace:
-    dirs = {d: tmp_path / d for d in ("bin", "cni", "cnibin", "eni", "log", "sa")}
+    dirs = {d: tmp_path / d for d in ("bin", "cni", "cnibin", "eni", "podips", "log", "sa")}
     for directory in dirs.values():
         directory.mkdir()
     for name, text in (("curl", FAKE_CURL), ("sleep", FAKE_SLEEP)):
@@ -264,7 +275,7 @@ def node(tmp_path: Path) -> SimpleNamespace:
 
     def ready(*, skip: str = "") -> None:
         """Makes every readiness condition hold except `skip`."""
-        for name in ("ipvlan", "sbr", "whereabouts"):
+        for name in ("ipvlan", "sbr", "whereabouts", "multus-pod-ip"):
             if name != skip:
                 (dirs["cnibin"] / name).write_text("")
         if skip != "kubeconfig":
@@ -274,9 +285,11 @@ def node(tmp_path: Path) -> SimpleNamespace:
             (dirs["cni"] / "00-multus.conf").write_text("{}")
         if skip != "marker":
             (dirs["eni"] / "ready").write_text("")
+        if skip != "pod-ips-marker":
+            (dirs["podips"] / "ready").write_text("")
 
     def run(
-        taints: tuple[str, ...] = (STARTUP,), behaviour: str = "ok"
+        taints: tuple[str, ...] = (STARTUP,), behaviour: str = "ok", **overrides: str
     ) -> subprocess.CompletedProcess[str]:
         node_json.write_text(NODE_JSON % {"node": NODE, "taints": ",\n      ".join(taints)})
         env = {
@@ -292,10 +305,12 @@ def node(tmp_path: Path) -> SimpleNamespace:
             "TAINT_EFFECT": "NoSchedule",
             "CNI_CONF_DIR": str(dirs["cni"]),
             "CNI_BIN_DIR": str(dirs["cnibin"]),
-            "CNI_BINARIES": "ipvlan sbr whereabouts",
+            "CNI_BINARIES": "ipvlan sbr whereabouts multus-pod-ip",
             "CNI_BIN_HINT": "vpc-cni >= v1.20.4",
             "CNI_FILES": str(kubeconfig),
             "READY_MARKER": str(dirs["eni"] / "ready"),
+            "POD_IPS_READY_MARKER": str(dirs["podips"] / "ready"),
+            **overrides,
         }
         return subprocess.run(
             ["bash", "-c", CLEAR_TAINT_SCRIPT],
@@ -321,6 +336,8 @@ def node(tmp_path: Path) -> SimpleNamespace:
         ("kubeconfig", "/whereabouts.d/whereabouts.kubeconfig"),
         ("multus", "Multus CNI config in /etc/cni/net.d"),
         ("marker", "Multus ENI bootstrap marker"),
+        ("multus-pod-ip", "CNI plugin multus-pod-ip in /opt/cni/bin"),
+        ("pod-ips-marker", "multus-pod-ips agent marker"),
     ],
 )
 def test_script_keeps_the_taint_while_anything_is_missing_and_says_what(
@@ -353,6 +370,22 @@ def test_script_removes_exactly_the_startup_taint_then_idles(
     assert node.log("sleep")[-1] == "infinity"
 
 
+def test_without_per_pod_address_networks_the_pod_ip_agent_is_not_waited_for(
+    node: SimpleNamespace, helpers: SimpleNamespace
+) -> None:
+    chart = ClearTaintsChart(
+        cdk8s.Testing.app(), "ct", ClearTaintsProps(image=IMAGE, wait_for_pod_ips=False)
+    )
+    pod = helpers.find(cdk8s.Testing.synth(chart), "DaemonSet")["spec"]["template"]["spec"]
+    assert env_of(pod["containers"][0])["POD_IPS_READY_MARKER"] == ""
+    node.ready(skip="pod-ips-marker")
+
+    result = node.run(POD_IPS_READY_MARKER="")
+
+    assert result.returncode == 0, result.stderr
+    assert [line.split()[0] for line in node.log("curl")] == ["GET", "PATCH"]
+
+
 def test_script_treats_an_already_removed_taint_as_done(node: SimpleNamespace) -> None:
     node.ready()
     result = node.run((KARPENTER,))
@@ -373,7 +406,12 @@ def test_script_retries_a_failed_api_call(node: SimpleNamespace) -> None:
 def test_seed_attachments_name_the_plugins_the_chart_waits_for() -> None:
     from charts.network_attachments import cni_binaries, cni_host_files
 
-    assert cni_binaries(seed_attachments()) == ["ipvlan", "sbr", "whereabouts"]
+    assert cni_binaries(seed_attachments()) == [
+        "ipvlan",
+        "multus-pod-ip",
+        "sbr",
+        "whereabouts",
+    ]
     assert cni_host_files(seed_attachments()) == [
         "/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig"
     ]

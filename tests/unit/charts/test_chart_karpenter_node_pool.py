@@ -95,11 +95,12 @@ def test_node_pool_launches_its_node_class(seed: dict[str, dict]) -> None:
     }
 
 
-def test_node_class_requires_imdsv2_reachable_from_pods(seed: dict[str, dict]) -> None:
+def test_node_class_requires_imdsv2_out_of_reach_of_pods(seed: dict[str, dict]) -> None:
+    # Hop limit 1: a pod's request crosses one more hop than the host's and is dropped.
     assert seed["EC2NodeClass"]["spec"]["metadataOptions"] == {
         "httpEndpoint": "enabled",
         "httpProtocolIPv6": "disabled",
-        "httpPutResponseHopLimit": 2,
+        "httpPutResponseHopLimit": 1,
         "httpTokens": "required",
     }
 
@@ -163,3 +164,14 @@ def test_user_data_and_tags_are_optional(helpers: SimpleNamespace) -> None:
     spec = synth(helpers, user_data=None, tags={})["EC2NodeClass"]["spec"]
     assert "userData" not in spec
     assert "tags" not in spec
+
+
+def test_termination_grace_period_bounds_every_drain(
+    helpers: SimpleNamespace, upstream_crds: dict[str, dict]
+) -> None:
+    bounded = synth(helpers, termination_grace_period="15m")["NodePool"]
+    assert bounded["spec"]["template"]["spec"]["terminationGracePeriod"] == "15m"
+    schema = helpers.crd_schema(upstream_crds["karpenter.sh/NodePool"], "v1")
+    helpers.validate_custom_object(bounded, schema)
+    unbounded = synth(helpers)["NodePool"]
+    assert "terminationGracePeriod" not in unbounded["spec"]["template"]["spec"]

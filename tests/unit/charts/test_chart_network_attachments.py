@@ -16,6 +16,7 @@ from charts.network_attachments import (
     network_attachment_name,
     whereabouts_range_and_gateway,
 )
+from multus_pod_ips import CNI_PLUGIN_TYPE
 
 DNS_1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -103,14 +104,14 @@ def test_nad_names_are_predictable_from_network_and_zone() -> None:
     )
 
 
-def test_cni_config_is_ipvlan_with_whereabouts_then_sbr(
+def test_cni_config_is_ipvlan_with_whereabouts_then_sbr_then_pod_ip_assignment(
     seed_manifests: dict[str, list[dict]], helpers: SimpleNamespace
 ) -> None:
     nad = helpers.find(
         seed_manifests["network-attachments"], "NetworkAttachmentDefinition", "multus2-us-west-2b"
     )
     config = json.loads(nad["spec"]["config"])
-    ipvlan, sbr = config["plugins"]
+    ipvlan, sbr, pod_ip = config["plugins"]
     assert config["name"] == "multus2-us-west-2b"
     assert (ipvlan["type"], ipvlan["master"], ipvlan["mode"]) == ("ipvlan", "multus2", "l2")
     assert ipvlan["ipam"] == {
@@ -121,6 +122,9 @@ def test_cni_config_is_ipvlan_with_whereabouts_then_sbr(
         "gateway": "10.0.7.1",
     }
     assert sbr == {"type": "sbr"}
+    # Last, so it sees the address in prevResult and runs first on DEL (reverse order),
+    # before Whereabouts frees the address for another pod.
+    assert pod_ip == {"type": CNI_PLUGIN_TYPE, "master": ipvlan["master"]}
 
 
 def test_duplicate_attachment_names_are_rejected() -> None:
@@ -146,3 +150,25 @@ def test_a_namespace_of_its_own_is_created_before_the_nads() -> None:
 def test_an_existing_namespace_is_not_created() -> None:
     kinds = {o["kind"] for o in synth(attachments_for(["multus1"], ["us-west-2a"]), "default")}
     assert kinds == {"NetworkAttachmentDefinition"}
+
+
+def test_node_local_attachments_carry_no_config_and_share_the_name_space() -> None:
+    props = NetworkAttachmentsProps(
+        namespace="telco",
+        attachments=attachments_for(["signaling"], ["us-west-2a"]),
+        node_local_names=["userplane-us-west-2a"],
+    )
+    objects = cdk8s.Testing.synth(NetworkAttachmentsChart(cdk8s.Testing.app(), "nads", props))
+    by_name = {o["metadata"]["name"]: o for o in objects}
+    # Multus reads the node's CNI config named like the NAD only when the spec is empty.
+    assert by_name["userplane-us-west-2a"]["spec"] == {}
+    assert by_name["userplane-us-west-2a"]["metadata"]["namespace"] == "telco"
+    assert "config" in by_name["signaling-us-west-2a"]["spec"]
+
+    clash = NetworkAttachmentsProps(
+        namespace="telco",
+        attachments=attachments_for(["userplane"], ["us-west-2a"]),
+        node_local_names=["userplane-us-west-2a"],
+    )
+    with pytest.raises(ValueError, match="userplane-us-west-2a"):
+        NetworkAttachmentsChart(cdk8s.Testing.app(), "nads", clash)

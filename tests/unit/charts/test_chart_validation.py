@@ -25,6 +25,7 @@ CHARTS = (
     "whereabouts",
     "network-attachments",
     "cleartaints",
+    "multus-pod-ips",
     "karpenter-node-pool",
     "sample-workloads",
 )

@@ -168,3 +168,12 @@ def test_reconciler_without_placement_props_has_no_node_constraints(
     manifests = cdk8s.Testing.synth(WhereaboutsChart(cdk8s.Testing.app(), "w", props))
     pod = helpers.find(manifests, "Deployment")["spec"]["template"]["spec"]
     assert "affinity" not in pod and "tolerations" not in pod
+
+
+def test_reconciler_runs_every_two_minutes_by_default(
+    seed_manifests: dict[str, list[dict]], helpers: SimpleNamespace
+) -> None:
+    # 5-field cron (v0.9.4: gocron CronJob without seconds): addresses of pods that are gone
+    # (e.g. on a terminated node) are free again within minutes, not once a day at 04:30.
+    config_map = helpers.find(seed_manifests["whereabouts"], "ConfigMap")
+    assert config_map["data"] == {"cron-expression": "*/2 * * * *"}

@@ -343,8 +343,8 @@ UNCLEAR = [
     pattern_case("cluster-name-pattern", "cluster.name", "eks_cluster", "eks-karpenterwithmultus"),
     pattern_case(
         "admin-principal-pattern",
-        "cluster.admin_principal_arn",
-        "admin",
+        "cluster.admin_principal_arns",
+        '["admin"]',
         "arn:aws:iam::123456789012:role/eks-admins",
     ),
     pattern_case("karpenter-version-pattern", "karpenter.version", "v1.14.1", "1.14.1"),

@@ -73,3 +73,13 @@ def test_documented_three_az_example_is_valid() -> None:
         "userplane",
         "oam",
     ]
+
+
+def test_cli_pins_are_read_from_package_json(tmp_path: Path) -> None:
+    from config.loader import pinned_npm_version
+
+    (tmp_path / "package.json").write_text('{"devDependencies": {"aws-cdk": "2.1148.1"}}')
+    assert pinned_npm_version(tmp_path, "aws-cdk") == "2.1148.1"
+    (tmp_path / "package.json").write_text('{"devDependencies": {"aws-cdk": "^2.1148.1"}}')
+    with pytest.raises(ConfigError, match=r"devDependencies.aws-cdk must be an exact version"):
+        pinned_npm_version(tmp_path, "aws-cdk")

@@ -1,3 +1,5 @@
+"""The node role's Multus ENI statements, as CDK renders them."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -7,8 +9,8 @@ import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
-from node_bootstrap import CLUSTER_TAG_KEY
-from node_bootstrap.iam import multus_eni_policy_statements
+from node_bootstrap.iam import TARGET_INSTANCE_ID, multus_eni_policy_statements
+from node_bootstrap.renderer import CLUSTER_TAG_KEY, OWNER_TAG_KEY
 
 SUBNET_ARNS = [
     "arn:aws:ec2:us-west-2:111122223333:subnet/subnet-multus1a",
@@ -55,6 +57,10 @@ def arn_suffix(resource: Any) -> str:
     return resource if isinstance(resource, str) else str(resource["Fn::Join"][1][-1])
 
 
+def test_owner_tag_is_not_the_tag_karpenter_puts_on_every_instance_and_primary_eni() -> None:
+    assert OWNER_TAG_KEY != CLUSTER_TAG_KEY
+
+
 def test_enis_are_created_only_in_multus_subnets_with_multus_security_groups(
     statements: list[dict[str, Any]],
 ) -> None:
@@ -64,48 +70,62 @@ def test_enis_are_created_only_in_multus_subnets_with_multus_security_groups(
     assert sorted(resources_of(statement)) == sorted(SUBNET_ARNS + GROUP_ARNS)
 
 
-def test_created_enis_must_carry_the_cluster_tag(statements: list[dict[str, Any]]) -> None:
+def test_created_enis_must_carry_the_owner_tag(statements: list[dict[str, Any]]) -> None:
     (statement,) = [
         s
         for s in granting(statements, "ec2:CreateNetworkInterface")
         if arn_suffix(resources_of(s)[0]) == ":network-interface/*"
     ]
     assert statement["Condition"] == {
-        "StringEquals": {f"aws:RequestTag/{CLUSTER_TAG_KEY}": "telco-cluster"}
+        "StringEquals": {f"aws:RequestTag/{OWNER_TAG_KEY}": "telco-cluster"}
     }
 
 
-def test_tags_can_only_be_written_while_creating_a_cluster_eni(
+def test_tags_can_only_be_written_while_creating_an_owned_eni(
     statements: list[dict[str, Any]],
 ) -> None:
     (statement,) = granting(statements, "ec2:CreateTags")
     assert [arn_suffix(r) for r in resources_of(statement)] == [":network-interface/*"]
     assert statement["Condition"]["StringEquals"] == {
         "ec2:CreateAction": "CreateNetworkInterface",
-        f"aws:RequestTag/{CLUSTER_TAG_KEY}": "telco-cluster",
+        f"aws:RequestTag/{OWNER_TAG_KEY}": "telco-cluster",
     }
 
 
-def test_eni_lifecycle_actions_require_cluster_tag_on_eni_and_instance(
+def test_eni_side_of_every_later_action_requires_the_owner_tag(
     statements: list[dict[str, Any]],
 ) -> None:
-    cluster_tagged = {"StringEquals": {f"ec2:ResourceTag/{CLUSTER_TAG_KEY}": "telco-cluster"}}
     for action in ENI_ACTIONS:
-        for statement in granting(statements, action):
-            assert statement["Condition"] == cluster_tagged, action
-            suffixes = {arn_suffix(r) for r in resources_of(statement)}
-            assert suffixes <= {":network-interface/*", ":instance/*"}, action
-    attach_targets = {
-        arn_suffix(r)
-        for s in granting(statements, "ec2:AttachNetworkInterface")
-        for r in resources_of(s)
-    }
-    assert attach_targets == {":network-interface/*", ":instance/*"}
+        eni_side = [
+            s
+            for s in granting(statements, action)
+            if {arn_suffix(r) for r in resources_of(s)} == {":network-interface/*"}
+        ]
+        assert [s["Condition"] for s in eni_side] == [
+            {"StringEquals": {f"aws:ResourceTag/{OWNER_TAG_KEY}": "telco-cluster"}}
+        ], action
 
 
-def test_only_describe_is_granted_on_every_resource(statements: list[dict[str, Any]]) -> None:
+def test_instance_side_is_only_the_calling_instance(statements: list[dict[str, Any]]) -> None:
+    instance_side = [
+        s for s in statements if any(arn_suffix(r) == ":instance/*" for r in resources_of(s))
+    ]
+    (statement,) = instance_side
+    assert actions_of(statement) == ENI_ACTIONS - {"ec2:DeleteNetworkInterface"}
+    (condition,) = statement["Condition"]["ArnEquals"].items()
+    key, arn = condition
+    assert key == "ec2:SourceInstanceARN"
+    assert arn_suffix(arn) == f":instance/{TARGET_INSTANCE_ID}"
+
+
+def test_only_describe_is_granted_on_every_resource_and_only_in_region(
+    statements: list[dict[str, Any]],
+) -> None:
     unscoped = [s for s in statements if "*" in resources_of(s)]
     assert [actions_of(s) for s in unscoped] == [{"ec2:DescribeNetworkInterfaces"}]
+    assert unscoped[0]["Condition"] == {
+        "StringEquals": {"aws:RequestedRegion": {"Ref": "AWS::Region"}}
+    }
     assert all("*" not in action for s in statements for action in actions_of(s))
 
 

@@ -18,7 +18,14 @@ from node_bootstrap import (
     NodeBootstrapProps,
     render_user_data,
 )
-from node_bootstrap.renderer import render_configuration
+from node_bootstrap.renderer import (
+    PACKED_SCRIPT_END,
+    SCRIPT_NAME,
+    USER_DATA_LIMIT_BYTES,
+    UserDataTooLarge,
+    render_configuration,
+    script_code,
+)
 from testing_support.multus_emulator import shell_part
 
 SUBNET_TOKEN = "${Token[TOKEN.123]}"
@@ -45,6 +52,22 @@ def two_network_props(**changes: object) -> NodeBootstrapProps:
     return replace(props, **changes)  # type: ignore[arg-type]
 
 
+SCRIPT_FILE = Path(__file__).parents[3] / "node_bootstrap" / SCRIPT_NAME
+
+
+def unpacked(shell_script: str) -> str:
+    """The packed code of a rendered shell part, unpacked with the tools the node uses."""
+    start = shell_script.index(f"<<'{PACKED_SCRIPT_END}' | gunzip\n") + len(
+        f"<<'{PACKED_SCRIPT_END}' | gunzip\n"
+    )
+    packed = shell_script[start : shell_script.index(f"\n{PACKED_SCRIPT_END}\n", start)]
+    completed = subprocess.run(
+        ["bash", "-c", "base64 -d | gunzip"], input=packed, capture_output=True, text=True
+    )
+    assert completed.returncode == 0, completed.stderr
+    return completed.stdout
+
+
 def shell_values(configuration: str) -> list[str]:
     """What bash sees in the configuration variables (quoting included)."""
     printer = 'printf "%s\\0" "$MULTUS_CLUSTER_NAME" "$MULTUS_NETWORKS" "$MULTUS_PLACEMENTS"'
@@ -63,14 +86,32 @@ def test_user_data_is_mime_multipart_with_one_shell_script_part() -> None:
     assert str(parts[0].get_payload()).startswith("#!/usr/bin/env bash\n")
 
 
-def test_shell_part_is_configuration_then_script_code() -> None:
+def test_shell_part_is_configuration_then_the_packed_script_code() -> None:
     props = two_network_props()
     script = shell_part(render_user_data(props))
 
-    assert script.startswith("#!/usr/bin/env bash\n" + render_configuration(props))
-    assert 'main "$@"' in script
-    code = script.removeprefix("#!/usr/bin/env bash\n" + render_configuration(props))
+    assert render_configuration(props) in script.split(PACKED_SCRIPT_END)[0]
+    code = unpacked(script)
+    assert code == script_code(props)
+    assert 'main "$@"' in code
     assert not [line for line in code.splitlines() if line.lstrip().startswith("#")]
+
+
+def test_packing_is_reproducible_so_a_resynth_causes_no_drift() -> None:
+    assert render_user_data(two_network_props()) == render_user_data(two_network_props())
+
+
+def test_a_failed_unpack_stops_before_anything_runs(tmp_path: Path) -> None:
+    script = shell_part(render_user_data(two_network_props()))
+    start = script.index(f"<<'{PACKED_SCRIPT_END}' | gunzip\n")
+    corrupt = script[: start + 40] + "!!not base64!!" + script[start + 40 :]
+    path = tmp_path / "corrupt.sh"
+    path.write_text(corrupt)
+
+    completed = subprocess.run(["bash", str(path)], capture_output=True, text=True)
+
+    assert completed.returncode == 1
+    assert "cannot unpack the bootstrap script" in completed.stderr
 
 
 def test_configuration_lists_networks_and_one_line_per_az() -> None:
@@ -111,7 +152,7 @@ def test_cdk_resolves_tokens_embedded_in_user_data() -> None:
 
 
 def test_rendered_user_data_leaves_room_for_karpenters_part() -> None:
-    """EC2 caps user-data at 16 KiB; Karpenter's nodeadm part (with the cluster CA) needs ~3."""
+    """EC2 caps user-data at 16 KB; Karpenter's nodeadm part (with the cluster CA) needs ~3."""
     interfaces = [
         MultusInterface(network=f"multus{n}", interface_name=f"multus{n}", device_index=n)
         for n in range(1, 5)
@@ -128,12 +169,39 @@ def test_rendered_user_data_leaves_room_for_karpenters_part() -> None:
     assert len(render_user_data(props).encode()) <= 12 * 1024
 
 
+def test_user_data_over_the_budget_is_refused_naming_what_to_reduce() -> None:
+    placement = AzPlacement(subnet_ids=["subnet-1", "subnet-2"], security_group_ids=["sg-1"])
+    many_zones = {f"zone{n}": placement for n in range(200)}
+
+    with pytest.raises(UserDataTooLarge) as caught:
+        render_user_data(two_network_props(placements=many_zones))
+
+    message = str(caught.value)
+    assert f"over the {USER_DATA_LIMIT_BYTES} bytes" in message
+    assert "availability_zones or multus.networks" in message
+    assert SCRIPT_NAME in message
+
+
+def test_budget_counts_ids_as_deployed_not_as_tokens() -> None:
+    """A token is ~20 characters, a subnet ID 24: the check uses the deployed length."""
+    tokens = AzPlacement(subnet_ids=[SUBNET_TOKEN] * 2, security_group_ids=[GROUP_TOKEN])
+    ids = AzPlacement(
+        subnet_ids=["subnet-0123456789abcdef0"] * 2, security_group_ids=["sg-0123456789abcdef0"]
+    )
+    with_tokens = two_network_props(placements={"us-west-2a": tokens})
+    with_ids = two_network_props(placements={"us-west-2a": ids})
+    assert len(render_user_data(with_tokens)) < len(render_user_data(with_ids))
+    from node_bootstrap.renderer import deployed_size
+
+    assert deployed_size(with_tokens) == deployed_size(with_ids) >= len(render_user_data(with_ids))
+
+
 def test_readiness_marker_contract_with_the_cleartaints_chart() -> None:
     assert READY_MARKER_DIR == "/var/lib/multus-eni"
     assert READY_MARKER_PATH == "/var/lib/multus-eni/ready"
-    script = shell_part(render_user_data(two_network_props()))
-    assert "STATE_DIR=$ROOT/var/lib/multus-eni\n" in script
-    assert "READY_MARKER=$STATE_DIR/ready\n" in script
+    code = unpacked(shell_part(render_user_data(two_network_props())))
+    assert "STATE_DIR=$ROOT/var/lib/multus-eni\n" in code
+    assert "READY_MARKER=$STATE_DIR/ready\n" in code
 
 
 @pytest.mark.parametrize(
@@ -202,13 +270,15 @@ def test_invalid_props_are_rejected_with_the_field_named(
 
 
 def test_shellcheck_reports_nothing(tmp_path: Path) -> None:
-    script_file = Path(__file__).parents[3] / "node_bootstrap" / "multus_eni_bootstrap.sh"
-    rendered = tmp_path / "rendered.sh"
+    rendered, expanded = tmp_path / "rendered.sh", tmp_path / "expanded.sh"
     # As deployed: CloudFormation has replaced the tokens with plain IDs by then.
     deployed = AzPlacement(subnet_ids=["subnet-0b1", "subnet-0b2"], security_group_ids=["sg-1"])
     props = two_network_props(placements={"us-west-2b": deployed})
-    rendered.write_text(shell_part(render_user_data(props)))
+    wrapper = shell_part(render_user_data(props))
+    rendered.write_text(wrapper)
+    # What runs on the node: the data block followed by the unpacked code.
+    expanded.write_text(f"#!/usr/bin/env bash\n{render_configuration(props)}{unpacked(wrapper)}")
 
-    for path in (script_file, rendered):
+    for path in (SCRIPT_FILE, rendered, expanded):
         completed = subprocess.run([SHELLCHECK, str(path)], capture_output=True, text=True)
         assert (completed.returncode, completed.stdout + completed.stderr) == (0, ""), path

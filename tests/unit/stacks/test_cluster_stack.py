@@ -13,9 +13,10 @@ from config import parse_config
 from tests.conftest import SHARED_REFERENCE, SynthesizedApp, cdk_json_context, synthesize
 
 SEED = parse_config({})
-CLUSTER = SEED.cluster.name
+CLUSTER = SEED.cluster_name
 REFERENCE_TEMPLATE = SHARED_REFERENCE / "karpenter-v1.14.1" / "cloudformation.yaml"
 ADMIN_ARN = "arn:aws:iam::123456789012:role/platform-admins"
+OPERATOR_CIDR = "198.51.100.0/24"
 CONTROLLER_TAINT = {"key": "karpenter.sh/controller", "value": "true"}
 SCOPED_ACTIONS = {"ec2:RunInstances", "ec2:TerminateInstances", "ec2:CreateFleet", "iam:PassRole"}
 
@@ -27,9 +28,14 @@ def cluster(default_app: SynthesizedApp) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def variant(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One non-default synth: admin principal, Spot service-linked role, Kubernetes 1.36."""
+    """One non-default synth: admin principal, public endpoint for one CIDR, Spot
+    service-linked role, Kubernetes 1.36."""
     overrides = {
-        "cluster": {"kubernetes_version": "1.36", "admin_principal_arn": ADMIN_ARN},
+        "cluster": {
+            "kubernetes_version": "1.36",
+            "admin_principal_arns": [ADMIN_ARN],
+            "public_access_cidrs": [OPERATOR_CIDR],
+        },
         "karpenter": {"spot_service_linked_role": True},
     }
     app = synthesize(tmp_path_factory.mktemp("variant"), cdk_json_context(config=overrides))
@@ -102,8 +108,8 @@ def test_cluster_name_version_endpoint_logs_and_api_auth(cluster: dict[str, Any]
     assert props["Version"] == "1.34"
     vpc = props["ResourcesVpcConfig"]
     assert vpc["EndpointPrivateAccess"] is True
-    assert vpc["EndpointPublicAccess"] is True
-    assert vpc["PublicAccessCidrs"] == SEED.cluster.public_access_cidrs
+    assert vpc["EndpointPublicAccess"] is False
+    assert "PublicAccessCidrs" not in vpc
     assert sorted(t["Type"] for t in props["Logging"]["ClusterLogging"]["EnabledTypes"]) == [
         "api",
         "audit",
@@ -129,14 +135,10 @@ def test_cluster_lives_in_the_node_subnets_only(
         if r["Type"] == "AWS::EC2::Subnet"
         and {"Key": "aws-cdk:subnet-name", "Value": "Nodes"} in r["Properties"]["Tags"]
     }
-    imports = only(cluster, "AWS::EKS::Cluster")["Properties"]["ResourcesVpcConfig"]["SubnetIds"]
-    exported = {
-        name: output["Value"]["Ref"]
-        for name, output in network["Outputs"].items()
-        if "Export" in output and "Ref" in output["Value"]
-        for name in [output["Export"]["Name"]]
-    }
-    assert {exported[i["Fn::ImportValue"]] for i in imports} == node_subnets
+    reads = only(cluster, "AWS::EKS::Cluster")["Properties"]["ResourcesVpcConfig"]["SubnetIds"]
+    outputs = {name: output["Value"].get("Ref") for name, output in network["Outputs"].items()}
+    # weak cross-stack references: outputs read with Fn::GetStackOutput
+    assert {outputs[r["Fn::GetStackOutput"]["OutputName"]] for r in reads} == node_subnets
 
 
 def test_cluster_does_not_tag_multus_subnets_for_load_balancers(
@@ -192,6 +194,7 @@ def test_managed_addons_and_core_dns_tolerates_the_controller_taint(
 ) -> None:
     addons = {r["Properties"]["AddonName"]: r for r in resources(cluster, "AWS::EKS::Addon")}
     assert set(addons) == {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"}
+    assert "PodIdentityAssociations" not in addons["kube-proxy"]["Properties"]
     # Versions are left to EKS: the default for the cluster's Kubernetes version.
     assert all("AddonVersion" not in a["Properties"] for a in addons.values())
     config = json.loads(addons["coredns"]["Properties"]["ConfigurationValues"])
@@ -235,7 +238,8 @@ def test_system_node_group_is_al2023_labelled_tainted_and_sized(cluster: dict[st
 def test_system_nodes_require_imdsv2_and_an_encrypted_gp3_root(cluster: dict[str, Any]) -> None:
     data = only(cluster, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
     assert data["MetadataOptions"]["HttpTokens"] == "required"
-    assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 2
+    # One hop: pods (one hop further than the host) cannot reach the node role's credentials.
+    assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
     (root,) = data["BlockDeviceMappings"]
     assert root["DeviceName"] == "/dev/xvda"
     assert root["Ebs"]["Encrypted"] is True
@@ -247,7 +251,7 @@ def test_system_nodes_require_imdsv2_and_an_encrypted_gp3_root(cluster: dict[str
 # --- Karpenter IAM -------------------------------------------------------------------------------
 
 
-def test_node_role_has_the_four_policies_and_an_ec2_linux_access_entry(
+def test_node_role_has_three_policies_none_for_the_cni_and_an_ec2_linux_access_entry(
     cluster: dict[str, Any],
 ) -> None:
     role_id = logical_id(cluster, "AWS::IAM::Role", "KarpenterNodeRole")
@@ -255,7 +259,6 @@ def test_node_role_has_the_four_policies_and_an_ec2_linux_access_entry(
     policies = {json.dumps(p).rsplit("/", 1)[-1].strip('"]}') for p in role["ManagedPolicyArns"]}
     assert policies == {
         "AmazonEKSWorkerNodePolicy",
-        "AmazonEKS_CNI_Policy",
         "AmazonEC2ContainerRegistryPullOnly",
         "AmazonSSMManagedInstanceCore",
     }
@@ -266,6 +269,25 @@ def test_node_role_has_the_four_policies_and_an_ec2_linux_access_entry(
     ]
     assert entry["Type"] == "EC2_LINUX"
     assert "AccessPolicies" not in entry or entry["AccessPolicies"] == []
+
+
+def test_node_role_may_assign_pod_ips_only_on_cluster_enis_in_the_multus_subnets(
+    cluster: dict[str, Any],
+) -> None:
+    role_id = logical_id(cluster, "AWS::IAM::Role", "KarpenterNodeRole")
+    statements = [
+        statement
+        for policy in resources(cluster, "AWS::IAM::Policy")
+        if {"Ref": role_id} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    (manage,) = [s for s in statements if "ec2:AssignPrivateIpAddresses" in s["Action"]]
+    assert manage["Condition"]["StringEquals"] == {
+        "ec2:ResourceTag/eks:eks-cluster-name": SEED.cluster_name
+    }
+    subnets = manage["Condition"]["ArnEquals"]["ec2:Subnet"]
+    assert len(subnets) == 4  # 2 Multus networks x 2 AZs, nothing else
+    assert all("subnet/" in json.dumps(subnet) for subnet in subnets)
 
 
 def test_controller_uses_pod_identity_for_its_service_account(cluster: dict[str, Any]) -> None:
@@ -400,7 +422,8 @@ def test_launch_terminate_and_pass_role_are_never_granted_on_everything(
             assert targets == ["${" + node_role + ".Arn}"], statement
         if any(kind in target for target in targets for kind in created):
             assert owned in json.dumps(statement.get("Condition", {})), statement
-    assert checked == 5  # the reference's four launch/terminate statements + PassRole
+    # the reference's four launch/terminate statements + PassRole, and the teardown's terminate
+    assert checked == 6
 
 
 # --- interruption queue --------------------------------------------------------------------------
@@ -556,3 +579,67 @@ def test_public_attributes_for_the_next_constructs(default_app: SynthesizedApp) 
     assert isinstance(stack.karpenter_node_role, iam.Role)
     assert isinstance(stack.karpenter_release, eks.HelmChart)
     assert isinstance(stack.karpenter_crds, eks.HelmChart)
+
+
+# --- IAM hygiene: the VPC CNI's own role, endpoint, admins ---------------------------------------
+
+
+def managed_policy_names(role: dict[str, Any]) -> set[str]:
+    return {
+        json.dumps(p).rsplit("/", 1)[-1].strip('"]}')
+        for p in role["Properties"].get("ManagedPolicyArns", [])
+    }
+
+
+def test_only_the_vpc_cni_role_carries_the_cni_policy_through_pod_identity(
+    cluster: dict[str, Any],
+) -> None:
+    addons = {r["Properties"]["AddonName"]: r for r in resources(cluster, "AWS::EKS::Addon")}
+    (association,) = addons["vpc-cni"]["Properties"]["PodIdentityAssociations"]
+    assert association["ServiceAccount"] == "aws-node"
+    cni_role_id = association["RoleArn"]["Fn::GetAtt"][0]
+    holders = {
+        key
+        for key, r in cluster["Resources"].items()
+        if r["Type"] == "AWS::IAM::Role" and "AmazonEKS_CNI_Policy" in managed_policy_names(r)
+    }
+    assert holders == {cni_role_id}
+    trust = cluster["Resources"][cni_role_id]["Properties"]["AssumeRolePolicyDocument"]
+    (statement,) = trust["Statement"]
+    assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+
+
+def test_vpc_cni_waits_for_the_pod_identity_agent_and_nodes_for_the_vpc_cni(
+    cluster: dict[str, Any],
+) -> None:
+    addon_ids = {
+        r["Properties"]["AddonName"]: k
+        for k, r in cluster["Resources"].items()
+        if r["Type"] == "AWS::EKS::Addon"
+    }
+    vpc_cni = cluster["Resources"][addon_ids["vpc-cni"]]
+    assert addon_ids["eks-pod-identity-agent"] in vpc_cni.get("DependsOn", [])
+    nodegroup = only(cluster, "AWS::EKS::Nodegroup")
+    assert addon_ids["vpc-cni"] in nodegroup.get("DependsOn", [])
+
+
+def test_system_node_role_has_no_cni_policy(cluster: dict[str, Any]) -> None:
+    role_arn = only(cluster, "AWS::EKS::Nodegroup")["Properties"]["NodeRole"]
+    role = cluster["Resources"][role_arn["Fn::GetAtt"][0]]
+    assert managed_policy_names(role) == {
+        "AmazonEKSWorkerNodePolicy",
+        "AmazonEC2ContainerRegistryPullOnly",
+    }
+
+
+def test_public_endpoint_only_for_the_listed_cidrs(variant: dict[str, Any]) -> None:
+    vpc = only(variant, "AWS::EKS::Cluster")["Properties"]["ResourcesVpcConfig"]
+    assert vpc["EndpointPrivateAccess"] is True
+    assert vpc["EndpointPublicAccess"] is True
+    assert vpc["PublicAccessCidrs"] == [OPERATOR_CIDR]
+
+
+def test_karpenter_controller_gets_its_region_without_imds(cluster: dict[str, Any]) -> None:
+    env = helm_values(cluster, "karpenter")["controller"]["env"]
+    assert {"name": "AWS_REGION", "value": SEED.region} in env

@@ -11,7 +11,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from node_bootstrap.renderer import READY_MARKER_DIR
-from tests.conftest import SHARED_REFERENCE, SynthesizedApp, cdk_json_context, synthesize
+from tests.conftest import SHARED_REFERENCE, SynthesizedApp
 
 TOKEN = "TOKEN"  # stands in for CloudFormation values (Refs, imports) inside a manifest
 
@@ -88,8 +88,9 @@ def test_seed_nads_match_the_seed(cluster: dict[str, Any]) -> None:
     ranges = {}
     for nad in by_kind(cluster, "NetworkAttachmentDefinition"):
         config = json.loads(nad["spec"]["config"])
-        ipvlan, sbr = config["plugins"]
+        ipvlan, sbr, pod_ip = config["plugins"]
         assert (ipvlan["type"], ipvlan["mode"], sbr["type"]) == ("ipvlan", "l2", "sbr")
+        assert pod_ip == {"type": "multus-pod-ip", "master": ipvlan["master"]}
         ranges[nad["metadata"]["name"]] = (
             ipvlan["master"],
             ipvlan["ipam"]["range"],
@@ -101,6 +102,24 @@ def test_seed_nads_match_the_seed(cluster: dict[str, Any]) -> None:
         "multus2-us-west-2a": ("multus2", "10.0.6.32-10.0.6.63/24", "10.0.6.1"),
         "multus2-us-west-2b": ("multus2", "10.0.7.32-10.0.7.63/24", "10.0.7.1"),
     }
+
+
+def test_pod_ip_agent_manages_each_interfaces_reservations_and_reads_the_bootstrap_state(
+    cluster: dict[str, Any],
+) -> None:
+    (code,) = [
+        c for c in by_kind(cluster, "ConfigMap") if c["metadata"]["name"] == "multus-pod-ips"
+    ]
+    config = json.loads(code["data"]["config.json"])
+    assert config["interfaces"] == {
+        "multus1": ["10.0.4.32/27", "10.0.5.32/27"],
+        "multus2": ["10.0.6.32/27", "10.0.7.32/27"],
+    }
+    assert config["eni_state_dir"] == READY_MARKER_DIR
+    (daemon_set,) = [
+        d for d in by_kind(cluster, "DaemonSet") if d["metadata"]["name"] == "multus-pod-ips"
+    ]
+    assert daemon_set["metadata"]["namespace"] == "kube-system"
 
 
 def test_node_pool_carries_the_seed_settings(cluster: dict[str, Any]) -> None:
@@ -119,6 +138,8 @@ def test_node_pool_carries_the_seed_settings(cluster: dict[str, Any]) -> None:
         "consolidationPolicy": "WhenEmpty",
         "consolidateAfter": "120s",
     }
+    # node_pool.termination_grace_period: no drain (teardown included) waits forever
+    assert template["spec"]["terminationGracePeriod"] == "15m"
 
 
 def test_node_class_gets_the_rendered_bootstrap_and_node_role(cluster: dict[str, Any]) -> None:
@@ -159,15 +180,8 @@ def test_optional_charts_are_off_by_default(cluster: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def three_by_three(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    synthesized = synthesize(
-        tmp_path_factory.mktemp("three-by-three"),
-        cdk_json_context(
-            config_file="examples/three-az-three-networks.json",
-            **{"config.extras.sample_workloads": "true", "config.extras.node_latency": "true"},
-        ),
-    )
-    return synthesized.template_json(synthesized.stage.cluster)
+def three_by_three(three_by_three_app: SynthesizedApp) -> dict[str, Any]:
+    return three_by_three_app.template_json(three_by_three_app.stage.cluster)
 
 
 def test_three_azs_three_networks_yield_nine_nads_and_three_zones(
@@ -238,3 +252,16 @@ def test_every_emitted_object_is_schema_valid(
                     built_in += 1
     assert custom == 2 + 4 + 2 + 9  # NodePool + EC2NodeClass + NADs, in both layouts
     assert built_in > 40
+
+
+def test_node_latency_does_not_wait_for_imds_that_pods_cannot_reach(
+    three_by_three: dict[str, Any],
+) -> None:
+    (chart,) = [
+        r["Properties"]
+        for r in three_by_three["Resources"].values()
+        if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"
+        and r["Properties"]["Chart"] == "node-latency-for-k8s-chart"
+    ]
+    values = json.loads(chart["Values"])
+    assert {"name": "NO_IMDS", "value": "true"} in values["env"]

@@ -19,6 +19,7 @@ MIRRORED = {
     "multus": {"repository": f"{MIRROR}/multus-cni", "tag": "v4.1.4-eksbuild.3_thick"},
     "whereabouts": {"repository": f"{MIRROR}/whereabouts", "digest": DIGEST},
     "cleartaints": {"repository": f"{MIRROR}/amazonlinux", "tag": "2023.9.20251117.1"},
+    "multus_pod_ips": {"repository": f"{MIRROR}/amazonlinux", "tag": "2023.9.20251117.1"},
     "karpenter_controller": {"repository": f"{MIRROR}/karpenter", "tag": "1.14.1"},
     "sample_workloads": {"repository": f"{MIRROR}/network-multitool", "tag": "3.22.2"},
     "node_latency": {"repository": f"{MIRROR}/node-latency", "tag": "v0.1.10", "digest": DIGEST},

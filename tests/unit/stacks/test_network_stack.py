@@ -53,7 +53,7 @@ def test_subnet_roles_are_tagged_for_eks_and_karpenter(network: dict[str, Any]) 
         assert ("kubernetes.io/role/elb" in subnet_tags) == (group == "Public")
         assert ("kubernetes.io/role/internal-elb" in subnet_tags) == (group == "Nodes")
         if group == "Nodes":
-            assert subnet_tags["karpenter.sh/discovery"] == SEED.cluster.name
+            assert subnet_tags["karpenter.sh/discovery"] == SEED.cluster_name
         else:
             assert "karpenter.sh/discovery" not in subnet_tags
 
@@ -107,7 +107,7 @@ def test_reservations_equal_the_config(default_app: SynthesizedApp, network: dic
         assert reservation["Properties"]["ReservationType"] == "explicit"
 
 
-def test_reservation_handler_may_touch_only_multus_subnets(
+def test_reservation_handler_may_create_only_in_multus_subnets(
     default_app: SynthesizedApp, network: dict[str, Any]
 ) -> None:
     template = default_app.template(default_app.stage.network)
@@ -130,9 +130,41 @@ def test_reservation_handler_may_touch_only_multus_subnets(
         if isinstance(part, dict) and "Ref" in part and part["Ref"].startswith("Network")
     }
     assert referenced == multus_subnets
+    assert policies[0]["Action"] == "ec2:CreateSubnetCidrReservation"
     template.has_resource_properties(
         "AWS::Lambda::Function", {"Handler": "index.on_event", "Runtime": "python3.14"}
     )
+
+
+def test_reservation_reads_and_releases_are_on_every_resource_of_the_region_only(
+    network: dict[str, Any],
+) -> None:
+    # IAM has no resource-level permissions for these two: scoped to subnets, AWS denies them.
+    (statement,) = [
+        statement
+        for policy in resources(network, "AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if "ec2:GetSubnetCidrReservations" in statement["Action"]
+    ]
+    assert sorted(statement["Action"]) == [
+        "ec2:DeleteSubnetCidrReservation",
+        "ec2:GetSubnetCidrReservations",
+    ]
+    assert statement["Resource"] == "*"
+    assert statement["Condition"] == {
+        "StringEquals": {"aws:RequestedRegion": {"Ref": "AWS::Region"}}
+    }
+
+
+def test_every_reservation_waits_for_the_handler_policy(network: dict[str, Any]) -> None:
+    (policy_id,) = [
+        key
+        for key, policy in resources(network, "AWS::IAM::Policy").items()
+        if "ec2:CreateSubnetCidrReservation" in str(policy["Properties"]["PolicyDocument"])
+    ]
+    reservations = resources(network, "Custom::SubnetCidrReservation").values()
+    assert len(reservations) == 4
+    assert all(policy_id in r.get("DependsOn", []) for r in reservations)
 
 
 def test_multus_security_group_admits_the_vpc_cidr(default_app: SynthesizedApp) -> None:

@@ -12,20 +12,17 @@ import pytest
 
 from stacks.pipeline_stack import PipelineStack
 from stages.environment_stage import EnvironmentStage
-from tests.conftest import cdk_json_context, open_nag_findings, synthesize_with_nag
+from tests.conftest import PIPELINE_SAMPLE as SAMPLE
+from tests.conftest import SynthesizedPipeline, open_nag_findings
 
-SAMPLE = "examples/pipeline-three-environments.json"
 CFN_LINT = Path(sys.executable).with_name("cfn-lint")
 
 
 @pytest.fixture(scope="module")
-def pipeline_app(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[PipelineStack, Path, str | None]:
-    outdir = tmp_path_factory.mktemp("pipeline.out")
-    app, synth_error = synthesize_with_nag(outdir, cdk_json_context(config_file=SAMPLE))
-    (stack,) = [child for child in app.node.children if isinstance(child, PipelineStack)]
-    return stack, outdir, synth_error
+def pipeline_app(pipeline_synth: SynthesizedPipeline) -> tuple[PipelineStack, Path, str | None]:
+    children = pipeline_synth.app.node.children
+    (stack,) = [child for child in children if isinstance(child, PipelineStack)]
+    return stack, pipeline_synth.outdir, pipeline_synth.synth_error
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +152,55 @@ def test_cfn_lint_and_cdk_nag_on_the_pipeline(
     report = json.loads((outdir / "validation-report.json").read_text())
     assert open_nag_findings(report) == []
     assert synth_error is None
+
+
+def test_source_action_may_use_the_connection_under_its_arns_service_prefix(
+    pipeline_template: dict[str, Any],
+) -> None:
+    # IAM matches a resource only with an action of the same service prefix; the sample's
+    # connection has a codeconnections ARN (as every connection created since mid-2024).
+    grants = [
+        statement
+        for resource in pipeline_template["Resources"].values()
+        if resource["Type"] == "AWS::IAM::Policy"
+        for statement in resource["Properties"]["PolicyDocument"]["Statement"]
+        if str(statement["Action"]).endswith("UseConnection")
+    ]
+    assert [(g["Action"], g["Resource"].split(":")[2]) for g in grants] == [
+        ("codeconnections:UseConnection", "codeconnections")
+    ]
+
+
+def codebuild_buildspecs(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        key: json.loads(r["Properties"]["Source"]["BuildSpec"])
+        for key, r in template["Resources"].items()
+        if r["Type"] == "AWS::CodeBuild::Project"
+    }
+
+
+def test_every_codebuild_step_pins_its_runtimes(pipeline_template: dict[str, Any]) -> None:
+    """Not the image's defaults (Node 18 on standard:7.0): the project's Python, a Node.js the
+    CLI supports, in synth, self-mutation and every asset step alike."""
+    buildspecs = codebuild_buildspecs(pipeline_template)
+    assert len(buildspecs) >= 3
+    for key, buildspec in buildspecs.items():
+        assert buildspec["phases"]["install"]["runtime-versions"] == {
+            "python": "3.11",
+            "nodejs": "22",
+        }, key
+
+
+def test_self_mutation_and_assets_install_package_jsons_pins(
+    pipeline_template: dict[str, Any],
+) -> None:
+    pins = json.loads((Path(__file__).parents[3] / "package.json").read_text())["devDependencies"]
+    installs = {
+        command
+        for buildspec in codebuild_buildspecs(pipeline_template).values()
+        for command in buildspec["phases"]["install"].get("commands", [])
+    }
+    assert installs == {
+        f"npm install -g aws-cdk@{pins['aws-cdk']}",
+        f"npm install -g cdk-assets@{pins['cdk-assets']}",
+    }

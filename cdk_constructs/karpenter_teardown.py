@@ -1,0 +1,287 @@
+"""Teardown of what Karpenter and the node bootstrap create outside CloudFormation.
+
+A custom resource whose delete (handler: karpenter_teardown_handler/index.py) removes the
+NodePools and EC2NodeClasses through the Kubernetes API, waits for Karpenter to terminate its
+nodes, terminates what no NodeClaim accounts for, sweeps leaked Multus ENIs, and fails listing
+what is left once the bound runs out. custom_resources.Provider polls isComplete, so the wait is
+not limited by Lambda's 15 minutes.
+
+The handler reaches the API server like the kubectl handler does: from the node subnets with the
+cluster security group (the endpoint may be private or CIDR-restricted), authenticated through
+an access entry whose Kubernetes group this construct's ClusterRole binds: list and delete
+NodePools and EC2NodeClasses, list NodeClaims, nothing else. NodePool deletion therefore does
+not depend on the kubectl handler, which logs and swallows delete errors.
+
+Whoever adds it must make it depend on everything the teardown needs alive (controller, node
+role and its access entry, in-cluster charts): CloudFormation deletes dependents first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from aws_cdk import (
+    Acknowledgment,
+    CustomResource,
+    Duration,
+    RemovalPolicy,
+    Stack,
+    Validations,
+)
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from cdk_constructs.nag_findings import finding_text
+
+HANDLER_DIR = Path(__file__).parent / "karpenter_teardown_handler"
+RESOURCE_TYPE = "Custom::KarpenterTeardown"
+HANDLER_RUNTIME = lambda_.Runtime.PYTHON_3_14
+KUBERNETES_GROUP = "karpenter-teardown"
+POLL_INTERVAL = Duration.seconds(30)
+# After the handler's own deadline: two more polls, so its FAILED answer (listing what is left)
+# reaches CloudFormation before the framework's generic "Operation timed out".
+FRAMEWORK_GRACE_MINUTES = 1
+# Tags Karpenter puts on its instances and the node bootstrap on its ENIs (the handler filters
+# on the same keys; a test keeps the two in step).
+KARPENTER_NODEPOOL_TAG = "karpenter.sh/nodepool"
+KARPENTER_CLUSTER_TAG_PREFIX = "kubernetes.io/cluster/"
+
+
+@dataclass(frozen=True)
+class KarpenterTeardownProps:
+    """cluster_name: literal name (IAM conditions); cluster_tag_key / eni_network_tag_key: the
+    node bootstrap's ENI tag keys; timeout_minutes: the bound after which the delete fails;
+    force_after_minutes: when EC2 termination stops waiting for Karpenter's drain."""
+
+    cluster: eks.Cluster
+    cluster_name: str
+    node_subnets: Sequence[ec2.ISubnet]
+    cluster_tag_key: str
+    eni_network_tag_key: str
+    timeout_minutes: int
+    force_after_minutes: int
+
+
+class KarpenterTeardown(Construct):
+    """On delete: no NodeClaim, EC2NodeClass, Karpenter instance or Multus ENI is left."""
+
+    def __init__(self, scope: Construct, construct_id: str, props: KarpenterTeardownProps) -> None:
+        super().__init__(scope, construct_id)
+        self._props = props
+        log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        on_event = self._function("OnEvent", "index.on_event", log_group, in_vpc=False)
+        self.is_complete = self._function("IsComplete", "index.is_complete", log_group, in_vpc=True)
+        self._grant_ec2_cleanup(self.is_complete)
+        self.access = self._kubernetes_access(self.is_complete)
+        provider = cr.Provider(
+            self,
+            "Provider",
+            on_event_handler=on_event,
+            is_complete_handler=self.is_complete,
+            query_interval=POLL_INTERVAL,
+            total_timeout=Duration.minutes(props.timeout_minutes + FRAMEWORK_GRACE_MINUTES),
+            log_group=log_group,
+        )
+        self.resource = CustomResource(
+            self,
+            "Resource",
+            service_token=provider.service_token,
+            resource_type=RESOURCE_TYPE,
+            properties={
+                "ClusterName": props.cluster.cluster_name,
+                "ClusterEndpoint": props.cluster.cluster_endpoint,
+                "ClusterCertificateAuthority": props.cluster.cluster_certificate_authority_data,
+                "TimeoutMinutes": str(props.timeout_minutes),
+                "ForceAfterMinutes": str(props.force_after_minutes),
+            },
+        )
+        self.resource.node.add_dependency(*self.access)
+        self._acknowledge_findings(provider)
+
+    def _function(
+        self, construct_id: str, handler: str, log_group: logs.ILogGroup, *, in_vpc: bool
+    ) -> lambda_.Function:
+        cluster = self._props.cluster
+        return lambda_.Function(
+            self,
+            construct_id,
+            runtime=HANDLER_RUNTIME,
+            handler=handler,
+            code=lambda_.Code.from_asset(str(HANDLER_DIR)),
+            timeout=Duration.minutes(2),
+            description=f"Karpenter/Multus teardown of EKS {self._props.cluster_name}",
+            log_group=log_group,
+            vpc=cluster.vpc if in_vpc else None,
+            vpc_subnets=ec2.SubnetSelection(subnets=list(self._props.node_subnets))
+            if in_vpc
+            else None,
+            security_groups=[cluster.cluster_security_group] if in_vpc else None,
+        )
+
+    def _grant_ec2_cleanup(self, function: lambda_.Function) -> None:
+        props = self._props
+        stack = Stack.of(self)
+        cluster_tag = f"aws:ResourceTag/{props.cluster_tag_key}"
+
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="DescribeWhatIsLeft",
+                actions=["ec2:DescribeInstances", "ec2:DescribeNetworkInterfaces"],
+                resources=["*"],
+                conditions={"StringEquals": {"aws:RequestedRegion": stack.region}},
+            )
+        )
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="TerminateKarpenterInstancesOfThisCluster",
+                actions=["ec2:TerminateInstances"],
+                resources=[self._any_ec2("instance")],
+                # the conditions of Karpenter's own deletion statement
+                conditions={
+                    "StringEquals": {
+                        f"aws:ResourceTag/{KARPENTER_CLUSTER_TAG_PREFIX}{props.cluster_name}": (
+                            "owned"
+                        )
+                    },
+                    "StringLike": {f"aws:ResourceTag/{KARPENTER_NODEPOOL_TAG}": "*"},
+                },
+            )
+        )
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="DeleteMultusEnisOfThisCluster",
+                actions=["ec2:DeleteNetworkInterface"],
+                resources=[self._any_ec2("network-interface")],
+                conditions={
+                    "StringEquals": {cluster_tag: props.cluster_name},
+                    "Null": {f"aws:ResourceTag/{props.eni_network_tag_key}": "false"},
+                },
+            )
+        )
+
+    def _any_ec2(self, resource: str) -> str:
+        return Stack.of(self).format_arn(service="ec2", resource=resource, resource_name="*")
+
+    def _kubernetes_access(self, function: lambda_.Function) -> list[Construct]:
+        """An access entry in KUBERNETES_GROUP and the RBAC that group gets, nothing more."""
+        cluster = self._props.cluster
+        role = function.role
+        assert role is not None
+        entry = eks.CfnAccessEntry(
+            self,
+            "AccessEntry",
+            cluster_name=cluster.cluster_name,
+            principal_arn=role.role_arn,
+            type="STANDARD",
+            kubernetes_groups=[KUBERNETES_GROUP],
+        )
+        rbac = cluster.add_manifest(
+            "KarpenterTeardownRbac",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": KUBERNETES_GROUP},
+                "rules": [
+                    {
+                        "apiGroups": ["karpenter.sh"],
+                        "resources": ["nodepools"],
+                        "verbs": ["list", "delete"],
+                    },
+                    {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["list"]},
+                    {
+                        "apiGroups": ["karpenter.k8s.aws"],
+                        "resources": ["ec2nodeclasses"],
+                        "verbs": ["list", "delete"],
+                    },
+                ],
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": KUBERNETES_GROUP},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": KUBERNETES_GROUP,
+                },
+                "subjects": [
+                    {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "Group",
+                        "name": KUBERNETES_GROUP,
+                    }
+                ],
+            },
+        )
+        return [entry, rbac]
+
+    def _acknowledge_findings(self, provider: cr.Provider) -> None:
+        framework = {
+            name: provider.node.find_child(name)
+            for name in ("framework-isComplete", "framework-onTimeout")
+        }
+        Validations.of(self).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
+                "service-role/AWSLambdaBasicExecutionRole]",
+                reason="Lets the teardown functions write their own CloudWatch logs; CDK's Lambda "
+                "and Provider constructs attach it.",
+            ),
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
+                "service-role/AWSLambdaVPCAccessExecutionRole]",
+                reason="The isComplete function runs in the node subnets to reach a private or "
+                "CIDR-restricted API endpoint and manages its own ENIs there.",
+            ),
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
+                reason="ec2:DescribeInstances and ec2:DescribeNetworkInterfaces have no "
+                "resource-level permissions; limited to this region.",
+            ),
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM5"
+                f"[Resource::{finding_text(self, self._any_ec2('instance'))}]",
+                reason="Karpenter's instance IDs are not known in advance; only instances tagged "
+                "with this cluster's name and a Karpenter NodePool may be terminated.",
+            ),
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM5"
+                f"[Resource::{finding_text(self, self._any_ec2('network-interface'))}]",
+                reason="Leaked Multus ENI IDs are not known in advance; only ENIs the node "
+                "bootstrap tagged for this cluster may be deleted.",
+            ),
+            *(
+                Acknowledgment(
+                    id="AwsSolutions::AwsSolutions-IAM5"
+                    f"[Resource::{finding_text(self, function.function_arn)}:*]",
+                    reason="The Provider framework may invoke any version of its own handlers.",
+                )
+                for function in (
+                    provider.on_event_handler,
+                    self.is_complete,
+                    *(f for f in framework.values() if isinstance(f, lambda_.Function)),
+                )
+            ),
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-SF1",
+                reason="The waiter state machine only re-invokes isComplete; the handler logs "
+                "every decision and what is left to its own log group.",
+            ),
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-SF2",
+                reason="A poll loop of one Lambda function every 30 s; its logs say more than a "
+                "trace would.",
+            ),
+        )

@@ -1,0 +1,201 @@
+"""multus-pod-ips: assigns each Multus pod address to its node's Multus ENI (see
+docs/multus-pod-ips.md).
+
+One DaemonSet pod per Multus node, on the host network so that IMDS answers it with hop limit 1
+and its EC2 calls carry the node role (no pod network can reach IMDS, so application pods get
+no AWS rights). Its init container installs the CNI plugin `multus-pod-ip` into the host's
+/opt/cni/bin; Multus thick executes delegate plugins chrooted into the host's root filesystem,
+so the plugin runs with the host's Python 3. The agent container serves the plugin over a unix
+socket in the host's /run/multus-pod-ips and writes the readiness marker cleartaints waits for.
+Both programs are standard-library Python shipped in a ConfigMap: no image needs building.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import cdk8s
+import cdk8s_plus_28 as kplus
+from constructs import Construct
+
+from charts.building_blocks import (
+    KARPENTER_NODE_LABEL_KEY,
+    KARPENTER_NODE_LABEL_VALUE,
+    resources,
+    select_pods,
+)
+from multus_pod_ips import (
+    AGENT_READY_MARKER,
+    AGENT_RUN_DIR,
+    AGENT_SCRIPT,
+    AGENT_SOCKET,
+    CNI_PLUGIN_SCRIPT,
+    CNI_PLUGIN_TYPE,
+)
+from node_bootstrap.renderer import READY_MARKER_DIR
+
+_CODE_DIR = "/opt/multus-pod-ips"
+_HOST_CNI_BIN = "/host/opt/cni/bin"
+_HOST_ROOT = "/host"  # the host's /run/netns is visible below it
+
+
+@dataclass(frozen=True)
+class MultusPodIpsProps:
+    """image: Amazon Linux 2023 (config images.multus_pod_ips): its python3 runs the agent.
+    interfaces: Multus master interface -> the address ranges pods get on it (the
+    Whereabouts ranges, i.e. the CIDR reservations of that network's subnets); the agent
+    assigns and releases only addresses inside them.
+    node_selector: labels of the nodes with Multus ENIs (Karpenter's Multus nodes).
+    reconcile_seconds: period of the comparison of each ENI with the node's pods."""
+
+    image: str
+    interfaces: Mapping[str, Sequence[str]]
+    namespace: str = "kube-system"
+    node_selector: Mapping[str, str] = field(
+        default_factory=lambda: {KARPENTER_NODE_LABEL_KEY: KARPENTER_NODE_LABEL_VALUE}
+    )
+    reconcile_seconds: int = 60
+
+
+def agent_config(props: MultusPodIpsProps) -> dict[str, object]:
+    """The agent's configuration file (multus_pod_ips.agent.AgentConfig)."""
+    if not props.interfaces or any(not ranges for ranges in props.interfaces.values()):
+        raise ValueError("interfaces: every Multus interface needs at least one address range")
+    return {
+        "socket_path": AGENT_SOCKET,
+        "records_dir": f"{AGENT_RUN_DIR}/pods",
+        "ready_marker": AGENT_READY_MARKER,
+        "eni_state_dir": READY_MARKER_DIR,
+        "netns_root": _HOST_ROOT,
+        "interfaces": {name: list(ranges) for name, ranges in props.interfaces.items()},
+        "reconcile_seconds": props.reconcile_seconds,
+    }
+
+
+class MultusPodIpsChart(cdk8s.Chart):
+    """ConfigMap with the agent, plugin and configuration, and the node agent DaemonSet."""
+
+    def __init__(self, scope: Construct, id: str, props: MultusPodIpsProps) -> None:
+        super().__init__(scope, id)
+        code = kplus.ConfigMap(
+            self,
+            "code",
+            metadata=cdk8s.ApiObjectMetadata(name="multus-pod-ips", namespace=props.namespace),
+            data={
+                "agent.py": AGENT_SCRIPT.read_text(encoding="utf-8"),
+                "cni_plugin.py": CNI_PLUGIN_SCRIPT.read_text(encoding="utf-8"),
+                "config.json": json.dumps(agent_config(props), indent=2),
+            },
+        )
+        _daemon_set(self, props, code)
+
+
+def _daemon_set(scope: Construct, props: MultusPodIpsProps, code: kplus.ConfigMap) -> None:
+    daemon_set = kplus.DaemonSet(
+        scope,
+        "daemon-set",
+        metadata=cdk8s.ApiObjectMetadata(
+            name="multus-pod-ips", namespace=props.namespace, labels={"app": "multus-pod-ips"}
+        ),
+        select=False,
+        # It talks to IMDS and EC2 only, never to the Kubernetes API.
+        automount_service_account_token=False,
+        host_network=True,
+        # The node's resolver: it only needs the EC2 endpoint, never cluster DNS.
+        dns=kplus.PodDnsProps(policy=kplus.DnsPolicy.DEFAULT),
+        security_context=kplus.PodSecurityContextProps(ensure_non_root=False),
+        termination_grace_period=cdk8s.Duration.seconds(10),
+    )
+    select_pods(daemon_set, {"app": "multus-pod-ips"})
+    if props.node_selector:
+        daemon_set.scheduling.attract(
+            kplus.Node.labeled(
+                *(
+                    kplus.NodeLabelQuery.is_(key, value)
+                    for key, value in props.node_selector.items()
+                )
+            )
+        )
+    # Must run before the startup taint goes (cleartaints waits for it) and on any node that
+    # may host Multus pods, whatever else it is tainted with.
+    daemon_set.scheduling.tolerate(kplus.Node.tainted(kplus.NodeTaintQuery.any()))
+    cdk8s.ApiObject.of(daemon_set).add_json_patch(
+        cdk8s.JsonPatch.add("/spec/template/spec/priorityClassName", "system-node-critical")
+    )
+
+    code_volume = kplus.Volume.from_config_map(
+        scope, "code-volume", code, name="code", default_mode=0o644
+    )
+    cni_bin = kplus.Volume.from_host_path(
+        scope,
+        "cni-bin-volume",
+        "cni-bin",
+        path="/opt/cni/bin",
+        type=kplus.HostPathVolumeType.DIRECTORY_OR_CREATE,
+    )
+    # Atomic install: the runtime may exec the plugin at any moment.
+    install = (
+        f"install -m 0755 {_CODE_DIR}/cni_plugin.py {_HOST_CNI_BIN}/.{CNI_PLUGIN_TYPE}.new && "
+        f"mv -f {_HOST_CNI_BIN}/.{CNI_PLUGIN_TYPE}.new {_HOST_CNI_BIN}/{CNI_PLUGIN_TYPE}"
+    )
+    daemon_set.add_init_container(
+        name="install-cni-plugin",
+        image=props.image,
+        image_pull_policy=kplus.ImagePullPolicy.IF_NOT_PRESENT,
+        command=["/bin/sh", "-c", install],
+        resources=resources(
+            cpu_millis=10, cpu_limit_millis=100, memory_mib=16, memory_limit_mib=64
+        ),
+        security_context=_root_without_capabilities(),
+        volume_mounts=[
+            kplus.VolumeMount(path=_CODE_DIR, volume=code_volume, read_only=True),
+            kplus.VolumeMount(path=_HOST_CNI_BIN, volume=cni_bin),
+        ],
+    )
+    agent = daemon_set.add_container(
+        name="agent",
+        image=props.image,
+        image_pull_policy=kplus.ImagePullPolicy.IF_NOT_PRESENT,
+        command=["python3", f"{_CODE_DIR}/agent.py", f"{_CODE_DIR}/config.json"],
+        env_variables={"PYTHONDONTWRITEBYTECODE": kplus.EnvValue.from_value("1")},
+        resources=resources(
+            cpu_millis=50, cpu_limit_millis=200, memory_mib=64, memory_limit_mib=128
+        ),
+        security_context=_root_without_capabilities(),
+        readiness=kplus.Probe.from_command(["test", "-f", AGENT_READY_MARKER]),
+    )
+    agent.mount(_CODE_DIR, code_volume, read_only=True)
+    for name, host_path, mount_path, read_only in (
+        ("run", AGENT_RUN_DIR, AGENT_RUN_DIR, False),
+        ("eni-state", READY_MARKER_DIR, READY_MARKER_DIR, True),
+        ("netns", "/run/netns", f"{_HOST_ROOT}/run/netns", True),
+    ):
+        volume = kplus.Volume.from_host_path(
+            scope,
+            f"{name}-volume",
+            name,
+            path=host_path,
+            type=kplus.HostPathVolumeType.DIRECTORY_OR_CREATE,
+        )
+        agent.mount(
+            mount_path,
+            volume,
+            read_only=read_only,
+            propagation=kplus.MountPropagation.HOST_TO_CONTAINER if name == "netns" else None,
+        )
+
+
+def _root_without_capabilities() -> kplus.ContainerSecurityContextProps:
+    """Root for the host directories it writes (owned by root), but no capabilities."""
+    return kplus.ContainerSecurityContextProps(
+        ensure_non_root=False,
+        user=0,
+        group=0,
+        privileged=False,
+        allow_privilege_escalation=False,
+        read_only_root_filesystem=True,
+        capabilities=kplus.ContainerSecutiryContextCapabilities(drop=[kplus.Capability.ALL]),
+        seccomp_profile=kplus.SeccompProfile(type=kplus.SeccompProfileType.RUNTIME_DEFAULT),
+    )

@@ -1,0 +1,167 @@
+#!/usr/bin/python3
+"""CNI plugin `multus-pod-ip`: chained after ipvlan (and sbr) in each Multus NAD.
+
+Multus (thick) runs delegate plugins chrooted into the host's root filesystem, so this file is
+executed by the host's /usr/bin/python3 (Amazon Linux 2023: Python 3.9, standard library only).
+It hands the pod's address to the node agent over a unix socket and waits for the agent to
+assign it to the node's Multus ENI, so the pod's containers start only once the VPC delivers
+to it. Follows the CNI spec (https://www.cni.dev/docs/spec/):
+
+  ADD    needs prevResult; prints it unchanged (with this config's cniVersion) on success.
+  DEL    best effort and idempotent: an unreachable agent is not an error, the agent's
+         reconcile releases the address later.
+  CHECK  needs prevResult; fails unless the agent holds the address on the ENI.
+  VERSION  prints the supported versions.
+
+Errors go to stdout as {"cniVersion", "code", "msg", "details"} with exit status 1.
+Network configuration keys: "master" (the ENI's interface name, as ipvlan's), optional
+"agentSocket" (default below).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from typing import Any
+
+DEFAULT_AGENT_SOCKET = "/run/multus-pod-ips/agent.sock"
+SUPPORTED_VERSIONS = ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"]
+#: Well-known CNI error codes (CNI spec, "Error" section).
+INCOMPATIBLE_VERSION = 1
+INVALID_ENVIRONMENT = 4
+IO_FAILURE = 5
+DECODING_FAILURE = 6
+INVALID_CONFIG = 7
+TRY_AGAIN_LATER = 11
+#: Seconds to wait for the agent; its own deadline for an ADD is shorter.
+ADD_TIMEOUT = 60.0
+OTHER_TIMEOUT = 30.0
+
+
+class CniError(Exception):
+    def __init__(self, code: int, msg: str, details: str = "") -> None:
+        super().__init__(msg)
+        self.code = code
+        self.msg = msg
+        self.details = details
+
+
+def main(stdin: str, environ: dict[str, str]) -> tuple[int, str]:
+    """Runs one CNI command; returns (exit status, stdout text)."""
+    command = environ.get("CNI_COMMAND", "")
+    version = "1.0.0"
+    try:
+        if command == "VERSION":
+            return 0, json.dumps({"cniVersion": version, "supportedVersions": SUPPORTED_VERSIONS})
+        try:
+            config = json.loads(stdin)
+        except ValueError as error:
+            raise CniError(
+                DECODING_FAILURE, "cannot decode the network configuration", str(error)
+            ) from None
+        version = str(config.get("cniVersion", version))
+        if version not in SUPPORTED_VERSIONS:
+            raise CniError(INCOMPATIBLE_VERSION, f"cniVersion {version} is not supported")
+        return 0, _run(command, config, environ)
+    except CniError as error:
+        failure = {"cniVersion": version, "code": error.code, "msg": error.msg}
+        if error.details:
+            failure["details"] = error.details
+        return 1, json.dumps(failure)
+
+
+def _run(command: str, config: dict[str, Any], environ: dict[str, str]) -> str:
+    if command not in ("ADD", "DEL", "CHECK"):
+        raise CniError(INVALID_ENVIRONMENT, f"CNI_COMMAND {command!r} is not supported")
+    for variable in ("CNI_CONTAINERID", "CNI_IFNAME"):
+        if not environ.get(variable):
+            raise CniError(INVALID_ENVIRONMENT, f"{variable} is not set")
+    master = config.get("master")
+    if not isinstance(master, str) or not master:
+        raise CniError(INVALID_CONFIG, 'the plugin configuration needs "master" (ENI interface)')
+    request = {
+        "command": command,
+        "container_id": environ["CNI_CONTAINERID"],
+        "ifname": environ["CNI_IFNAME"],
+        "netns": environ.get("CNI_NETNS", ""),
+        "interface": master,
+        "pod": _pod_name(environ.get("CNI_ARGS", "")),
+        "ips": [],
+    }
+    socket_path = str(config.get("agentSocket", DEFAULT_AGENT_SOCKET))
+    if command == "DEL":
+        try:
+            _ask_agent(socket_path, request, OTHER_TIMEOUT)
+        except CniError as error:  # released by the agent's reconcile instead
+            print(f"multus-pod-ip: DEL left to the reconcile: {error.msg}", file=sys.stderr)
+        return ""
+    previous = config.get("prevResult")
+    if not isinstance(previous, dict):
+        raise CniError(INVALID_CONFIG, "no prevResult: multus-pod-ip must be chained after ipvlan")
+    request["ips"] = _ipv4_addresses(previous, environ["CNI_IFNAME"])
+    if command == "CHECK":
+        _ask_agent(socket_path, request, OTHER_TIMEOUT)
+        return ""
+    if request["ips"]:
+        _ask_agent(socket_path, request, ADD_TIMEOUT)
+    return json.dumps({**previous, "cniVersion": config["cniVersion"]})
+
+
+def _pod_name(cni_args: str) -> str:
+    args = dict(part.split("=", 1) for part in cni_args.split(";") if "=" in part)
+    return f"{args.get('K8S_POD_NAMESPACE', '')}/{args.get('K8S_POD_NAME', '')}"
+
+
+def _ipv4_addresses(previous: dict[str, Any], ifname: str) -> list[str]:
+    """IPv4 addresses of the container interface `ifname` in a 0.3+ result."""
+    interfaces = previous.get("interfaces") or []
+    addresses = []
+    for ip in previous.get("ips") or []:
+        address = str(ip.get("address", ""))
+        index = ip.get("interface")
+        on_other_interface = (
+            isinstance(index, int)
+            and 0 <= index < len(interfaces)
+            and interfaces[index].get("name") != ifname
+        )
+        if on_other_interface:
+            continue
+        if "." in address:  # IPv4 (IPv6 addresses are not Multus ENI secondaries here)
+            addresses.append(address.split("/", 1)[0])
+    return addresses
+
+
+def _ask_agent(socket_path: str, request: dict[str, Any], timeout: float) -> None:
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.settimeout(timeout)
+            connection.connect(socket_path)
+            connection.sendall(json.dumps(request).encode() + b"\n")
+            answer = b""
+            while not answer.endswith(b"\n"):
+                chunk = connection.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+    except OSError as error:
+        raise CniError(
+            TRY_AGAIN_LATER,
+            f"the multus-pod-ips agent at {socket_path} did not answer; is its DaemonSet "
+            "pod running on this node?",
+            str(error),
+        ) from None
+    try:
+        reply = json.loads(answer)
+    except ValueError:
+        raise CniError(IO_FAILURE, "unreadable answer from the multus-pod-ips agent") from None
+    if not reply.get("ok"):
+        raise CniError(int(reply.get("code", IO_FAILURE)), str(reply.get("msg", "failed")))
+
+
+if __name__ == "__main__":
+    status, output = main(sys.stdin.read(), dict(os.environ))
+    if output:
+        print(output)
+    sys.exit(status)

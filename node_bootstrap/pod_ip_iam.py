@@ -1,0 +1,57 @@
+"""IAM statements the node role needs for the multus-pod-ips agent, scoped to one cluster.
+
+Kept apart from the bootstrap's statements (node_bootstrap.iam) so the node role's policy
+composes both. Condition keys checked against the Service Authorization Reference for EC2:
+Assign/UnassignPrivateIpAddresses take the network-interface resource, whose keys include
+ec2:ResourceTag/${TagKey} and ec2:Subnet (the subnet's ARN). The ENIs are those the bootstrap
+tagged with OWNER_TAG_KEY (only it sets that tag, at creation). DescribeInstanceTypes takes no
+resource ("*") and only ec2:Region, so aws:RequestedRegion narrows it; DescribeNetworkInterfaces
+is granted once, by the bootstrap's read statement in the same policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import Aws
+from aws_cdk import aws_iam as iam
+
+from node_bootstrap.renderer import OWNER_TAG_KEY
+
+#: What the agent calls (multus_pod_ips/agent.py); tests compare with the emulator's log.
+POD_IP_ACTIONS = (
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+)
+POD_IP_READ_ACTIONS = (
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeInstanceTypes",
+)
+
+
+def multus_pod_ip_policy_statements(
+    *, cluster_name: str, multus_subnet_arns: Sequence[str]
+) -> list[iam.PolicyStatement]:
+    """Secondary addresses only on this cluster's Multus ENIs in a Multus subnet; reading the
+    instance type's per-ENI limit."""
+    if not multus_subnet_arns:
+        raise ValueError("multus_subnet_arns: at least one Multus subnet ARN is required")
+    return [
+        iam.PolicyStatement(
+            sid="ManageMultusPodIpsOnClusterEnis",
+            actions=list(POD_IP_ACTIONS),
+            resources=[
+                f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}:network-interface/*"
+            ],
+            conditions={
+                "StringEquals": {f"ec2:ResourceTag/{OWNER_TAG_KEY}": cluster_name},
+                "ArnEquals": {"ec2:Subnet": list(multus_subnet_arns)},
+            },
+        ),
+        iam.PolicyStatement(
+            sid="ReadInstanceTypeLimitsInRegion",
+            actions=["ec2:DescribeInstanceTypes"],
+            resources=["*"],
+            conditions={"StringEquals": {"aws:RequestedRegion": Aws.REGION}},
+        ),
+    ]

@@ -1,0 +1,142 @@
+"""EC2 API calls as IAM authorizes them: which resources (ARNs as IAM builds them for the
+action) and which condition keys, from the call's parameters and the EC2 state at call time.
+
+Covers the calls of the Multus ENI bootstrap and the CIDR-reservation handler. Tag-on-create
+adds the implied ec2:CreateTags authorization (ec2:CreateAction = the creating action). Where
+the IAM service reference marks a resource type optional, the instance is included whenever
+the ENI is (or becomes) attached to one: stricter than IAM may be, never laxer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from testing_support.iam_evaluator import AuthorizationRequest, ContextValue, RequestedResource
+
+ACCOUNT = "123456789012"  # moto's account
+_TAG = re.compile(r"TagSpecification\.(\d+)\.Tag\.(\d+)\.Key")
+
+
+@dataclass(frozen=True)
+class Ec2State:
+    """What EC2 knew when the call arrived: tags of the ENIs and instances it names, which
+    instance each ENI is attached to, and which ENI each attachment ID belongs to."""
+
+    eni_tags: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    eni_instance: Mapping[str, str] = field(default_factory=dict)
+    attachment_eni: Mapping[str, str] = field(default_factory=dict)
+    instance_tags: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Ec2Call:
+    """One EC2 API call: its action, query parameters and the state it met."""
+
+    action: str
+    params: Mapping[str, str]
+    state: Ec2State = Ec2State()
+
+
+@dataclass(frozen=True)
+class Caller:
+    region: str
+    source_instance_id: str | None = None  # set when the credentials are an instance's
+
+    def arn(self, resource: str) -> str:
+        return f"arn:aws:ec2:{self.region}:{ACCOUNT}:{resource}"
+
+    @property
+    def context(self) -> dict[str, ContextValue]:
+        context: dict[str, ContextValue] = {
+            "aws:RequestedRegion": self.region,
+            "ec2:Region": self.region,
+        }
+        if self.source_instance_id:
+            context["ec2:SourceInstanceARN"] = self.arn(f"instance/{self.source_instance_id}")
+        return context
+
+
+def _tag_context(tags: Mapping[str, str]) -> dict[str, ContextValue]:
+    context: dict[str, ContextValue] = {}
+    for key, value in tags.items():
+        context[f"aws:ResourceTag/{key}"] = value
+        context[f"ec2:ResourceTag/{key}"] = value
+    return context
+
+
+def _request_tags(params: Mapping[str, str]) -> dict[str, str]:
+    tags = {}
+    for name, key in params.items():
+        match = _TAG.fullmatch(name)
+        if match:
+            spec, index = match.groups()
+            tags[key] = params.get(f"TagSpecification.{spec}.Tag.{index}.Value", "")
+    return tags
+
+
+def authorization_requests(call: Ec2Call, caller: Caller) -> list[AuthorizationRequest]:
+    """The IAM authorizations one call needs (more than one with tag-on-create)."""
+    params, state = call.params, call.state
+
+    def eni(eni_id: str) -> RequestedResource:
+        return RequestedResource(
+            caller.arn(f"network-interface/{eni_id}"),
+            {"ec2:NetworkInterfaceID": eni_id, **_tag_context(state.eni_tags.get(eni_id, {}))},
+        )
+
+    def instance(instance_id: str) -> RequestedResource:
+        return RequestedResource(
+            caller.arn(f"instance/{instance_id}"),
+            {
+                "ec2:InstanceID": instance_id,
+                **_tag_context(state.instance_tags.get(instance_id, {})),
+            },
+        )
+
+    def request(*resources: RequestedResource, **extra: ContextValue) -> AuthorizationRequest:
+        return AuthorizationRequest(f"ec2:{call.action}", resources, {**caller.context, **extra})
+
+    everything = RequestedResource("*")
+    if call.action == "CreateNetworkInterface":
+        tags = _request_tags(params)
+        tag_context: dict[str, ContextValue] = {f"aws:RequestTag/{k}": v for k, v in tags.items()}
+        tag_context["aws:TagKeys"] = list(tags)
+        new_eni = RequestedResource(caller.arn("network-interface/*"), tag_context)
+        groups = [
+            RequestedResource(caller.arn(f"security-group/{value}"))
+            for name, value in params.items()
+            if name.startswith("SecurityGroupId.")
+        ]
+        subnet = RequestedResource(caller.arn(f"subnet/{params['SubnetId']}"))
+        requests = [request(new_eni, subnet, *groups)]
+        if tags:
+            requests.append(
+                AuthorizationRequest(
+                    "ec2:CreateTags",
+                    [new_eni],
+                    {**caller.context, "ec2:CreateAction": call.action},
+                )
+            )
+        return requests
+    if call.action == "AttachNetworkInterface":
+        return [request(instance(params["InstanceId"]), eni(params["NetworkInterfaceId"]))]
+    if call.action == "DetachNetworkInterface":
+        eni_id = state.attachment_eni[params["AttachmentId"]]
+        return [request(instance(state.eni_instance[eni_id]), eni(eni_id))]
+    if call.action == "ModifyNetworkInterfaceAttribute":
+        eni_id = params["NetworkInterfaceId"]
+        attached = state.eni_instance.get(eni_id)
+        return [request(eni(eni_id), *([instance(attached)] if attached else []))]
+    if call.action == "DeleteNetworkInterface":
+        return [request(eni(params["NetworkInterfaceId"]))]
+    if call.action == "CreateSubnetCidrReservation":
+        return [request(RequestedResource(caller.arn(f"subnet/{params['SubnetId']}")))]
+    if call.action in {
+        "DescribeNetworkInterfaces",
+        "GetSubnetCidrReservations",
+        "DeleteSubnetCidrReservation",
+    }:
+        return [request(everything)]
+    raise ValueError(f"no IAM model for ec2:{call.action}; add it here")

@@ -1,0 +1,101 @@
+"""EC2 cost of the node_prefix mode on the emulator: a node bootstrap, then pods through the real
+host-local IPAM plugin with the config the bootstrap wrote (for `make bench`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from node_bootstrap import NodePrefixNetwork, render_user_data
+from node_bootstrap.node_prefix import cni_config_file_name
+from testing_support.multus_emulator import AVAILABILITY_ZONES, Ec2Emulator
+
+HOST_LOCAL = Path("/usr/lib/cni/host-local")  # Debian's containernetworking-plugins
+PREFIXES_PER_NODE = 2
+CLUSTER = "bench-cluster"
+
+
+@dataclass(frozen=True)
+class NodePrefixCost:
+    networks: int
+    ec2_calls_per_node: float
+    pods: int
+    ec2_calls_per_pod: float
+
+
+def run_host_local(command: str, container: str, config: dict[str, Any]) -> dict[str, Any]:
+    """Runs host-local as a container runtime does: config on stdin, CNI_* environment."""
+    completed = subprocess.run(
+        [str(HOST_LOCAL)],
+        input=json.dumps(config),
+        env={
+            "CNI_COMMAND": command,
+            "CNI_CONTAINERID": container,
+            "CNI_NETNS": f"/var/run/netns/{container}",
+            "CNI_IFNAME": "net1",
+            "CNI_PATH": str(HOST_LOCAL.parent),
+        },
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return dict(json.loads(completed.stdout)) if completed.stdout else {}
+
+
+def measure_node_prefix(emulator: Ec2Emulator) -> NodePrefixCost:
+    """multus1 in whereabouts mode, multus2 in node_prefix mode; 16 x K pods on multus2."""
+    if not HOST_LOCAL.exists():
+        raise SystemExit(f"{HOST_LOCAL} is missing: run `make cni-plugins`")
+    vpc = emulator.create_multus_vpc(network_count=2)
+    node_prefix = []
+    for index, az in enumerate(AVAILABILITY_ZONES):
+        subnet = f"10.0.{6 + index}.0/24"
+        reservation = f"10.0.{6 + index}.64/26"
+        emulator.ec2.create_subnet_cidr_reservation(
+            SubnetId=vpc.multus_subnets["multus2", az], Cidr=reservation, ReservationType="prefix"
+        )
+        node_prefix.append(
+            NodePrefixNetwork(
+                availability_zone=az,
+                interface_name="multus2",
+                device_index=2,
+                prefix_count=PREFIXES_PER_NODE,
+                cni_network_name=f"multus2-{az}",
+                subnet_cidr=subnet,
+                reservation_cidr=reservation,
+                ipvlan_mode="l2",
+            )
+        )
+    user_data = render_user_data(replace(vpc.bootstrap_props(CLUSTER), node_prefix=node_prefix))
+    instance_id = emulator.launch_instance(vpc, AVAILABILITY_ZONES[0], CLUSTER)
+    run = emulator.run_bootstrap(user_data, instance_id)
+    if run.returncode != 0:
+        raise SystemExit(f"node_prefix bootstrap failed:\n{run.output}")
+    # As staged by the bootstrap (installed into /etc/cni/net.d once the VPC CNI runs).
+    staged = run.root / "var/lib/multus-eni/cni" / cni_config_file_name(2)
+    config_list = json.loads(staged.read_text())
+    plugin = config_list["plugins"][0]
+    pods = 16 * PREFIXES_PER_NODE
+    emulator.proxy.reset()
+    with tempfile.TemporaryDirectory(prefix="host-local-") as leases:
+        config = {
+            "cniVersion": config_list["cniVersion"],
+            "name": config_list["name"],
+            **plugin,
+            "ipam": {**plugin["ipam"], "dataDir": leases},
+        }
+        for pod in range(pods):
+            run_host_local("ADD", f"pod-{pod}", config)
+        for pod in range(pods):
+            run_host_local("DEL", f"pod-{pod}", config)
+    return NodePrefixCost(
+        networks=2,
+        ec2_calls_per_node=len(run.ec2_calls),
+        pods=pods,
+        ec2_calls_per_pod=len(emulator.proxy.calls) / pods,
+    )

@@ -1,0 +1,271 @@
+"""A node for the Multus pod IP agent on the emulator: bootstrap, agent process, CNI calls.
+
+The node's host filesystem is a temporary directory (`root`): the bootstrap writes its ENI
+state there, the agent keeps its socket, records and readiness marker there, and a pod's
+network namespace is a file under root/run/netns (deleting it is the pod going away).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from multus_pod_ips import AGENT_SCRIPT, CNI_PLUGIN_SCRIPT
+from node_bootstrap import render_user_data
+from testing_support.eni_addresses import EniAddressModel
+from testing_support.multus_emulator import Ec2Emulator, MultusVpc
+
+#: Whereabouts ranges per Multus network on the emulator's subnets (10.0.4.0/24 onwards).
+EMULATOR_RANGES = {
+    "multus1": ["10.0.4.32/27", "10.0.5.32/27"],
+    "multus2": ["10.0.6.32/27", "10.0.7.32/27"],
+}
+
+
+def pod_ip_vpc(emulator: Ec2Emulator) -> MultusVpc:
+    """The emulator's Multus VPC with the pod ranges reserved (explicit CIDR reservations, as
+    the network stack makes them, so no ENI gets a pod's address as its primary) and EC2's
+    secondary-address behaviour in the proxy."""
+    emulator.proxy.model = EniAddressModel(emulator.ec2)
+    vpc = emulator.create_multus_vpc(network_count=len(EMULATOR_RANGES))
+    for subnet_id in vpc.multus_subnets.values():
+        subnet = emulator.ec2.describe_subnets(SubnetIds=[subnet_id])["Subnets"][0]
+        network = ipaddress.ip_network(subnet["CidrBlock"])
+        for cidr in (c for ranges in EMULATOR_RANGES.values() for c in ranges):
+            if ipaddress.ip_network(cidr).subnet_of(network):  # type: ignore[arg-type]
+                emulator.ec2.create_subnet_cidr_reservation(
+                    SubnetId=subnet_id, Cidr=cidr, ReservationType="explicit"
+                )
+    return vpc
+
+
+@dataclass(frozen=True)
+class CniOutcome:
+    status: int
+    stdout: str
+    stderr: str
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+def prev_result(ip: str, ifname: str = "net1", cni_version: str = "0.3.1") -> dict[str, Any]:
+    """What ipvlan+whereabouts(+sbr) hand on: one container interface with one address."""
+    return {
+        "cniVersion": cni_version,
+        "interfaces": [{"name": ifname, "sandbox": "/run/netns/x"}],
+        "ips": [{"version": "4", "address": f"{ip}/24", "gateway": "10.0.4.1", "interface": 0}],
+        "dns": {},
+    }
+
+
+@dataclass
+class PodIpNode:
+    """One emulated node: its instance, Multus ENIs, agent process and CNI plugin calls."""
+
+    emulator: Ec2Emulator
+    instance_id: str
+    root: Path
+    reconcile_seconds: float = 1.0
+    settle_seconds: float = 0.5
+    agent: subprocess.Popen[bytes] | None = None
+    enis: dict[str, str] = field(default_factory=dict)  # interface -> ENI ID
+
+    @classmethod
+    def bootstrap(
+        cls,
+        emulator: Ec2Emulator,
+        vpc: MultusVpc,
+        az: str,
+        cluster: str,
+        instance_type: str = "m5.large",
+        **options: Any,
+    ) -> PodIpNode:
+        instance_id = emulator.launch_instance(vpc, az, cluster, instance_type)
+        run = emulator.run_bootstrap(render_user_data(vpc.bootstrap_props(cluster)), instance_id)
+        if run.returncode != 0:
+            raise RuntimeError(f"bootstrap failed:\n{run.output}")
+        node = cls(emulator, instance_id, run.root, **options)
+        for state in (run.root / "var/lib/multus-eni").glob("*.eni"):
+            node.enis[state.stem] = state.read_text().split()[1]
+        return node
+
+    @property
+    def socket_path(self) -> Path:
+        return self.root / "run/multus-pod-ips/agent.sock"
+
+    @property
+    def ready_marker(self) -> Path:
+        return self.root / "run/multus-pod-ips/ready"
+
+    def start_agent(self, wait_ready: bool = True) -> None:
+        config = {
+            "socket_path": str(self.socket_path),
+            "records_dir": str(self.root / "run/multus-pod-ips/pods"),
+            "ready_marker": str(self.ready_marker),
+            "eni_state_dir": str(self.root / "var/lib/multus-eni"),
+            "netns_root": str(self.root),
+            "interfaces": EMULATOR_RANGES,
+            "reconcile_seconds": self.reconcile_seconds,
+            "settle_seconds": self.settle_seconds,
+        }
+        config_path = self.root / "agent-config.json"
+        config_path.write_text(json.dumps(config))
+        self.ready_marker.unlink(missing_ok=True)
+        log = (self.root / "agent.log").open("ab")
+        self.agent = subprocess.Popen(
+            [sys.executable, str(AGENT_SCRIPT), str(config_path)],
+            env={
+                "MULTUS_IMDS_URL": self.emulator.imds.base_url(self.instance_id),
+                "MULTUS_EC2_ENDPOINT": self.emulator.proxy.url,
+                "PATH": "/usr/bin:/bin",
+            },
+            stdout=log,
+            stderr=log,
+        )
+        if wait_ready:
+            self.wait_ready()
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.ready_marker.exists():
+            if self.agent is not None and self.agent.poll() is not None:
+                raise RuntimeError(f"agent exited {self.agent.returncode}:\n{self.agent_log()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"agent not ready in {timeout} s:\n{self.agent_log()}")
+            time.sleep(0.05)
+
+    def kill_agent(self) -> None:
+        if self.agent is not None:
+            self.agent.send_signal(signal.SIGKILL)
+            self.agent.wait(timeout=10)
+            self.agent = None
+
+    def stop_agent(self) -> None:
+        if self.agent is not None:
+            self.agent.terminate()
+            try:
+                self.agent.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill_agent()
+            self.agent = None
+
+    def agent_log(self) -> str:
+        path = self.root / "agent.log"
+        return path.read_text() if path.exists() else ""
+
+    def netns(self, container_id: str) -> str:
+        """Creates the pod's network namespace (a file) and returns its path as CNI sees it."""
+        path = self.root / "run/netns" / f"cni-{container_id}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+        return f"/var/run/netns/cni-{container_id}"
+
+    def remove_netns(self, container_id: str) -> None:
+        (self.root / "run/netns" / f"cni-{container_id}").unlink(missing_ok=True)
+
+    def cni_command(
+        self,
+        command: str,
+        container_id: str,
+        *,
+        master: str = "multus1",
+        ip: str | None = None,
+        ifname: str = "net1",
+        config: dict[str, Any] | None = None,
+    ) -> PendingCni:
+        """Starts the plugin the way Multus would; finish with `outcome`."""
+        network = config or {
+            "cniVersion": "0.3.1",
+            "name": f"{master}-test",
+            "type": "multus-pod-ip",
+            "master": master,
+            "agentSocket": str(self.socket_path),
+        }
+        if ip is not None and "prevResult" not in network:
+            network = {**network, "prevResult": prev_result(ip, ifname)}
+        process = subprocess.Popen(
+            [sys.executable, str(CNI_PLUGIN_SCRIPT)],
+            env={
+                "CNI_COMMAND": command,
+                "CNI_CONTAINERID": container_id,
+                "CNI_NETNS": f"/var/run/netns/cni-{container_id}",
+                "CNI_IFNAME": ifname,
+                "CNI_ARGS": f"K8S_POD_NAMESPACE=default;K8S_POD_NAME=pod-{container_id}",
+                "CNI_PATH": "/opt/cni/bin",
+                "PATH": "/usr/bin:/bin",
+            },
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        return PendingCni(process, json.dumps(network))
+
+    def cni(self, command: str, container_id: str, **options: Any) -> CniOutcome:
+        return outcome(self.cni_command(command, container_id, **options))
+
+    def add_pod(self, container_id: str, ip: str, master: str = "multus1") -> CniOutcome:
+        self.netns(container_id)
+        return self.cni("ADD", container_id, master=master, ip=ip)
+
+    def delete_pod(self, container_id: str, ip: str, master: str = "multus1") -> CniOutcome:
+        result = self.cni("DEL", container_id, master=master, ip=ip)
+        self.remove_netns(container_id)
+        return result
+
+    def addresses(self, interface: str = "multus1") -> set[str]:
+        """Secondary addresses EC2 (moto) holds on this node's ENI of `interface`."""
+        eni = self.emulator.ec2.describe_network_interfaces(
+            NetworkInterfaceIds=[self.enis[interface]]
+        )["NetworkInterfaces"][0]
+        return {a["PrivateIpAddress"] for a in eni["PrivateIpAddresses"] if not a["Primary"]}
+
+
+@dataclass
+class PendingCni:
+    """A started plugin process, waiting for its network configuration on stdin: started
+    processes are `release`d together to model requests that arrive at the same moment."""
+
+    process: subprocess.Popen[str]
+    stdin: str
+    released: bool = False
+
+    def release(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(self.stdin)
+        self.process.stdin.close()
+        self.released = True
+
+
+def outcome(pending: PendingCni, timeout: float = 120) -> CniOutcome:
+    if not pending.released:
+        pending.release()
+    process = pending.process
+    assert process.stdout is not None and process.stderr is not None
+    stdout, stderr = process.stdout.read(), process.stderr.read()
+    process.wait(timeout=timeout)
+    return CniOutcome(process.returncode, stdout.strip(), stderr)
+
+
+def wait_until(condition: Any, timeout: float = 20, interval: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(interval)
+    return bool(condition())
+
+
+def stop_all(nodes: Sequence[PodIpNode]) -> None:
+    for node in nodes:
+        node.stop_agent()

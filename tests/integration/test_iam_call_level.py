@@ -1,0 +1,418 @@
+"""Call-level IAM: every EC2 call the node bootstrap and the CIDR-reservation handler make,
+evaluated against the synthesized policy of the role that makes it.
+
+The bootstrap runs against the emulator (moto_server behind the recording proxy), which notes
+for each call the EC2 state IAM would consult (tags, attachments). The handler runs in-process
+against moto, its boto3 calls recorded through a botocore event hook. The policies come from
+the default app's templates, with the Multus subnets and security group resolved to the
+emulator's IDs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from cdk_constructs.subnet_cidr_reservation import HANDLER_DIR
+from cdk_constructs.subnet_cidr_reservation_handler import index as handler
+from config import parse_config
+from node_bootstrap import render_user_data
+from node_bootstrap.renderer import (
+    CLUSTER_TAG_KEY,
+    INSTANCE_TAG_KEY,
+    NETWORK_TAG_KEY,
+    NO_MANAGE_TAG_KEY,
+    OWNER_TAG_KEY,
+    SCRIPT_NAME,
+)
+from testing_support.ec2_iam_requests import Caller, Ec2Call, Ec2State, authorization_requests
+from testing_support.iam_evaluator import evaluate
+from testing_support.iam_reference import TemplateResolver, exported_values, role_statements
+from testing_support.multus_emulator import (
+    REGION,
+    Ec2Emulator,
+    Fault,
+    MultusVpc,
+    RecordedCall,
+    running_emulator,
+)
+from tests.conftest import REPO, SynthesizedApp
+
+pytestmark = pytest.mark.integration
+
+CONFIG = parse_config({})
+CLUSTER = CONFIG.cluster_name
+# The stack names EnvironmentStage gives them.
+NETWORK_STACK, CLUSTER_STACK = f"{CONFIG.name}-network", f"{CONFIG.name}-cluster"
+MULTUS_SG_DESCRIPTION = "Multus ENIs: traffic from the configured sources"
+
+
+# --- the synthesized policies, resolved to the emulator's resources --------------------------
+
+
+def _resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {k: r for k, r in template["Resources"].items() if r["Type"] == kind}
+
+
+def _subnet_ids(network: dict[str, Any], subnets: dict[tuple[str, str], str]) -> dict[str, str]:
+    """Template logical IDs of the Multus subnets -> emulator IDs, by (network, AZ)."""
+    ids = {}
+    for logical_id, subnet in _resources(network, "AWS::EC2::Subnet").items():
+        props = subnet["Properties"]
+        names = [t["Value"] for t in props["Tags"] if t["Key"] == "aws-cdk:subnet-name"]
+        key = (names[0], props["AvailabilityZone"])
+        if key in subnets:
+            ids[logical_id] = subnets[key]
+    return ids
+
+
+def _physical_ids(network: dict[str, Any], vpc: MultusVpc) -> dict[str, str]:
+    """Template logical IDs of the Multus subnets and security group -> emulator IDs."""
+    ids = _subnet_ids(network, vpc.multus_subnets)
+    (group_id,) = [
+        k
+        for k, g in _resources(network, "AWS::EC2::SecurityGroup").items()
+        if g["Properties"]["GroupDescription"] == MULTUS_SG_DESCRIPTION
+    ]
+    ids[group_id] = vpc.security_group_id
+    assert len(ids) == len(vpc.multus_subnets) + 1
+    return ids
+
+
+@pytest.fixture(scope="module")
+def templates(default_app: SynthesizedApp) -> dict[str, dict[str, Any]]:
+    stage = default_app.stage
+    return {
+        stack.stack_name: default_app.template_json(stack)
+        for stack in (stage.network, stage.cluster)
+    }
+
+
+def _resolver(
+    templates: dict[str, dict[str, Any]], name: str, physical_ids: dict[str, str]
+) -> TemplateResolver:
+    exports = exported_values(templates, REGION, physical_ids)
+    return TemplateResolver(templates[name], REGION, exports, physical_ids)
+
+
+@pytest.fixture(scope="module")
+def node_statements(templates: dict[str, dict[str, Any]], vpc: MultusVpc) -> list[dict[str, Any]]:
+    cluster = templates[CLUSTER_STACK]
+    (role_id,) = [k for k in _resources(cluster, "AWS::IAM::Role") if "KarpenterNodeRole" in k]
+    resolver = _resolver(templates, CLUSTER_STACK, _physical_ids(templates[NETWORK_STACK], vpc))
+    return role_statements(cluster, role_id, resolver)
+
+
+@pytest.fixture(scope="module")
+def handler_statements(
+    templates: dict[str, dict[str, Any]], handler_run: HandlerRun
+) -> list[dict[str, Any]]:
+    network = templates[NETWORK_STACK]
+    (function,) = [
+        f
+        for f in _resources(network, "AWS::Lambda::Function").values()
+        if f["Properties"].get("Handler") == "index.on_event"
+    ]
+    role_id = function["Properties"]["Role"]["Fn::GetAtt"][0]
+    first_multus_subnet = (CONFIG.multus.networks[0].name, CONFIG.availability_zones[0])
+    ids = _subnet_ids(network, {first_multus_subnet: handler_run.subnet_id})
+    return role_statements(network, role_id, _resolver(templates, NETWORK_STACK, ids))
+
+
+# --- the bootstrap's calls ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[Ec2Emulator]:
+    with running_emulator() as started:
+        started.proxy.state_probe = started.ec2_state
+        yield started
+
+
+@pytest.fixture(scope="module")
+def vpc(emulator: Ec2Emulator) -> MultusVpc:
+    return emulator.create_multus_vpc(network_count=len(CONFIG.multus.networks))
+
+
+def _owned_leftover_eni(emulator: Ec2Emulator, vpc: MultusVpc, instance_id: str) -> str:
+    """As an interrupted run leaves it: created and tagged by the bootstrap, attached."""
+    network = vpc.networks[-1]
+    tags = {
+        CLUSTER_TAG_KEY: CLUSTER,
+        OWNER_TAG_KEY: CLUSTER,
+        NETWORK_TAG_KEY: network,
+        INSTANCE_TAG_KEY: instance_id,
+        NO_MANAGE_TAG_KEY: "true",
+    }
+    eni = emulator.ec2.create_network_interface(
+        SubnetId=vpc.multus_subnets[network, "us-west-2a"],
+        Groups=[vpc.security_group_id],
+        TagSpecifications=[
+            {
+                "ResourceType": "network-interface",
+                "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+            }
+        ],
+    )["NetworkInterface"]["NetworkInterfaceId"]
+    emulator.ec2.attach_network_interface(
+        NetworkInterfaceId=eni, InstanceId=instance_id, DeviceIndex=len(vpc.networks)
+    )
+    return str(eni)
+
+
+@pytest.fixture(scope="module")
+def bootstrap_calls(emulator: Ec2Emulator, vpc: MultusVpc) -> list[tuple[str, RecordedCall]]:
+    """(instance, call) for the three paths that between them make every bootstrap call:
+    a fresh node, a re-run after an interrupted run, and a failed attachment setting."""
+    user_data = render_user_data(vpc.bootstrap_props(CLUSTER))
+    runs = []
+
+    fresh = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    runs.append((fresh, emulator.run_bootstrap(user_data, fresh)))
+
+    interrupted = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    _owned_leftover_eni(emulator, vpc, interrupted)
+    runs.append((interrupted, emulator.run_bootstrap(user_data, interrupted)))
+
+    failing = emulator.launch_instance(vpc, "us-west-2b", CLUSTER)
+    fault = Fault(
+        "InternalError",
+        status=400,
+        action="ModifyNetworkInterfaceAttribute",
+        with_param="Attachment.DeleteOnTermination",
+    )
+    runs.append((failing, emulator.run_bootstrap(user_data, failing, faults=[fault])))
+
+    assert [run.returncode for _, run in runs] == [0, 0, 1], [run.output for _, run in runs]
+    return [(instance, call) for instance, run in runs for call in run.ec2_calls]
+
+
+def _bootstrap_requests(
+    calls: Sequence[tuple[str, RecordedCall]],
+) -> list[tuple[str, Any]]:
+    return [
+        (call.action, request)
+        for instance, call in calls
+        for request in authorization_requests(
+            Ec2Call(call.action, call.params, call.observed), Caller(REGION, instance)
+        )
+    ]
+
+
+def _script_actions() -> set[str]:
+    script = (REPO / "node_bootstrap" / SCRIPT_NAME).read_text()
+    return set(re.findall(r"ec2_call (\w+)", script))
+
+
+def test_the_bootstrap_paths_make_every_ec2_call_in_the_script(
+    bootstrap_calls: list[tuple[str, RecordedCall]],
+) -> None:
+    assert {call.action for _, call in bootstrap_calls} == _script_actions()
+
+
+def test_the_node_role_allows_every_bootstrap_call(
+    bootstrap_calls: list[tuple[str, RecordedCall]], node_statements: list[dict[str, Any]]
+) -> None:
+    requests = _bootstrap_requests(bootstrap_calls)
+    denied = [
+        f"{request.describe()}: {decision.reason}"
+        for _, request in requests
+        if not (decision := evaluate(node_statements, request)).allowed
+    ]
+    assert denied == []
+    # Tag-on-create's implied ec2:CreateTags is evaluated too.
+    assert "ec2:CreateTags" in {request.action for _, request in requests}
+
+
+# --- the handler's calls -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HandlerRun:
+    calls: list[Ec2Call]
+    subnet_id: str  # the moto subnet standing in for the first Multus subnet
+
+
+@pytest.fixture(scope="module")
+def handler_calls(handler_run: HandlerRun) -> list[Ec2Call]:
+    return handler_run.calls
+
+
+@pytest.fixture(scope="module")
+def handler_run() -> HandlerRun:
+    """Create, retried create, update within the subnet, delete and delete-when-gone."""
+    calls: list[Ec2Call] = []
+
+    def record(model: Any, params: dict[str, Any], **_: Any) -> None:
+        calls.append(Ec2Call(model.name, {k: str(v) for k, v in params["body"].items()}))
+
+    with pytest.MonkeyPatch.context() as patch, mock_aws():
+        for name, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": REGION,
+        }.items():
+            patch.setenv(name, value)
+        boto3.setup_default_session()
+        session = boto3.DEFAULT_SESSION
+        assert session is not None
+        session.events.register("before-call.ec2", record)
+        ec2 = boto3.client("ec2", region_name=REGION)
+        vpc_id = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        subnet = ec2.create_subnet(VpcId=vpc_id, CidrBlock="10.0.4.0/24")["Subnet"]["SubnetId"]
+        calls.clear()  # the setup calls above are the test's, not the handler's
+
+        def props(cidr: str) -> dict[str, str]:
+            return {"SubnetId": subnet, "Cidr": cidr, "ReservationType": "explicit"}
+
+        created = handler.on_event(
+            {"RequestType": "Create", "ResourceProperties": props("10.0.4.32/27")}
+        )
+        handler.on_event({"RequestType": "Create", "ResourceProperties": props("10.0.4.32/27")})
+        updated = handler.on_event(
+            {
+                "RequestType": "Update",
+                "PhysicalResourceId": created["PhysicalResourceId"],
+                "ResourceProperties": props("10.0.4.0/26"),
+                "OldResourceProperties": props("10.0.4.32/27"),
+            }
+        )
+        for _ in range(2):
+            handler.on_event(
+                {
+                    "RequestType": "Delete",
+                    "PhysicalResourceId": updated["PhysicalResourceId"],
+                    "ResourceProperties": props("10.0.4.0/26"),
+                }
+            )
+        boto3.DEFAULT_SESSION = None
+    return HandlerRun(calls, subnet)
+
+
+def _handler_actions() -> set[str]:
+    source = (Path(HANDLER_DIR) / "index.py").read_text()
+    methods = set(re.findall(r"ec2\.(\w+)\(", source))
+    return {"".join(part.title() for part in method.split("_")) for method in methods}
+
+
+def test_the_handler_paths_make_every_ec2_call_in_the_handler(handler_calls: list[Ec2Call]) -> None:
+    assert {call.action for call in handler_calls} == _handler_actions()
+
+
+def test_the_handler_role_allows_every_handler_call(
+    handler_calls: list[Ec2Call], handler_statements: list[dict[str, Any]]
+) -> None:
+    denied = [
+        f"{request.describe()}: {decision.reason}"
+        for call in handler_calls
+        for request in authorization_requests(call, Caller(REGION))
+        if not (decision := evaluate(handler_statements, request)).allowed
+    ]
+    assert denied == []
+
+
+# --- every statement is needed, and the scoping holds ------------------------------------------
+
+
+def _sids(statements: list[dict[str, Any]]) -> list[str]:
+    return [str(s["Sid"]) for s in statements if s.get("Sid")]
+
+
+NODE_SIDS = [
+    "CreateMultusEniInMultusSubnets",
+    "CreateMultusEniTaggedAsOwned",
+    "TagMultusEniOnlyWhileCreating",
+    "ManageOwnedMultusEnis",
+    "AttachMultusEnisToCallingInstanceOnly",
+    "ReadNetworkInterfacesInRegion",
+]
+# The pod IP agent's statements share the node role's policy; its calls are checked in
+# tests/integration/multus_pod_ips.
+POD_IP_SIDS = ["ManageMultusPodIpsOnClusterEnis", "ReadInstanceTypeLimitsInRegion"]
+HANDLER_SIDS = ["ReserveInMultusSubnets", "ReadAndReleaseReservationsInRegion"]
+
+
+def test_the_statements_under_test_are_the_synthesized_ones(
+    node_statements: list[dict[str, Any]], handler_statements: list[dict[str, Any]]
+) -> None:
+    assert sorted(_sids(node_statements)) == sorted(NODE_SIDS + POD_IP_SIDS)
+    assert sorted(_sids(handler_statements)) == sorted(HANDLER_SIDS)
+
+
+@pytest.mark.parametrize("sid", NODE_SIDS)
+def test_removing_any_node_statement_denies_a_bootstrap_call(
+    sid: str,
+    bootstrap_calls: list[tuple[str, RecordedCall]],
+    node_statements: list[dict[str, Any]],
+) -> None:
+    remaining = [s for s in node_statements if s.get("Sid") != sid]
+    denied = [
+        request
+        for _, request in _bootstrap_requests(bootstrap_calls)
+        if not evaluate(remaining, request).allowed
+    ]
+    assert denied, f"nothing needs {sid}"
+
+
+@pytest.mark.parametrize("sid", HANDLER_SIDS)
+def test_removing_any_handler_statement_denies_a_handler_call(
+    sid: str, handler_calls: list[Ec2Call], handler_statements: list[dict[str, Any]]
+) -> None:
+    remaining = [s for s in handler_statements if s.get("Sid") != sid]
+    assert any(
+        not evaluate(remaining, request).allowed
+        for call in handler_calls
+        for request in authorization_requests(call, Caller(REGION))
+    ), f"nothing needs {sid}"
+
+
+def _first(calls: list[tuple[str, RecordedCall]], action: str) -> tuple[str, RecordedCall]:
+    return next((i, c) for i, c in calls if c.action == action)
+
+
+def test_a_node_cannot_attach_an_eni_to_another_instance(
+    bootstrap_calls: list[tuple[str, RecordedCall]], node_statements: list[dict[str, Any]]
+) -> None:
+    instance, attach = _first(bootstrap_calls, "AttachNetworkInterface")
+    call = Ec2Call(attach.action, attach.params, attach.observed)
+    (own,) = authorization_requests(call, Caller(REGION, instance))
+    (other,) = authorization_requests(call, Caller(REGION, "i-0another0node000"))
+    assert evaluate(node_statements, own).allowed
+    decision = evaluate(node_statements, other)
+    assert not decision.allowed
+    assert f"instance/{attach.params['InstanceId']}" in decision.reason
+
+
+def test_enis_without_the_owner_tag_are_out_of_reach(
+    bootstrap_calls: list[tuple[str, RecordedCall]], node_statements: list[dict[str, Any]]
+) -> None:
+    instance, modify = _first(bootstrap_calls, "ModifyNetworkInterfaceAttribute")
+    state: Ec2State = modify.observed
+    # A primary ENI Karpenter launched: cluster tag, but no owner tag.
+    karpenter_eni = replace(
+        state,
+        eni_tags={eni: {CLUSTER_TAG_KEY: CLUSTER} for eni in state.eni_tags},
+    )
+    for observed, allowed in ((state, True), (karpenter_eni, False)):
+        (request,) = authorization_requests(
+            Ec2Call(modify.action, modify.params, observed), Caller(REGION, instance)
+        )
+        assert evaluate(node_statements, request).allowed is allowed
+
+
+def test_enis_can_only_be_created_with_the_owner_tag(
+    bootstrap_calls: list[tuple[str, RecordedCall]], node_statements: list[dict[str, Any]]
+) -> None:
+    instance, create = _first(bootstrap_calls, "CreateNetworkInterface")
+    untagged = {k: v for k, v in create.params.items() if not k.startswith("TagSpecification")}
+    (request,) = authorization_requests(
+        Ec2Call(create.action, untagged, create.observed), Caller(REGION, instance)
+    )
+    assert not evaluate(node_statements, request).allowed

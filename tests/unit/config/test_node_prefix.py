@@ -1,0 +1,130 @@
+"""node_prefix mode in the config: prefixes per node and reservation sizing."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from config import ConfigError, parse_config
+from config.instance_types import NODE_POOL_FAMILIES
+from config.interface_addresses import IPV4_ADDRESSES_PER_INTERFACE
+from config.node_prefix import max_nodes
+from tests.conftest import REPO
+
+
+def example_raw() -> dict[str, Any]:
+    return dict(json.loads((REPO / "examples" / "node-prefix.json").read_text()))
+
+
+def error_for(raw: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw)
+    return str(caught.value)
+
+
+def node_prefix_seed(**network_changes: Any) -> dict[str, Any]:
+    """The seed with multus2 switched to node_prefix."""
+    raw = parse_config({}).model_dump(mode="json")
+    raw["multus"]["networks"][1].update(ip_management="node_prefix", **network_changes)
+    return raw
+
+
+def test_whereabouts_stays_the_default() -> None:
+    assert {n.ip_management for n in parse_config({}).multus.networks} == {"whereabouts"}
+
+
+# EKS's ENI-limited max pods, ENIs x (IPv4 per ENI - 1) + 2 (EC2's limits: m5.large 3 ENIs x
+# 10 addresses, m5.xlarge/2xlarge 4 x 15, m5.4xlarge 8 x 30): 29, 58, 58, 234. A /28 takes one
+# address slot of an ENI and the ENI's primary address another: an m5.large ENI holds 9.
+@pytest.mark.parametrize(
+    ("instance_cpus", "expected"),
+    [
+        ([4, 8], 4),  # 58 pods -> ceil(58 / 16)
+        ([2], 2),  # 29 pods -> 2
+        ([16], 15),  # 234 pods -> 15 (an m5.4xlarge ENI holds 29)
+        ([2, 4, 8, 16], 9),  # 15 wanted, but an m5.large ENI holds only 9
+    ],
+)
+def test_default_prefixes_per_node_follow_max_pods(instance_cpus: list[int], expected: int) -> None:
+    raw = example_raw()
+    raw["node_pool"] = {"instance_cpus": instance_cpus, "cpu_limit": "1"}
+    config = parse_config(raw)
+    assert config.prefixes_per_node(config.multus.networks[1]) == expected
+
+
+def test_example_reservation_holds_exactly_the_pools_nodes() -> None:
+    config = parse_config(example_raw())
+    network = config.multus.networks[1]
+    # cpu_limit 32 / 4 vCPUs = 8 nodes, all possibly in one AZ, x 4 prefixes = 32 = a /23.
+    assert (max_nodes(config.node_pool), config.prefixes_per_node(network)) == (8, 4)
+    raw = example_raw()
+    raw["node_pool"]["cpu_limit"] = "36"  # a ninth node
+    message = error_for(raw)
+    assert "multus.networks[1] (userplane).subnets[0].reservation" in message
+    assert "10.0.10.0/23 holds 32 /28 prefixes, but up to 9 nodes" in message
+    assert "36 in all" in message
+
+
+def test_seed_reservation_is_far_too_small_for_the_seed_pool() -> None:
+    message = error_for(node_prefix_seed())
+    assert "multus.networks[1] (multus2).subnets[0].reservation: 10.0.6.32/27 holds 2" in message
+    assert "250 nodes (node_pool.cpu_limit 500 / smallest node_pool.instance_cpus 2)" in message
+
+
+def test_explicit_prefixes_per_node_is_used_for_sizing() -> None:
+    raw = example_raw()
+    raw["multus"]["networks"][1]["prefixes_per_node"] = 1
+    raw["node_pool"]["cpu_limit"] = "128"  # 32 nodes x 1 prefix still fits the /23
+    config = parse_config(raw)
+    assert config.prefixes_per_node(config.multus.networks[1]) == 1
+
+
+def test_prefixes_per_node_must_fit_one_eni_of_the_smallest_size() -> None:
+    raw = example_raw()
+    raw["multus"]["networks"][1]["prefixes_per_node"] = 15
+    message = error_for(raw)
+    assert "(userplane).prefixes_per_node: 15 /28 prefixes do not fit" in message
+    assert "(4 vCPUs, 14 prefixes)" in message
+
+
+def test_prefixes_per_node_needs_node_prefix_mode() -> None:
+    raw = example_raw()
+    raw["multus"]["networks"][0]["prefixes_per_node"] = 2
+    assert "prefixes_per_node applies to ip_management 'node_prefix' only" in error_for(raw)
+
+
+def test_node_prefix_reservation_must_hold_whole_prefixes() -> None:
+    raw = copy.deepcopy(example_raw())
+    raw["multus"]["networks"][1]["subnets"][0]["reservation"] = "10.0.10.0/29"
+    message = error_for(raw)
+    assert "subnets[0].reservation 10.0.10.0/29" in message
+    assert "must hold whole /28 prefixes" in message
+
+
+def test_unknown_ip_management_is_named() -> None:
+    raw = example_raw()
+    raw["multus"]["networks"][1]["ip_management"] = "dhcp"
+    assert "ip_management" in error_for(raw)
+
+
+def test_every_node_pool_size_has_its_addresses_per_interface() -> None:
+    assert {f: set(sizes) for f, sizes in IPV4_ADDRESSES_PER_INTERFACE.items()} == {
+        f: set(sizes) for f, sizes in NODE_POOL_FAMILIES.items()
+    }
+
+
+def test_newer_families_with_more_addresses_raise_the_default() -> None:
+    # m8i.2xlarge: 4 ENIs x 30 addresses (EC2 limits; m5.2xlarge has 15) -> 118 max pods ->
+    # 8 prefixes, which one m8i.xlarge ENI (30 addresses) holds.
+    raw = example_raw()
+    raw["node_pool"] = {
+        "instance_categories": ["m"],
+        "instance_families": ["m8i"],
+        "instance_cpus": [4, 8],
+        "cpu_limit": "4",
+    }
+    config = parse_config(raw)
+    assert config.prefixes_per_node(config.multus.networks[1]) == 8

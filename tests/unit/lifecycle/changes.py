@@ -1,0 +1,72 @@
+"""The documented day-2 config changes (docs/operations.md), each over the default config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from config import parse_config
+
+
+def _networks_with(change: Any) -> list[dict[str, Any]]:
+    networks: list[dict[str, Any]] = parse_config({}).model_dump(mode="json")["multus"]["networks"]
+    change(networks)
+    return networks
+
+
+def _third_network(networks: list[dict[str, Any]]) -> None:
+    networks.append(
+        {
+            "name": "multus3",
+            "subnets": [
+                {"cidr": "10.0.8.0/24", "reservation": "10.0.8.32/27"},
+                {"cidr": "10.0.9.0/24", "reservation": "10.0.9.32/27"},
+            ],
+        }
+    )
+
+
+def _other_reservation(networks: list[dict[str, Any]]) -> None:
+    networks[0]["subnets"][0]["reservation"] = "10.0.4.64/27"
+
+
+def _third_az(networks: list[dict[str, Any]]) -> None:
+    for network, cidr in zip(networks, ("10.0.10.0/24", "10.0.11.0/24"), strict=True):
+        network["subnets"].append({"cidr": cidr, "reservation": cidr.replace(".0/24", ".32/27")})
+
+
+def _moved_subnet(networks: list[dict[str, Any]]) -> None:
+    networks[0]["subnets"][1] = {"cidr": "10.0.12.0/24", "reservation": "10.0.12.32/27"}
+
+
+# A change is the config before it and after it (both over the defaults); most start from the
+# defaults themselves.
+DEFAULTS: dict[str, Any] = {}
+DAY2_CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "bump-kubernetes": (DEFAULTS, {"cluster": {"kubernetes_version": "1.35"}}),
+    # to the default release, the newest the project knows
+    "bump-karpenter": ({"karpenter": {"version": "1.14.0"}}, DEFAULTS),
+    "add-network": (
+        DEFAULTS,
+        {
+            "multus": {"networks": _networks_with(_third_network)},
+            # three networks + the primary ENI: 2-vCPU sizes (3 ENIs) no longer fit
+            "node_pool": {"instance_cpus": [4, 8, 16]},
+        },
+    ),
+    "change-reservation": (
+        DEFAULTS,
+        {"multus": {"networks": _networks_with(_other_reservation)}},
+    ),
+    "add-az": (
+        DEFAULTS,
+        {
+            "availability_zones": ["us-west-2a", "us-west-2b", "us-west-2c"],
+            "vpc": {
+                "public_subnet_cidrs": ["10.0.0.0/24", "10.0.1.0/24", "10.0.8.0/24"],
+                "private_subnet_cidrs": ["10.0.2.0/24", "10.0.3.0/24", "10.0.9.0/24"],
+            },
+            "multus": {"networks": _networks_with(_third_az)},
+        },
+    ),
+    "move-multus-subnet": (DEFAULTS, {"multus": {"networks": _networks_with(_moved_subnet)}}),
+}

@@ -1,0 +1,220 @@
+"""Agent parts without processes: request signing, records, netns liveness, the ENI worker's
+batching against a scripted EC2."""
+
+from __future__ import annotations
+
+import threading
+import time
+import xml.etree.ElementTree as ElementTree
+from email.message import Message
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from multus_pod_ips.agent import (
+    ERROR_ENI_FULL,
+    Agent,
+    AgentConfig,
+    AgentError,
+    Credentials,
+    Ec2Client,
+    Ec2Error,
+    EniWorker,
+    Operation,
+    PodAttachment,
+    RecordStore,
+)
+from testing_support.multus_emulator import NODE_CREDENTIALS, REGION, signature_error
+
+ENI_XML = """<DescribeNetworkInterfacesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
+<networkInterfaceSet><item><networkInterfaceId>eni-1</networkInterfaceId>
+<privateIpAddressesSet>
+<item><privateIpAddress>10.0.4.10</privateIpAddress><primary>true</primary></item>
+{secondaries}
+</privateIpAddressesSet></item></networkInterfaceSet></DescribeNetworkInterfacesResponse>"""
+
+
+def config(tmp_path: Path, **overrides: Any) -> AgentConfig:
+    values: dict[str, Any] = {
+        "socket_path": str(tmp_path / "agent.sock"),
+        "records_dir": str(tmp_path / "pods"),
+        "ready_marker": str(tmp_path / "ready"),
+        "eni_state_dir": str(tmp_path / "eni"),
+        "interfaces": {"multus1": ["10.0.4.32/27"]},
+        "netns_root": str(tmp_path),
+        "batch_window_seconds": 0.05,
+        **overrides,
+    }
+    return AgentConfig(**values)
+
+
+class ScriptedEc2:
+    """Answers like EC2 for one ENI; calls block until `gate` opens."""
+
+    def __init__(self, secondaries: set[str] | None = None) -> None:
+        self.secondaries = set(secondaries or ())
+        self.calls: list[tuple[str, dict[str, str]]] = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.failures: list[Ec2Error] = []
+
+    def call(self, action: str, params: dict[str, str], deadline: float) -> ElementTree.Element:
+        self.gate.wait(5)
+        self.calls.append((action, params))
+        if self.failures and action != "DescribeNetworkInterfaces":
+            raise self.failures.pop(0)
+        ips = {v for k, v in params.items() if k.startswith("PrivateIpAddress.")}
+        if action == "AssignPrivateIpAddresses":
+            self.secondaries |= ips
+        elif action == "UnassignPrivateIpAddresses":
+            self.secondaries -= ips
+        items = "".join(
+            f"<item><privateIpAddress>{ip}</privateIpAddress><primary>false</primary></item>"
+            for ip in sorted(self.secondaries)
+        )
+        return ElementTree.fromstring(ENI_XML.format(secondaries=items))
+
+
+def worker_for(tmp_path: Path, ec2: ScriptedEc2, limit: int = 10) -> EniWorker:
+    agent = Agent(config(tmp_path), imds=None, ec2=ec2)  # type: ignore[arg-type]
+    agent.ipv4_per_eni, agent.instance_type = limit, "m5.large"
+    worker = EniWorker(agent, "multus1", "eni-1")
+    agent.workers["multus1"] = worker
+    worker.start()
+    return worker
+
+
+def settle(operations: list[Operation]) -> list[AgentError | None]:
+    for operation in operations:
+        assert operation.done.wait(10)
+    return [operation.error for operation in operations]
+
+
+def test_requests_queued_during_a_call_go_out_together(tmp_path: Path) -> None:
+    ec2 = ScriptedEc2()
+    worker = worker_for(tmp_path, ec2)
+    deadline = time.monotonic() + 30
+    first = worker.submit(Operation("assign", "10.0.4.33", deadline))
+    assert settle([first]) == [None]
+    ec2.gate.clear()
+    blocking = worker.submit(Operation("assign", "10.0.4.34", deadline))
+    time.sleep(0.2)  # the worker is now inside its call
+    queued = [worker.submit(Operation("assign", f"10.0.4.{h}", deadline)) for h in (35, 36, 37)]
+    ec2.gate.set()
+
+    assert settle([blocking, *queued]) == [None] * 4
+    assigns = [params for action, params in ec2.calls if action == "AssignPrivateIpAddresses"]
+    assert [sorted(v for k, v in p.items() if k.startswith("Private")) for p in assigns] == [
+        ["10.0.4.33"],
+        ["10.0.4.34"],
+        ["10.0.4.35", "10.0.4.36", "10.0.4.37"],
+    ]
+    assert all(p["AllowReassignment"] == "true" for p in assigns)
+
+
+def test_an_unassign_superseded_by_an_assign_of_the_same_address_keeps_it(
+    tmp_path: Path,
+) -> None:
+    ec2 = ScriptedEc2({"10.0.4.40"})
+    worker = worker_for(tmp_path, ec2)
+    ec2.gate.clear()
+    deadline = time.monotonic() + 30
+    operations = [
+        worker.submit(Operation("unassign", "10.0.4.40", deadline)),
+        worker.submit(Operation("assign", "10.0.4.40", deadline)),
+    ]
+    ec2.gate.set()
+
+    assert settle(operations) == [None, None]
+    assert ec2.secondaries == {"10.0.4.40"}
+    assert "UnassignPrivateIpAddresses" not in [action for action, _ in ec2.calls]
+
+
+def test_addresses_beyond_the_per_eni_limit_fail_and_the_rest_are_assigned(
+    tmp_path: Path,
+) -> None:
+    ec2 = ScriptedEc2({"10.0.4.33"})  # primary + 1 secondary of 4
+    worker = worker_for(tmp_path, ec2, limit=4)
+    ec2.gate.clear()
+    deadline = time.monotonic() + 30
+    operations = [
+        worker.submit(Operation("assign", f"10.0.4.{host}", deadline)) for host in (34, 35, 36)
+    ]
+    ec2.gate.set()
+
+    errors = settle(operations)
+    assert errors[:2] == [None, None]
+    assert errors[2] is not None and errors[2].code == ERROR_ENI_FULL
+    assert "holds 4 of the 4 IPv4 addresses" in errors[2].message
+    assert ec2.secondaries == {"10.0.4.33", "10.0.4.34", "10.0.4.35"}
+
+
+def test_one_refused_address_does_not_fail_the_others_in_its_batch(tmp_path: Path) -> None:
+    ec2 = ScriptedEc2()
+    worker = worker_for(tmp_path, ec2)
+    ec2.gate.clear()
+    deadline = time.monotonic() + 30
+    ec2.failures = [Ec2Error("InvalidParameterValue", "bad", retryable=False)] * 2
+    operations = [
+        worker.submit(Operation("assign", f"10.0.4.{host}", deadline)) for host in (41, 42)
+    ]
+    ec2.gate.set()
+
+    errors = settle(operations)
+    # The batch fails, then each address alone: the first single fails, the second works.
+    assert errors[0] is not None and "InvalidParameterValue" in errors[0].message
+    assert errors[1] is None
+    assert ec2.secondaries == {"10.0.4.42"}
+
+
+def test_requests_are_signed_as_ec2_expects(tmp_path: Path) -> None:
+    client = Ec2Client(imds=None, region=REGION, endpoint="http://127.0.0.1:8999")  # type: ignore[arg-type]
+    client._credentials = Credentials(
+        NODE_CREDENTIALS.access_key,
+        NODE_CREDENTIALS.secret_key,
+        NODE_CREDENTIALS.token,
+        expires_at=time.time() + 3600,
+    )
+    body = "Action=AssignPrivateIpAddresses&Version=2016-11-15&PrivateIpAddress.1=10.0.4.33"
+    headers = Message()
+    for name, value in {**client._signed_headers(body), "Host": "127.0.0.1:8999"}.items():
+        headers[name] = value
+
+    assert signature_error("http://127.0.0.1:8999/", headers, body.encode(), NODE_CREDENTIALS) == ""
+    assert (
+        signature_error("http://127.0.0.1:8999/", headers, body.encode() + b"0", NODE_CREDENTIALS)
+        == "signature does not match"
+    )
+
+
+def test_records_survive_a_restart_and_go_when_removed(tmp_path: Path) -> None:
+    record = PodAttachment("c1", "net1", "/var/run/netns/cni-c1", "multus1", ("10.0.4.33",), "a/b")
+    RecordStore(str(tmp_path)).put(record)
+
+    reloaded = RecordStore(str(tmp_path))
+    assert reloaded.all() == [record]
+    reloaded.remove(record.key)
+    assert RecordStore(str(tmp_path)).all() == []
+
+
+@pytest.mark.parametrize(
+    ("netns", "exists", "alive"),
+    [
+        ("/var/run/netns/cni-1", True, True),
+        ("/run/netns/cni-1", True, True),
+        ("/var/run/netns/cni-1", False, False),
+        ("/proc/4242/ns/net", False, True),  # cannot be checked: never treated as gone
+    ],
+)
+def test_a_pod_counts_as_running_while_its_network_namespace_exists(
+    tmp_path: Path, netns: str, exists: bool, alive: bool
+) -> None:
+    agent = Agent(config(tmp_path), imds=None, ec2=None)  # type: ignore[arg-type]
+    if exists:
+        (tmp_path / "run/netns").mkdir(parents=True)
+        (tmp_path / "run/netns/cni-1").touch()
+    agent.records.put(PodAttachment("c1", "net1", netns, "multus1", ("10.0.4.33",)))
+
+    assert agent.live_addresses("multus1") == ({"10.0.4.33"} if alive else set())
+    assert len(agent.records.all()) == (1 if alive else 0)

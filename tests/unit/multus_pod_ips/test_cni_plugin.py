@@ -1,0 +1,199 @@
+"""The CNI plugin against the CNI spec (https://www.cni.dev/docs/spec/), with a stand-in agent
+on a unix socket that records requests and answers as told."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from multus_pod_ips.cni_plugin import SUPPORTED_VERSIONS, main
+
+PREV_RESULT = {
+    "cniVersion": "0.3.1",
+    "interfaces": [
+        {"name": "net1", "mac": "02:00:00:00:00:01", "sandbox": "/var/run/netns/cni-1"},
+        {"name": "net2", "sandbox": "/var/run/netns/cni-1"},
+    ],
+    "ips": [
+        {"version": "4", "address": "10.0.4.40/24", "gateway": "10.0.4.1", "interface": 0},
+        {"version": "6", "address": "2600:1f14::40/64", "interface": 0},
+        {"version": "4", "address": "10.0.6.40/24", "interface": 1},
+    ],
+    "routes": [{"dst": "0.0.0.0/0", "gw": "10.0.4.1"}],
+    "dns": {"nameservers": ["10.0.0.2"]},
+}
+ENV = {
+    "CNI_CONTAINERID": "c0ffee",
+    "CNI_NETNS": "/var/run/netns/cni-1",
+    "CNI_IFNAME": "net1",
+    "CNI_ARGS": "IgnoreUnknown=1;K8S_POD_NAMESPACE=ran;K8S_POD_NAME=upf-0",
+    "CNI_PATH": "/opt/cni/bin",
+}
+
+
+class FakeAgent:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.requests: list[dict[str, Any]] = []
+        self.reply: dict[str, Any] = {"ok": True}
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(str(path))
+        self._server.listen(8)
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self._server.accept()
+            except OSError:
+                return
+            with connection, connection.makefile("rwb") as stream:
+                self.requests.append(json.loads(stream.readline()))
+                stream.write(json.dumps(self.reply).encode() + b"\n")
+
+    def close(self) -> None:
+        self._server.close()
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Iterator[FakeAgent]:
+    started = FakeAgent(tmp_path / "agent.sock")
+    yield started
+    started.close()
+
+
+def network(agent_socket: Path, **extra: Any) -> str:
+    config = {
+        "cniVersion": "0.3.1",
+        "name": "multus1-us-west-2a",
+        "type": "multus-pod-ip",
+        "master": "multus1",
+        "agentSocket": str(agent_socket),
+        **extra,
+    }
+    return json.dumps(config)
+
+
+def run(command: str, stdin: str, **env: str) -> tuple[int, Any]:
+    status, output = main(stdin, {**ENV, "CNI_COMMAND": command, **env})
+    return status, json.loads(output) if output else None
+
+
+def test_add_passes_prev_result_through_after_the_agent_assigned_the_address(
+    agent: FakeAgent,
+) -> None:
+    status, result = run("ADD", network(agent.path, prevResult=PREV_RESULT))
+
+    assert status == 0
+    assert result == PREV_RESULT
+    (request,) = agent.requests
+    assert request == {
+        "command": "ADD",
+        "container_id": "c0ffee",
+        "ifname": "net1",
+        "netns": "/var/run/netns/cni-1",
+        "interface": "multus1",
+        "pod": "ran/upf-0",
+        "ips": ["10.0.4.40"],  # IPv4 of net1 only: not net2's, not IPv6
+    }
+
+
+def test_add_result_carries_the_configurations_cni_version(agent: FakeAgent) -> None:
+    status, result = run(
+        "ADD",
+        network(agent.path, cniVersion="1.0.0", prevResult={**PREV_RESULT, "cniVersion": "1.0.0"}),
+    )
+    assert status == 0
+    assert result["cniVersion"] == "1.0.0"
+
+
+def test_add_without_prev_result_is_a_configuration_error(agent: FakeAgent) -> None:
+    status, error = run("ADD", network(agent.path))
+
+    assert status == 1
+    assert error["code"] == 7
+    assert "chained after ipvlan" in error["msg"]
+    assert error["cniVersion"] == "0.3.1"
+    assert agent.requests == []
+
+
+def test_agent_refusal_becomes_a_cni_error_with_its_code_and_message(agent: FakeAgent) -> None:
+    agent.reply = {"ok": False, "code": 101, "msg": "ENI eni-1 already holds 10 of the 10"}
+
+    status, error = run("ADD", network(agent.path, prevResult=PREV_RESULT))
+
+    assert status == 1
+    assert error == {
+        "cniVersion": "0.3.1",
+        "code": 101,
+        "msg": "ENI eni-1 already holds 10 of the 10",
+    }
+
+
+def test_add_fails_with_try_again_later_when_no_agent_listens(tmp_path: Path) -> None:
+    status, error = run("ADD", network(tmp_path / "absent.sock", prevResult=PREV_RESULT))
+
+    assert status == 1
+    assert error["code"] == 11
+    assert "agent" in error["msg"] and error["details"]
+
+
+def test_del_succeeds_without_an_agent_and_prints_nothing(tmp_path: Path) -> None:
+    assert main(network(tmp_path / "absent.sock"), {**ENV, "CNI_COMMAND": "DEL"}) == (0, "")
+
+
+def test_del_asks_the_agent_by_container_and_interface(agent: FakeAgent) -> None:
+    status, output = run("DEL", network(agent.path))
+
+    assert (status, output) == (0, None)
+    (request,) = agent.requests
+    assert (request["command"], request["container_id"], request["ifname"]) == (
+        "DEL",
+        "c0ffee",
+        "net1",
+    )
+
+
+def test_check_reports_the_agents_verdict(agent: FakeAgent) -> None:
+    assert run("CHECK", network(agent.path, prevResult=PREV_RESULT)) == (0, None)
+    agent.reply = {"ok": False, "code": 102, "msg": "10.0.4.40 not assigned to eni-1"}
+
+    status, error = run("CHECK", network(agent.path, prevResult=PREV_RESULT))
+
+    assert status == 1
+    assert (error["code"], error["msg"]) == (102, "10.0.4.40 not assigned to eni-1")
+    assert [r["command"] for r in agent.requests] == ["CHECK", "CHECK"]
+
+
+def test_version_lists_the_supported_versions() -> None:
+    status, output = main("", {"CNI_COMMAND": "VERSION"})
+    assert status == 0
+    assert json.loads(output)["supportedVersions"] == SUPPORTED_VERSIONS
+    assert {"0.3.1", "0.4.0", "1.0.0"} <= set(SUPPORTED_VERSIONS)
+
+
+@pytest.mark.parametrize(
+    ("stdin", "env", "code"),
+    [
+        ("{not json", {}, 6),
+        (json.dumps({"cniVersion": "0.1.0", "master": "multus1"}), {}, 1),
+        (json.dumps({"cniVersion": "0.3.1", "master": "multus1"}), {"CNI_COMMAND": "GC2"}, 4),
+        (json.dumps({"cniVersion": "0.3.1", "master": "multus1"}), {"CNI_IFNAME": ""}, 4),
+        (json.dumps({"cniVersion": "0.3.1", "prevResult": PREV_RESULT}), {}, 7),
+    ],
+    ids=["undecodable", "old-version", "unknown-command", "no-ifname", "no-master"],
+)
+def test_bad_input_is_a_cni_error_json(stdin: str, env: dict[str, str], code: int) -> None:
+    status, output = main(stdin, {**ENV, "CNI_COMMAND": "ADD", **env})
+
+    assert status == 1
+    error = json.loads(output)
+    assert error["code"] == code
+    assert error["msg"]
+    assert set(error) <= {"cniVersion", "code", "msg", "details"}

@@ -1,0 +1,85 @@
+"""The emulator's secondary-address model (EC2 behaviour moto lacks), on in-process moto."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from testing_support.eni_addresses import EniAddressModel
+
+
+@pytest.fixture
+def vpc() -> Iterator[SimpleNamespace]:
+    with mock_aws():
+        ec2: Any = boto3.client("ec2", region_name="us-west-2")
+        vpc_id = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        subnet = ec2.create_subnet(VpcId=vpc_id, CidrBlock="10.0.4.0/24")["Subnet"]["SubnetId"]
+
+        def node(instance_type: str) -> str:
+            instance = ec2.run_instances(
+                ImageId="ami-12c6146b",
+                InstanceType=instance_type,
+                MinCount=1,
+                MaxCount=1,
+                SubnetId=subnet,
+            )["Instances"][0]["InstanceId"]
+            # Primaries below the addresses the tests assign (moto would pick any at random).
+            primary = f"10.0.4.{10 + len(ec2.describe_network_interfaces()['NetworkInterfaces'])}"
+            eni = ec2.create_network_interface(SubnetId=subnet, PrivateIpAddress=primary)[
+                "NetworkInterface"
+            ]
+            ec2.attach_network_interface(
+                NetworkInterfaceId=eni["NetworkInterfaceId"], InstanceId=instance, DeviceIndex=1
+            )
+            return str(eni["NetworkInterfaceId"])
+
+        yield SimpleNamespace(ec2=ec2, model=EniAddressModel(ec2), node=node, subnet=subnet)
+
+
+def assign(vpc: SimpleNamespace, eni: str, *ips: str, reassign: bool = False) -> Any:
+    params = {"NetworkInterfaceId": eni, "AllowReassignment": str(reassign).lower()}
+    params.update({f"PrivateIpAddress.{n}": ip for n, ip in enumerate(ips, 1)})
+    refusal = vpc.model("AssignPrivateIpAddresses", params)
+    if refusal is None:  # what the proxy does next: moto applies it
+        vpc.ec2.assign_private_ip_addresses(NetworkInterfaceId=eni, PrivateIpAddresses=list(ips))
+    return refusal
+
+
+def test_reassignment_moves_the_address_and_without_it_the_address_is_in_use(
+    vpc: SimpleNamespace,
+) -> None:
+    first, second = vpc.node("m5.large"), vpc.node("m5.large")
+    assert assign(vpc, first, "10.0.4.40") is None
+
+    assert assign(vpc, second, "10.0.4.40")[:2] == (400, "InvalidIPAddress.InUse")
+    assert vpc.model.addresses(first) == {"10.0.4.40"}
+    assert assign(vpc, second, "10.0.4.40", reassign=True) is None
+    assert (vpc.model.addresses(first), vpc.model.addresses(second)) == (set(), {"10.0.4.40"})
+
+
+def test_the_instance_types_addresses_per_eni_are_the_limit(vpc: SimpleNamespace) -> None:
+    eni = vpc.node("m5.large")  # 10 IPv4 addresses per ENI, the primary included
+    assert assign(vpc, eni, *(f"10.0.4.{h}" for h in range(40, 49))) is None
+
+    refusal = assign(vpc, eni, "10.0.4.49")
+
+    assert refusal[:2] == (400, "PrivateIpAddressLimitExceeded")
+    assert len(vpc.model.addresses(eni)) == 9
+
+
+def test_addresses_outside_the_subnet_and_unassigning_foreign_ones_are_refused(
+    vpc: SimpleNamespace,
+) -> None:
+    eni = vpc.node("m5.large")
+    assert assign(vpc, eni, "10.0.5.40")[:2] == (400, "InvalidParameterValue")
+    refusal = vpc.model(
+        "UnassignPrivateIpAddresses",
+        {"NetworkInterfaceId": eni, "PrivateIpAddress.1": "10.0.4.41"},
+    )
+    assert refusal is not None and refusal[:2] == (400, "InvalidParameterValue")
+    assert vpc.model("DescribeNetworkInterfaces", {}) is None
