@@ -94,13 +94,11 @@ def test_host_directories_are_mounted_even_before_they_exist(daemon_set: dict) -
     # The pod may start before Multus or the node bootstrap created its directory; hostPath
     # type Directory would keep it from starting, DirectoryOrCreate does not.
     volumes = daemon_set["spec"]["template"]["spec"]["volumes"]
-    assert {v["hostPath"]["path"]: v["hostPath"]["type"] for v in volumes} == {
-        "/etc/cni/net.d": "DirectoryOrCreate",
-        "/opt/cni/bin": "DirectoryOrCreate",
-        "/var/lib/multus-eni": "DirectoryOrCreate",
-    }
+    types = {v["hostPath"]["path"]: v["hostPath"]["type"] for v in volumes}
+    assert {"/etc/cni/net.d", "/opt/cni/bin", "/var/lib/multus-eni"} <= set(types)
+    assert set(types.values()) == {"DirectoryOrCreate"}
     assert all(DNS_LABEL.fullmatch(v["name"]) for v in volumes), volumes
-    assert len({v["name"] for v in volumes}) == 3
+    assert len({v["name"] for v in volumes}) == len(volumes)
 
 
 def test_the_policy_matches_updates_of_core_v1_nodes_only(
@@ -179,7 +177,7 @@ def test_the_node_claim_is_the_one_kubernetes_puts_in_bound_tokens() -> None:
 def test_mount_paths_are_absolute_and_under_host(daemon_set: dict) -> None:
     (container,) = daemon_set["spec"]["template"]["spec"]["containers"]
     paths = [mount["mountPath"] for mount in container["volumeMounts"]]
-    assert len(paths) == 3
+    assert len(paths) == len(daemon_set["spec"]["template"]["spec"]["volumes"])
     assert all(PurePosixPath(path).is_relative_to("/host") for path in paths), paths
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import cdk8s
 
 from charts.network_attachments import (
+    CNI_PLUGIN_TYPE,
     NetworkAttachment,
     NetworkAttachmentsChart,
     NetworkAttachmentsProps,
@@ -64,23 +65,24 @@ def test_the_whereabouts_settings_are_the_seeds(
         )
 
 
-def test_the_plugin_chain_is_the_seeds_ipvlan_then_sbr(
+def test_the_plugin_chain_starts_with_the_seeds_ipvlan_then_sbr(
     reference_dir: Path, helpers: SimpleNamespace
 ) -> None:
     seed_types = {
         tuple(plugin["type"] for plugin in config["plugins"])
         for config in seed_nad_configs(reference_dir, helpers)
     }
-    config = cni_config(attachment())
-    assert seed_types == {tuple(plugin["type"] for plugin in config["plugins"])}
+    chain = tuple(plugin["type"] for plugin in cni_config(attachment())["plugins"])
+    assert seed_types == {chain[:2]}
+    assert chain[2:] == (CNI_PLUGIN_TYPE,)  # then the pod IP assignment, last
 
 
 def test_the_cni_version_is_one_with_plugin_lists() -> None:
     assert cni_config(attachment())["cniVersion"] in CONFLIST_CNI_VERSIONS
 
 
-def test_the_plugins_to_wait_for_are_ipvlan_sbr_and_whereabouts() -> None:
-    assert cni_binaries([attachment()]) == ["ipvlan", "sbr", "whereabouts"]
+def test_the_plugins_to_wait_for_are_the_chains_and_its_ipam() -> None:
+    assert cni_binaries([attachment()]) == sorted(["ipvlan", "sbr", "whereabouts", CNI_PLUGIN_TYPE])
     assert cni_binaries([]) == []
 
 

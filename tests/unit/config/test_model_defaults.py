@@ -36,10 +36,9 @@ def test_cluster_defaults() -> None:
     # The seed's node group: c5.large; EKS managed node groups default to a 20 GiB disk.
     assert cluster.system_node_group.instance_types == ["c5.large"]
     assert cluster.system_node_group.disk_size_gib == 20
-    # EKS's default for a public endpoint: reachable from anywhere (narrow it per deployment).
-    assert cluster.public_access_cidrs == ["0.0.0.0/0"]
-    assert cluster.admin_principal_arn is None
-    assert cluster.name == "eks-karpenterwithmultus"
+    # Secure by default: a private API endpoint only, nobody but the deployer is admin.
+    assert cluster.public_access_cidrs is None
+    assert cluster.admin_principal_arns == []
 
 
 def test_karpenter_defaults_follow_its_chart_and_guide() -> None:

@@ -297,16 +297,16 @@ def test_both_nat_gateway_layouts_pass(mode: str) -> None:
     assert parse_config(changed("vpc.nat_gateways", mode)).vpc.nat_gateways == mode
 
 
-def test_an_admin_principal_arn_of_a_role_or_user_passes() -> None:
-    for arn in (
+def test_admin_principal_arns_of_roles_and_users_pass() -> None:
+    arns = [
         "arn:aws:iam::123456789012:role/Admin",
         "arn:aws-cn:iam::123456789012:user/ops",
-        "arn:aws:sts::123456789012:assumed-role/Admin/session",
-    ):
-        config = parse_config(changed("cluster.admin_principal_arn", arn))
-        assert config.cluster.admin_principal_arn == arn
-    assert "cluster.admin_principal_arn" in error_for(
-        changed("cluster.admin_principal_arn", "arn:aws:iam::1234:role/Admin")
+    ]
+    assert parse_config(
+        changed("cluster.admin_principal_arns", arns)
+    ).cluster.admin_principal_arns == (arns)
+    assert "cluster.admin_principal_arns[0]" in error_for(
+        changed("cluster.admin_principal_arns", ["arn:aws:iam::1234:role/Admin"])
     )
 
 

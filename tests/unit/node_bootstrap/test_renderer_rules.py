@@ -16,6 +16,7 @@ from node_bootstrap.renderer import (
     NodeBootstrapProps,
     render_configuration,
     render_user_data,
+    script_code,
 )
 from testing_support.multus_emulator import shell_part
 
@@ -79,10 +80,8 @@ def test_tag_keys_are_the_ones_enis_of_earlier_nodes_carry() -> None:
 
 
 def test_the_script_code_carries_no_comments_blank_lines_or_indentation() -> None:
-    # EC2 caps user-data at 16 KiB including Karpenter's part.
-    configuration = render_configuration(props())
-    code = shell_part(render_user_data(props())).split(configuration, 1)[1]
-    lines = code.splitlines()
+    # EC2 caps user-data at 16 KB including Karpenter's part.
+    lines = script_code(props()).splitlines()
     assert lines, "the script code is missing"
     assert [line for line in lines if not line.strip()] == []
     assert [line for line in lines if line.startswith(" ")] == []
