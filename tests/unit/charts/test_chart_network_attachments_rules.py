@@ -4,11 +4,13 @@ and the plugin/file lists that cleartaints waits for."""
 from __future__ import annotations
 
 import json
+from dataclasses import FrozenInstanceError
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import cdk8s
+import pytest
 
 from charts.network_attachments import (
     CNI_PLUGIN_TYPE,
@@ -109,3 +111,11 @@ def test_a_range_for_a_reservation_that_fills_its_subnet() -> None:
         "10.0.4.0-10.0.4.15/28",
         "10.0.4.1",
     )
+
+
+def test_attachments_and_props_are_immutable() -> None:
+    props = NetworkAttachmentsProps(namespace="default", attachments=[attachment()])
+    with pytest.raises(FrozenInstanceError):
+        props.attachments[0].gateway = "10.0.4.2"  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        props.namespace = "other"  # type: ignore[misc]
