@@ -119,3 +119,19 @@ def test_attachments_and_props_are_immutable() -> None:
         props.attachments[0].gateway = "10.0.4.2"  # type: ignore[misc]
     with pytest.raises(FrozenInstanceError):
         props.namespace = "other"  # type: ignore[misc]
+
+
+def test_the_pod_ip_plugin_is_told_the_networks_eni() -> None:
+    # multus_pod_ips/cni_plugin.py reads "master" (the ENI's interface name, as ipvlan does).
+    assert cni_config(attachment())["plugins"][-1] == {"type": CNI_PLUGIN_TYPE, "master": "multus1"}
+
+
+def test_node_local_nads_come_after_a_namespace_the_chart_creates() -> None:
+    props = NetworkAttachmentsProps(
+        namespace="telco", attachments=[], create_namespace=True, node_local_names=["up-a"]
+    )
+    objects = cdk8s.Testing.synth(NetworkAttachmentsChart(cdk8s.Testing.app(), "nads", props))
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
+        ("Namespace", "telco"),
+        ("NetworkAttachmentDefinition", "up-a"),
+    ]
