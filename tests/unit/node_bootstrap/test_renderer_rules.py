@@ -14,6 +14,8 @@ from node_bootstrap.renderer import (
     AzPlacement,
     MultusInterface,
     NodeBootstrapProps,
+    UserDataTooLarge,
+    deployed_size,
     render_configuration,
     render_user_data,
     script_code,
@@ -62,17 +64,19 @@ def test_props_that_contain_the_boundary_are_refused() -> None:
 
 def test_tag_keys_are_the_ones_enis_of_earlier_nodes_carry() -> None:
     # eks:eks-cluster-name is the tag EKS puts on cluster resources (the IAM policy conditions on
-    # it); node.k8s.amazonaws.com/no_manage makes the VPC CNI leave an ENI alone. The other two
-    # are this app's own: renaming them would orphan ENIs that running nodes created.
+    # it); node.k8s.amazonaws.com/no_manage makes the VPC CNI leave an ENI alone. The multus-eni/
+    # ones are this app's own: renaming them would orphan ENIs that running nodes created.
     values = shell_variables(
         render_configuration(props()),
         "MULTUS_CLUSTER_TAG_KEY",
+        "MULTUS_OWNER_TAG_KEY",
         "MULTUS_NETWORK_TAG_KEY",
         "MULTUS_INSTANCE_TAG_KEY",
         "MULTUS_NO_MANAGE_TAG_KEY",
     )
     assert values == [
         "eks:eks-cluster-name",
+        "multus-eni/cluster",
         "multus-eni/network",
         "multus-eni/instance-id",
         "node.k8s.amazonaws.com/no_manage",
@@ -161,3 +165,23 @@ def test_props_are_immutable_values(value: object, field: str) -> None:
 
 def test_the_shell_part_is_ascii_as_its_header_declares() -> None:
     assert shell_part(render_user_data(props())).isascii()
+
+
+def test_user_data_of_exactly_12_kib_passes_and_one_byte_more_is_refused() -> None:
+    # docs/node-bootstrap.md: synth refuses user-data over 12 KiB (EC2's 16 KB limit minus
+    # Karpenter's part). The cluster name is in the unpacked data block: one character, one byte.
+    short = deployed_size(props(cluster_name="c"))
+    at_limit = "c" * (12 * 1024 - short + 1)
+    assert deployed_size(props(cluster_name=at_limit)) == 12 * 1024
+    assert render_user_data(props(cluster_name=at_limit))
+    with pytest.raises(UserDataTooLarge, match="over the 12288 bytes"):
+        render_user_data(props(cluster_name=at_limit + "c"))
+
+
+def test_the_size_is_counted_with_the_longest_ids_aws_gives() -> None:
+    # EC2 resource IDs carry 8 or (the long format) 17 hex digits; tokens stand for either.
+    tokens = AzPlacement(subnet_ids=["${Token[TOKEN.1]}"], security_group_ids=["${Token[TOKEN.2]}"])
+    longest = AzPlacement(subnet_ids=["subnet-" + "0" * 17], security_group_ids=["sg-" + "0" * 17])
+    with_tokens = props(placements={"us-west-2a": tokens})
+    with_longest = props(placements={"us-west-2a": longest})
+    assert deployed_size(with_tokens) == len(render_user_data(with_longest).encode())
