@@ -377,3 +377,22 @@ def test_a_validated_config_cannot_be_changed() -> None:
     config = parse_config({})
     with pytest.raises(ValueError, match="frozen"):
         config.vpc.cidr = "10.1.0.0/16"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("minutes", "grace"), [(10, "0s"), (110, "15m"), (110, "1h40m")])
+def test_teardown_bounds_at_their_edges_pass(minutes: int, grace: str) -> None:
+    # 10 minutes is the floor; 110 leaves the Provider's two-hour isComplete window a margin;
+    # the drain bound plus 10 minutes of shutdown may equal the teardown bound.
+    raw = changed("cluster.teardown_timeout_minutes", minutes)
+    raw["node_pool"]["termination_grace_period"] = grace
+    config = parse_config(raw)
+    assert (config.cluster.teardown_timeout_minutes, config.node_pool.termination_grace_period) == (
+        minutes,
+        grace,
+    )
+
+
+def test_a_teardown_bound_under_ten_minutes_is_refused() -> None:
+    raw = changed("cluster.teardown_timeout_minutes", 9)
+    raw["node_pool"]["termination_grace_period"] = "0s"
+    assert "cluster.teardown_timeout_minutes: " in error_for(raw)
