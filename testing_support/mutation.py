@@ -80,6 +80,7 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
         [
             "tests/unit/node_bootstrap/test_renderer.py",
             "tests/unit/node_bootstrap/test_renderer_rules.py",
+            "tests/unit/node_bootstrap/test_node_prefix_rendering.py",
         ]
     ],
     "charts/network_attachments.py": [
