@@ -283,7 +283,7 @@ def test_node_role_may_assign_pod_ips_only_on_cluster_enis_in_the_multus_subnets
     ]
     (manage,) = [s for s in statements if "ec2:AssignPrivateIpAddresses" in s["Action"]]
     assert manage["Condition"]["StringEquals"] == {
-        "ec2:ResourceTag/eks:eks-cluster-name": SEED.cluster_name
+        "ec2:ResourceTag/multus-eni/cluster": SEED.cluster_name  # the bootstrap's owner tag
     }
     subnets = manage["Condition"]["ArnEquals"]["ec2:Subnet"]
     assert len(subnets) == 4  # 2 Multus networks x 2 AZs, nothing else
