@@ -29,13 +29,13 @@ from config.cluster_access import (
 )
 from config.coercion import number_as_version
 from config.images import ImagesConfig
-from config.interface_names import reserved_interface_reason
 from config.node_pool_rules import node_pool_requirement_problems
 from config.node_prefix import (
     check_node_prefix_reservations,
     check_node_prefix_settings,
     default_prefixes_per_node,
 )
+from node_bootstrap.interface_names import reserved_interface_reason
 from node_bootstrap.renderer import (
     USER_DATA_LIMIT_BYTES,
     AzPlacement,

@@ -356,6 +356,10 @@ UNCLEAR = [
     pattern_case("node-pool-memory-limit-pattern", "node_pool.memory_limit", "500G", "512Mi"),
     pattern_case("consolidate-after-pattern", "node_pool.consolidate_after", "2 minutes", "120s"),
     pattern_case("ami-alias-pattern", "node_pool.ami_alias", "al2023@latest", "al2023@v2026"),
+    pattern_case(
+        "ami-alias-foreign", "node_pool.ami_alias", "bottlerocket@v1.30.0", "al2023@v2026"
+    ),
+    pattern_case("ami-alias-unpinned", "node_pool.ami_alias", "al2023", "al2023@v2026"),
     BadInput(
         "network-name-pattern",
         "unclear",
