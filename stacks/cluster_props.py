@@ -13,11 +13,11 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from cdk_constructs.ami_release_check import AmiReleaseCheckProps
+from cdk_constructs.cluster_workloads import ClusterWorkloadsProps
 from cdk_constructs.eks_cluster import EksClusterProps
 from cdk_constructs.karpenter_controller import KarpenterControllerProps
 from cdk_constructs.karpenter_teardown import KarpenterTeardownProps
 from cdk_constructs.multus_vpc import KARPENTER_DISCOVERY_TAG
-from cdk_constructs.multus_workloads import MultusWorkloadsProps
 from cdk_constructs.system_node_group import DedicatedNodes, SystemNodeGroupProps
 from charts.building_blocks import NodeTaint
 from charts.cleartaints import ClearTaintsProps
@@ -83,7 +83,7 @@ def system_node_group_props(
         min_size=nodes.min_size,
         desired_size=nodes.desired_size,
         max_size=nodes.max_size,
-        disk_size_gib=nodes.disk_size_gib,
+        root_volume_gib=nodes.root_volume_gib,
         dedicated=CONTROLLER_NODES,
     )
 
@@ -176,14 +176,14 @@ def node_pool_props(
     )
 
 
-def multus_workloads_props(
+def cluster_workloads_props(
     config: AppConfig,
     attachments: Sequence[MultusAttachment],
     *,
     cluster: eks.Cluster,
     karpenter_release: Construct,
     node_pool: KarpenterNodePoolProps,
-) -> MultusWorkloadsProps:
+) -> ClusterWorkloadsProps:
     networks = {n.name: n for n in config.multus.networks}
     images = config.images
     nads = [
@@ -197,7 +197,7 @@ def multus_workloads_props(
         if n.ip_management == "node_prefix"
     ]
     pod_ips = pod_ips_props(attachments, networks, images.multus_pod_ips.reference)
-    return MultusWorkloadsProps(
+    return ClusterWorkloadsProps(
         cluster=cluster,
         karpenter_release=karpenter_release,
         multus=MultusProps(

@@ -17,10 +17,10 @@ from aws_cdk import CfnOutput
 from constructs import Construct
 
 from cdk_constructs.ami_release_check import AmiReleaseCheck
+from cdk_constructs.cluster_workloads import ClusterWorkloads
 from cdk_constructs.eks_cluster import EksCluster
 from cdk_constructs.karpenter_controller import KarpenterController
 from cdk_constructs.karpenter_teardown import KarpenterTeardown
-from cdk_constructs.multus_workloads import MultusWorkloads
 from cdk_constructs.system_node_group import SystemNodeGroup
 from config import AppConfig
 from node_bootstrap.renderer import render_user_data
@@ -46,7 +46,7 @@ class ClusterStack(ConfiguredAzStack):
         super().__init__(
             scope, construct_id, availability_zones=config.availability_zones, **kwargs
         )
-        node_subnets = network.network.node_subnets
+        node_subnets = network.node_subnets
         eks_cluster = EksCluster(
             self,
             "Eks",
@@ -90,10 +90,10 @@ class ClusterStack(ConfiguredAzStack):
         user_data = render_user_data(
             cluster_props.node_bootstrap_props(config, attachments, security_group_id)
         )
-        self.multus = MultusWorkloads(
+        self.workloads = ClusterWorkloads(
             self,
             "Multus",
-            cluster_props.multus_workloads_props(
+            cluster_props.cluster_workloads_props(
                 config,
                 attachments,
                 cluster=self.cluster,
@@ -107,7 +107,7 @@ class ClusterStack(ConfiguredAzStack):
         ami_check = AmiReleaseCheck(
             self, "AmiReleaseCheck", cluster_props.ami_release_check_props(config)
         )
-        self.multus.node_pool.node.add_dependency(ami_check)
+        self.workloads.node_pool.node.add_dependency(ami_check)
         self.teardown = KarpenterTeardown(
             self,
             "Teardown",
@@ -118,7 +118,7 @@ class ClusterStack(ConfiguredAzStack):
         # Deleted first: the drain needs the controller (and the system nodes it runs on), the
         # node role with its access entry and ENI policy, and the in-cluster charts.
         self.teardown.resource.node.add_dependency(
-            karpenter, system_nodes, eni_policy, *self.multus.manifests
+            karpenter, system_nodes, eni_policy, *self.workloads.manifests
         )
         if config.extras.node_latency:
             add_node_latency_monitor(self.cluster, config.images.node_latency)

@@ -38,8 +38,8 @@ from testing_support.iam_reference import TemplateResolver, exported_values, rol
 from testing_support.multus_emulator import (
     REGION,
     Ec2Emulator,
+    EmulatedVpc,
     Fault,
-    MultusVpc,
     RecordedCall,
     running_emulator,
 )
@@ -73,7 +73,7 @@ def _subnet_ids(network: dict[str, Any], subnets: dict[tuple[str, str], str]) ->
     return ids
 
 
-def _physical_ids(network: dict[str, Any], vpc: MultusVpc) -> dict[str, str]:
+def _physical_ids(network: dict[str, Any], vpc: EmulatedVpc) -> dict[str, str]:
     """Template logical IDs of the Multus subnets and security group -> emulator IDs."""
     ids = _subnet_ids(network, vpc.multus_subnets)
     (group_id,) = [
@@ -103,7 +103,7 @@ def _resolver(
 
 
 @pytest.fixture(scope="module")
-def node_statements(templates: dict[str, dict[str, Any]], vpc: MultusVpc) -> list[dict[str, Any]]:
+def node_statements(templates: dict[str, dict[str, Any]], vpc: EmulatedVpc) -> list[dict[str, Any]]:
     cluster = templates[CLUSTER_STACK]
     (role_id,) = [k for k in _resources(cluster, "AWS::IAM::Role") if "KarpenterNodeRole" in k]
     resolver = _resolver(templates, CLUSTER_STACK, _physical_ids(templates[NETWORK_STACK], vpc))
@@ -137,11 +137,11 @@ def emulator() -> Iterator[Ec2Emulator]:
 
 
 @pytest.fixture(scope="module")
-def vpc(emulator: Ec2Emulator) -> MultusVpc:
+def vpc(emulator: Ec2Emulator) -> EmulatedVpc:
     return emulator.create_multus_vpc(network_count=len(CONFIG.multus.networks))
 
 
-def _owned_leftover_eni(emulator: Ec2Emulator, vpc: MultusVpc, instance_id: str) -> str:
+def _owned_leftover_eni(emulator: Ec2Emulator, vpc: EmulatedVpc, instance_id: str) -> str:
     """As an interrupted run leaves it: created and tagged by the bootstrap, attached."""
     network = vpc.networks[-1]
     tags = {
@@ -168,7 +168,7 @@ def _owned_leftover_eni(emulator: Ec2Emulator, vpc: MultusVpc, instance_id: str)
 
 
 @pytest.fixture(scope="module")
-def bootstrap_calls(emulator: Ec2Emulator, vpc: MultusVpc) -> list[tuple[str, RecordedCall]]:
+def bootstrap_calls(emulator: Ec2Emulator, vpc: EmulatedVpc) -> list[tuple[str, RecordedCall]]:
     """(instance, call) for the three paths that between them make every bootstrap call:
     a fresh node, a re-run after an interrupted run, and a failed attachment setting."""
     user_data = render_user_data(vpc.bootstrap_props(CLUSTER))

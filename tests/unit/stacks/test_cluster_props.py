@@ -42,7 +42,7 @@ def attachments_of(config: AppConfig) -> list[MultusAttachment]:
 
 
 def workloads(config: AppConfig) -> Any:
-    return cluster_props.multus_workloads_props(
+    return cluster_props.cluster_workloads_props(
         config,
         attachments_of(config),
         cluster=None,  # type: ignore[arg-type]  # passed through untouched
@@ -101,9 +101,11 @@ def test_teardown_forces_termination_before_its_own_timeout() -> None:
 
 
 def test_system_node_group_runs_the_controller_nodes_from_the_config() -> None:
-    config = parse_config({"cluster": {"system_node_group": {"disk_size_gib": 40, "max_size": 4}}})
+    config = parse_config(
+        {"cluster": {"system_node_group": {"root_volume_gib": 40, "max_size": 4}}}
+    )
     props = cluster_props.system_node_group_props(config, cluster=None, node_subnets=[])  # type: ignore[arg-type]
-    assert (props.disk_size_gib, props.max_size) == (40, 4)
+    assert (props.root_volume_gib, props.max_size) == (40, 4)
     assert props.dedicated == cluster_props.CONTROLLER_NODES
 
 
