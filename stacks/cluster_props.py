@@ -78,6 +78,7 @@ def system_node_group_props(
     nodes = config.cluster.system_node_group
     return SystemNodeGroupProps(
         cluster=cluster,
+        kubernetes_version=config.cluster.kubernetes_version,
         subnets=node_subnets,
         instance_types=nodes.instance_types,
         min_size=nodes.min_size,
