@@ -24,7 +24,7 @@ from charts.whereabouts import WhereaboutsChart, WhereaboutsProps
 
 
 @dataclass(frozen=True)
-class MultusWorkloadsProps:
+class ClusterWorkloadsProps:
     cluster: eks.Cluster
     karpenter_release: Construct  # NodePool/EC2NodeClass need its CRDs and webhook-free API
     multus: MultusProps
@@ -36,8 +36,8 @@ class MultusWorkloadsProps:
     sample_workloads: SampleWorkloadsProps | None
 
 
-class MultusWorkloads(Construct):
-    def __init__(self, scope: Construct, construct_id: str, props: MultusWorkloadsProps) -> None:
+class ClusterWorkloads(Construct):
+    def __init__(self, scope: Construct, construct_id: str, props: ClusterWorkloadsProps) -> None:
         super().__init__(scope, construct_id)
         self._cluster = props.cluster
         self._charts = cdk8s.App()
