@@ -35,7 +35,7 @@ def test_cluster_defaults() -> None:
     cluster = parse_config({}).cluster
     # The seed's node group: c5.large; EKS managed node groups default to a 20 GiB disk.
     assert cluster.system_node_group.instance_types == ["c5.large"]
-    assert cluster.system_node_group.disk_size_gib == 20
+    assert cluster.system_node_group.root_volume_gib == 20
     # Secure by default: a private API endpoint only, nobody but the deployer is admin.
     assert cluster.public_access_cidrs is None
     assert cluster.admin_principal_arns == []
