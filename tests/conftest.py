@@ -16,7 +16,6 @@ from app import build_app
 from stages.environment_stage import EnvironmentStage
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_REFERENCE = REPO.parent / "shared" / "reference"
 
 
 def cdk_json_context(**overrides: Any) -> dict[str, Any]:

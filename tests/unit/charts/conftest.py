@@ -29,11 +29,9 @@ from charts.network_attachments import (
 from charts.sample_workloads import SampleWorkloadsChart, SampleWorkloadsProps, ZoneWorkload
 from charts.whereabouts import WhereaboutsChart, WhereaboutsProps
 from config.images import ImagesConfig
+from tests.helpers import shared_reference
 
 Manifest = dict[str, Any]
-
-# <repo>/../shared/reference
-REFERENCE_DIR = Path(__file__).resolve().parents[4] / "shared" / "reference"
 
 # The seed deployment (DESIGN.md): two AZs, two Multus networks, a /27 reservation per subnet.
 SEED_ZONES = ("us-west-2a", "us-west-2b")
@@ -185,9 +183,7 @@ def rule_triples(rules: list[Manifest]) -> set[tuple[str, str, str]]:
 
 @pytest.fixture(scope="session")
 def reference_dir() -> Path:
-    if not REFERENCE_DIR.is_dir():
-        pytest.skip(f"upstream reference files not found at {REFERENCE_DIR} (CI provides them)")
-    return REFERENCE_DIR
+    return shared_reference()
 
 
 def load_yaml_documents(path: Path) -> list[Manifest]:

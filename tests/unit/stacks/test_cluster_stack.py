@@ -10,11 +10,12 @@ import pytest
 import yaml
 
 from config import parse_config
-from tests.conftest import SHARED_REFERENCE, SynthesizedApp, cdk_json_context, synthesize
+from tests.conftest import SynthesizedApp, cdk_json_context, synthesize
+from tests.helpers import shared_reference
 
 SEED = parse_config({})
 CLUSTER = SEED.cluster_name
-REFERENCE_TEMPLATE = SHARED_REFERENCE / "karpenter-v1.14.1" / "cloudformation.yaml"
+REFERENCE_TEMPLATE = "karpenter-v1.14.1/cloudformation.yaml"
 ADMIN_ARN = "arn:aws:iam::123456789012:role/platform-admins"
 OPERATOR_CIDR = "198.51.100.0/24"
 CONTROLLER_TAINT = {"key": "karpenter.sh/controller", "value": "true"}
@@ -307,8 +308,7 @@ def test_controller_uses_pod_identity_for_its_service_account(cluster: dict[str,
 
 
 def load_reference() -> dict[str, Any]:
-    if not REFERENCE_TEMPLATE.exists():
-        pytest.skip(f"Karpenter reference template not found at {REFERENCE_TEMPLATE}")
+    reference_template = shared_reference(REFERENCE_TEMPLATE)
 
     class CloudFormationLoader(yaml.SafeLoader):
         """Reads !Sub/!Ref/!GetAtt... as plain values."""
@@ -321,7 +321,7 @@ def load_reference() -> dict[str, Any]:
         return loader.construct_mapping(node)  # type: ignore[arg-type]
 
     CloudFormationLoader.add_multi_constructor("!", any_tag)
-    return dict(yaml.load(REFERENCE_TEMPLATE.read_text(), Loader=CloudFormationLoader))
+    return dict(yaml.load(reference_template.read_text(), Loader=CloudFormationLoader))
 
 
 def reference_controller_statements() -> dict[str, dict[str, Any]]:
