@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,7 +138,7 @@ def _substitute(text: str, context: Mapping[str, ContextValue]) -> str:
     return _VARIABLE.sub(replace, text)
 
 
-_MATCHERS = {
+_MATCHERS: dict[str, Callable[[str, str], bool]] = {
     "StringEquals": lambda policy, actual: policy == actual,
     "StringNotEquals": lambda policy, actual: policy != actual,
     "StringEqualsIgnoreCase": lambda policy, actual: policy.lower() == actual.lower(),

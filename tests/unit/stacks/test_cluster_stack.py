@@ -53,6 +53,7 @@ def only(template: dict[str, Any], kind: str) -> dict[str, Any]:
 
 
 def logical_id(template: dict[str, Any], kind: str, prefix: str) -> str:
+    key: str
     (key,) = [
         k for k, r in template["Resources"].items() if r["Type"] == kind and k.startswith(prefix)
     ]
@@ -74,7 +75,10 @@ def as_list(value: Any) -> list[Any]:
 
 
 def controller_role(template: dict[str, Any]) -> dict[str, Any]:
-    return template["Resources"][logical_id(template, "AWS::IAM::Role", "KarpenterControllerRole")]
+    role: dict[str, Any] = template["Resources"][
+        logical_id(template, "AWS::IAM::Role", "KarpenterControllerRole")
+    ]
+    return role
 
 
 def controller_statements(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -83,6 +87,7 @@ def controller_statements(template: dict[str, Any]) -> dict[str, dict[str, Any]]
 
 
 def helm_chart(template: dict[str, Any], release: str) -> dict[str, Any]:
+    chart: dict[str, Any]
     (chart,) = [
         r["Properties"]
         for r in resources(template, "Custom::AWSCDK-EKS-HelmChart")
@@ -356,10 +361,12 @@ def test_controller_conditions_equal_the_reference_for_this_cluster(
         if sid == "AllowZonalShiftStatusReadOnly":  # the cluster ARN is a GetAtt here
             assert set(actual["StringEquals"]) == {"arc-zonal-shift:ResourceIdentifier"}
             continue
-        normalise = lambda c: {  # noqa: E731 - order of list values is not meaningful
-            op: {k: sorted(as_list(v)) for k, v in body.items()} for op, body in c.items()
-        }
-        assert normalise(actual) == normalise(expected), sid
+        assert normalised(actual) == normalised(expected), sid
+
+
+def normalised(condition: dict[str, Any]) -> dict[str, Any]:
+    """A condition block with its list values sorted: their order is not meaningful."""
+    return {op: {k: sorted(as_list(v)) for k, v in body.items()} for op, body in condition.items()}
 
 
 def render(value: Any) -> str:
@@ -367,9 +374,10 @@ def render(value: Any) -> str:
     if isinstance(value, str):
         return value
     if "Ref" in value:
-        return "${" + value["Ref"] + "}"
+        return "${" + str(value["Ref"]) + "}"
     if "Fn::GetAtt" in value:
         return "${" + ".".join(value["Fn::GetAtt"]) + "}"
+    separator: str
     separator, parts = value["Fn::Join"]
     return str(separator).join(render(part) for part in parts)
 

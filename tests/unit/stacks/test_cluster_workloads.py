@@ -23,7 +23,7 @@ def flatten(value: Any) -> str:
         return value
     if isinstance(value, dict) and "Fn::Join" in value:
         separator, parts = value["Fn::Join"]
-        return separator.join(flatten(part) for part in parts)
+        return str(separator).join(flatten(part) for part in parts)
     return TOKEN
 
 
@@ -51,6 +51,7 @@ def manifest_with(template: dict[str, Any], kind: str) -> tuple[str, list[str]]:
 
 
 def helm_release(template: dict[str, Any], chart: str) -> str:
+    logical_id: str
     (logical_id,) = [
         key
         for key, r in template["Resources"].items()

@@ -16,7 +16,7 @@ def network_template(config_context: dict[str, Any]) -> dict[str, Any]:
     config = load_config(config_context, REPO).base
     app = cdk.App(context=cdk_json_context())
     stack = NetworkStack(app, "Network", config=config, env=cdk.Environment(region=config.region))
-    return cdk.assertions.Template.from_stack(stack).to_json()
+    return dict(cdk.assertions.Template.from_stack(stack).to_json())
 
 
 def of_type(template: dict[str, Any], kind: str) -> list[dict[str, Any]]:
@@ -28,7 +28,7 @@ def three_by_three() -> dict[str, Any]:
     return network_template({"config_file": "examples/three-az-three-networks.json"})
 
 
-def test_three_azs_three_networks_gives_nine_multus_subnets(three_by_three: dict) -> None:
+def test_three_azs_three_networks_gives_nine_multus_subnets(three_by_three: dict[str, Any]) -> None:
     multus = [
         s["Properties"]
         for s in of_type(three_by_three, "AWS::EC2::Subnet")
@@ -43,7 +43,7 @@ def test_three_azs_three_networks_gives_nine_multus_subnets(three_by_three: dict
     assert len(of_type(three_by_three, "AWS::EC2::NatGateway")) == 3
 
 
-def test_three_azs_three_networks_gives_nine_reservations(three_by_three: dict) -> None:
+def test_three_azs_three_networks_gives_nine_reservations(three_by_three: dict[str, Any]) -> None:
     reserved = sorted(
         r["Properties"]["Cidr"] for r in of_type(three_by_three, "Custom::SubnetCidrReservation")
     )
@@ -62,7 +62,7 @@ def test_three_azs_three_networks_gives_nine_reservations(three_by_three: dict) 
     )
 
 
-def test_network_without_nat_egress_has_no_default_route(three_by_three: dict) -> None:
+def test_network_without_nat_egress_has_no_default_route(three_by_three: dict[str, Any]) -> None:
     nat_routes = [
         r for r in of_type(three_by_three, "AWS::EC2::Route") if "NatGatewayId" in r["Properties"]
     ]

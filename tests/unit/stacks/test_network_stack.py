@@ -88,7 +88,9 @@ def test_nat_gateway_per_az_and_private_routes_stay_in_their_az(network: dict[st
         assert table_az[route["RouteTableId"]["Ref"]] == nat_az[route["NatGatewayId"]["Ref"]]
 
 
-def test_reservations_equal_the_config(default_app: SynthesizedApp, network: dict) -> None:
+def test_reservations_equal_the_config(
+    default_app: SynthesizedApp, network: dict[str, Any]
+) -> None:
     subnet_cidr = {
         key: r["Properties"]["CidrBlock"]
         for key, r in resources(network, "AWS::EC2::Subnet").items()
