@@ -53,6 +53,8 @@ class DedicatedNodes:
 
 @dataclass(frozen=True)
 class SystemNodeGroupProps:
+    """The managed system node group: subnets, instance types, sizes, root disk and dedication."""
+
     cluster: eks.ICluster
     subnets: Sequence[ec2.ISubnet]
     instance_types: Sequence[str]

@@ -47,6 +47,8 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
 
 @dataclass(frozen=True)
 class PipelineEnvironment:
+    """One pipeline environment: its settings and the app config merged with its overrides."""
+
     settings: PipelineEnvironmentConfig
     config: AppConfig
 

@@ -72,6 +72,8 @@ NODE_LATENCY_CHART_VERSION = "v0.1.10"
 
 
 class ClusterStack(ConfiguredAzStack):
+    """The EKS cluster, its system nodes, Karpenter and the in-cluster Multus components."""
+
     def __init__(
         self,
         scope: Construct,

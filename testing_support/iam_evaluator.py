@@ -55,6 +55,8 @@ class AuthorizationRequest:
 
 @dataclass(frozen=True)
 class Decision:
+    """Whether a request is allowed, and why."""
+
     allowed: bool
     reason: str
 

@@ -102,6 +102,8 @@ def three_by_three_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedA
 
 @dataclass(frozen=True)
 class SynthesizedPipeline:
+    """A synthesized pipeline app, with the cdk-nag validation failure if any."""
+
     app: cdk.App
     outdir: Path
     synth_error: str | None

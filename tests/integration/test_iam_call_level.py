@@ -236,6 +236,8 @@ def test_the_node_role_allows_every_bootstrap_call(
 
 @dataclass(frozen=True)
 class HandlerRun:
+    """The EC2 calls a custom resource handler made against moto."""
+
     calls: list[Ec2Call]
     subnet_id: str  # the moto subnet standing in for the first Multus subnet
 
