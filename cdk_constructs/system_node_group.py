@@ -53,9 +53,13 @@ class DedicatedNodes:
 
 @dataclass(frozen=True)
 class SystemNodeGroupProps:
-    """The managed system node group: subnets, instance types, sizes, root disk and dedication."""
+    """The managed system node group: subnets, instance types, sizes, root disk and dedication.
+
+    kubernetes_version: the group's version, the cluster's: bumping it rolls the group
+    (EKS UpdateNodegroupVersion) right after the control plane, with no replacement."""
 
     cluster: eks.ICluster
+    kubernetes_version: str
     subnets: Sequence[ec2.ISubnet]
     instance_types: Sequence[str]
     min_size: int
@@ -117,6 +121,11 @@ class SystemNodeGroup(Construct):
                 version=self.launch_template.latest_version_number,
             ),
         )
+        # aws_eks_v2's Nodegroup has no version prop; without Version the group keeps the
+        # version it was created with when the cluster is upgraded.
+        nodegroup_resource = self.nodegroup.node.default_child
+        assert isinstance(nodegroup_resource, eks.CfnNodegroup)
+        nodegroup_resource.version = props.kubernetes_version
         Validations.of(node_role).acknowledge(
             Acknowledgment(
                 id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:"

@@ -109,6 +109,7 @@ class ClusterStack(ConfiguredAzStack):
             "SystemNodes",
             SystemNodeGroupProps(
                 cluster=eks_cluster.cluster_ref,
+                kubernetes_version=cluster_config.kubernetes_version,
                 subnets=network.network.node_subnets,
                 instance_types=nodes.instance_types,
                 min_size=nodes.min_size,

@@ -84,6 +84,28 @@ def pattern_case(
 
 ACCEPTED = [
     BadInput(
+        "empty-public-access-cidrs",
+        "accepted",
+        {"config.cluster.public_access_cidrs": "[]"},
+        ("cluster.public_access_cidrs", "leave public_access_cidrs unset (null)"),
+    ),
+    BadInput(
+        "admin-given-as-an-sts-session",
+        "accepted",
+        {
+            "config.cluster.admin_principal_arns": (
+                '["arn:aws:sts::111122223333:assumed-role/platform-admins/alice"]'
+            )
+        },
+        ("cluster.admin_principal_arns", "arn:aws:iam::111122223333:role/platform-admins"),
+    ),
+    BadInput(
+        "admin-under-the-replaced-key",
+        "accepted",
+        {"config.cluster.admin_principal_arn": "arn:aws:iam::111122223333:role/platform-admins"},
+        ("cluster", "admin_principal_arns"),
+    ),
+    BadInput(
         "az-letter-the-region-lacks",
         "accepted",
         {"config.availability_zones": '["us-west-2a", "us-west-2z"]'},
@@ -639,9 +661,9 @@ def test_bad_input_exits_1_without_traceback_from_the_cli_entry(
 
 def test_every_class_of_the_issue_is_covered() -> None:
     counts = {kind: sum(case.kind == kind for case in CASES) for kind in {c.kind for c in CASES}}
-    # The issue found 13 accepted (public_access_cidrs: [] belongs to issue 10), 3 tracebacks
-    # and 22 unclear messages; several of its findings have more than one case here.
-    assert counts["accepted"] >= 12
+    # The issue found 13 accepted, 3 tracebacks and 22 unclear messages; several of its
+    # findings have more than one case here.
+    assert counts["accepted"] >= 13
     assert counts["traceback"] >= 3
     assert counts["unclear"] >= 22
     assert len({case.id for case in CASES}) == len(CASES)

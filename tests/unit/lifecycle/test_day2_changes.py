@@ -39,7 +39,8 @@ EXPECTED_REPLACEMENTS: dict[str, set[tuple[str, str, str]]] = {
 
 # change -> resources that must be updated in place (what carries the change to the cluster)
 EXPECTED_UPDATES: dict[str, set[tuple[str, str]]] = {
-    "bump-kubernetes": {(CLUSTER, "EksCluster")},
+    # the control plane, then the system node group (its Version follows the cluster's)
+    "bump-kubernetes": {(CLUSTER, "EksCluster"), (CLUSTER, "SystemNodesNodegroup")},
     "bump-karpenter": {(CLUSTER, "KarpenterCrds"), (CLUSTER, "KarpenterController")},
     "add-network": {(CLUSTER, "EksClusterkarpenternodepool"), (CLUSTER, "MultusEniPolicy")},
     "change-reservation": {
