@@ -29,6 +29,7 @@ from charts.network_attachments import (
 from charts.sample_workloads import SampleWorkloadsChart, SampleWorkloadsProps, ZoneWorkload
 from charts.whereabouts import WhereaboutsChart, WhereaboutsProps
 from config.images import ImagesConfig
+from tests.helpers import STRINGIFIED_TOKEN as TOKEN
 from tests.helpers import shared_reference
 
 Manifest = dict[str, Any]
@@ -42,8 +43,6 @@ SEED_MULTUS_SUBNETS = {
 # The system node group's label and taint (stacks.cluster_stack.CONTROLLER_NODES).
 SYSTEM_NODES_LABELS = {"karpenter.sh/controller": "true"}
 SYSTEM_NODES_TAINT = NodeTaint(key="karpenter.sh/controller", value="true", effect="NoSchedule")
-# What a CloudFormation token looks like once stringified into a chart.
-TOKEN = "${Token[TOKEN.1234]}"
 
 
 def seed_attachments() -> list[NetworkAttachment]:

@@ -12,19 +12,7 @@ from jsonschema import Draft202012Validator
 
 from node_bootstrap.renderer import READY_MARKER_DIR
 from tests.conftest import SynthesizedApp
-from tests.helpers import shared_reference
-
-TOKEN = "TOKEN"  # stands in for CloudFormation values (Refs, imports) inside a manifest
-
-
-def flatten(value: Any) -> str:
-    """A manifest property as text, with every CloudFormation intrinsic replaced by TOKEN."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and "Fn::Join" in value:
-        separator, parts = value["Fn::Join"]
-        return str(separator).join(flatten(part) for part in parts)
-    return TOKEN
+from tests.helpers import TOKEN, joined_text, shared_reference
 
 
 def manifests(template: dict[str, Any]) -> dict[str, tuple[list[dict[str, Any]], list[str]]]:
@@ -32,7 +20,7 @@ def manifests(template: dict[str, Any]) -> dict[str, tuple[list[dict[str, Any]],
     found = {}
     for logical_id, resource in template["Resources"].items():
         if resource["Type"] == "Custom::AWSCDK-EKS-KubernetesResource":
-            objects = json.loads(flatten(resource["Properties"]["Manifest"]))
+            objects = json.loads(joined_text(resource["Properties"]["Manifest"]))
             found[logical_id] = (objects, resource.get("DependsOn", []))
     return found
 

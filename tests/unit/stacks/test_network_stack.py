@@ -9,6 +9,7 @@ from aws_cdk.assertions import Match
 
 from config import parse_config
 from tests.conftest import SynthesizedApp
+from tests.helpers import resources
 
 SEED = parse_config({})
 
@@ -16,10 +17,6 @@ SEED = parse_config({})
 @pytest.fixture(scope="module")
 def network(default_app: SynthesizedApp) -> dict[str, Any]:
     return default_app.template_json(default_app.stage.network)
-
-
-def resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
-    return {key: r for key, r in template["Resources"].items() if r["Type"] == kind}
 
 
 def tags(resource: dict[str, Any]) -> dict[str, str]:
