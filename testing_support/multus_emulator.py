@@ -52,7 +52,7 @@ from node_bootstrap.renderer import (
     PACKED_SCRIPT_COMMENT,
     PACKED_SCRIPT_END,
 )
-from testing_support.ec2_iam_requests import Ec2State
+from testing_support.ec2_iam_requests import Ec2State, EniPlacement
 from testing_support.ipv4_prefixes import Ipv4PrefixDelegation, PrefixRequestError
 
 REGION = "us-west-2"
@@ -590,6 +590,12 @@ class Ec2Emulator:
         )
         return Ec2State(
             eni_tags={e["NetworkInterfaceId"]: _tags(e.get("TagSet", [])) for e in enis},
+            eni_placement={
+                e["NetworkInterfaceId"]: EniPlacement(
+                    e["SubnetId"], e["VpcId"], e["AvailabilityZone"]
+                )
+                for e in enis
+            },
             eni_instance={eni: a["InstanceId"] for eni, a in attached.items()},
             attachment_eni={a["AttachmentId"]: eni for eni, a in attached.items()},
             instance_tags={

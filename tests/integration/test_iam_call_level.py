@@ -1,17 +1,18 @@
-"""Call-level IAM: every EC2 call the node bootstrap and the CIDR-reservation handler make,
-evaluated against the synthesized policy of the role that makes it.
+"""Call-level IAM: every EC2 call the node bootstrap, the Multus pod IP agent and the
+CIDR-reservation handler make, evaluated against the synthesized policy of the role that makes
+it.
 
-The bootstrap runs against the emulator (moto_server behind the recording proxy), which notes
-for each call the EC2 state IAM would consult (tags, attachments). The handler runs in-process
-against moto, its boto3 calls recorded through a botocore event hook. The policies come from
-the default app's templates, with the Multus subnets and security group resolved to the
-emulator's IDs.
+The bootstrap and the agent (both on the node role) run against the emulator (moto_server
+behind the recording proxy), which notes for each call the EC2 state IAM would consult (tags,
+subnet and VPC of the ENIs, attachments). The handler runs in-process against moto, its boto3
+calls recorded through a botocore event hook. The policies come from the default app's
+templates, with the Multus subnets and security group resolved to the emulator's IDs.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,14 @@ from node_bootstrap.renderer import (
     OWNER_TAG_KEY,
     SCRIPT_NAME,
 )
-from testing_support.ec2_iam_requests import Caller, Ec2Call, Ec2State, authorization_requests
-from testing_support.iam_evaluator import evaluate
+from testing_support.ec2_iam_requests import (
+    Caller,
+    Ec2Call,
+    Ec2State,
+    EniPlacement,
+    authorization_requests,
+)
+from testing_support.iam_evaluator import AuthorizationRequest, evaluate
 from testing_support.iam_reference import TemplateResolver, exported_values, role_statements
 from testing_support.multus_emulator import (
     REGION,
@@ -43,6 +50,7 @@ from testing_support.multus_emulator import (
     RecordedCall,
     running_emulator,
 )
+from testing_support.pod_ip_node import EMULATOR_RANGES, PodIpNode, pod_ip_vpc, wait_until
 from tests.conftest import REPO, SynthesizedApp
 
 pytestmark = pytest.mark.integration
@@ -138,7 +146,9 @@ def emulator() -> Iterator[Ec2Emulator]:
 
 @pytest.fixture(scope="module")
 def vpc(emulator: Ec2Emulator) -> MultusVpc:
-    return emulator.create_multus_vpc(network_count=len(CONFIG.multus.networks))
+    """The config's Multus networks, their Whereabouts ranges reserved as the agent expects."""
+    assert list(EMULATOR_RANGES) == [network.name for network in CONFIG.multus.networks]
+    return pod_ip_vpc(emulator)
 
 
 def _owned_leftover_eni(emulator: Ec2Emulator, vpc: MultusVpc, instance_id: str) -> str:
@@ -229,6 +239,80 @@ def test_the_node_role_allows_every_bootstrap_call(
     assert denied == []
     # Tag-on-create's implied ec2:CreateTags is evaluated too.
     assert "ec2:CreateTags" in {request.action for _, request in requests}
+
+
+# --- the pod IP agent's calls ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    instance_id: str  # the node whose credentials (node role) the agent uses
+    calls: list[RecordedCall]
+
+
+@pytest.fixture(scope="module")
+def agent_run(emulator: Ec2Emulator, vpc: MultusVpc) -> AgentRun:
+    """One agent on a bootstrapped node: start-up, pods added on both networks, one deleted,
+    then a reconcile pass that repairs a lost DEL and an address gone from its ENI."""
+    node = PodIpNode.bootstrap(emulator, vpc, "us-west-2a", CLUSTER)
+    emulator.proxy.reset()  # the agent's calls only, not the bootstrap's
+    node.start_agent()
+    try:
+        for container, ip, interface in (
+            ("kept", "10.0.4.33", "multus1"),
+            ("deleted", "10.0.4.34", "multus1"),
+            ("lost-del", "10.0.6.33", "multus2"),
+        ):
+            assert node.add_pod(container, ip, interface).status == 0, node.agent_log()
+        assert node.delete_pod("deleted", "10.0.4.34").status == 0, node.agent_log()
+        node.remove_netns("lost-del")  # the pod goes, its DEL never arrives
+        emulator.ec2.unassign_private_ip_addresses(  # behind the agent's back
+            NetworkInterfaceId=node.enis["multus1"], PrivateIpAddresses=["10.0.4.33"]
+        )
+        assert wait_until(
+            lambda: (
+                node.addresses("multus1") == {"10.0.4.33"} and node.addresses("multus2") == set()
+            )
+        ), node.agent_log()
+    finally:
+        node.stop_agent()
+    return AgentRun(node.instance_id, emulator.proxy.calls)
+
+
+def _agent_requests(run: AgentRun) -> list[AuthorizationRequest]:
+    caller = Caller(REGION, run.instance_id)
+    return [
+        request
+        for call in run.calls
+        for request in authorization_requests(
+            Ec2Call(call.action, call.params, call.observed), caller
+        )
+    ]
+
+
+def _agent_actions() -> set[str]:
+    source = (REPO / "multus_pod_ips" / "agent.py").read_text()
+    return set(re.findall(r'(?:\.call|\._change)\(\s*"(\w+)"', source))
+
+
+def test_the_agent_run_makes_every_ec2_call_in_the_agent(agent_run: AgentRun) -> None:
+    assert {call.action for call in agent_run.calls} == _agent_actions()
+    # Both kinds of Assign: a pod's (takes the address along) and the reconcile's (does not).
+    assigns = [c.params for c in agent_run.calls if c.action == "AssignPrivateIpAddresses"]
+    assert {params["AllowReassignment"] for params in assigns} == {"true", "false"}
+
+
+def test_the_node_role_allows_every_agent_call(
+    agent_run: AgentRun, node_statements: list[dict[str, Any]]
+) -> None:
+    requests = _agent_requests(agent_run)
+    denied = [
+        f"{request.describe()}: {decision.reason}"
+        for request in requests
+        if not (decision := evaluate(node_statements, request)).allowed
+    ]
+    assert denied == []
+    assert len(requests) == len(agent_run.calls)  # one authorization per call
 
 
 # --- the handler's calls -----------------------------------------------------------------------
@@ -335,8 +419,8 @@ NODE_SIDS = [
     "AttachMultusEnisToCallingInstanceOnly",
     "ReadNetworkInterfacesInRegion",
 ]
-# The pod IP agent's statements share the node role's policy; its calls are checked in
-# tests/integration/multus_pod_ips.
+# The pod IP agent's statements, in the node role's policy too; the agent also reads ENIs
+# through the bootstrap's read statement.
 POD_IP_SIDS = ["ManageMultusPodIpsOnClusterEnis", "ReadInstanceTypeLimitsInRegion"]
 HANDLER_SIDS = ["ReserveInMultusSubnets", "ReadAndReleaseReservationsInRegion"]
 
@@ -361,6 +445,32 @@ def test_removing_any_node_statement_denies_a_bootstrap_call(
         if not evaluate(remaining, request).allowed
     ]
     assert denied, f"nothing needs {sid}"
+
+
+@pytest.mark.parametrize(
+    ("sid", "denied_actions"),
+    [
+        (
+            "ManageMultusPodIpsOnClusterEnis",
+            {"ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"},
+        ),
+        ("ReadInstanceTypeLimitsInRegion", {"ec2:DescribeInstanceTypes"}),
+        ("ReadNetworkInterfacesInRegion", {"ec2:DescribeNetworkInterfaces"}),
+    ],
+)
+def test_removing_a_statement_the_agent_needs_denies_exactly_its_agent_calls(
+    sid: str,
+    denied_actions: set[str],
+    agent_run: AgentRun,
+    node_statements: list[dict[str, Any]],
+) -> None:
+    remaining = [s for s in node_statements if s.get("Sid") != sid]
+    denied = {
+        request.action
+        for request in _agent_requests(agent_run)
+        if not evaluate(remaining, request).allowed
+    }
+    assert denied == denied_actions
 
 
 @pytest.mark.parametrize("sid", HANDLER_SIDS)
@@ -418,3 +528,76 @@ def test_enis_can_only_be_created_with_the_owner_tag(
         Ec2Call(create.action, untagged, create.observed), Caller(REGION, instance)
     )
     assert not evaluate(node_statements, request).allowed
+
+
+def _agent_eni_requests(
+    run: AgentRun, changed: Callable[[Ec2State], Ec2State] = lambda state: state
+) -> list[tuple[RecordedCall, AuthorizationRequest]]:
+    """The agent's Assign and Unassign calls as IAM sees them, in the recorded EC2 state as
+    `changed` alters it."""
+    caller = Caller(REGION, run.instance_id)
+    return [
+        (call, request)
+        for call in run.calls
+        if call.action in {"AssignPrivateIpAddresses", "UnassignPrivateIpAddresses"}
+        for request in authorization_requests(
+            Ec2Call(call.action, call.params, changed(call.observed)), caller
+        )
+    ]
+
+
+def _with_eni_tags(tags: dict[str, str]) -> Callable[[Ec2State], Ec2State]:
+    return lambda state: replace(state, eni_tags={eni: tags for eni in state.eni_tags})
+
+
+@pytest.mark.parametrize(
+    "tags",
+    [
+        pytest.param({CLUSTER_TAG_KEY: CLUSTER}, id="cluster-tag-only"),  # a primary ENI
+        pytest.param(
+            {CLUSTER_TAG_KEY: "other-cluster", OWNER_TAG_KEY: "other-cluster"},
+            id="other-clusters-multus-eni",
+        ),
+    ],
+)
+def test_pod_ips_go_only_on_enis_with_this_clusters_owner_tag(
+    tags: dict[str, str], agent_run: AgentRun, node_statements: list[dict[str, Any]]
+) -> None:
+    recorded = _agent_eni_requests(agent_run)
+    assert recorded and all(evaluate(node_statements, r).allowed for _, r in recorded)
+    for call, request in _agent_eni_requests(agent_run, _with_eni_tags(tags)):
+        decision = evaluate(node_statements, request)
+        assert not decision.allowed, call
+        assert f"network-interface/{call.params['NetworkInterfaceId']}" in decision.reason
+
+
+def test_pod_ips_go_only_on_enis_in_the_multus_subnets(
+    agent_run: AgentRun, vpc: MultusVpc, node_statements: list[dict[str, Any]]
+) -> None:
+    """The subnet condition holds on its own: an ENI with the owner tag in a node subnet."""
+    node_subnet = vpc.private_subnets["us-west-2a"]
+
+    def in_node_subnet(state: Ec2State) -> Ec2State:
+        placement = {
+            eni: EniPlacement(node_subnet, where.vpc_id, where.availability_zone)
+            for eni, where in state.eni_placement.items()
+        }
+        return replace(state, eni_placement=placement)
+
+    moved = _agent_eni_requests(agent_run, in_node_subnet)
+    assert moved
+    for call, request in moved:
+        assert request.resources[0].context["ec2:Subnet"] == Caller(REGION).arn(
+            f"subnet/{node_subnet}"
+        )
+        assert not evaluate(node_statements, request).allowed, call
+
+
+def test_instance_type_limits_are_readable_only_in_the_clusters_region(
+    agent_run: AgentRun, node_statements: list[dict[str, Any]]
+) -> None:
+    (describe,) = [c for c in agent_run.calls if c.action == "DescribeInstanceTypes"]
+    call = Ec2Call(describe.action, describe.params, describe.observed)
+    for region, allowed in ((REGION, True), ("eu-west-1", False)):
+        (request,) = authorization_requests(call, Caller(region, agent_run.instance_id))
+        assert evaluate(node_statements, request).allowed is allowed

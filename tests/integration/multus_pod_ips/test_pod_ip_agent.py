@@ -256,6 +256,8 @@ def test_an_address_outside_the_managed_ranges_is_refused(
 def test_every_ec2_action_the_agent_calls_is_granted_to_the_node_role(
     emulator: Ec2Emulator, vpc: MultusVpc, nodes: list[PodIpNode]
 ) -> None:
+    # By name here; tests/integration/test_iam_call_level.py evaluates each call (ENI tags and
+    # subnet) against the synthesized node role policy.
     node = PodIpNode.bootstrap(emulator, vpc, AZ, CLUSTER)
     nodes.append(node)
     emulator.proxy.reset()  # the agent's calls only, not the bootstrap's
