@@ -246,7 +246,9 @@ def test_the_node_role_allows_every_bootstrap_call(
 
 @dataclass(frozen=True)
 class AgentRun:
-    instance_id: str  # the node whose credentials (node role) the agent uses
+    """The EC2 calls the pod IP agent made, and the node whose credentials (node role) it used."""
+
+    instance_id: str
     calls: list[RecordedCall]
 
 
