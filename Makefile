@@ -18,7 +18,7 @@ CDK := PATH="$(CURDIR)/$(BIN):$$PATH" npx --no-install cdk
 STACKS ?= '*/*'
 
 .PHONY: synth test lint bench critical-path cni-plugins clean bootstrap diff deploy destroy \
-	diagram docs lock hooks
+	diagram docs mutation lock hooks
 
 # The stacks live in a Stage (or a pipeline's stages): without a selection the CLI finds no
 # top-level stack and prints "Supply a stack id () ..."; '**' selects every stack at any depth,
@@ -63,6 +63,11 @@ bench: $(VENV)/.installed cni-plugins
 
 critical-path: $(VENV)/.installed
 	$(BIN)/python benchmarks/cluster_critical_path.py
+
+# Mutation testing (not part of CI: minutes per module). MODULES="config/model.py" for one.
+MODULES ?= --all
+mutation: $(VENV)/.installed
+	$(BIN)/python -m testing_support.mutation $(MODULES)
 
 # The real CNI plugins (host-local) that tests run the node_prefix CNI config with: Debian's
 # containernetworking-plugins, installed with apt-get as root unless already there.

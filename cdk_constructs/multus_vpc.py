@@ -1,4 +1,4 @@
-"""The VPC: public subnets, private node subnets and one Multus subnet per (network, AZ)."""
+"""The VPC: public subnets, node subnets and one Multus subnet per (network, AZ)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class MultusVpcProps:
     availability_zones: Sequence[str]
     cidr: str
     public_subnet_cidrs: Sequence[str]
-    private_subnet_cidrs: Sequence[str]
+    node_subnet_cidrs: Sequence[str]
     multus_networks: Sequence[MultusNetworkLayout]
     single_nat_gateway: bool
     flow_log_retention: logs.RetentionDays
@@ -121,7 +121,7 @@ class MultusVpc(Construct):
 def _planned_cidrs(props: MultusVpcProps) -> dict[tuple[str, str], str]:
     groups: list[tuple[str, Sequence[str]]] = [
         (PUBLIC_GROUP, props.public_subnet_cidrs),
-        (NODE_GROUP, props.private_subnet_cidrs),
+        (NODE_GROUP, props.node_subnet_cidrs),
     ]
     groups += [(network.name, network.subnet_cidrs) for network in props.multus_networks]
     return {

@@ -65,7 +65,7 @@ class SystemNodeGroupProps:
     min_size: int
     desired_size: int
     max_size: int
-    disk_size_gib: int
+    root_volume_gib: int
     dedicated: DedicatedNodes
 
 
@@ -84,7 +84,7 @@ class SystemNodeGroup(Construct):
                 ec2.BlockDevice(
                     device_name=ROOT_DEVICE,
                     volume=ec2.BlockDeviceVolume.ebs(
-                        props.disk_size_gib,
+                        props.root_volume_gib,
                         encrypted=True,
                         volume_type=ec2.EbsDeviceVolumeType.GP3,
                         delete_on_termination=True,

@@ -1,6 +1,7 @@
 """Karpenter NodePool and EC2NodeClass for the nodes that carry Multus interfaces.
 
-Defaults reproduce the seed's NodePool. New nodes start with the Multus startup taint (lifted by
+Every value the config sets is a required prop: config/model.py (NodePoolConfig) holds the
+defaults and the validation rules. New nodes start with the Multus startup taint (lifted by
 cleartaints) and launch into the private node subnets only: the subnet selector tags must be on
 those subnets and never on a Multus subnet, whose ENIs the user-data attaches separately.
 """
@@ -22,10 +23,6 @@ from charts.building_blocks import (
     api_object,
 )
 
-# An EKS-optimized AL2023 release that ships Kubernetes 1.34 AMIs (awslabs/amazon-eks-ami
-# release v20261112). Pinned: "@latest" would replace every node whenever AWS publishes an AMI.
-DEFAULT_AMI_ALIAS = "al2023@v20261112"
-
 
 @dataclass(frozen=True)
 class KarpenterNodePoolProps:
@@ -37,31 +34,32 @@ class KarpenterNodePoolProps:
     tags: EC2 tags for instances, volumes and launch templates.
     termination_grace_period: longest a node drain may wait on PDBs and do-not-disrupt pods
     (Karpenter duration); None lets a blocked drain wait forever.
-    The remaining fields default to the seed's NodePool."""
+    ami_alias ... memory_limit: the node_pool config values, as Karpenter spells them.
+    The fields the config does not set default to the seed's NodePool."""
 
     zones: Sequence[str]
     node_role_name: str
     subnet_selector_tags: Mapping[str, str]
     security_group_selector_tags: Mapping[str, str]
+    ami_alias: str
+    root_volume_size: str
+    instance_categories: Sequence[str]
+    instance_cpus: Sequence[str]
+    instance_families: Sequence[str]
+    capacity_types: Sequence[str]
+    consolidate_after: str
+    cpu_limit: str
+    memory_limit: str
+    termination_grace_period: str | None
     user_data: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
     node_pool_name: str = "multus"
     node_class_name: str = "multus"
-    ami_alias: str = DEFAULT_AMI_ALIAS
-    root_volume_size: str = "20Gi"
     node_labels: Mapping[str, str] = field(
         default_factory=lambda: {KARPENTER_NODE_LABEL_KEY: KARPENTER_NODE_LABEL_VALUE}
     )
     startup_taint: NodeTaint = MULTUS_NOT_READY_TAINT
-    instance_categories: Sequence[str] = ("m", "c", "r")
-    instance_cpus: Sequence[str] = ("2", "4", "8", "16")
-    instance_families: Sequence[str] = ("m5", "c5", "m6i", "c6i", "r6i")
-    capacity_types: Sequence[str] = ("on-demand",)
-    consolidate_after: str = "120s"
-    cpu_limit: str = "500"
-    memory_limit: str = "500Gi"
     weight: int = 10
-    termination_grace_period: str | None = None
 
 
 class KarpenterNodePoolChart(cdk8s.Chart):
@@ -69,7 +67,6 @@ class KarpenterNodePoolChart(cdk8s.Chart):
 
     def __init__(self, scope: Construct, id: str, props: KarpenterNodePoolProps) -> None:
         super().__init__(scope, id)
-        _check(props)
         api_object(
             self,
             "node-class",
@@ -85,17 +82,6 @@ class KarpenterNodePoolChart(cdk8s.Chart):
             kind="NodePool",
             name=props.node_pool_name,
             body={"spec": _node_pool_spec(props)},
-        )
-
-
-def _check(props: KarpenterNodePoolProps) -> None:
-    if not props.zones:
-        raise ValueError("zones: give at least one availability zone for the NodePool")
-    family, _, version = props.ami_alias.partition("@")
-    if family != "al2023" or not version.startswith("v"):
-        raise ValueError(
-            f"ami_alias {props.ami_alias!r}: pin an AL2023 release such as {DEFAULT_AMI_ALIAS} "
-            "(not @latest, which replaces every node whenever AWS publishes an AMI)"
         )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Literal, get_args
+from typing import Annotated, ClassVar, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -29,13 +29,13 @@ from config.cluster_access import (
 )
 from config.coercion import number_as_version
 from config.images import ImagesConfig
-from config.interface_names import reserved_interface_reason
 from config.node_pool_rules import node_pool_requirement_problems
 from config.node_prefix import (
     check_node_prefix_reservations,
     check_node_prefix_settings,
     default_prefixes_per_node,
 )
+from node_bootstrap.interface_names import reserved_interface_reason
 from node_bootstrap.renderer import (
     USER_DATA_LIMIT_BYTES,
     AzPlacement,
@@ -150,6 +150,17 @@ class StrictModel(BaseModel):
     """Base of every config section: unknown keys (typos) are rejected, values are immutable."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    # Old key -> what replaced it: an old key fails with this text instead of "extra input".
+    renamed_keys: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: object) -> object:
+        if isinstance(data, dict):
+            for old, new in cls.renamed_keys.items():
+                if old in data:
+                    raise ValueError(f"{old} was replaced by {new}")
+        return data
 
 
 class MultusSubnetConfig(StrictModel):
@@ -317,12 +328,14 @@ class MultusConfig(StrictModel):
 class VpcConfig(StrictModel):
     """The VPC, its public and node subnets (Multus subnets are under multus.networks)."""
 
+    renamed_keys = {"private_subnet_cidrs": "node_subnet_cidrs (same meaning: one per AZ)"}
+
     cidr: Cidr = Field(default="10.0.0.0/16", description="The VPC's IPv4 CIDR (/16 to /28).")
     public_subnet_cidrs: list[SubnetCidr] = Field(
         default=["10.0.0.0/24", "10.0.1.0/24"],
         description="One public subnet per AZ: NAT gateways, internet-facing load balancers.",
     )
-    private_subnet_cidrs: list[SubnetCidr] = Field(
+    node_subnet_cidrs: list[SubnetCidr] = Field(
         default=["10.0.2.0/24", "10.0.3.0/24"],
         description="One node subnet per AZ: the nodes' primary ENIs, the cluster's ENIs, "
         "internal load balancers.",
@@ -354,6 +367,8 @@ class VpcConfig(StrictModel):
 class SystemNodeGroupConfig(StrictModel):
     """The managed node group for system pods and the Karpenter controller."""
 
+    renamed_keys = {"disk_size_gib": "root_volume_gib (in GiB, like node_pool.root_volume_gib)"}
+
     instance_types: list[InstanceType] = Field(
         default=["c5.large"], min_length=1, description="x86_64 instance types of the group."
     )
@@ -362,7 +377,7 @@ class SystemNodeGroupConfig(StrictModel):
         default=2, ge=0, description="Nodes the group runs; at least karpenter.replicas."
     )
     max_size: int = Field(default=3, ge=1, description="Most nodes of the group.")
-    disk_size_gib: Gp3SizeGib = Field(
+    root_volume_gib: Gp3SizeGib = Field(
         default=20, ge=20, description="Encrypted gp3 root volume of each system node, in GiB."
     )
 
@@ -399,6 +414,8 @@ class SystemNodeGroupConfig(StrictModel):
 class ClusterConfig(StrictModel):
     """The EKS cluster: name, version, API endpoint access, admins, system node group."""
 
+    renamed_keys = RENAMED_KEYS
+
     name: str | None = Field(
         default=None,
         pattern=patterns.CLUSTER_NAME.regex,
@@ -424,15 +441,6 @@ class ClusterConfig(StrictModel):
         description="How long `cdk destroy` waits for Karpenter's nodes and the Multus ENIs to "
         "go before it fails listing what is left.",
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _renamed_keys(cls, data: object) -> object:
-        if isinstance(data, dict):
-            for old, new in RENAMED_KEYS.items():
-                if old in data:
-                    raise ValueError(f"{old} was replaced by {new}")
-        return data
 
     @field_validator("public_access_cidrs")
     @classmethod
@@ -735,7 +743,7 @@ class AppConfig(StrictModel):
         want = len(self.availability_zones)
         counted = {
             "vpc.public_subnet_cidrs": len(self.vpc.public_subnet_cidrs),
-            "vpc.private_subnet_cidrs": len(self.vpc.private_subnet_cidrs),
+            "vpc.node_subnet_cidrs": len(self.vpc.node_subnet_cidrs),
         }
         for index, network in enumerate(self.multus.networks):
             counted[f"multus.networks[{index}] ({network.name}).subnets"] = len(network.subnets)
@@ -779,8 +787,7 @@ class AppConfig(StrictModel):
             (f"vpc.public_subnet_cidrs[{i}]", c) for i, c in enumerate(self.vpc.public_subnet_cidrs)
         ]
         labelled += [
-            (f"vpc.private_subnet_cidrs[{i}]", c)
-            for i, c in enumerate(self.vpc.private_subnet_cidrs)
+            (f"vpc.node_subnet_cidrs[{i}]", c) for i, c in enumerate(self.vpc.node_subnet_cidrs)
         ]
         for n, network in enumerate(self.multus.networks):
             labelled += [

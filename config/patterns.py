@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from node_bootstrap.interface_names import INTERFACE_NAME_PATTERN
+
 
 @dataclass(frozen=True)
 class PlainPattern:
@@ -30,7 +32,7 @@ KUBERNETES_NAME = PlainPattern(
     "multus-networks",
 )
 LINUX_INTERFACE_NAME = PlainPattern(
-    r"^[a-z][a-z0-9]{0,14}$",
+    INTERFACE_NAME_PATTERN,
     "a Linux interface name: a lowercase letter, then up to 14 lowercase letters or digits",
     "multus1",
 )

@@ -46,7 +46,7 @@ are replaced whole):
    stays text; lists and sections take JSON: `-c 'config.availability_zones=["us-west-2a",
    "us-west-2b"]'`). List items have no index keys (`networks[0].name`): give the whole list.
 
-Per-AZ lists (`vpc.public_subnet_cidrs`, `vpc.private_subnet_cidrs`, each network's `subnets`)
+Per-AZ lists (`vpc.public_subnet_cidrs`, `vpc.node_subnet_cidrs`, each network's `subnets`)
 follow the order of `availability_zones`. Unknown keys are refused, and bad values stop the app
 before anything is built, with the key's path and the fix. `key[]` marks the fields of each
 item of a list.

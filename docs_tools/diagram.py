@@ -112,7 +112,7 @@ def zone_rows(config: AppConfig, index: int) -> list[Row]:
         ),
         Row(
             kind="nodes",
-            title=f"nodes  {config.vpc.private_subnet_cidrs[index]}",
+            title=f"nodes  {config.vpc.node_subnet_cidrs[index]}",
             details=("system and Karpenter nodes (primary ENI)",),
         ),
     ]

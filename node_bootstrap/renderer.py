@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
+from node_bootstrap.interface_names import interface_name_problem
 from node_bootstrap.node_prefix import (
     CNI_CONFIG_DIR,
     IPAM_DATA_DIR,
@@ -56,8 +57,6 @@ USER_DATA_LIMIT_BYTES = 12 * 1024
 _DEPLOYED_SUBNET_ID = "subnet-" + "f" * 17
 _DEPLOYED_SECURITY_GROUP_ID = "sg-" + "f" * 17
 
-# Linux caps interface names at 15 characters; dots would clash with sysctl key syntax.
-_INTERFACE_NAME = re.compile(r"[A-Za-z0-9_-]{1,15}")
 # Network names end up in NetworkAttachmentDefinition names and in ENI tags.
 _NETWORK_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _AZ_NAME = re.compile(r"[a-z0-9-]+")
@@ -163,11 +162,9 @@ def _validate(props: NodeBootstrapProps) -> None:
                 f"interfaces: network {interface.network!r} must be a DNS label "
                 "(lowercase letters, digits, '-')"
             )
-        if not _INTERFACE_NAME.fullmatch(interface.interface_name):
-            raise ValueError(
-                f"interfaces: interface_name {interface.interface_name!r} must be 1-15 "
-                "letters, digits, '_' or '-'"
-            )
+        problem = interface_name_problem(interface.interface_name)
+        if problem:
+            raise ValueError(f"interfaces: interface_name {problem}")
         if interface.device_index < 1:
             raise ValueError(
                 f"interfaces: device_index {interface.device_index} of {interface.network} "

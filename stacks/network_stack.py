@@ -52,8 +52,10 @@ class NetworkStack(ConfiguredAzStack):
         super().__init__(
             scope, construct_id, availability_zones=config.availability_zones, **kwargs
         )
-        self.network = MultusVpc(self, "Network", _vpc_props(config))
-        self.vpc = self.network.vpc
+        multus_vpc = MultusVpc(self, "Network", _vpc_props(config))
+        self.vpc = multus_vpc.vpc
+        self.node_subnets = multus_vpc.node_subnets
+        self.public_subnets = multus_vpc.public_subnets
         self.multus_security_group = self._multus_security_group(config)
         self.multus_attachments = [
             MultusAttachment(
@@ -67,7 +69,7 @@ class NetworkStack(ConfiguredAzStack):
             for network in config.multus.networks
             for az, subnet, planned in zip(
                 config.availability_zones,
-                self.network.multus_subnets(network.name),
+                multus_vpc.multus_subnets(network.name),
                 network.subnets,
                 strict=True,
             )
@@ -110,12 +112,12 @@ class NetworkStack(ConfiguredAzStack):
         CfnOutput(
             self,
             "NodeSubnetIds",
-            value=Fn.join(",", [s.subnet_id for s in self.network.node_subnets]),
+            value=Fn.join(",", [s.subnet_id for s in self.node_subnets]),
         )
         CfnOutput(
             self,
             "PublicSubnetIds",
-            value=Fn.join(",", [s.subnet_id for s in self.network.public_subnets]),
+            value=Fn.join(",", [s.subnet_id for s in self.public_subnets]),
         )
         for attachment in self.multus_attachments:
             CfnOutput(
@@ -135,7 +137,7 @@ def _vpc_props(config: AppConfig) -> MultusVpcProps:
         availability_zones=config.availability_zones,
         cidr=config.vpc.cidr,
         public_subnet_cidrs=config.vpc.public_subnet_cidrs,
-        private_subnet_cidrs=config.vpc.private_subnet_cidrs,
+        node_subnet_cidrs=config.vpc.node_subnet_cidrs,
         multus_networks=[
             MultusNetworkLayout(
                 name=network.name,

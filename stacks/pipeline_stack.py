@@ -13,8 +13,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from cdk_constructs.accepted_lint_findings import RecordAcceptedLintFindings
 from cdk_constructs.nag_findings import finding_text
-from cdk_constructs.template_hygiene import RecordAcceptedLintFindings
 from config.loader import PipelineEnvironment
 from config.pipeline import PipelineConfig
 from stages.environment_stage import EnvironmentStage

@@ -7,8 +7,8 @@ from typing import Any
 from aws_cdk import Aspects, CrossStackReferences, Environment, ReferenceStrength, Stage
 from constructs import Construct
 
+from cdk_constructs.accepted_lint_findings import RecordAcceptedLintFindings
 from cdk_constructs.removed_with_stack import RemovedWithStack
-from cdk_constructs.template_hygiene import RecordAcceptedLintFindings
 from config import AppConfig
 from stacks.cluster_stack import ClusterStack
 from stacks.network_stack import NetworkStack

@@ -440,7 +440,7 @@ class FakeImds:
 
 
 @dataclass(frozen=True)
-class MultusVpc:
+class EmulatedVpc:
     """The template's layout: private node subnets plus one subnet per (network, AZ)."""
 
     vpc_id: str
@@ -526,7 +526,7 @@ class Ec2Emulator:
     imds: FakeImds
     work_dir: Path
 
-    def create_multus_vpc(self, network_count: int = 2) -> MultusVpc:
+    def create_multus_vpc(self, network_count: int = 2) -> EmulatedVpc:
         """VPC 10.0.0.0/16, private 10.0.2-3.0/24, Multus from 10.0.4.0/24 per (network, AZ)."""
         ec2 = self.ec2
         vpc_id = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
@@ -546,10 +546,10 @@ class Ec2Emulator:
         group_id = ec2.create_security_group(
             GroupName=f"multus-{vpc_id}", Description="Multus ENIs", VpcId=vpc_id
         )["GroupId"]
-        return MultusVpc(vpc_id, private, multus, group_id, networks)
+        return EmulatedVpc(vpc_id, private, multus, group_id, networks)
 
     def launch_instance(
-        self, vpc: MultusVpc, az: str, cluster_name: str, instance_type: str = "m5.large"
+        self, vpc: EmulatedVpc, az: str, cluster_name: str, instance_type: str = "m5.large"
     ) -> str:
         reservation = self.ec2.run_instances(
             ImageId="ami-12c6146b",

@@ -21,7 +21,7 @@ from typing import Any
 from multus_pod_ips import AGENT_SCRIPT, CNI_PLUGIN_SCRIPT
 from node_bootstrap import render_user_data
 from testing_support.eni_addresses import EniAddressModel
-from testing_support.multus_emulator import Ec2Emulator, MultusVpc
+from testing_support.multus_emulator import Ec2Emulator, EmulatedVpc
 
 #: Whereabouts ranges per Multus network on the emulator's subnets (10.0.4.0/24 onwards).
 EMULATOR_RANGES = {
@@ -30,7 +30,7 @@ EMULATOR_RANGES = {
 }
 
 
-def pod_ip_vpc(emulator: Ec2Emulator) -> MultusVpc:
+def pod_ip_vpc(emulator: Ec2Emulator) -> EmulatedVpc:
     """The emulator's Multus VPC with the pod ranges reserved (explicit CIDR reservations, as
     the network stack makes them, so no ENI gets a pod's address as its primary) and EC2's
     secondary-address behaviour in the proxy."""
@@ -86,7 +86,7 @@ class PodIpNode:
     def bootstrap(
         cls,
         emulator: Ec2Emulator,
-        vpc: MultusVpc,
+        vpc: EmulatedVpc,
         az: str,
         cluster: str,
         instance_type: str = "m5.large",

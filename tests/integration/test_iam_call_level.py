@@ -45,8 +45,8 @@ from testing_support.iam_reference import TemplateResolver, exported_values, rol
 from testing_support.multus_emulator import (
     REGION,
     Ec2Emulator,
+    EmulatedVpc,
     Fault,
-    MultusVpc,
     RecordedCall,
     running_emulator,
 )
@@ -81,7 +81,7 @@ def _subnet_ids(network: dict[str, Any], subnets: dict[tuple[str, str], str]) ->
     return ids
 
 
-def _physical_ids(network: dict[str, Any], vpc: MultusVpc) -> dict[str, str]:
+def _physical_ids(network: dict[str, Any], vpc: EmulatedVpc) -> dict[str, str]:
     """Template logical IDs of the Multus subnets and security group -> emulator IDs."""
     ids = _subnet_ids(network, vpc.multus_subnets)
     (group_id,) = [
@@ -111,7 +111,7 @@ def _resolver(
 
 
 @pytest.fixture(scope="module")
-def node_statements(templates: dict[str, dict[str, Any]], vpc: MultusVpc) -> list[dict[str, Any]]:
+def node_statements(templates: dict[str, dict[str, Any]], vpc: EmulatedVpc) -> list[dict[str, Any]]:
     cluster = templates[CLUSTER_STACK]
     (role_id,) = [k for k in _resources(cluster, "AWS::IAM::Role") if "KarpenterNodeRole" in k]
     resolver = _resolver(templates, CLUSTER_STACK, _physical_ids(templates[NETWORK_STACK], vpc))
@@ -145,13 +145,13 @@ def emulator() -> Iterator[Ec2Emulator]:
 
 
 @pytest.fixture(scope="module")
-def vpc(emulator: Ec2Emulator) -> MultusVpc:
+def vpc(emulator: Ec2Emulator) -> EmulatedVpc:
     """The config's Multus networks, their Whereabouts ranges reserved as the agent expects."""
     assert list(EMULATOR_RANGES) == [network.name for network in CONFIG.multus.networks]
     return pod_ip_vpc(emulator)
 
 
-def _owned_leftover_eni(emulator: Ec2Emulator, vpc: MultusVpc, instance_id: str) -> str:
+def _owned_leftover_eni(emulator: Ec2Emulator, vpc: EmulatedVpc, instance_id: str) -> str:
     """As an interrupted run leaves it: created and tagged by the bootstrap, attached."""
     network = vpc.networks[-1]
     tags = {
@@ -178,7 +178,7 @@ def _owned_leftover_eni(emulator: Ec2Emulator, vpc: MultusVpc, instance_id: str)
 
 
 @pytest.fixture(scope="module")
-def bootstrap_calls(emulator: Ec2Emulator, vpc: MultusVpc) -> list[tuple[str, RecordedCall]]:
+def bootstrap_calls(emulator: Ec2Emulator, vpc: EmulatedVpc) -> list[tuple[str, RecordedCall]]:
     """(instance, call) for the three paths that between them make every bootstrap call:
     a fresh node, a re-run after an interrupted run, and a failed attachment setting."""
     user_data = render_user_data(vpc.bootstrap_props(CLUSTER))
@@ -253,7 +253,7 @@ class AgentRun:
 
 
 @pytest.fixture(scope="module")
-def agent_run(emulator: Ec2Emulator, vpc: MultusVpc) -> AgentRun:
+def agent_run(emulator: Ec2Emulator, vpc: EmulatedVpc) -> AgentRun:
     """One agent on a bootstrapped node: start-up, pods added on both networks, one deleted,
     then a reconcile pass that repairs a lost DEL and an address gone from its ENI."""
     node = PodIpNode.bootstrap(emulator, vpc, "us-west-2a", CLUSTER)
@@ -574,7 +574,7 @@ def test_pod_ips_go_only_on_enis_with_this_clusters_owner_tag(
 
 
 def test_pod_ips_go_only_on_enis_in_the_multus_subnets(
-    agent_run: AgentRun, vpc: MultusVpc, node_statements: list[dict[str, Any]]
+    agent_run: AgentRun, vpc: EmulatedVpc, node_statements: list[dict[str, Any]]
 ) -> None:
     """The subnet condition holds on its own: an ENI with the owner tag in a node subnet."""
     node_subnet = vpc.private_subnets["us-west-2a"]

@@ -17,8 +17,8 @@ from node_bootstrap.pod_ip_iam import POD_IP_ACTIONS, POD_IP_READ_ACTIONS
 from testing_support.multus_emulator import (
     AVAILABILITY_ZONES,
     Ec2Emulator,
+    EmulatedVpc,
     Fault,
-    MultusVpc,
     running_emulator,
 )
 from testing_support.pod_ip_node import PodIpNode, outcome, pod_ip_vpc, wait_until
@@ -36,7 +36,7 @@ def emulator() -> Iterator[Ec2Emulator]:
 
 
 @pytest.fixture(scope="module")
-def vpc(emulator: Ec2Emulator) -> MultusVpc:
+def vpc(emulator: Ec2Emulator) -> EmulatedVpc:
     return pod_ip_vpc(emulator)
 
 
@@ -53,7 +53,7 @@ def nodes(emulator: Ec2Emulator) -> Iterator[list[PodIpNode]]:
 
 
 def new_node(
-    nodes: list[PodIpNode], emulator: Ec2Emulator, vpc: MultusVpc, **options: object
+    nodes: list[PodIpNode], emulator: Ec2Emulator, vpc: EmulatedVpc, **options: object
 ) -> PodIpNode:
     node = PodIpNode.bootstrap(emulator, vpc, AZ, CLUSTER, **options)  # type: ignore[arg-type]
     nodes.append(node)
@@ -62,7 +62,7 @@ def new_node(
 
 
 def test_pods_added_and_deleted_leave_exactly_their_addresses_on_their_networks_enis(
-    emulator: Ec2Emulator, vpc: MultusVpc, nodes: list[PodIpNode]
+    emulator: Ec2Emulator, vpc: EmulatedVpc, nodes: list[PodIpNode]
 ) -> None:
     node = new_node(nodes, emulator, vpc)
     bystander = new_node(nodes, emulator, vpc)
@@ -88,7 +88,7 @@ def test_pods_added_and_deleted_leave_exactly_their_addresses_on_their_networks_
 
 
 def test_concurrent_requests_on_one_eni_share_ec2_calls(
-    emulator: Ec2Emulator, vpc: MultusVpc, nodes: list[PodIpNode]
+    emulator: Ec2Emulator, vpc: EmulatedVpc, nodes: list[PodIpNode]
 ) -> None:
     node = new_node(nodes, emulator, vpc)
     emulator.proxy.latency_seconds = 0.3
@@ -113,7 +113,7 @@ def test_concurrent_requests_on_one_eni_share_ec2_calls(
 
 
 def test_injected_throttling_is_retried_until_every_address_is_assigned(
-    emulator: Ec2Emulator, vpc: MultusVpc, nodes: list[PodIpNode]
+    emulator: Ec2Emulator, vpc: EmulatedVpc, nodes: list[PodIpNode]
 ) -> None:
     node = new_node(nodes, emulator, vpc)
     throttled = Fault("RequestLimitExceeded", 503, action="AssignPrivateIpAddresses", times=4)
@@ -132,7 +132,7 @@ def test_injected_throttling_is_retried_until_every_address_is_assigned(
 
 
 def test_a_pod_beyond_the_enis_address_limit_fails_with_a_clear_cni_error(
-    emulator: Ec2Emulator, vpc: MultusVpc, nodes: list[PodIpNode]
+    emulator: Ec2Emulator, vpc: EmulatedVpc, nodes: list[PodIpNode]
 ) -> None:
     # m5.large: 10 IPv4 addresses per ENI (EC2 DescribeInstanceTypes), the primary included.
     node = new_node(nodes, emulator, vpc, instance_type="m5.large")
@@ -150,7 +150,7 @@ def test_a_pod_beyond_the_enis_address_limit_fails_with_a_clear_cni_error(
 
 
 def test_reconcile_repairs_what_a_killed_agent_left_behind(
-    emulator: Ec2Emulator, vpc: MultusVpc, nodes: list[PodIpNode]
+    emulator: Ec2Emulator, vpc: EmulatedVpc, nodes: list[PodIpNode]
 ) -> None:
     node = new_node(nodes, emulator, vpc)
     assert node.add_pod("gone", "10.0.4.60").status == 0
@@ -183,7 +183,7 @@ def test_reconcile_repairs_what_a_killed_agent_left_behind(
 
 
 def test_a_reboot_releases_every_managed_address_and_nothing_else(
-    emulator: Ec2Emulator, vpc: MultusVpc, nodes: list[PodIpNode]
+    emulator: Ec2Emulator, vpc: EmulatedVpc, nodes: list[PodIpNode]
 ) -> None:
     node = new_node(nodes, emulator, vpc)
     assert node.add_pod("before-reboot", "10.0.4.36").status == 0
@@ -202,7 +202,7 @@ def test_a_reboot_releases_every_managed_address_and_nothing_else(
 
 
 def test_a_pod_moved_to_another_node_takes_its_address_along(
-    emulator: Ec2Emulator, vpc: MultusVpc, nodes: list[PodIpNode]
+    emulator: Ec2Emulator, vpc: EmulatedVpc, nodes: list[PodIpNode]
 ) -> None:
     old_node = new_node(nodes, emulator, vpc)
     new = new_node(nodes, emulator, vpc)
@@ -227,7 +227,7 @@ def test_a_pod_moved_to_another_node_takes_its_address_along(
 
 
 def test_check_confirms_an_assigned_address_and_fails_after_delete(
-    emulator: Ec2Emulator, vpc: MultusVpc, nodes: list[PodIpNode]
+    emulator: Ec2Emulator, vpc: EmulatedVpc, nodes: list[PodIpNode]
 ) -> None:
     node = new_node(nodes, emulator, vpc)
     assert node.add_pod("checked", "10.0.4.37").status == 0
@@ -241,7 +241,7 @@ def test_check_confirms_an_assigned_address_and_fails_after_delete(
 
 
 def test_an_address_outside_the_managed_ranges_is_refused(
-    emulator: Ec2Emulator, vpc: MultusVpc, nodes: list[PodIpNode]
+    emulator: Ec2Emulator, vpc: EmulatedVpc, nodes: list[PodIpNode]
 ) -> None:
     node = new_node(nodes, emulator, vpc)
 
@@ -254,7 +254,7 @@ def test_an_address_outside_the_managed_ranges_is_refused(
 
 
 def test_every_ec2_action_the_agent_calls_is_granted_to_the_node_role(
-    emulator: Ec2Emulator, vpc: MultusVpc, nodes: list[PodIpNode]
+    emulator: Ec2Emulator, vpc: EmulatedVpc, nodes: list[PodIpNode]
 ) -> None:
     # By name here; tests/integration/test_iam_call_level.py evaluates each call (ENI tags and
     # subnet) against the synthesized node role policy.

@@ -17,8 +17,8 @@ from testing_support.multus_emulator import (
     DROP_CONNECTION,
     BootstrapRun,
     Ec2Emulator,
+    EmulatedVpc,
     Fault,
-    MultusVpc,
     running_emulator,
 )
 from tests.integration.node_bootstrap.test_multus_eni_bootstrap_script import marker
@@ -36,12 +36,12 @@ def emulator() -> Iterator[Ec2Emulator]:
 
 
 @pytest.fixture(scope="module")
-def vpc(emulator: Ec2Emulator) -> MultusVpc:
+def vpc(emulator: Ec2Emulator) -> EmulatedVpc:
     return emulator.create_multus_vpc(network_count=2)
 
 
 @pytest.fixture(scope="module")
-def user_data(vpc: MultusVpc) -> str:
+def user_data(vpc: EmulatedVpc) -> str:
     return render_user_data(vpc.bootstrap_props(CLUSTER))
 
 
@@ -73,7 +73,7 @@ def assert_failed_cleanly(emulator: Ec2Emulator, instance_id: str, run: Bootstra
 
 
 def test_a_successful_run_does_not_power_off(
-    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str
 ) -> None:
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
     run = emulator.run_bootstrap(user_data, instance_id)
@@ -82,7 +82,7 @@ def test_a_successful_run_does_not_power_off(
     assert run.actions("DescribeNetworkInterfaces") == []
 
 
-def test_attach_refused(emulator: Ec2Emulator, vpc: MultusVpc, user_data: str) -> None:
+def test_attach_refused(emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str) -> None:
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
     run = emulator.run_bootstrap(user_data, instance_id, faults=[ATTACH_REFUSED])
     assert_failed_cleanly(emulator, instance_id, run)
@@ -90,7 +90,7 @@ def test_attach_refused(emulator: Ec2Emulator, vpc: MultusVpc, user_data: str) -
 
 
 def test_failure_right_after_create(
-    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str, tmp_path: Path
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str, tmp_path: Path
 ) -> None:
     """The first step after CreateNetworkInterface (the .link file) fails."""
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
@@ -104,7 +104,7 @@ def test_failure_right_after_create(
 
 
 def test_created_eni_whose_answer_was_lost_is_found_by_its_tag_and_deleted(
-    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str
 ) -> None:
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
     lost_answer = Fault(
@@ -129,7 +129,7 @@ def test_created_eni_whose_answer_was_lost_is_found_by_its_tag_and_deleted(
 
 
 def test_delete_on_termination_refused(
-    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str
 ) -> None:
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
     refused = Fault(
@@ -144,7 +144,7 @@ def test_delete_on_termination_refused(
 
 
 def test_interface_that_never_appears(
-    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str
 ) -> None:
     """Attached and configured, but the kernel never shows it: the attached ENIs go with the
     instance (DeleteOnTermination), the node powers off."""
@@ -156,7 +156,7 @@ def test_interface_that_never_appears(
 
 
 def test_device_index_taken_by_another_eni(
-    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str
 ) -> None:
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
     stranger = emulator.ec2.create_network_interface(SubnetId=vpc.private_subnets["us-west-2a"])
@@ -174,7 +174,7 @@ def test_device_index_taken_by_another_eni(
 
 
 def test_az_missing_from_the_placement_table_powers_off_before_any_ec2_call(
-    emulator: Ec2Emulator, vpc: MultusVpc
+    emulator: Ec2Emulator, vpc: EmulatedVpc
 ) -> None:
     only_second_az = render_user_data(vpc.bootstrap_props(CLUSTER, azs=["us-west-2b"]))
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
@@ -184,7 +184,7 @@ def test_az_missing_from_the_placement_table_powers_off_before_any_ec2_call(
 
 
 def test_credentials_missing_early_in_boot_are_waited_for(
-    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str
 ) -> None:
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
     emulator.imds.credentials_missing_for = 3
@@ -198,7 +198,7 @@ def test_credentials_missing_early_in_boot_are_waited_for(
 
 
 def test_credentials_that_never_come_fail_within_the_bound(
-    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str
 ) -> None:
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
     emulator.imds.credentials_missing_for = 10**6
@@ -214,7 +214,7 @@ def test_credentials_that_never_come_fail_within_the_bound(
     assert run.seconds < 30
 
 
-def test_single_network_variant_fails_cleanly_too(emulator: Ec2Emulator, vpc: MultusVpc) -> None:
+def test_single_network_variant_fails_cleanly_too(emulator: Ec2Emulator, vpc: EmulatedVpc) -> None:
     props = vpc.bootstrap_props(CLUSTER)
     one_network = render_user_data(
         replace(

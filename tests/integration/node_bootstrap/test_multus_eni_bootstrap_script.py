@@ -22,8 +22,8 @@ from testing_support.multus_emulator import (
     NODE_CREDENTIALS,
     BootstrapRun,
     Ec2Emulator,
+    EmulatedVpc,
     Fault,
-    MultusVpc,
     running_emulator,
 )
 
@@ -39,17 +39,17 @@ def emulator() -> Iterator[Ec2Emulator]:
 
 
 @pytest.fixture(scope="module")
-def vpc(emulator: Ec2Emulator) -> MultusVpc:
+def vpc(emulator: Ec2Emulator) -> EmulatedVpc:
     return emulator.create_multus_vpc(network_count=2)
 
 
 @pytest.fixture(scope="module")
-def user_data(vpc: MultusVpc) -> str:
+def user_data(vpc: EmulatedVpc) -> str:
     return render_user_data(vpc.bootstrap_props(CLUSTER))
 
 
 @pytest.fixture(scope="module")
-def single_network_user_data(vpc: MultusVpc) -> str:
+def single_network_user_data(vpc: EmulatedVpc) -> str:
     """multus1 only: for failure paths that one network shows as well as two."""
     props = vpc.bootstrap_props(CLUSTER)
     return render_user_data(
@@ -65,7 +65,7 @@ def single_network_user_data(vpc: MultusVpc) -> str:
 
 
 @pytest.fixture(scope="module")
-def fresh_node(emulator: Ec2Emulator, vpc: MultusVpc, user_data: str) -> tuple[str, BootstrapRun]:
+def fresh_node(emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str) -> tuple[str, BootstrapRun]:
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
     return instance_id, emulator.run_bootstrap(user_data, instance_id)
 
@@ -86,7 +86,7 @@ def marker(run: BootstrapRun) -> Path:
 
 
 def test_fresh_node_gets_one_eni_per_network_in_its_az(
-    emulator: Ec2Emulator, vpc: MultusVpc, fresh_node: tuple[str, BootstrapRun]
+    emulator: Ec2Emulator, vpc: EmulatedVpc, fresh_node: tuple[str, BootstrapRun]
 ) -> None:
     instance_id, run = fresh_node
     assert run.returncode == 0, run.output
@@ -155,7 +155,7 @@ def test_credentials_never_appear_on_a_command_line_or_in_the_log(
 
 
 def test_calls_signed_with_other_credentials_are_refused_and_leave_nothing(
-    emulator: Ec2Emulator, vpc: MultusVpc, single_network_user_data: str
+    emulator: Ec2Emulator, vpc: EmulatedVpc, single_network_user_data: str
 ) -> None:
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
     emulator.proxy.signer = Credentials(
@@ -234,7 +234,7 @@ def test_rerun_on_the_same_node_makes_no_ec2_call(
 
 
 def test_rerun_after_an_interrupted_run_finishes_configuration_without_creating(
-    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str
 ) -> None:
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
     # As if an earlier run had been killed right after attaching multus2.
@@ -267,7 +267,7 @@ def test_rerun_after_an_interrupted_run_finishes_configuration_without_creating(
 
 
 def test_device_index_taken_by_an_eni_from_another_subnet_fails_clearly(
-    emulator: Ec2Emulator, vpc: MultusVpc, single_network_user_data: str
+    emulator: Ec2Emulator, vpc: EmulatedVpc, single_network_user_data: str
 ) -> None:
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
     stranger = emulator.ec2.create_network_interface(SubnetId=vpc.private_subnets["us-west-2a"])
@@ -287,7 +287,7 @@ def test_device_index_taken_by_an_eni_from_another_subnet_fails_clearly(
 
 
 def test_node_in_the_second_az_uses_that_azs_subnets(
-    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str
 ) -> None:
     instance_id = emulator.launch_instance(vpc, "us-west-2b", CLUSTER)
 
@@ -312,7 +312,7 @@ def test_node_in_the_second_az_uses_that_azs_subnets(
     ids=["throttled-503", "throttled-400", "server-error", "dropped-connection"],
 )
 def test_throttling_and_transient_failures_are_retried_until_they_succeed(
-    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str, fault: Fault
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str, fault: Fault
 ) -> None:
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
 
@@ -326,7 +326,7 @@ def test_throttling_and_transient_failures_are_retried_until_they_succeed(
 
 
 def test_eni_not_yet_visible_after_create_is_retried(
-    emulator: Ec2Emulator, vpc: MultusVpc, single_network_user_data: str
+    emulator: Ec2Emulator, vpc: EmulatedVpc, single_network_user_data: str
 ) -> None:
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
 
@@ -344,7 +344,7 @@ def test_eni_not_yet_visible_after_create_is_retried(
 
 
 def test_failed_attach_deletes_the_new_eni_and_a_rerun_completes_the_node(
-    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str
 ) -> None:
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
 
@@ -371,7 +371,7 @@ def test_failed_attach_deletes_the_new_eni_and_a_rerun_completes_the_node(
 
 
 def test_failed_delete_on_termination_detaches_and_deletes_the_eni(
-    emulator: Ec2Emulator, vpc: MultusVpc, single_network_user_data: str
+    emulator: Ec2Emulator, vpc: EmulatedVpc, single_network_user_data: str
 ) -> None:
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
 
@@ -396,7 +396,7 @@ def test_failed_delete_on_termination_detaches_and_deletes_the_eni(
 
 
 def test_az_missing_from_the_placement_table_fails_clearly(
-    emulator: Ec2Emulator, vpc: MultusVpc
+    emulator: Ec2Emulator, vpc: EmulatedVpc
 ) -> None:
     only_second_az = render_user_data(vpc.bootstrap_props(CLUSTER, azs=["us-west-2b"]))
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)

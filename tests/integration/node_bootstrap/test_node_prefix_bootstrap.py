@@ -15,7 +15,7 @@ import pytest
 
 from node_bootstrap import READY_MARKER_PATH, NodePrefixNetwork, render_user_data
 from node_bootstrap.node_prefix import IPAM_DATA_DIR, cni_config_file_name
-from testing_support.multus_emulator import BootstrapRun, Ec2Emulator, MultusVpc, running_emulator
+from testing_support.multus_emulator import BootstrapRun, Ec2Emulator, EmulatedVpc, running_emulator
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +37,7 @@ def emulator() -> Iterator[Ec2Emulator]:
 
 
 @pytest.fixture(scope="module")
-def vpc(emulator: Ec2Emulator) -> MultusVpc:
+def vpc(emulator: Ec2Emulator) -> EmulatedVpc:
     vpc = emulator.create_multus_vpc(network_count=2)
     for az, cidr in RESERVATIONS.items():
         emulator.ec2.create_subnet_cidr_reservation(
@@ -47,7 +47,7 @@ def vpc(emulator: Ec2Emulator) -> MultusVpc:
 
 
 @pytest.fixture(scope="module")
-def user_data(vpc: MultusVpc) -> str:
+def user_data(vpc: EmulatedVpc) -> str:
     """multus1 stays in whereabouts mode; multus2 is a node_prefix network."""
     return render_user_data(
         replace(
@@ -71,7 +71,7 @@ def user_data(vpc: MultusVpc) -> str:
 
 @pytest.fixture(scope="module")
 def two_nodes(
-    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str
 ) -> list[tuple[str, BootstrapRun]]:
     nodes = []
     for _ in range(2):
@@ -207,7 +207,10 @@ def test_rerun_converges_without_ec2_calls(
 
 
 def test_prefix_outside_the_reservation_deletes_the_eni_and_fails(
-    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str, two_nodes: list[tuple[str, BootstrapRun]]
+    emulator: Ec2Emulator,
+    vpc: EmulatedVpc,
+    user_data: str,
+    two_nodes: list[tuple[str, BootstrapRun]],
 ) -> None:
     # The two nodes hold the reservation's four prefixes; the emulator then takes the rest of
     # the subnet, which EC2 does not document either way.
@@ -228,7 +231,10 @@ def test_prefix_outside_the_reservation_deletes_the_eni_and_fails(
 
 
 def test_exhausted_reservation_without_fallback_fails_cleanly(
-    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str, two_nodes: list[tuple[str, BootstrapRun]]
+    emulator: Ec2Emulator,
+    vpc: EmulatedVpc,
+    user_data: str,
+    two_nodes: list[tuple[str, BootstrapRun]],
 ) -> None:
     assert all(run.returncode == 0 for _, run in two_nodes)
     instance_id = emulator.launch_instance(vpc, AZ, CLUSTER)
@@ -247,7 +253,10 @@ def test_exhausted_reservation_without_fallback_fails_cleanly(
 
 
 def test_deleting_a_nodes_eni_releases_its_prefixes_for_the_next_node(
-    emulator: Ec2Emulator, vpc: MultusVpc, user_data: str, two_nodes: list[tuple[str, BootstrapRun]]
+    emulator: Ec2Emulator,
+    vpc: EmulatedVpc,
+    user_data: str,
+    two_nodes: list[tuple[str, BootstrapRun]],
 ) -> None:
     gone_id, gone_run = two_nodes[1]
     freed = sorted(config_prefixes(cni_config(gone_run)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,7 +29,9 @@ from charts.network_attachments import (
 )
 from charts.sample_workloads import SampleWorkloadsChart, SampleWorkloadsProps, ZoneWorkload
 from charts.whereabouts import WhereaboutsChart, WhereaboutsProps
+from config import AppConfig
 from config.images import ImagesConfig
+from stacks.cluster_props import node_pool_props as cluster_node_pool_props
 from tests.helpers import STRINGIFIED_TOKEN as TOKEN
 from tests.helpers import shared_reference
 
@@ -40,7 +43,7 @@ SEED_MULTUS_SUBNETS = {
     "multus1": (("10.0.4.0/24", "10.0.4.32/27"), ("10.0.5.0/24", "10.0.5.32/27")),
     "multus2": (("10.0.6.0/24", "10.0.6.32/27"), ("10.0.7.0/24", "10.0.7.32/27")),
 }
-# The system node group's label and taint (stacks.cluster_stack.CONTROLLER_NODES).
+# The system node group's label and taint (stacks.cluster_props.CONTROLLER_NODES).
 SYSTEM_NODES_LABELS = {"karpenter.sh/controller": "true"}
 SYSTEM_NODES_TAINT = NodeTaint(key="karpenter.sh/controller", value="true", effect="NoSchedule")
 
@@ -63,15 +66,17 @@ def seed_attachments() -> list[NetworkAttachment]:
 
 
 def node_pool_props(**overrides: Any) -> KarpenterNodePoolProps:
+    """The default config's NodePool props (config/model.py holds the defaults), with test
+    selectors, tags and user data."""
     values: dict[str, Any] = {
-        "zones": SEED_ZONES,
-        "node_role_name": TOKEN,
         "subnet_selector_tags": {"karpenter.sh/discovery": "eks-karpenterwithmultus"},
         "security_group_selector_tags": {"karpenter.sh/discovery": "eks-karpenterwithmultus"},
-        "user_data": "MIME-Version: 1.0\n",
         "tags": {"project": "karpenter-multus"},
     }
-    return KarpenterNodePoolProps(**(values | overrides))
+    configured = cluster_node_pool_props(
+        AppConfig(), node_role_name=TOKEN, user_data="MIME-Version: 1.0\n"
+    )
+    return dataclasses.replace(configured, **(values | overrides))
 
 
 def _seed_charts(app: cdk8s.App) -> dict[str, cdk8s.Chart]:

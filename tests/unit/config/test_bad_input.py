@@ -195,8 +195,8 @@ ACCEPTED = [
     BadInput(
         "gp3-system-disk-over-its-maximum",
         "accepted",
-        {"config.cluster.system_node_group.disk_size_gib": "16385"},
-        ("cluster.system_node_group.disk_size_gib", "at most 16384 GiB"),
+        {"config.cluster.system_node_group.root_volume_gib": "16385"},
+        ("cluster.system_node_group.root_volume_gib", "at most 16384 GiB"),
     ),
     BadInput(
         "public-subnet-smaller-than-28",
@@ -378,6 +378,10 @@ UNCLEAR = [
     pattern_case("node-pool-memory-limit-pattern", "node_pool.memory_limit", "500G", "512Mi"),
     pattern_case("consolidate-after-pattern", "node_pool.consolidate_after", "2 minutes", "120s"),
     pattern_case("ami-alias-pattern", "node_pool.ami_alias", "al2023@latest", "al2023@v2026"),
+    pattern_case(
+        "ami-alias-foreign", "node_pool.ami_alias", "bottlerocket@v1.30.0", "al2023@v2026"
+    ),
+    pattern_case("ami-alias-unpinned", "node_pool.ami_alias", "al2023", "al2023@v2026"),
     BadInput(
         "network-name-pattern",
         "unclear",
@@ -444,14 +448,14 @@ COVERED = [
     BadInput(
         "overlapping-subnets",
         "covered",
-        {"config.vpc.private_subnet_cidrs": '["10.0.2.0/24", "10.0.4.128/25"]'},
-        ("vpc.private_subnet_cidrs[1] (10.0.4.128/25)", "overlaps", "a range of its own"),
+        {"config.vpc.node_subnet_cidrs": '["10.0.2.0/24", "10.0.4.128/25"]'},
+        ("vpc.node_subnet_cidrs[1] (10.0.4.128/25)", "overlaps", "a range of its own"),
     ),
     BadInput(
         "subnet-outside-the-vpc",
         "covered",
-        {"config.vpc.private_subnet_cidrs": '["10.0.2.0/24", "10.1.3.0/24"]'},
-        ("vpc.private_subnet_cidrs[1]", "outside the VPC CIDR 10.0.0.0/16", "inside it"),
+        {"config.vpc.node_subnet_cidrs": '["10.0.2.0/24", "10.1.3.0/24"]'},
+        ("vpc.node_subnet_cidrs[1]", "outside the VPC CIDR 10.0.0.0/16", "inside it"),
     ),
     BadInput(
         "reservation-over-the-addresses-aws-keeps",

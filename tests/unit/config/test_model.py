@@ -27,7 +27,7 @@ def test_defaults_reproduce_the_seed() -> None:
     assert config.availability_zones == ["us-west-2a", "us-west-2b"]
     assert config.vpc.cidr == "10.0.0.0/16"
     assert config.vpc.public_subnet_cidrs == ["10.0.0.0/24", "10.0.1.0/24"]
-    assert config.vpc.private_subnet_cidrs == ["10.0.2.0/24", "10.0.3.0/24"]
+    assert config.vpc.node_subnet_cidrs == ["10.0.2.0/24", "10.0.3.0/24"]
     assert [
         [(s.cidr, s.reservation) for s in network.subnets] for network in config.multus.networks
     ] == [
@@ -67,14 +67,14 @@ def with_change(path: str, value: Any) -> dict[str, Any]:
             ["multus.networks[0].subnets[0]", "not inside subnet 10.9.4.0/24"],
         ),
         (
-            "vpc.private_subnet_cidrs.1",
+            "vpc.node_subnet_cidrs.1",
             "10.1.3.0/24",
-            ["vpc.private_subnet_cidrs[1]", "outside the VPC CIDR 10.0.0.0/16"],
+            ["vpc.node_subnet_cidrs[1]", "outside the VPC CIDR 10.0.0.0/16"],
         ),
         (
-            "vpc.private_subnet_cidrs.1",
+            "vpc.node_subnet_cidrs.1",
             "10.0.4.128/25",
-            ["vpc.private_subnet_cidrs[1]", "overlaps", "multus.networks[0].subnets[0].cidr"],
+            ["vpc.node_subnet_cidrs[1]", "overlaps", "multus.networks[0].subnets[0].cidr"],
         ),
         (
             "multus.networks.0.subnets.0.reservation",
@@ -270,3 +270,25 @@ def test_bad_node_pool_input_names_the_field(path: str, value: Any, expected: li
     message = error_for(with_change(path, value))
     for fragment in expected:
         assert fragment in message, message
+
+
+@pytest.mark.parametrize(
+    ("raw", "section", "message"),
+    [
+        (
+            {"vpc": {"private_subnet_cidrs": ["10.0.2.0/24", "10.0.3.0/24"]}},
+            "vpc",
+            "private_subnet_cidrs was replaced by node_subnet_cidrs",
+        ),
+        (
+            {"cluster": {"system_node_group": {"disk_size_gib": 30}}},
+            "cluster.system_node_group",
+            "disk_size_gib was replaced by root_volume_gib",
+        ),
+    ],
+)
+def test_renamed_keys_name_their_replacement(
+    raw: dict[str, Any], section: str, message: str
+) -> None:
+    error = error_for(raw)
+    assert f"{section}: {message}" in error

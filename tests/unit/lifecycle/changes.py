@@ -63,7 +63,7 @@ DAY2_CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
             "availability_zones": ["us-west-2a", "us-west-2b", "us-west-2c"],
             "vpc": {
                 "public_subnet_cidrs": ["10.0.0.0/24", "10.0.1.0/24", "10.0.8.0/24"],
-                "private_subnet_cidrs": ["10.0.2.0/24", "10.0.3.0/24", "10.0.9.0/24"],
+                "node_subnet_cidrs": ["10.0.2.0/24", "10.0.3.0/24", "10.0.9.0/24"],
             },
             "multus": {"networks": _networks_with(_third_az)},
         },

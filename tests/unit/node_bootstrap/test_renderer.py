@@ -243,6 +243,16 @@ def test_readiness_marker_contract_with_the_cleartaints_chart() -> None:
             {"interfaces": [MultusInterface("multus1", "a-very-long-name", 1)]},
             "interface_name 'a-very-long-name'",
         ),
+        # The config's rule (node_bootstrap/interface_names.py): no '_' or capitals, no name the
+        # AMI or the VPC CNI uses on the node.
+        (
+            {"interfaces": [MultusInterface("multus1", "Multus_1", 1)]},
+            "interface_name 'Multus_1' is not a usable interface name",
+        ),
+        (
+            {"interfaces": [MultusInterface("multus1", "ens6", 1)]},
+            "interface_name 'ens6' is the AL2023 AMI's name",
+        ),
         (
             {"interfaces": [MultusInterface("Multus 1", "multus1", 1)]},
             "network 'Multus 1' must be a DNS label",

@@ -240,7 +240,7 @@ def test_system_nodes_require_imdsv2_and_an_encrypted_gp3_root(cluster: dict[str
     assert root["DeviceName"] == "/dev/xvda"
     assert root["Ebs"]["Encrypted"] is True
     assert root["Ebs"]["VolumeType"] == "gp3"
-    assert root["Ebs"]["VolumeSize"] == SEED.cluster.system_node_group.disk_size_gib
+    assert root["Ebs"]["VolumeSize"] == SEED.cluster.system_node_group.root_volume_gib
     assert "ImageId" not in data and "UserData" not in data
 
 

@@ -24,7 +24,7 @@ from charts.whereabouts import WhereaboutsChart, WhereaboutsProps
 
 
 @dataclass(frozen=True)
-class MultusWorkloadsProps:
+class ClusterWorkloadsProps:
     """The cluster, the Karpenter release the NodePool waits for, and the props of every chart.
 
     karpenter_release: NodePool/EC2NodeClass need its CRDs and webhook-free API.
@@ -42,10 +42,10 @@ class MultusWorkloadsProps:
     sample_workloads: SampleWorkloadsProps | None
 
 
-class MultusWorkloads(Construct):
+class ClusterWorkloads(Construct):
     """Deploys the in-cluster charts (Multus, Whereabouts, NADs, cleartaints, NodePool...)."""
 
-    def __init__(self, scope: Construct, construct_id: str, props: MultusWorkloadsProps) -> None:
+    def __init__(self, scope: Construct, construct_id: str, props: ClusterWorkloadsProps) -> None:
         super().__init__(scope, construct_id)
         self._cluster = props.cluster
         self._charts = cdk8s.App()

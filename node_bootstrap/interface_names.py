@@ -1,4 +1,7 @@
-"""Linux interface names a Multus network's ENI must not take on an EKS node.
+"""The one rule for the Linux name of a Multus network's ENI on an EKS node.
+
+The config (multus.networks[].interface_name, or the network name) and the renderer both apply
+it: a lowercase letter, then up to 14 lowercase letters or digits, and none of the names below.
 
 The node bootstrap renames each Multus ENI by its MAC address; a name the host already uses, or
 one another component creates later, would collide with it or be taken over:
@@ -10,12 +13,15 @@ one another component creates later, would collide with it or be taken over:
   digits (AWS_VPC_K8S_CNI_VETHPREFIX, default "eni"), and with security groups for pods
   `vlan<id>` and `dummy<id>` devices.
 Linux itself allows at most 15 characters (IFNAMSIZ 16 with the terminating NUL) and no "/",
-whitespace, "." or ".."; the model's pattern (lowercase letters and digits) is stricter.
+whitespace, "." or ".."; INTERFACE_NAME_PATTERN (lowercase letters and digits) is stricter.
 """
 
 from __future__ import annotations
 
 import re
+
+#: Also the config's pattern (config/patterns.py explains it in words).
+INTERFACE_NAME_PATTERN = r"^[a-z][a-z0-9]{0,14}$"
 
 RESERVED_INTERFACE_NAMES: dict[str, str] = {
     r"lo": "the loopback device",
@@ -34,3 +40,13 @@ def reserved_interface_reason(name: str) -> str | None:
         if re.fullmatch(pattern, name):
             return f"{name!r} is {owner}; pick another name, for example multus1"
     return None
+
+
+def interface_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a Multus interface on the node (pattern or reserved), or None."""
+    if not re.fullmatch(INTERFACE_NAME_PATTERN, name):
+        return (
+            f"{name!r} is not a usable interface name: a lowercase letter, then up to 14 "
+            "lowercase letters or digits"
+        )
+    return reserved_interface_reason(name)

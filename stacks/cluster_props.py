@@ -1,0 +1,308 @@
+"""Config -> props of every construct and chart ClusterStack composes: pure functions.
+
+They take the AppConfig and the few deploy-time values (IDs, tokens, constructs) that only exist
+once an earlier construct is built, and return the typed props; ClusterStack only wires them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct
+
+from cdk_constructs.ami_release_check import AmiReleaseCheckProps
+from cdk_constructs.cluster_workloads import ClusterWorkloadsProps
+from cdk_constructs.eks_cluster import EksClusterProps
+from cdk_constructs.karpenter_controller import KarpenterControllerProps
+from cdk_constructs.karpenter_teardown import KarpenterTeardownProps
+from cdk_constructs.multus_vpc import KARPENTER_DISCOVERY_TAG
+from cdk_constructs.system_node_group import DedicatedNodes, SystemNodeGroupProps
+from charts.building_blocks import NodeTaint
+from charts.cleartaints import ClearTaintsProps
+from charts.karpenter_node_pool import KarpenterNodePoolProps
+from charts.multus import MultusProps
+from charts.multus_pod_ips import MultusPodIpsProps
+from charts.network_attachments import (
+    NetworkAttachment,
+    NetworkAttachmentsProps,
+    cni_binaries,
+    cni_host_files,
+    network_attachment_name,
+    whereabouts_range_and_gateway,
+)
+from charts.sample_workloads import SampleWorkloadsProps, ZoneWorkload
+from charts.whereabouts import WhereaboutsProps
+from config import AppConfig
+from config.model import NODE_TERMINATION_MARGIN_MINUTES, MultusNetworkConfig
+from node_bootstrap.node_prefix import CNI_CONFIG_DIR as NODE_CNI_CONFIG_DIR
+from node_bootstrap.node_prefix import (
+    NODE_PREFIX_CNI_PLUGINS,
+    NodePrefixNetwork,
+    cni_config_file_name,
+)
+from node_bootstrap.renderer import (
+    CLUSTER_TAG_KEY,
+    NETWORK_TAG_KEY,
+    AzPlacement,
+    MultusInterface,
+    NodeBootstrapProps,
+)
+from stacks.network_stack import MultusAttachment
+
+# The seed's marker of the nodes that run the Karpenter controller and CoreDNS.
+CONTROLLER_NODES = DedicatedNodes(key="karpenter.sh/controller", value="true")
+# EKS tags the cluster security group with the cluster name; Karpenter nodes join it.
+EKS_CLUSTER_SG_TAG = "aws:eks:cluster-name"
+
+
+def eks_cluster_props(
+    config: AppConfig, *, vpc_id: str, node_subnets: Sequence[ec2.ISubnet]
+) -> EksClusterProps:
+    return EksClusterProps(
+        cluster_name=config.cluster_name,
+        kubernetes_version=config.cluster.kubernetes_version,
+        vpc_id=vpc_id,
+        availability_zones=config.availability_zones,
+        node_subnets=node_subnets,
+        public_access_cidrs=config.cluster.public_access_cidrs,
+        admin_principal_arns=config.cluster.admin_principal_arns,
+        core_dns_tolerations=[CONTROLLER_NODES.toleration],
+    )
+
+
+def system_node_group_props(
+    config: AppConfig, *, cluster: eks.ICluster, node_subnets: Sequence[ec2.ISubnet]
+) -> SystemNodeGroupProps:
+    nodes = config.cluster.system_node_group
+    return SystemNodeGroupProps(
+        cluster=cluster,
+        kubernetes_version=config.cluster.kubernetes_version,
+        subnets=node_subnets,
+        instance_types=nodes.instance_types,
+        min_size=nodes.min_size,
+        desired_size=nodes.desired_size,
+        max_size=nodes.max_size,
+        root_volume_gib=nodes.root_volume_gib,
+        dedicated=CONTROLLER_NODES,
+    )
+
+
+def karpenter_controller_props(
+    config: AppConfig, *, cluster: eks.ICluster
+) -> KarpenterControllerProps:
+    karpenter = config.karpenter
+    return KarpenterControllerProps(
+        cluster=cluster,
+        cluster_name=config.cluster_name,
+        region=config.region,
+        version=karpenter.version,
+        namespace=karpenter.namespace,
+        replicas=karpenter.replicas,
+        controller_cpu=karpenter.controller_cpu,
+        controller_memory=karpenter.controller_memory,
+        controller_nodes=CONTROLLER_NODES,
+        spot_service_linked_role=karpenter.spot_service_linked_role,
+        # Karpenter must not count the Multus ENIs as pod ENIs (docs/node-capacity.md).
+        reserved_enis=len(config.multus.networks),
+        controller_image=config.images.karpenter_controller,
+    )
+
+
+def ami_release_check_props(config: AppConfig) -> AmiReleaseCheckProps:
+    return AmiReleaseCheckProps(
+        kubernetes_version=config.cluster.kubernetes_version,
+        ami_alias=config.node_pool.ami_alias,
+        config_field="node_pool.ami_alias",
+    )
+
+
+def karpenter_teardown_props(
+    config: AppConfig, *, cluster: eks.Cluster, node_subnets: Sequence[ec2.ISubnet]
+) -> KarpenterTeardownProps:
+    timeout = config.cluster.teardown_timeout_minutes
+    return KarpenterTeardownProps(
+        cluster=cluster,
+        cluster_name=config.cluster_name,
+        node_subnets=node_subnets,
+        cluster_tag_key=CLUSTER_TAG_KEY,
+        eni_network_tag_key=NETWORK_TAG_KEY,
+        timeout_minutes=timeout,
+        force_after_minutes=timeout - NODE_TERMINATION_MARGIN_MINUTES,
+    )
+
+
+def node_bootstrap_props(
+    config: AppConfig, attachments: Sequence[MultusAttachment], security_group_id: str
+) -> NodeBootstrapProps:
+    """The node user-data's data: each network's interface and, per AZ, its Multus subnets."""
+    return NodeBootstrapProps(
+        cluster_name=config.cluster_name,
+        interfaces=[
+            MultusInterface(network=n.name, interface_name=n.device_name, device_index=index + 1)
+            for index, n in enumerate(config.multus.networks)
+        ],
+        placements={
+            az: AzPlacement(
+                subnet_ids=[a.subnet.subnet_id for a in attachments if a.availability_zone == az],
+                security_group_ids=[security_group_id],
+            )
+            for az in config.availability_zones
+        },
+        node_prefix=node_prefix_networks(config, attachments),
+    )
+
+
+def node_pool_props(
+    config: AppConfig, *, node_role_name: str, user_data: str
+) -> KarpenterNodePoolProps:
+    pool = config.node_pool
+    return KarpenterNodePoolProps(
+        zones=config.availability_zones,
+        node_role_name=node_role_name,
+        subnet_selector_tags={KARPENTER_DISCOVERY_TAG: config.cluster_name},
+        security_group_selector_tags={EKS_CLUSTER_SG_TAG: config.cluster_name},
+        user_data=user_data,
+        ami_alias=pool.ami_alias,
+        root_volume_size=f"{pool.root_volume_gib}Gi",
+        instance_categories=pool.instance_categories,
+        instance_cpus=[str(cpus) for cpus in pool.instance_cpus],
+        instance_families=pool.instance_families,
+        capacity_types=pool.capacity_types,
+        consolidate_after=pool.consolidate_after,
+        cpu_limit=pool.cpu_limit,
+        memory_limit=pool.memory_limit,
+        termination_grace_period=pool.termination_grace_period,
+    )
+
+
+def cluster_workloads_props(
+    config: AppConfig,
+    attachments: Sequence[MultusAttachment],
+    *,
+    cluster: eks.Cluster,
+    karpenter_release: Construct,
+    node_pool: KarpenterNodePoolProps,
+) -> ClusterWorkloadsProps:
+    networks = {n.name: n for n in config.multus.networks}
+    images = config.images
+    nads = [
+        network_attachment(a, networks[a.network])
+        for a in attachments
+        if networks[a.network].ip_management == "whereabouts"
+    ]
+    node_prefix_files = [
+        cni_config_file_name(index + 1)
+        for index, n in enumerate(config.multus.networks)
+        if n.ip_management == "node_prefix"
+    ]
+    pod_ips = pod_ips_props(attachments, networks, images.multus_pod_ips.reference)
+    return ClusterWorkloadsProps(
+        cluster=cluster,
+        karpenter_release=karpenter_release,
+        multus=MultusProps(
+            region=config.region, image=images.multus.reference if images.multus else None
+        ),
+        whereabouts=WhereaboutsProps(
+            image=images.whereabouts.reference,
+            reconciler_node_labels=CONTROLLER_NODES.labels,
+            reconciler_tolerations=[
+                NodeTaint(
+                    key=CONTROLLER_NODES.key, value=CONTROLLER_NODES.value, effect="NoSchedule"
+                )
+            ],
+        ),
+        network_attachments=NetworkAttachmentsProps(
+            namespace=config.multus.nad_namespace,
+            attachments=nads,
+            node_local_names=[
+                network_attachment_name(a.network, a.availability_zone)
+                for a in attachments
+                if networks[a.network].ip_management == "node_prefix"
+            ],
+            create_namespace=config.multus.creates_nad_namespace,
+        ),
+        clear_taints=ClearTaintsProps(
+            image=images.cleartaints.reference,
+            cni_binaries=sorted(
+                {*cni_binaries(nads), *(NODE_PREFIX_CNI_PLUGINS if node_prefix_files else ())}
+            ),
+            cni_files=[
+                *cni_host_files(nads),
+                *(f"{NODE_CNI_CONFIG_DIR}/{name}" for name in node_prefix_files),
+            ],
+            wait_for_pod_ips=pod_ips is not None,
+        ),
+        pod_ips=pod_ips,
+        node_pool=node_pool,
+        sample_workloads=sample_workloads_props(config) if config.extras.sample_workloads else None,
+    )
+
+
+def sample_workloads_props(config: AppConfig) -> SampleWorkloadsProps:
+    return SampleWorkloadsProps(
+        namespace=config.multus.nad_namespace,
+        image=config.images.sample_workloads.reference,
+        workloads=[
+            ZoneWorkload(
+                availability_zone=az,
+                network_attachment_names=[
+                    network_attachment_name(n.name, az) for n in config.multus.networks
+                ],
+            )
+            for az in config.availability_zones
+        ],
+    )
+
+
+def pod_ips_props(
+    attachments: Sequence[MultusAttachment],
+    networks: Mapping[str, MultusNetworkConfig],
+    image: str,
+) -> MultusPodIpsProps | None:
+    """Per Multus interface of a whereabouts network, the reservations its pods' addresses come
+    from (one per AZ); None when no network assigns addresses per pod."""
+    ranges: dict[str, list[str]] = {}
+    for attachment in attachments:
+        network = networks[attachment.network]
+        if network.ip_management == "whereabouts":
+            ranges.setdefault(network.device_name, []).append(attachment.reservation_cidr)
+    return MultusPodIpsProps(image=image, interfaces=ranges) if ranges else None
+
+
+def network_attachment(
+    attachment: MultusAttachment, network: MultusNetworkConfig
+) -> NetworkAttachment:
+    whereabouts_range, gateway = whereabouts_range_and_gateway(
+        attachment.subnet_cidr, attachment.reservation_cidr
+    )
+    return NetworkAttachment(
+        name=network_attachment_name(attachment.network, attachment.availability_zone),
+        master_interface=network.device_name,
+        ipvlan_mode=network.ipvlan_mode,
+        whereabouts_range=whereabouts_range,
+        gateway=gateway,
+    )
+
+
+def node_prefix_networks(
+    config: AppConfig, attachments: Sequence[MultusAttachment]
+) -> list[NodePrefixNetwork]:
+    """What the node bootstrap needs per (AZ, network) in node_prefix mode."""
+    indexes = {n.name: index + 1 for index, n in enumerate(config.multus.networks)}
+    networks = {n.name: n for n in config.multus.networks}
+    return [
+        NodePrefixNetwork(
+            availability_zone=a.availability_zone,
+            interface_name=networks[a.network].device_name,
+            device_index=indexes[a.network],
+            prefix_count=config.prefixes_per_node(networks[a.network]),
+            cni_network_name=network_attachment_name(a.network, a.availability_zone),
+            subnet_cidr=a.subnet_cidr,
+            reservation_cidr=a.reservation_cidr,
+            ipvlan_mode=networks[a.network].ipvlan_mode,
+        )
+        for a in attachments
+        if networks[a.network].ip_management == "node_prefix"
+    ]

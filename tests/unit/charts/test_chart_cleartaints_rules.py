@@ -1,0 +1,189 @@
+"""cleartaints rules stated exactly: the immutable DaemonSet selector, the pod's identity and
+volumes, the admission policy's match rule and every node field it freezes, and the script's
+refusal to run without its inputs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable
+from dataclasses import FrozenInstanceError
+from pathlib import PurePosixPath
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from charts.cleartaints import CLEAR_TAINT_SCRIPT, NODE_NAME_EXTRA, ClearTaintsProps
+from tests.unit.charts.test_chart_cleartaints import (
+    NODE,
+    SERVICE_ACCOUNT,
+    STARTUP_TAINT,
+    admitted,
+    node_object,
+)
+
+# Kubernetes object names (DNS-1123 subdomain) and volume names (DNS-1123 label).
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+# The "nobody" user and group of Amazon Linux 2023 (/etc/passwd, /etc/group).
+NOBODY = 65534
+
+
+@pytest.fixture(scope="module")
+def manifests(seed_manifests: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    return seed_manifests["cleartaints"]
+
+
+@pytest.fixture(scope="module")
+def daemon_set(manifests: list[dict[str, Any]], helpers: SimpleNamespace) -> dict[str, Any]:
+    found: dict[str, Any] = helpers.find(manifests, "DaemonSet")
+    return found
+
+
+def test_every_object_has_a_valid_name_in_the_cleartaints_namespace(
+    manifests: list[dict[str, Any]],
+) -> None:
+    cluster_scoped = {
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
+    for manifest in manifests:
+        metadata = manifest["metadata"]
+        assert DNS_SUBDOMAIN.fullmatch(metadata["name"]), metadata
+        if manifest["kind"] in cluster_scoped:
+            assert "namespace" not in metadata, metadata
+        else:
+            assert metadata["namespace"] == "cleartaints", metadata
+    assert {m["kind"] for m in manifests} == cluster_scoped | {"ServiceAccount", "DaemonSet"}
+
+
+def test_the_daemon_set_selects_its_pods_by_the_fixed_app_label(daemon_set: dict[str, Any]) -> None:
+    # A DaemonSet's selector is immutable: any other label set would force delete + create.
+    assert daemon_set["spec"]["selector"] == {"matchLabels": {"app": "cleartaints"}}
+    assert daemon_set["spec"]["template"]["metadata"]["labels"]["app"] == "cleartaints"
+
+
+def test_the_pod_runs_as_nobody_and_never_as_root(daemon_set: dict[str, Any]) -> None:
+    pod = daemon_set["spec"]["template"]["spec"]
+    assert {k: pod["securityContext"][k] for k in ("runAsNonRoot", "runAsUser", "runAsGroup")} == {
+        "runAsNonRoot": True,
+        "runAsUser": NOBODY,
+        "runAsGroup": NOBODY,
+    }
+    (container,) = pod["containers"]
+    assert (
+        container["securityContext"]["runAsUser"],
+        container["securityContext"]["runAsGroup"],
+    ) == (
+        NOBODY,
+        NOBODY,
+    )
+
+
+def test_the_pinned_image_is_pulled_only_when_missing(daemon_set: dict[str, Any]) -> None:
+    (container,) = daemon_set["spec"]["template"]["spec"]["containers"]
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    assert container["name"] == "cleartaints"
+
+
+def test_host_directories_are_mounted_even_before_they_exist(daemon_set: dict[str, Any]) -> None:
+    # The pod may start before Multus or the node bootstrap created its directory; hostPath
+    # type Directory would keep it from starting, DirectoryOrCreate does not.
+    volumes = daemon_set["spec"]["template"]["spec"]["volumes"]
+    types = {v["hostPath"]["path"]: v["hostPath"]["type"] for v in volumes}
+    assert {"/etc/cni/net.d", "/opt/cni/bin", "/var/lib/multus-eni"} <= set(types)
+    assert set(types.values()) == {"DirectoryOrCreate"}
+    assert all(DNS_LABEL.fullmatch(v["name"]) for v in volumes), volumes
+    assert len({v["name"] for v in volumes}) == len(volumes)
+
+
+def test_the_policy_matches_updates_of_core_v1_nodes_only(
+    manifests: list[dict[str, Any]], helpers: SimpleNamespace
+) -> None:
+    spec = helpers.find(manifests, "ValidatingAdmissionPolicy")["spec"]
+    assert spec["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}
+    ]
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(node: dict[str, Any]) -> None:
+        section, field = path.split(".")
+        node[section][field] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        _set("metadata.labels", {"karpenter-node": "true", "extra": "x"}),
+        _set("metadata.annotations", {"note": "x"}),
+        _set("metadata.finalizers", ["example.com/keep"]),
+        _set("metadata.ownerReferences", [{"kind": "Node", "name": "x"}]),
+        _set("spec.unschedulable", True),
+        _set("spec.providerID", "aws:///us-west-2a/i-1"),
+        _set("spec.podCIDR", "10.0.2.0/28"),
+        _set("spec.podCIDRs", ["10.0.2.0/28"]),
+        _set("spec.configSource", {"configMap": {"name": "x"}}),
+    ],
+    ids=[
+        "labels",
+        "annotations",
+        "finalizers",
+        "owner-references",
+        "unschedulable",
+        "provider-id",
+        "pod-cidr",
+        "pod-cidrs",
+        "config-source",
+    ],
+)
+def test_the_policy_freezes_every_other_node_field(
+    manifests: list[dict[str, Any]],
+    helpers: SimpleNamespace,
+    change: Callable[[dict[str, Any]], None],
+) -> None:
+    policy = helpers.find(manifests, "ValidatingAdmissionPolicy")
+    old = node_object(NODE, [STARTUP_TAINT])
+    new = node_object(NODE, [])
+    assert admitted(policy, SERVICE_ACCOUNT, NODE, old, new)
+    change(new)
+    assert not admitted(policy, SERVICE_ACCOUNT, NODE, old, new)
+
+
+def test_the_script_stops_when_its_inputs_are_missing() -> None:
+    # Without the API server's address (or the node name) the script must not guess a URL:
+    # bash's nounset stops it at once instead of looping or patching the node list.
+    result = subprocess.run(
+        ["bash", "-c", CLEAR_TAINT_SCRIPT],
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode != 0
+    assert "KUBERNETES_SERVICE_HOST: unbound variable" in result.stderr
+
+
+def test_the_node_claim_is_the_one_kubernetes_puts_in_bound_tokens() -> None:
+    # Kubernetes >= 1.32 (KEP-4193): the API server adds the node of a pod's bound service
+    # account token to the request's user info under this extra key.
+    assert NODE_NAME_EXTRA == "authentication.kubernetes.io/node-name"
+
+
+def test_mount_paths_are_absolute_and_under_host(daemon_set: dict[str, Any]) -> None:
+    (container,) = daemon_set["spec"]["template"]["spec"]["containers"]
+    paths = [mount["mountPath"] for mount in container["volumeMounts"]]
+    assert len(paths) == len(daemon_set["spec"]["template"]["spec"]["volumes"])
+    assert all(PurePosixPath(path).is_relative_to("/host") for path in paths), paths
+
+
+def test_props_are_immutable() -> None:
+    props = ClearTaintsProps(image="public.ecr.aws/amazonlinux/amazonlinux:2023")
+    with pytest.raises(FrozenInstanceError):
+        props.namespace = "other"  # type: ignore[misc]

@@ -1,0 +1,137 @@
+"""Network attachments: the exact CNI configuration against the seed's NADs and the CNI spec,
+and the plugin/file lists that cleartaints waits for."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import FrozenInstanceError
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import cdk8s
+import pytest
+
+from charts.network_attachments import (
+    NetworkAttachment,
+    NetworkAttachmentsChart,
+    NetworkAttachmentsProps,
+    cni_binaries,
+    cni_config,
+    cni_host_files,
+    whereabouts_range_and_gateway,
+)
+from multus_pod_ips import CNI_PLUGIN_TYPE
+
+# CNI spec versions that know plugin lists ("plugins", from 0.3.0 on) and that the reference
+# plugins (ipvlan, sbr) and Whereabouts accept.
+CONFLIST_CNI_VERSIONS = {"0.3.0", "0.3.1", "0.4.0", "1.0.0"}
+
+
+def attachment(name: str = "multus1-us-west-2a", mode: Any = "l2") -> NetworkAttachment:
+    whereabouts_range, gateway = whereabouts_range_and_gateway("10.0.4.0/24", "10.0.4.32/27")
+    return NetworkAttachment(
+        name=name,
+        master_interface="multus1",
+        ipvlan_mode=mode,
+        whereabouts_range=whereabouts_range,
+        gateway=gateway,
+    )
+
+
+def seed_nad_configs(reference_dir: Path, helpers: SimpleNamespace) -> list[dict[str, Any]]:
+    paths = sorted(
+        (reference_dir / "seed-karpenter-with-multus-on-eks" / "sample-application").glob(
+            "multus-nad-az*.yaml"
+        )
+    )
+    return [
+        json.loads(nad["spec"]["config"])
+        for path in paths
+        for nad in helpers.load_yaml_documents(path)
+    ]
+
+
+def test_the_whereabouts_settings_are_the_seeds(
+    reference_dir: Path, helpers: SimpleNamespace
+) -> None:
+    seed_ipam = [
+        config["plugins"][0]["ipam"] for config in seed_nad_configs(reference_dir, helpers)
+    ]
+    ipam = cni_config(attachment())["plugins"][0]["ipam"]
+    for seed in seed_ipam:
+        assert (ipam["type"], ipam["datastore"], ipam["kubernetes"]) == (
+            seed["type"],
+            seed["datastore"],
+            seed["kubernetes"],
+        )
+
+
+def test_the_plugin_chain_starts_with_the_seeds_ipvlan_then_sbr(
+    reference_dir: Path, helpers: SimpleNamespace
+) -> None:
+    seed_types = {
+        tuple(plugin["type"] for plugin in config["plugins"])
+        for config in seed_nad_configs(reference_dir, helpers)
+    }
+    chain = tuple(plugin["type"] for plugin in cni_config(attachment())["plugins"])
+    assert seed_types == {chain[:2]}
+    assert chain[2:] == (CNI_PLUGIN_TYPE,)  # then the pod IP assignment, last
+
+
+def test_the_cni_version_is_one_with_plugin_lists() -> None:
+    assert cni_config(attachment())["cniVersion"] in CONFLIST_CNI_VERSIONS
+
+
+def test_the_plugins_to_wait_for_are_the_chains_and_its_ipam() -> None:
+    assert cni_binaries([attachment()]) == sorted(["ipvlan", "sbr", "whereabouts", CNI_PLUGIN_TYPE])
+    assert cni_binaries([]) == []
+
+
+def test_the_host_file_to_wait_for_is_whereabouts_kubeconfig() -> None:
+    two = [attachment("multus1-us-west-2a"), attachment("multus1-us-west-2b")]
+    assert cni_host_files(two) == ["/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig"]
+    assert cni_host_files([]) == []
+
+
+def test_the_nad_carries_the_cni_config_as_json() -> None:
+    props = NetworkAttachmentsProps(namespace="default", attachments=[attachment(mode="l3")])
+    (nad,) = cdk8s.Testing.synth(NetworkAttachmentsChart(cdk8s.Testing.app(), "nads", props))
+    assert (nad["kind"], nad["metadata"]["name"]) == (
+        "NetworkAttachmentDefinition",
+        "multus1-us-west-2a",
+    )
+    assert json.loads(nad["spec"]["config"]) == cni_config(attachment(mode="l3"))
+    assert json.loads(nad["spec"]["config"])["plugins"][0]["mode"] == "l3"
+
+
+def test_a_range_for_a_reservation_that_fills_its_subnet() -> None:
+    # The edge of the subnet_of rule: the whole subnet is inside itself.
+    assert whereabouts_range_and_gateway("10.0.4.0/28", "10.0.4.0/28") == (
+        "10.0.4.0-10.0.4.15/28",
+        "10.0.4.1",
+    )
+
+
+def test_attachments_and_props_are_immutable() -> None:
+    props = NetworkAttachmentsProps(namespace="default", attachments=[attachment()])
+    with pytest.raises(FrozenInstanceError):
+        props.attachments[0].gateway = "10.0.4.2"  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        props.namespace = "other"  # type: ignore[misc]
+
+
+def test_the_pod_ip_plugin_is_told_the_networks_eni() -> None:
+    # multus_pod_ips/cni_plugin.py reads "master" (the ENI's interface name, as ipvlan does).
+    assert cni_config(attachment())["plugins"][-1] == {"type": CNI_PLUGIN_TYPE, "master": "multus1"}
+
+
+def test_node_local_nads_come_after_a_namespace_the_chart_creates() -> None:
+    props = NetworkAttachmentsProps(
+        namespace="telco", attachments=[], create_namespace=True, node_local_names=["up-a"]
+    )
+    objects = cdk8s.Testing.synth(NetworkAttachmentsChart(cdk8s.Testing.app(), "nads", props))
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
+        ("Namespace", "telco"),
+        ("NetworkAttachmentDefinition", "up-a"),
+    ]

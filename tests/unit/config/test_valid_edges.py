@@ -1,0 +1,398 @@
+"""Every config rule on both sides of its boundary: the last valid value passes (a rule that
+became too strict would refuse a working deployment), the first invalid one names its field.
+
+Limits come from AWS and Kubernetes: subnets and VPCs are /16 to /28 and AWS keeps the first
+four and the last address of each subnet (VPC user guide, subnet sizing); gp3 volumes hold
+1-16,384 GiB (EC2 API, EbsBlockDevice); Kubernetes names are DNS labels of at most 63
+characters; Linux interface names at most 15 (IFNAMSIZ - 1)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, get_args
+
+import pytest
+
+from config import ConfigError, parse_config
+from config.model import LogRetention, MultusSubnetConfig, VpcConfig
+
+
+def seed_raw() -> dict[str, Any]:
+    return parse_config({}).model_dump(mode="json")
+
+
+def changed(path: str, value: Any, raw: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The seed config (or `raw`) with the dotted `path` set to `value`."""
+    result = copy.deepcopy(raw if raw is not None else seed_raw())
+    node: Any = result
+    *parents, leaf = path.split(".")
+    for part in parents:
+        node = node[int(part)] if part.isdigit() else node[part]
+    node[int(leaf) if leaf.isdigit() else leaf] = value
+    return result
+
+
+def error_for(raw: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw)
+    return str(caught.value)
+
+
+def one_network(**fields: Any) -> dict[str, Any]:
+    network: dict[str, Any] = {
+        "name": "multus1",
+        "subnets": [
+            {"cidr": "10.0.4.0/24", "reservation": "10.0.4.32/27"},
+            {"cidr": "10.0.5.0/24", "reservation": "10.0.5.32/27"},
+        ],
+    }
+    return {**network, **fields}
+
+
+def with_networks(*networks: dict[str, Any]) -> dict[str, Any]:
+    return changed("multus.networks", list(networks))
+
+
+SYSTEM = "cluster.system_node_group"
+
+
+@pytest.mark.parametrize(
+    ("sizes", "replicas"),
+    [
+        ({"min_size": 0, "desired_size": 2, "max_size": 3}, 2),  # may scale in to nothing
+        ({"min_size": 1, "desired_size": 1, "max_size": 1}, 1),  # one node, one controller
+        ({"min_size": 2, "desired_size": 2, "max_size": 2}, 2),  # min = desired = max
+    ],
+)
+def test_smallest_system_node_groups_and_controller_counts_pass(
+    sizes: dict[str, int], replicas: int
+) -> None:
+    raw = changed(SYSTEM, {**seed_raw()["cluster"]["system_node_group"], **sizes})
+    raw["karpenter"]["replicas"] = replicas
+    config = parse_config(raw)
+    group = config.cluster.system_node_group
+    assert (group.min_size, group.desired_size, group.max_size) == tuple(sizes.values())
+    assert config.karpenter.replicas == replicas
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (f"{SYSTEM}.min_size", -1),
+        (f"{SYSTEM}.desired_size", -1),
+        (f"{SYSTEM}.max_size", 0),
+        ("karpenter.replicas", 0),
+    ],
+)
+def test_counts_below_their_minimum_are_refused(path: str, value: int) -> None:
+    raw = changed(path, value)
+    if path.endswith("size"):
+        raw["cluster"]["system_node_group"]["min_size"] = min(value, 0)
+        raw["cluster"]["system_node_group"]["desired_size"] = min(value, 0)
+    message = error_for(raw)
+    assert f"{path}: " in message, message
+    assert "greater than or equal to" in message, message
+
+
+@pytest.mark.parametrize("path", [f"{SYSTEM}.disk_size_gib", "node_pool.root_volume_gib"])
+@pytest.mark.parametrize(
+    ("gib", "accepted"), [(19, False), (20, True), (16384, True), (16385, False)]
+)
+def test_volume_sizes_from_20_gib_to_the_gp3_maximum(path: str, gib: int, accepted: bool) -> None:
+    # 20 GiB: the EKS AL2023 AMI's root volume; 16,384 GiB: the largest gp3 volume.
+    raw = changed(path, gib)
+    if accepted:
+        section, _, field = path.rpartition(".")
+        node: Any = parse_config(raw)
+        for part in section.split("."):
+            node = getattr(node, part)
+        assert getattr(node, field) == gib
+    else:
+        assert path in error_for(raw)
+
+
+@pytest.mark.parametrize(
+    ("cidr", "accepted"),
+    [("10.0.0.0/15", False), ("10.0.0.0/16", True), ("10.0.0.0/28", True), ("10.0.0.0/29", False)],
+)
+def test_vpc_prefix_from_16_to_28(cidr: str, accepted: bool) -> None:
+    # The VPC section alone: whether its subnets fit is another rule.
+    if accepted:
+        assert VpcConfig(cidr=cidr).cidr == cidr
+    else:
+        with pytest.raises(ValueError, match="a VPC's prefix must be /16 to /28"):
+            VpcConfig(cidr=cidr)
+
+
+@pytest.mark.parametrize(
+    ("cidr", "reservation", "accepted"),
+    [
+        ("10.0.0.0/16", "10.0.4.0/24", True),
+        ("10.0.4.0/28", "10.0.4.4/31", True),
+        ("10.0.0.0/15", "10.0.4.0/24", False),
+        ("10.0.4.0/29", "10.0.4.4/31", False),
+    ],
+)
+def test_subnet_prefix_from_16_to_28(cidr: str, reservation: str, accepted: bool) -> None:
+    if accepted:
+        assert MultusSubnetConfig(cidr=cidr, reservation=reservation).cidr == cidr
+    else:
+        with pytest.raises(ValueError, match="AWS subnets are /16 to /28"):
+            MultusSubnetConfig(cidr=cidr, reservation=reservation)
+
+
+@pytest.mark.parametrize(
+    ("reservation", "accepted"),
+    [
+        ("10.0.4.2/31", False),  # .2-.3: AWS keeps .0-.3 (network, router, DNS, future)
+        ("10.0.4.4/31", True),  # the first usable address
+        ("10.0.4.252/31", True),  # .252-.253
+        ("10.0.4.254/31", False),  # .255 is the broadcast address AWS keeps
+        ("10.0.4.253/32", True),
+        ("10.0.4.254/32", True),  # the last usable address
+    ],
+)
+def test_reservation_within_the_addresses_aws_leaves_usable(
+    reservation: str, accepted: bool
+) -> None:
+    raw = changed("multus.networks.0.subnets.0.reservation", reservation)
+    if accepted:
+        assert parse_config(raw).multus.networks[0].subnets[0].reservation == reservation
+    else:
+        assert "overlaps the addresses AWS keeps" in error_for(raw)
+
+
+def test_one_network_with_its_own_interface_name_and_options_passes() -> None:
+    network = one_network(interface_name="sig0", ipvlan_mode="l3s", nat_egress=False)
+    config = parse_config(with_networks(network))
+    (only,) = config.multus.networks
+    assert (only.name, only.device_name, only.ipvlan_mode, only.nat_egress) == (
+        "multus1",
+        "sig0",
+        "l3s",
+        False,
+    )
+
+
+def test_no_networks_is_refused() -> None:
+    assert "multus.networks: " in error_for(with_networks())
+
+
+@pytest.mark.parametrize("mode", ["l2", "l3", "l3s"])  # the ipvlan CNI plugin's modes
+def test_every_ipvlan_mode_passes(mode: str) -> None:
+    raw = changed("multus.networks.0.ipvlan_mode", mode)
+    assert parse_config(raw).multus.networks[0].ipvlan_mode == mode
+
+
+def test_a_network_name_of_40_characters_passes_with_an_interface_name() -> None:
+    name = "signaling-" + "n" * 30
+    config = parse_config(with_networks(one_network(name=name, interface_name="sig0")))
+    assert config.multus.networks[0].name == name
+    assert "multus.networks[0].name" in error_for(
+        with_networks(one_network(name=name + "n", interface_name="sig0"))
+    )
+
+
+def test_a_network_name_doubles_as_interface_name_up_to_15_characters() -> None:
+    fifteen = "userplane123456"
+    config = parse_config(with_networks(one_network(name=fifteen)))
+    assert config.multus.networks[0].device_name == fifteen
+    message = error_for(with_networks(one_network(name=fifteen + "7")))
+    assert "cannot double as a Linux interface name" in message
+    assert "set interface_name" in message
+
+
+def test_two_networks_may_not_share_an_interface_name() -> None:
+    second = one_network(name="multus2", interface_name="multus1")
+    second["subnets"] = [
+        {"cidr": "10.0.6.0/24", "reservation": "10.0.6.32/27"},
+        {"cidr": "10.0.7.0/24", "reservation": "10.0.7.32/27"},
+    ]
+    message = error_for(with_networks(one_network(), second))
+    assert "two Multus networks share the device name 'multus1'" in message
+
+
+def test_an_availability_zone_given_twice_is_refused() -> None:
+    raw = changed("availability_zones", ["us-west-2a", "us-west-2a"])
+    assert "availability_zones: each AZ may appear only once" in error_for(raw)
+
+
+def test_three_zones_with_a_subnet_each_pass() -> None:
+    raw = changed("availability_zones", ["us-west-2a", "us-west-2b", "us-west-2c"])
+    raw["vpc"]["public_subnet_cidrs"].append("10.0.10.0/24")
+    raw["vpc"]["private_subnet_cidrs"].append("10.0.11.0/24")
+    for index, network in enumerate(raw["multus"]["networks"]):
+        network["subnets"].append(
+            {"cidr": f"10.0.{12 + index}.0/24", "reservation": f"10.0.{12 + index}.32/27"}
+        )
+    assert len(parse_config(raw).all_subnet_cidrs()) == 12
+
+
+@pytest.mark.parametrize(
+    ("path", "length"), [("multus.nad_namespace", 63), ("karpenter.namespace", 63)]
+)
+def test_namespaces_may_be_a_full_dns_label(path: str, length: int) -> None:
+    name = "n" * length
+    raw = changed(path, name)
+    section, _, field = path.partition(".")
+    assert getattr(getattr(parse_config(raw), section), field) == name
+    assert path in error_for(changed(path, name + "n"))
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"{SYSTEM}.instance_types",
+        "node_pool.instance_categories",
+        "node_pool.instance_cpus",
+        "node_pool.instance_families",
+        "node_pool.capacity_types",
+    ],
+)
+def test_empty_lists_of_instance_choices_are_refused(path: str) -> None:
+    message = error_for(changed(path, []))
+    assert f"{path}: " in message, message
+
+
+def test_one_choice_of_each_instance_kind_passes() -> None:
+    raw = changed("node_pool.instance_categories", ["c"])
+    raw["node_pool"]["instance_families"] = ["c6i"]
+    raw["node_pool"]["instance_cpus"] = [16]
+    raw["node_pool"]["capacity_types"] = ["spot"]
+    raw["cluster"]["system_node_group"]["instance_types"] = ["m5.large"]
+    config = parse_config(raw)
+    assert config.node_pool.allowed_sizes() == [("c6i", 16, 8)]  # c6i.4xlarge: 8 interfaces
+    assert config.cluster.system_node_group.instance_types == ["m5.large"]
+
+
+@pytest.mark.parametrize("version", ["1.33", "1.34", "1.35", "1.36"])
+def test_every_supported_kubernetes_version_passes(version: str) -> None:
+    # EKS standard support at the time of writing; Karpenter 1.14.1 supports all four.
+    raw = changed("cluster.kubernetes_version", version)
+    assert parse_config(raw).cluster.kubernetes_version == version
+
+
+@pytest.mark.parametrize("retention", get_args(LogRetention))
+def test_every_flow_log_retention_passes(retention: str) -> None:
+    assert parse_config(changed("vpc.flow_log_retention", retention)).vpc.flow_log_retention == (
+        retention
+    )
+
+
+def test_the_flow_log_retentions_are_one_week_to_two_years() -> None:
+    # Names of CloudWatch Logs retention periods (aws_logs.RetentionDays) from a week to two years.
+    assert get_args(LogRetention) == (
+        "ONE_WEEK",
+        "TWO_WEEKS",
+        "ONE_MONTH",
+        "THREE_MONTHS",
+        "SIX_MONTHS",
+        "ONE_YEAR",
+        "TWO_YEARS",
+    )
+
+
+@pytest.mark.parametrize("mode", ["per_az", "single"])
+def test_both_nat_gateway_layouts_pass(mode: str) -> None:
+    assert parse_config(changed("vpc.nat_gateways", mode)).vpc.nat_gateways == mode
+
+
+def test_admin_principal_arns_of_roles_and_users_pass() -> None:
+    arns = [
+        "arn:aws:iam::123456789012:role/Admin",
+        "arn:aws-cn:iam::123456789012:user/ops",
+    ]
+    assert parse_config(
+        changed("cluster.admin_principal_arns", arns)
+    ).cluster.admin_principal_arns == (arns)
+    assert "cluster.admin_principal_arns[0]" in error_for(
+        changed("cluster.admin_principal_arns", ["arn:aws:iam::1234:role/Admin"])
+    )
+
+
+@pytest.mark.parametrize(("length", "accepted"), [(100, True), (101, False)])
+def test_cluster_names_up_to_100_characters(length: int, accepted: bool) -> None:
+    # EKS CreateCluster: 1-100 characters, starting with a letter.
+    name = "e" + "k" * (length - 1)
+    raw = changed("cluster.name", name)
+    if accepted:
+        assert parse_config(raw).cluster.name == name
+    else:
+        assert "cluster.name" in error_for(raw)
+
+
+def test_a_single_ingress_source_passes() -> None:
+    raw = changed("multus.security_group_ingress_cidrs", ["192.168.0.0/16"])
+    assert parse_config(raw).multus.security_group_ingress_cidrs == ["192.168.0.0/16"]
+
+
+@pytest.mark.parametrize(
+    ("cidr", "name"),
+    [
+        ("0.0.0.0/16", "'this network'"),
+        ("127.0.0.0/16", "loopback"),
+        ("169.254.0.0/16", "link-local"),
+        ("224.0.0.0/16", "multicast"),
+        ("240.0.0.0/16", "reserved"),
+        ("255.255.0.0/16", "reserved"),
+    ],
+)
+def test_special_purpose_ranges_are_refused_by_name(cidr: str, name: str) -> None:
+    with pytest.raises(ValueError, match=f"overlaps .* \\({name}"):
+        VpcConfig(cidr=cidr)
+
+
+@pytest.mark.parametrize(
+    "cidr", ["1.0.0.0/16", "126.255.0.0/16", "128.0.0.0/16", "169.253.0.0/16", "223.255.0.0/16"]
+)
+def test_ranges_next_to_the_special_purpose_ones_pass(cidr: str) -> None:
+    # AWS accepts publicly routable ranges for a VPC; only the special-purpose blocks are out.
+    assert VpcConfig(cidr=cidr).cidr == cidr
+
+
+@pytest.mark.parametrize(
+    ("cpus", "family"),
+    # m/c/r sizes: 8xlarge (32), c5.9xlarge (36), 12xlarge (48), 16xlarge (64), c5.18xlarge (72),
+    # 24xlarge (96); large to 4xlarge are the defaults.
+    [(32, "m5"), (36, "c5"), (48, "m5"), (64, "m6i"), (72, "c5"), (96, "r6i")],
+)
+def test_every_listed_size_of_a_family_that_has_it_passes(cpus: int, family: str) -> None:
+    raw = changed("node_pool.instance_cpus", [cpus])
+    raw["node_pool"]["instance_families"] = [family]
+    assert parse_config(raw).node_pool.allowed_sizes()[0][:2] == (family, cpus)
+
+
+def test_a_private_subnet_missing_for_an_az_is_named() -> None:
+    raw = changed("vpc.private_subnet_cidrs", ["10.0.2.0/24"])
+    assert "vpc.private_subnet_cidrs: 1 subnet(s) for 2 availability zones" in error_for(raw)
+
+
+@pytest.mark.parametrize("namespace", ["kube-system", "kube-public", "kube-node-lease", "default"])
+def test_the_namespaces_kubernetes_has_may_hold_the_nads(namespace: str) -> None:
+    config = parse_config(changed("multus.nad_namespace", namespace))
+    assert (config.multus.nad_namespace, config.multus.creates_nad_namespace) == (namespace, False)
+
+
+def test_a_validated_config_cannot_be_changed() -> None:
+    config = parse_config({})
+    with pytest.raises(ValueError, match="frozen"):
+        config.vpc.cidr = "10.1.0.0/16"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("minutes", "grace"), [(10, "0s"), (110, "15m"), (110, "1h40m")])
+def test_teardown_bounds_at_their_edges_pass(minutes: int, grace: str) -> None:
+    # 10 minutes is the floor; 110 leaves the Provider's two-hour isComplete window a margin;
+    # the drain bound plus 10 minutes of shutdown may equal the teardown bound.
+    raw = changed("cluster.teardown_timeout_minutes", minutes)
+    raw["node_pool"]["termination_grace_period"] = grace
+    config = parse_config(raw)
+    assert (config.cluster.teardown_timeout_minutes, config.node_pool.termination_grace_period) == (
+        minutes,
+        grace,
+    )
+
+
+def test_a_teardown_bound_under_ten_minutes_is_refused() -> None:
+    raw = changed("cluster.teardown_timeout_minutes", 9)
+    raw["node_pool"]["termination_grace_period"] = "0s"
+    assert "cluster.teardown_timeout_minutes: " in error_for(raw)
