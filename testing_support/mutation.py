@@ -61,7 +61,7 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
     "config/model.py": _CONFIG_TESTS,
     "config/aws_regions.py": _CONFIG_TESTS,
     "config/karpenter_releases.py": _CONFIG_TESTS,
-    "config/interface_names.py": _CONFIG_TESTS,
+    "node_bootstrap/interface_names.py": _CONFIG_TESTS,
     "config/node_pool_rules.py": _CONFIG_TESTS,
     "config/patterns.py": _CONFIG_TESTS,
     "charts/cleartaints.py": [

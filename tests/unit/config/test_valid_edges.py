@@ -94,7 +94,7 @@ def test_counts_below_their_minimum_are_refused(path: str, value: int) -> None:
     assert "greater than or equal to" in message, message
 
 
-@pytest.mark.parametrize("path", [f"{SYSTEM}.disk_size_gib", "node_pool.root_volume_gib"])
+@pytest.mark.parametrize("path", [f"{SYSTEM}.root_volume_gib", "node_pool.root_volume_gib"])
 @pytest.mark.parametrize(
     ("gib", "accepted"), [(19, False), (20, True), (16384, True), (16385, False)]
 )
@@ -220,7 +220,7 @@ def test_an_availability_zone_given_twice_is_refused() -> None:
 def test_three_zones_with_a_subnet_each_pass() -> None:
     raw = changed("availability_zones", ["us-west-2a", "us-west-2b", "us-west-2c"])
     raw["vpc"]["public_subnet_cidrs"].append("10.0.10.0/24")
-    raw["vpc"]["private_subnet_cidrs"].append("10.0.11.0/24")
+    raw["vpc"]["node_subnet_cidrs"].append("10.0.11.0/24")
     for index, network in enumerate(raw["multus"]["networks"]):
         network["subnets"].append(
             {"cidr": f"10.0.{12 + index}.0/24", "reservation": f"10.0.{12 + index}.32/27"}
@@ -363,8 +363,8 @@ def test_every_listed_size_of_a_family_that_has_it_passes(cpus: int, family: str
 
 
 def test_a_private_subnet_missing_for_an_az_is_named() -> None:
-    raw = changed("vpc.private_subnet_cidrs", ["10.0.2.0/24"])
-    assert "vpc.private_subnet_cidrs: 1 subnet(s) for 2 availability zones" in error_for(raw)
+    raw = changed("vpc.node_subnet_cidrs", ["10.0.2.0/24"])
+    assert "vpc.node_subnet_cidrs: 1 subnet(s) for 2 availability zones" in error_for(raw)
 
 
 @pytest.mark.parametrize("namespace", ["kube-system", "kube-public", "kube-node-lease", "default"])
