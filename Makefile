@@ -18,7 +18,7 @@ CDK := PATH="$(CURDIR)/$(BIN):$$PATH" npx --no-install cdk
 STACKS ?= '*/*'
 
 .PHONY: synth test lint bench critical-path cni-plugins clean bootstrap diff deploy destroy \
-	diagram docs mutation
+	diagram docs mutation lock hooks
 
 # The stacks live in a Stage (or a pipeline's stages): without a selection the CLI finds no
 # top-level stack and prints "Supply a stack id () ..."; '**' selects every stack at any depth,
@@ -78,10 +78,22 @@ cni-plugins:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	  $(CNI_PLUGINS_DEB); }
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+# The virtualenv holds exactly the lock: every direct and indirect dependency, pinned, each
+# download checked against its hashes.
+$(VENV)/.installed: requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
 	touch $@
+
+# Regenerates the lock from requirements*.txt (the direct dependencies) after editing them;
+# tests/unit/test_dependency_lock.py fails while the lock is stale.
+lock: $(VENV)/.installed
+	$(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
+	  --no-emit-index-url --no-emit-find-links --output-file requirements.lock requirements-dev.txt
+
+# Runs ruff, ruff format and mypy from the virtualenv before each commit (.pre-commit-config.yaml).
+hooks: $(VENV)/.installed
+	$(BIN)/pre-commit install
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error

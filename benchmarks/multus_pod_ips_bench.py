@@ -34,6 +34,8 @@ _NETWORKS = (("multus1", "10.0.4"), ("multus2", "10.0.6"))
 
 @dataclass(frozen=True)
 class Burst:
+    """One measured burst of pods: wall time and EC2 calls to add them, then to delete them."""
+
     seconds: float
     ec2_calls: int
     delete_seconds: float

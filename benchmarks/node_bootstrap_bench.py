@@ -26,6 +26,8 @@ TARGET_CALLS_PER_NETWORK = 4
 
 @dataclass(frozen=True)
 class Result:
+    """Median bootstrap time and EC2 calls of `runs` runs with `networks` Multus networks."""
+
     networks: int
     runs: int
     median_seconds: float

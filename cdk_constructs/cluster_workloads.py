@@ -25,18 +25,26 @@ from charts.whereabouts import WhereaboutsChart, WhereaboutsProps
 
 @dataclass(frozen=True)
 class ClusterWorkloadsProps:
+    """The cluster, the Karpenter release the NodePool waits for, and the props of every chart.
+
+    karpenter_release: NodePool/EC2NodeClass need its CRDs and webhook-free API.
+    pod_ips: None when no network assigns addresses per pod.
+    sample_workloads: None when the sample workloads are not enabled."""
+
     cluster: eks.Cluster
-    karpenter_release: Construct  # NodePool/EC2NodeClass need its CRDs and webhook-free API
+    karpenter_release: Construct
     multus: MultusProps
     whereabouts: WhereaboutsProps
     network_attachments: NetworkAttachmentsProps
     clear_taints: ClearTaintsProps
-    pod_ips: MultusPodIpsProps | None  # None: no network assigns addresses per pod
+    pod_ips: MultusPodIpsProps | None
     node_pool: KarpenterNodePoolProps
     sample_workloads: SampleWorkloadsProps | None
 
 
 class ClusterWorkloads(Construct):
+    """Deploys the in-cluster charts (Multus, Whereabouts, NADs, cleartaints, NodePool...)."""
+
     def __init__(self, scope: Construct, construct_id: str, props: ClusterWorkloadsProps) -> None:
         super().__init__(scope, construct_id)
         self._cluster = props.cluster

@@ -15,6 +15,8 @@ from aws_cdk import aws_ec2 as ec2
 
 @jsii.implements(ec2.IIpAddresses)
 class FixedSubnetCidrs:
+    """IIpAddresses that gives every subnet the CIDR the config states instead of carving them."""
+
     def __init__(self, vpc_cidr: str, cidrs: Mapping[tuple[str, str], str]) -> None:
         """`cidrs` maps (subnet group name, availability zone) to that subnet's CIDR."""
         self._vpc_cidr = vpc_cidr

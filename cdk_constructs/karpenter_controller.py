@@ -66,6 +66,8 @@ class KarpenterControllerProps:
 
 
 class KarpenterController(Construct):
+    """Karpenter's controller: IAM role, Pod Identity association and the pinned Helm release."""
+
     def __init__(
         self, scope: Construct, construct_id: str, props: KarpenterControllerProps
     ) -> None:

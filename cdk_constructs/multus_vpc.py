@@ -19,6 +19,8 @@ KARPENTER_DISCOVERY_TAG = "karpenter.sh/discovery"
 
 @dataclass(frozen=True)
 class MultusNetworkLayout:
+    """One Multus network: its name, a subnet CIDR per AZ (VPC AZ order), NAT egress or not."""
+
     name: str
     subnet_cidrs: Sequence[str]  # one per AZ, in the VPC's AZ order
     nat_egress: bool
@@ -26,6 +28,8 @@ class MultusNetworkLayout:
 
 @dataclass(frozen=True)
 class MultusVpcProps:
+    """The VPC layout: AZs, public/node subnet CIDRs, Multus networks, NAT and flow-log settings."""
+
     name_prefix: str
     cluster_name: str
     availability_zones: Sequence[str]

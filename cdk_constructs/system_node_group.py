@@ -53,7 +53,9 @@ class DedicatedNodes:
 
 @dataclass(frozen=True)
 class SystemNodeGroupProps:
-    """kubernetes_version: the group's version, the cluster's: bumping it rolls the group
+    """The managed system node group: subnets, instance types, sizes, root disk and dedication.
+
+    kubernetes_version: the group's version, the cluster's: bumping it rolls the group
     (EKS UpdateNodegroupVersion) right after the control plane, with no replacement."""
 
     cluster: eks.ICluster

@@ -20,6 +20,8 @@ KARPENTER_NODE_LABEL_VALUE = "true"
 
 @dataclass(frozen=True)
 class NodeTaint:
+    """A Kubernetes node taint (key, value, effect)."""
+
     key: str
     value: str
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]

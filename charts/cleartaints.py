@@ -164,8 +164,8 @@ class ClearTaintsProps:
 class ClearTaintsChart(cdk8s.Chart):
     """Namespace, RBAC (nodes get/patch), the policy that narrows it, and the daemonset."""
 
-    def __init__(self, scope: Construct, id: str, props: ClearTaintsProps) -> None:
-        super().__init__(scope, id)
+    def __init__(self, scope: Construct, construct_id: str, props: ClearTaintsProps) -> None:
+        super().__init__(scope, construct_id)
         container_files = _container_paths(props)
         kplus.Namespace(self, "namespace", metadata=cdk8s.ApiObjectMetadata(name=props.namespace))
         service_account = kplus.ServiceAccount(

@@ -144,8 +144,8 @@ class MultusProps:
 class MultusChart(cdk8s.Chart):
     """NetworkAttachmentDefinition CRD, RBAC, daemon config and the Multus thick daemonset."""
 
-    def __init__(self, scope: Construct, id: str, props: MultusProps) -> None:
-        super().__init__(scope, id)
+    def __init__(self, scope: Construct, construct_id: str, props: MultusProps) -> None:
+        super().__init__(scope, construct_id)
         image = props.image or multus_image(props.region)
         _network_attachment_definition_crd(self)
         service_account = kplus.ServiceAccount(

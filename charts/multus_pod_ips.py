@@ -77,8 +77,8 @@ def agent_config(props: MultusPodIpsProps) -> dict[str, object]:
 class MultusPodIpsChart(cdk8s.Chart):
     """ConfigMap with the agent, plugin and configuration, and the node agent DaemonSet."""
 
-    def __init__(self, scope: Construct, id: str, props: MultusPodIpsProps) -> None:
-        super().__init__(scope, id)
+    def __init__(self, scope: Construct, construct_id: str, props: MultusPodIpsProps) -> None:
+        super().__init__(scope, construct_id)
         code = kplus.ConfigMap(
             self,
             "code",

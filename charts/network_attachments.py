@@ -132,8 +132,8 @@ def cni_host_files(attachments: Sequence[NetworkAttachment]) -> list[str]:
 class NetworkAttachmentsChart(cdk8s.Chart):
     """One k8s.cni.cncf.io/v1 NetworkAttachmentDefinition per attachment."""
 
-    def __init__(self, scope: Construct, id: str, props: NetworkAttachmentsProps) -> None:
-        super().__init__(scope, id)
+    def __init__(self, scope: Construct, construct_id: str, props: NetworkAttachmentsProps) -> None:
+        super().__init__(scope, construct_id)
         names = [attachment.name for attachment in props.attachments]
         names += props.node_local_names
         duplicates = sorted({name for name in names if names.count(name) > 1})

@@ -49,8 +49,8 @@ def deployment_name(availability_zone: str) -> str:
 class SampleWorkloadsChart(cdk8s.Chart):
     """One multitool Deployment per zone, each with that zone's Multus interfaces."""
 
-    def __init__(self, scope: Construct, id: str, props: SampleWorkloadsProps) -> None:
-        super().__init__(scope, id)
+    def __init__(self, scope: Construct, construct_id: str, props: SampleWorkloadsProps) -> None:
+        super().__init__(scope, construct_id)
         for workload in props.workloads:
             _deployment(self, props, workload)
 

@@ -97,8 +97,8 @@ class WhereaboutsProps:
 class WhereaboutsChart(cdk8s.Chart):
     """Whereabouts CRDs, RBAC, the install daemonset and the IP reconciler."""
 
-    def __init__(self, scope: Construct, id: str, props: WhereaboutsProps) -> None:
-        super().__init__(scope, id)
+    def __init__(self, scope: Construct, construct_id: str, props: WhereaboutsProps) -> None:
+        super().__init__(scope, construct_id)
         _custom_resource_definitions(self)
         service_account = kplus.ServiceAccount(
             self,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -47,6 +47,8 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
 
 @dataclass(frozen=True)
 class PipelineEnvironment:
+    """One pipeline environment: its settings and the app config merged with its overrides."""
+
     settings: PipelineEnvironmentConfig
     config: AppConfig
 
@@ -161,10 +163,11 @@ def load_config(context: Mapping[str, Any], base_dir: Path) -> LoadedConfig:
 def _check_stack_names_unique(environments: list[PipelineEnvironment]) -> None:
     """Stack names and EKS cluster names are per account and region: two environments
     there need two app names and two cluster names."""
-    for field, name_of in (
+    names: tuple[tuple[str, Callable[[AppConfig], str]], ...] = (
         ("name", lambda config: config.name),
         ("cluster name", lambda config: config.cluster_name),
-    ):
+    )
+    for field, name_of in names:
         seen: dict[tuple[str | None, str, str], str] = {}
         for environment in environments:
             config = environment.config

@@ -147,6 +147,8 @@ def net(cidr: str) -> ipaddress.IPv4Network:
 
 # Every config section rejects unknown keys (typos) and is immutable once validated.
 class StrictModel(BaseModel):
+    """Base of every config section: unknown keys (typos) are rejected, values are immutable."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
     # Old key -> what replaced it: an old key fails with this text instead of "extra input".
     renamed_keys: ClassVar[dict[str, str]] = {}

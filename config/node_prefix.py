@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 #: EC2 delegates IPv4 prefixes of this length only.
 PREFIX_LENGTH = 28
-ADDRESSES_PER_PREFIX = 2 ** (32 - PREFIX_LENGTH)
+ADDRESSES_PER_PREFIX: int = 2 ** (32 - PREFIX_LENGTH)
 
 
 def max_pods(pool: NodePoolConfig) -> int:

@@ -109,6 +109,8 @@ class AgentError(Exception):
 
 
 class Ec2Error(Exception):
+    """An EC2 API error: its code, message and whether a retry may succeed."""
+
     def __init__(self, code: str, message: str, retryable: bool) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
@@ -152,6 +154,8 @@ class InstanceMetadata:
 
 @dataclass(frozen=True)
 class Credentials:
+    """The node role's temporary credentials from IMDS and when they expire."""
+
     access_key: str
     secret_key: str
     token: str

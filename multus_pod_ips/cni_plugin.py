@@ -41,6 +41,8 @@ OTHER_TIMEOUT = 30.0
 
 
 class CniError(Exception):
+    """A CNI error result (code, msg, details) as the CNI spec defines it."""
+
     def __init__(self, code: int, msg: str, details: str = "") -> None:
         super().__init__(msg)
         self.code = code

@@ -64,6 +64,8 @@ _AZ_NAME = re.compile(r"[a-z0-9-]+")
 
 @dataclass(frozen=True)
 class MultusInterface:
+    """One Multus ENI of a node: its network, Linux interface name and EC2 device index."""
+
     network: str  # Multus network name, e.g. "multus1"
     interface_name: str  # stable Linux name given to the ENI, e.g. "multus1" (<=15 chars)
     device_index: int  # EC2 device index to attach at (1, 2, ...)
@@ -71,16 +73,23 @@ class MultusInterface:
 
 @dataclass(frozen=True)
 class AzPlacement:
+    """Where the Multus ENIs of a node in one AZ go: a subnet per interface, security groups."""
+
     subnet_ids: Sequence[str]  # one per interface, same order as NodeBootstrapProps.interfaces
     security_group_ids: Sequence[str]  # security groups put on every Multus ENI in this AZ
 
 
 @dataclass(frozen=True)
 class NodeBootstrapProps:
+    """What the node bootstrap script is rendered from: cluster, interfaces, per-AZ placements.
+
+    placements: AZ name -> placement.
+    node_prefix: one entry per (AZ, network) in node_prefix mode."""
+
     cluster_name: str
     interfaces: Sequence[MultusInterface]
-    placements: Mapping[str, AzPlacement]  # AZ name -> placement
-    node_prefix: Sequence[NodePrefixNetwork] = ()  # per (AZ, network) in node_prefix mode
+    placements: Mapping[str, AzPlacement]
+    node_prefix: Sequence[NodePrefixNetwork] = ()
 
 
 class UserDataTooLarge(ValueError):

@@ -44,6 +44,8 @@ class MultusAttachment:
 
 
 class NetworkStack(ConfiguredAzStack):
+    """The VPC with its public, node and Multus subnets and the Multus CIDR reservations."""
+
     def __init__(
         self, scope: Construct, construct_id: str, *, config: AppConfig, **kwargs: Any
     ) -> None:

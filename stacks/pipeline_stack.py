@@ -39,6 +39,8 @@ def synth_commands(synth_context: Mapping[str, str]) -> list[str]:
 
 
 class PipelineStack(Stack):
+    """A CDK pipeline that deploys one EnvironmentStage per configured environment."""
+
     def __init__(
         self,
         scope: Construct,

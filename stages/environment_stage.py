@@ -15,6 +15,8 @@ from stacks.network_stack import NetworkStack
 
 
 class EnvironmentStage(Stage):
+    """One deployment of the app: its network and cluster stacks for one account and region."""
+
     def __init__(
         self, scope: Construct, construct_id: str, *, config: AppConfig, **kwargs: Any
     ) -> None:

@@ -45,6 +45,8 @@ def is_custom(resource_type: str) -> bool:
 
 @dataclass
 class StackChanges:
+    """How a stack changes between two synths: resources added, removed, replaced, updated."""
+
     added: set[str] = field(default_factory=set)
     removed: set[str] = field(default_factory=set)
     replaced: dict[str, list[str]] = field(default_factory=dict)  # id -> createOnly paths hit

@@ -60,6 +60,8 @@ class Ec2Call:
 
 @dataclass(frozen=True)
 class Caller:
+    """Who makes an EC2 call: the region and, for instance credentials, the instance."""
+
     region: str
     source_instance_id: str | None = None  # set when the credentials are an instance's
 

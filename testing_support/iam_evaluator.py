@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +55,8 @@ class AuthorizationRequest:
 
 @dataclass(frozen=True)
 class Decision:
+    """Whether a request is allowed, and why."""
+
     allowed: bool
     reason: str
 
@@ -138,7 +140,7 @@ def _substitute(text: str, context: Mapping[str, ContextValue]) -> str:
     return _VARIABLE.sub(replace, text)
 
 
-_MATCHERS = {
+_MATCHERS: dict[str, Callable[[str, str], bool]] = {
     "StringEquals": lambda policy, actual: policy == actual,
     "StringNotEquals": lambda policy, actual: policy != actual,
     "StringEqualsIgnoreCase": lambda policy, actual: policy.lower() == actual.lower(),

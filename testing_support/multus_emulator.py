@@ -98,6 +98,8 @@ class Fault:
 
 @dataclass(frozen=True)
 class RecordedCall:
+    """One EC2 request the proxy forwarded, with its status and arrival time."""
+
     action: str
     params: dict[str, str]
     status: int
@@ -217,7 +219,7 @@ class Ec2Proxy:
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
+            def log_message(self, message_format: str, *args: Any) -> None:
                 pass
 
             def do_POST(self) -> None:
@@ -405,7 +407,7 @@ class FakeImds:
         imds = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
+            def log_message(self, message_format: str, *args: Any) -> None:
                 pass
 
             def do_PUT(self) -> None:
@@ -490,6 +492,8 @@ def shell_part(user_data: str) -> str:
 
 @dataclass
 class BootstrapRun:
+    """The outcome of one bootstrap script run against the emulator."""
+
     returncode: int
     output: str
     ec2_calls: list[RecordedCall]

@@ -21,6 +21,8 @@ CLUSTER = "bench-cluster"
 
 @dataclass(frozen=True)
 class NodePrefixCost:
+    """EC2 calls per node and per pod of node_prefix networks, measured on the emulator."""
+
     networks: int
     ec2_calls_per_node: float
     pods: int

@@ -49,6 +49,8 @@ def pod_ip_vpc(emulator: Ec2Emulator) -> EmulatedVpc:
 
 @dataclass(frozen=True)
 class CniOutcome:
+    """Exit status and output of one CNI plugin invocation."""
+
     status: int
     stdout: str
     stderr: str

@@ -16,7 +16,6 @@ from app import build_app
 from stages.environment_stage import EnvironmentStage
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_REFERENCE = REPO.parent / "shared" / "reference"
 
 
 def cdk_json_context(**overrides: Any) -> dict[str, Any]:
@@ -103,6 +102,8 @@ def three_by_three_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedA
 
 @dataclass(frozen=True)
 class SynthesizedPipeline:
+    """A synthesized pipeline app, with the cdk-nag validation failure if any."""
+
     app: cdk.App
     outdir: Path
     synth_error: str | None

@@ -98,6 +98,8 @@ def is_complete(event: dict[str, Any], _context: object = None) -> dict[str, Any
 
 @dataclass(frozen=True)
 class Cluster:
+    """The EKS cluster's API endpoint and CA, as DescribeCluster returns them."""
+
     name: str
     endpoint: str
     certificate_authority: str

@@ -246,7 +246,9 @@ def test_the_node_role_allows_every_bootstrap_call(
 
 @dataclass(frozen=True)
 class AgentRun:
-    instance_id: str  # the node whose credentials (node role) the agent uses
+    """The EC2 calls the pod IP agent made, and the node whose credentials (node role) it used."""
+
+    instance_id: str
     calls: list[RecordedCall]
 
 
@@ -320,6 +322,8 @@ def test_the_node_role_allows_every_agent_call(
 
 @dataclass(frozen=True)
 class HandlerRun:
+    """The EC2 calls a custom resource handler made against moto."""
+
     calls: list[Ec2Call]
     subnet_id: str  # the moto subnet standing in for the first Multus subnet
 

@@ -6,6 +6,9 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from app import print_access_warnings
 from config import load_config
@@ -24,7 +27,7 @@ def run_app(context: dict[str, str], outdir: str) -> subprocess.CompletedProcess
     )
 
 
-def test_bad_config_exits_with_the_field_and_no_traceback(tmp_path) -> None:
+def test_bad_config_exits_with_the_field_and_no_traceback(tmp_path: Path) -> None:
     result = run_app({"config.multus.networks": '[{"name": "x", "subnets": []}]'}, str(tmp_path))
     assert result.returncode == 1
     assert "multus.networks[0].subnets" in result.stderr
@@ -32,7 +35,9 @@ def test_bad_config_exits_with_the_field_and_no_traceback(tmp_path) -> None:
     assert not list(tmp_path.glob("**/*.template.json"))
 
 
-def test_synth_warns_on_stderr_when_nobody_can_use_kubectl(capsys) -> None:
+def test_synth_warns_on_stderr_when_nobody_can_use_kubectl(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     print_access_warnings(load_config({}, REPO))
     assert "cluster.admin_principal_arns is empty" in capsys.readouterr().err
 
@@ -41,7 +46,7 @@ def test_synth_warns_on_stderr_when_nobody_can_use_kubectl(capsys) -> None:
     assert capsys.readouterr().err == ""
 
 
-def test_old_admin_key_stops_synth_naming_the_new_one(tmp_path) -> None:
+def test_old_admin_key_stops_synth_naming_the_new_one(tmp_path: Path) -> None:
     result = run_app(
         {"config.cluster.admin_principal_arn": "arn:aws:iam::123456789012:role/ops"},
         str(tmp_path),

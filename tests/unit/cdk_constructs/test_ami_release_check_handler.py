@@ -9,7 +9,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
-from moto.core import DEFAULT_ACCOUNT_ID
+from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.core.utils import utcnow
 from moto.ssm.models import Parameter, ssm_backends
 
@@ -33,7 +33,8 @@ def ssm(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         # AWS publishes /aws/service/... parameters; nobody may put one (moto refuses too), so
         # it is planted in moto's store the way moto loads its own public parameters.
         ssm_backends[DEFAULT_ACCOUNT_ID][REGION]._parameters[PUBLISHED].append(
-            Parameter(
+            # moto declares CloudFormation hooks abstract that its own SSM backend never calls.
+            Parameter(  # type: ignore[abstract]
                 account_id=DEFAULT_ACCOUNT_ID,
                 name=PUBLISHED,
                 value=IMAGE_ID,

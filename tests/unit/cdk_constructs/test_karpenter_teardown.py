@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import SynthesizedApp
+from tests.helpers import resources
 
 KUBECTL_RESOURCES = ("Custom::AWSCDK-EKS-KubernetesResource", "Custom::AWSCDK-EKS-HelmChart")
 
@@ -16,12 +17,8 @@ def cluster(default_app: SynthesizedApp) -> dict[str, Any]:
     return default_app.template_json(default_app.stage.cluster)
 
 
-def of_type(template: dict[str, Any], *types: str) -> dict[str, dict[str, Any]]:
-    return {k: r for k, r in template["Resources"].items() if r["Type"] in types}
-
-
 def teardown(template: dict[str, Any]) -> dict[str, Any]:
-    (resource,) = of_type(template, "Custom::KarpenterTeardown").values()
+    (resource,) = resources(template, "Custom::KarpenterTeardown").values()
     return resource
 
 
@@ -29,18 +26,20 @@ def test_deleted_before_everything_the_drain_needs(cluster: dict[str, Any]) -> N
     """CloudFormation deletes a resource before what it depends on: the teardown runs while
     the controller, node role, its access entry and ENI policy, and every chart still exist."""
     depends_on = set(teardown(cluster)["DependsOn"])
-    kubectl_resources = set(of_type(cluster, *KUBECTL_RESOURCES))
+    kubectl_resources = set(resources(cluster, *KUBECTL_RESOURCES))
     assert kubectl_resources <= depends_on  # every manifest and Helm release, its RBAC included
-    node_role = {k for k in of_type(cluster, "AWS::IAM::Role") if k.startswith("KarpenterNodeRole")}
+    node_role = {
+        k for k in resources(cluster, "AWS::IAM::Role") if k.startswith("KarpenterNodeRole")
+    }
     access_entries = {
         k
-        for k in of_type(cluster, "AWS::EKS::AccessEntry")
+        for k in resources(cluster, "AWS::EKS::AccessEntry")
         if k.startswith(("KarpenterNodeAccess", "TeardownAccessEntry"))
     }
     eni_policy = {
-        k for k in of_type(cluster, "AWS::IAM::Policy") if k.startswith("MultusEniPolicy")
+        k for k in resources(cluster, "AWS::IAM::Policy") if k.startswith("MultusEniPolicy")
     }
-    system_nodes = set(of_type(cluster, "AWS::EKS::Nodegroup"))
+    system_nodes = set(resources(cluster, "AWS::EKS::Nodegroup"))
     assert len(node_role) == len(eni_policy) == len(system_nodes) == 1
     assert len(access_entries) == 2  # the node role's and the teardown's own
     assert node_role | access_entries | eni_policy | system_nodes <= depends_on
@@ -54,7 +53,7 @@ def test_cluster_stack_goes_before_the_network_stack(default_app: SynthesizedApp
 def test_bound_and_force_time_come_from_the_config(cluster: dict[str, Any]) -> None:
     properties = teardown(cluster)["Properties"]
     assert (properties["TimeoutMinutes"], properties["ForceAfterMinutes"]) == ("30", "20")
-    (machine,) = of_type(cluster, "AWS::StepFunctions::StateMachine").values()
+    (machine,) = resources(cluster, "AWS::StepFunctions::StateMachine").values()
     definition = "".join(
         p for p in machine["Properties"]["DefinitionString"]["Fn::Join"][1] if isinstance(p, str)
     )
@@ -65,13 +64,15 @@ def test_bound_and_force_time_come_from_the_config(cluster: dict[str, Any]) -> N
 def test_kubernetes_access_is_limited_to_what_the_teardown_does(cluster: dict[str, Any]) -> None:
     (entry,) = [
         r
-        for r in of_type(cluster, "AWS::EKS::AccessEntry").values()
+        for r in resources(cluster, "AWS::EKS::AccessEntry").values()
         if r["Properties"].get("KubernetesGroups")
     ]
     assert entry["Properties"]["KubernetesGroups"] == ["karpenter-teardown"]
     assert "AccessPolicies" not in entry["Properties"]
     rbac = next(
-        r for k, r in of_type(cluster, KUBECTL_RESOURCES[0]).items() if "KarpenterTeardownRbac" in k
+        r
+        for k, r in resources(cluster, KUBECTL_RESOURCES[0]).items()
+        if "KarpenterTeardownRbac" in k
     )
     manifest = rbac["Properties"]["Manifest"]  # the kubectl handler takes a JSON string
     assert '"verbs":["list","delete"]' in manifest
@@ -82,7 +83,7 @@ def test_kubernetes_access_is_limited_to_what_the_teardown_does(cluster: dict[st
 def test_ec2_rights_are_scoped_to_this_clusters_tags(cluster: dict[str, Any]) -> None:
     statements = {
         s.get("Sid"): s
-        for policy in of_type(cluster, "AWS::IAM::Policy").values()
+        for policy in resources(cluster, "AWS::IAM::Policy").values()
         for s in policy["Properties"]["PolicyDocument"]["Statement"]
     }
     terminate = statements["TerminateKarpenterInstancesOfThisCluster"]
@@ -101,7 +102,7 @@ def test_ec2_rights_are_scoped_to_this_clusters_tags(cluster: dict[str, Any]) ->
 def test_is_complete_runs_in_the_node_subnets_with_the_cluster_security_group(
     cluster: dict[str, Any],
 ) -> None:
-    functions = of_type(cluster, "AWS::Lambda::Function")
+    functions = resources(cluster, "AWS::Lambda::Function")
     (is_complete,) = [r for k, r in functions.items() if k.startswith("TeardownIsComplete")]
     (kubectl,) = [
         r for k, r in functions.items() if k.startswith("EksClusterKubectlProviderHandler")

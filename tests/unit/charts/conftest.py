@@ -32,11 +32,10 @@ from charts.whereabouts import WhereaboutsChart, WhereaboutsProps
 from config import AppConfig
 from config.images import ImagesConfig
 from stacks.cluster_props import node_pool_props as cluster_node_pool_props
+from tests.helpers import STRINGIFIED_TOKEN as TOKEN
+from tests.helpers import shared_reference
 
 Manifest = dict[str, Any]
-
-# <repo>/../shared/reference
-REFERENCE_DIR = Path(__file__).resolve().parents[4] / "shared" / "reference"
 
 # The seed deployment (DESIGN.md): two AZs, two Multus networks, a /27 reservation per subnet.
 SEED_ZONES = ("us-west-2a", "us-west-2b")
@@ -47,8 +46,6 @@ SEED_MULTUS_SUBNETS = {
 # The system node group's label and taint (stacks.cluster_props.CONTROLLER_NODES).
 SYSTEM_NODES_LABELS = {"karpenter.sh/controller": "true"}
 SYSTEM_NODES_TAINT = NodeTaint(key="karpenter.sh/controller", value="true", effect="NoSchedule")
-# What a CloudFormation token looks like once stringified into a chart.
-TOKEN = "${Token[TOKEN.1234]}"
 
 
 def seed_attachments() -> list[NetworkAttachment]:
@@ -190,9 +187,7 @@ def rule_triples(rules: list[Manifest]) -> set[tuple[str, str, str]]:
 
 @pytest.fixture(scope="session")
 def reference_dir() -> Path:
-    if not REFERENCE_DIR.is_dir():
-        pytest.skip(f"upstream reference files not found at {REFERENCE_DIR} (CI provides them)")
-    return REFERENCE_DIR
+    return shared_reference()
 
 
 def load_yaml_documents(path: Path) -> list[Manifest]:

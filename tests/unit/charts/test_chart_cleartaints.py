@@ -6,6 +6,7 @@ import signal
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any, cast
 
 import cdk8s
 import pytest
@@ -26,22 +27,22 @@ NODE = "ip-10-0-2-7.us-west-2.compute.internal"
 
 
 @pytest.fixture(scope="module")
-def cleartaints(seed_manifests: dict[str, list[dict]]) -> list[dict]:
+def cleartaints(seed_manifests: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return seed_manifests["cleartaints"]
 
 
 @pytest.fixture(scope="module")
-def pod(cleartaints: list[dict], helpers: SimpleNamespace) -> dict:
-    spec: dict = helpers.find(cleartaints, "DaemonSet")["spec"]["template"]["spec"]
+def pod(cleartaints: list[dict[str, Any]], helpers: SimpleNamespace) -> dict[str, Any]:
+    spec: dict[str, Any] = helpers.find(cleartaints, "DaemonSet")["spec"]["template"]["spec"]
     return spec
 
 
-def env_of(container: dict) -> dict[str, object]:
+def env_of(container: dict[str, Any]) -> dict[str, object]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
 
 
 def test_rbac_is_exactly_get_and_patch_on_nodes(
-    cleartaints: list[dict], helpers: SimpleNamespace
+    cleartaints: list[dict[str, Any]], helpers: SimpleNamespace
 ) -> None:
     role = helpers.find(cleartaints, "ClusterRole")
     assert helpers.rule_triples(role["rules"]) == {("", "nodes", "get"), ("", "nodes", "patch")}
@@ -60,7 +61,7 @@ def test_rbac_is_exactly_get_and_patch_on_nodes(
 
 
 def test_runs_only_on_multus_nodes_despite_their_startup_taint(
-    pod: dict, helpers: SimpleNamespace
+    pod: dict[str, Any], helpers: SimpleNamespace
 ) -> None:
     (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"
@@ -102,7 +103,7 @@ def test_node_selector_and_taint_are_configurable(helpers: SimpleNamespace) -> N
     )
 
 
-def test_node_name_comes_from_the_downward_api(pod: dict) -> None:
+def test_node_name_comes_from_the_downward_api(pod: dict[str, Any]) -> None:
     (container,) = pod["containers"]
     env = env_of(container)
     assert env["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
@@ -112,7 +113,7 @@ def test_node_name_comes_from_the_downward_api(pod: dict) -> None:
 
 
 def test_waits_for_the_cni_plugins_and_files_the_nads_name_on_read_only_host_paths(
-    pod: dict,
+    pod: dict[str, Any],
 ) -> None:
     (container,) = pod["containers"]
     env = env_of(container)
@@ -131,7 +132,7 @@ def test_waits_for_the_cni_plugins_and_files_the_nads_name_on_read_only_host_pat
     assert "v1.20.4" in str(env["CNI_BIN_HINT"])
 
 
-def test_pod_ip_agent_marker_is_read_from_the_agents_host_directory(pod: dict) -> None:
+def test_pod_ip_agent_marker_is_read_from_the_agents_host_directory(pod: dict[str, Any]) -> None:
     (container,) = pod["containers"]
     host_paths = {v["name"]: v.get("hostPath", {}).get("path") for v in pod["volumes"]}
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
@@ -158,7 +159,7 @@ def test_marker_location_is_configurable(helpers: SimpleNamespace) -> None:
     assert (volume["hostPath"]["path"], marker_file) == ("/run/eni-bootstrap", "done")
 
 
-def test_container_is_locked_down_and_bounded(pod: dict) -> None:
+def test_container_is_locked_down_and_bounded(pod: dict[str, Any]) -> None:
     (container,) = pod["containers"]
     context = container["securityContext"]
     assert context["runAsNonRoot"] is True
@@ -172,7 +173,7 @@ def test_container_is_locked_down_and_bounded(pod: dict) -> None:
     assert set(container["resources"]["limits"]) == {"cpu", "memory"}
 
 
-def test_image_is_amazon_linux_2023_pinned_and_run_with_bash(pod: dict) -> None:
+def test_image_is_amazon_linux_2023_pinned_and_run_with_bash(pod: dict[str, Any]) -> None:
     (container,) = pod["containers"]
     assert container["image"] == IMAGE
     assert re.fullmatch(r"public\.ecr\.aws/amazonlinux/amazonlinux:2023\.\d+\.\d{8}\.\d+", IMAGE)
@@ -180,7 +181,7 @@ def test_image_is_amazon_linux_2023_pinned_and_run_with_bash(pod: dict) -> None:
 
 
 def test_policy_limits_the_service_account_to_its_own_node_and_the_startup_taint(
-    cleartaints: list[dict], helpers: SimpleNamespace
+    cleartaints: list[dict[str, Any]], helpers: SimpleNamespace
 ) -> None:
     policy = helpers.find(cleartaints, "ValidatingAdmissionPolicy")
     binding = helpers.find(cleartaints, "ValidatingAdmissionPolicyBinding")
@@ -425,18 +426,26 @@ OTHER_TAINT = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
 SERVICE_ACCOUNT = "system:serviceaccount:cleartaints:cleartaints"
 
 
-def node_object(name: str, taints: list[dict], **spec: object) -> dict:
+def node_object(name: str, taints: list[dict[str, Any]], **spec: object) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "labels": {"karpenter-node": "true"}, "annotations": {}},
         "spec": {"providerID": "aws:///us-west-2a/i-0", "taints": taints, **spec},
     }
 
 
-def admitted(policy: dict, user: str, token_node: str | None, old: dict, new: dict) -> bool:
+def admitted(
+    policy: dict[str, Any],
+    user: str,
+    token_node: str | None,
+    old: dict[str, Any],
+    new: dict[str, Any],
+) -> bool:
     import celpy
+    from celpy.adapter import json_to_cel
+    from celpy.evaluation import Context
 
     extra = {NODE_NAME_EXTRA: [token_node]} if token_node else {}
-    activation: dict = {
+    activation: dict[str, Any] = {
         "request": {"userInfo": {"username": user, "extra": extra}},
         "object": new,
         "oldObject": old,
@@ -444,12 +453,13 @@ def admitted(policy: dict, user: str, token_node: str | None, old: dict, new: di
     env = celpy.Environment()
 
     def evaluate(expression: str) -> object:
-        return env.program(env.compile(expression)).evaluate(celpy.json_to_cel(activation))
+        context = cast(Context, json_to_cel(activation))
+        return env.program(env.compile(expression)).evaluate(context)
 
     spec = policy["spec"]
     if not all(evaluate(c["expression"]) for c in spec["matchConditions"]):
         return True  # the policy does not apply
-    variables = {}
+    variables: dict[str, object] = {}
     for variable in spec["variables"]:
         activation["variables"] = variables
         variables[variable["name"]] = evaluate(variable["expression"])
@@ -461,12 +471,14 @@ def admitted(policy: dict, user: str, token_node: str | None, old: dict, new: di
 
 
 @pytest.fixture(scope="module")
-def policy(cleartaints: list[dict], helpers: SimpleNamespace) -> dict:
-    found: dict = helpers.find(cleartaints, "ValidatingAdmissionPolicy")
+def policy(cleartaints: list[dict[str, Any]], helpers: SimpleNamespace) -> dict[str, Any]:
+    found: dict[str, Any] = helpers.find(cleartaints, "ValidatingAdmissionPolicy")
     return found
 
 
-def test_policy_admits_removing_the_startup_taint_from_the_pods_own_node(policy: dict) -> None:
+def test_policy_admits_removing_the_startup_taint_from_the_pods_own_node(
+    policy: dict[str, Any],
+) -> None:
     old = node_object(NODE, [OTHER_TAINT, STARTUP_TAINT])
     new = node_object(NODE, [OTHER_TAINT])
     assert admitted(policy, SERVICE_ACCOUNT, NODE, old, new)
@@ -487,7 +499,10 @@ def test_policy_admits_removing_the_startup_taint_from_the_pods_own_node(policy:
     ids=["other-node", "no-node-claim", "removes-other-taint", "adds-taint", "re-adds-startup"],
 )
 def test_policy_denies_anything_else_on_taints(
-    policy: dict, token_node: str | None, old: list[dict], new: list[dict]
+    policy: dict[str, Any],
+    token_node: str | None,
+    old: list[dict[str, Any]],
+    new: list[dict[str, Any]],
 ) -> None:
     assert not admitted(
         policy, SERVICE_ACCOUNT, token_node, node_object(NODE, old), node_object(NODE, new)
@@ -504,14 +519,14 @@ def test_policy_denies_anything_else_on_taints(
     ],
     ids=["label", "annotation", "cordon", "provider-id"],
 )
-def test_policy_denies_changes_besides_the_taint(policy: dict, change: object) -> None:
+def test_policy_denies_changes_besides_the_taint(policy: dict[str, Any], change: object) -> None:
     old = node_object(NODE, [STARTUP_TAINT])
     new = node_object(NODE, [])
     change(new)  # type: ignore[operator]
     assert not admitted(policy, SERVICE_ACCOUNT, NODE, old, new)
 
 
-def test_policy_leaves_other_users_alone(policy: dict) -> None:
+def test_policy_leaves_other_users_alone(policy: dict[str, Any]) -> None:
     old = node_object(NODE, [STARTUP_TAINT])
     new = node_object(NODE, [OTHER_TAINT], unschedulable=True)
     assert admitted(policy, "system:serviceaccount:kube-system:karpenter", None, old, new)

@@ -31,18 +31,18 @@ NOBODY = 65534
 
 
 @pytest.fixture(scope="module")
-def manifests(seed_manifests: dict[str, list[dict]]) -> list[dict]:
+def manifests(seed_manifests: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return seed_manifests["cleartaints"]
 
 
 @pytest.fixture(scope="module")
-def daemon_set(manifests: list[dict], helpers: SimpleNamespace) -> dict:
-    found: dict = helpers.find(manifests, "DaemonSet")
+def daemon_set(manifests: list[dict[str, Any]], helpers: SimpleNamespace) -> dict[str, Any]:
+    found: dict[str, Any] = helpers.find(manifests, "DaemonSet")
     return found
 
 
 def test_every_object_has_a_valid_name_in_the_cleartaints_namespace(
-    manifests: list[dict],
+    manifests: list[dict[str, Any]],
 ) -> None:
     cluster_scoped = {
         "Namespace",
@@ -61,13 +61,13 @@ def test_every_object_has_a_valid_name_in_the_cleartaints_namespace(
     assert {m["kind"] for m in manifests} == cluster_scoped | {"ServiceAccount", "DaemonSet"}
 
 
-def test_the_daemon_set_selects_its_pods_by_the_fixed_app_label(daemon_set: dict) -> None:
+def test_the_daemon_set_selects_its_pods_by_the_fixed_app_label(daemon_set: dict[str, Any]) -> None:
     # A DaemonSet's selector is immutable: any other label set would force delete + create.
     assert daemon_set["spec"]["selector"] == {"matchLabels": {"app": "cleartaints"}}
     assert daemon_set["spec"]["template"]["metadata"]["labels"]["app"] == "cleartaints"
 
 
-def test_the_pod_runs_as_nobody_and_never_as_root(daemon_set: dict) -> None:
+def test_the_pod_runs_as_nobody_and_never_as_root(daemon_set: dict[str, Any]) -> None:
     pod = daemon_set["spec"]["template"]["spec"]
     assert {k: pod["securityContext"][k] for k in ("runAsNonRoot", "runAsUser", "runAsGroup")} == {
         "runAsNonRoot": True,
@@ -84,13 +84,13 @@ def test_the_pod_runs_as_nobody_and_never_as_root(daemon_set: dict) -> None:
     )
 
 
-def test_the_pinned_image_is_pulled_only_when_missing(daemon_set: dict) -> None:
+def test_the_pinned_image_is_pulled_only_when_missing(daemon_set: dict[str, Any]) -> None:
     (container,) = daemon_set["spec"]["template"]["spec"]["containers"]
     assert container["imagePullPolicy"] == "IfNotPresent"
     assert container["name"] == "cleartaints"
 
 
-def test_host_directories_are_mounted_even_before_they_exist(daemon_set: dict) -> None:
+def test_host_directories_are_mounted_even_before_they_exist(daemon_set: dict[str, Any]) -> None:
     # The pod may start before Multus or the node bootstrap created its directory; hostPath
     # type Directory would keep it from starting, DirectoryOrCreate does not.
     volumes = daemon_set["spec"]["template"]["spec"]["volumes"]
@@ -102,7 +102,7 @@ def test_host_directories_are_mounted_even_before_they_exist(daemon_set: dict) -
 
 
 def test_the_policy_matches_updates_of_core_v1_nodes_only(
-    manifests: list[dict], helpers: SimpleNamespace
+    manifests: list[dict[str, Any]], helpers: SimpleNamespace
 ) -> None:
     spec = helpers.find(manifests, "ValidatingAdmissionPolicy")["spec"]
     assert spec["matchConstraints"]["resourceRules"] == [
@@ -110,8 +110,8 @@ def test_the_policy_matches_updates_of_core_v1_nodes_only(
     ]
 
 
-def _set(path: str, value: Any) -> Callable[[dict], None]:
-    def change(node: dict) -> None:
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(node: dict[str, Any]) -> None:
         section, field = path.split(".")
         node[section][field] = value
 
@@ -144,7 +144,9 @@ def _set(path: str, value: Any) -> Callable[[dict], None]:
     ],
 )
 def test_the_policy_freezes_every_other_node_field(
-    manifests: list[dict], helpers: SimpleNamespace, change: Callable[[dict], None]
+    manifests: list[dict[str, Any]],
+    helpers: SimpleNamespace,
+    change: Callable[[dict[str, Any]], None],
 ) -> None:
     policy = helpers.find(manifests, "ValidatingAdmissionPolicy")
     old = node_object(NODE, [STARTUP_TAINT])
@@ -174,7 +176,7 @@ def test_the_node_claim_is_the_one_kubernetes_puts_in_bound_tokens() -> None:
     assert NODE_NAME_EXTRA == "authentication.kubernetes.io/node-name"
 
 
-def test_mount_paths_are_absolute_and_under_host(daemon_set: dict) -> None:
+def test_mount_paths_are_absolute_and_under_host(daemon_set: dict[str, Any]) -> None:
     (container,) = daemon_set["spec"]["template"]["spec"]["containers"]
     paths = [mount["mountPath"] for mount in container["volumeMounts"]]
     assert len(paths) == len(daemon_set["spec"]["template"]["spec"]["volumes"])

@@ -3,6 +3,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import cdk8s
 import pytest
@@ -12,7 +13,7 @@ from charts.karpenter_node_pool import KarpenterNodePoolChart
 THREE_ZONES = ("eu-west-1a", "eu-west-1b", "eu-west-1c")
 
 
-def synth(helpers: SimpleNamespace, **overrides: object) -> dict[str, dict]:
+def synth(helpers: SimpleNamespace, **overrides: object) -> dict[str, dict[str, Any]]:
     chart = KarpenterNodePoolChart(
         cdk8s.Testing.app(), "node-pool", helpers.node_pool_props(**overrides)
     )
@@ -20,22 +21,23 @@ def synth(helpers: SimpleNamespace, **overrides: object) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def seed(seed_manifests: dict[str, list[dict]]) -> dict[str, dict]:
+def seed(seed_manifests: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     return {m["kind"]: m for m in seed_manifests["karpenter-node-pool"]}
 
 
 @pytest.fixture(scope="module")
-def seed_node_pool_file(helpers: SimpleNamespace, reference_dir: Path) -> dict[str, dict]:
+def seed_node_pool_file(helpers: SimpleNamespace, reference_dir: Path) -> dict[str, dict[str, Any]]:
     path = reference_dir / "seed-karpenter-with-multus-on-eks" / "config" / "nodepool.yaml"
     return {m["kind"]: m for m in helpers.load_yaml_documents(path)}
 
 
-def requirement(node_pool: dict, key: str) -> dict:
+def requirement(node_pool: dict[str, Any], key: str) -> dict[str, Any]:
+    found: dict[str, Any]
     (found,) = [r for r in node_pool["spec"]["template"]["spec"]["requirements"] if r["key"] == key]
     return found
 
 
-def test_node_pool_carries_the_seed_scheduling_contract(seed: dict[str, dict]) -> None:
+def test_node_pool_carries_the_seed_scheduling_contract(seed: dict[str, dict[str, Any]]) -> None:
     template = seed["NodePool"]["spec"]["template"]
     assert template["metadata"]["labels"] == {"karpenter-node": "true"}
     assert template["spec"]["startupTaints"] == [
@@ -48,12 +50,12 @@ def test_node_pool_carries_the_seed_scheduling_contract(seed: dict[str, dict]) -
 
 
 def test_node_pool_matches_the_seed_apart_from_the_zones(
-    seed: dict[str, dict], seed_node_pool_file: dict[str, dict]
+    seed: dict[str, dict[str, Any]], seed_node_pool_file: dict[str, dict[str, Any]]
 ) -> None:
     ours, theirs = seed["NodePool"]["spec"], seed_node_pool_file["NodePool"]["spec"]
     zone = "topology.kubernetes.io/zone"
 
-    def without_zone(spec: dict) -> list[dict]:
+    def without_zone(spec: dict[str, Any]) -> list[dict[str, Any]]:
         return [r for r in spec["template"]["spec"]["requirements"] if r["key"] != zone]
 
     assert without_zone(ours) == without_zone(theirs)
@@ -63,7 +65,7 @@ def test_node_pool_matches_the_seed_apart_from_the_zones(
         assert ours[field] == theirs[field], field
 
 
-def test_node_pool_limits_disruption_and_weight(seed: dict[str, dict]) -> None:
+def test_node_pool_limits_disruption_and_weight(seed: dict[str, dict[str, Any]]) -> None:
     spec = seed["NodePool"]["spec"]
     assert spec["disruption"] == {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "120s"}
     assert spec["limits"] == {"cpu": "500", "memory": "500Gi"}
@@ -87,7 +89,7 @@ def test_zones_come_from_props(helpers: SimpleNamespace) -> None:
     }
 
 
-def test_node_pool_launches_its_node_class(seed: dict[str, dict]) -> None:
+def test_node_pool_launches_its_node_class(seed: dict[str, dict[str, Any]]) -> None:
     assert seed["NodePool"]["spec"]["template"]["spec"]["nodeClassRef"] == {
         "group": "karpenter.k8s.aws",
         "kind": "EC2NodeClass",
@@ -95,7 +97,7 @@ def test_node_pool_launches_its_node_class(seed: dict[str, dict]) -> None:
     }
 
 
-def test_node_class_requires_imdsv2_out_of_reach_of_pods(seed: dict[str, dict]) -> None:
+def test_node_class_requires_imdsv2_out_of_reach_of_pods(seed: dict[str, dict[str, Any]]) -> None:
     # Hop limit 1: a pod's request crosses one more hop than the host's and is dropped.
     assert seed["EC2NodeClass"]["spec"]["metadataOptions"] == {
         "httpEndpoint": "enabled",
@@ -119,7 +121,7 @@ def test_node_class_root_volume_is_encrypted_gp3(helpers: SimpleNamespace) -> No
     }
 
 
-def test_node_class_ami_is_a_pinned_al2023_release(seed: dict[str, dict]) -> None:
+def test_node_class_ami_is_a_pinned_al2023_release(seed: dict[str, dict[str, Any]]) -> None:
     (term,) = seed["EC2NodeClass"]["spec"]["amiSelectorTerms"]
     assert re.fullmatch(r"al2023@v\d{8}", term["alias"])
 
@@ -156,7 +158,7 @@ def test_user_data_and_tags_are_optional(helpers: SimpleNamespace) -> None:
 
 
 def test_termination_grace_period_bounds_every_drain(
-    helpers: SimpleNamespace, upstream_crds: dict[str, dict]
+    helpers: SimpleNamespace, upstream_crds: dict[str, dict[str, Any]]
 ) -> None:
     bounded = synth(helpers, termination_grace_period="15m")["NodePool"]
     assert bounded["spec"]["template"]["spec"]["terminationGracePeriod"] == "15m"

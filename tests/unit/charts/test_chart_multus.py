@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import cdk8s
 import pytest
@@ -11,7 +12,7 @@ from charts.multus import MULTUS_IMAGE_TAG, MultusChart, MultusProps, multus_ima
 
 
 @pytest.fixture(scope="module")
-def multus(seed_manifests: dict[str, list[dict]]) -> list[dict]:
+def multus(seed_manifests: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return seed_manifests["multus"]
 
 
@@ -63,7 +64,7 @@ def test_daemonset_and_installer_use_the_pinned_image_of_the_chart_region(
 
 
 def test_daemonset_runs_on_every_node_whatever_its_taints(
-    multus: list[dict], helpers: SimpleNamespace
+    multus: list[dict[str, Any]], helpers: SimpleNamespace
 ) -> None:
     pod = helpers.find(multus, "DaemonSet")["spec"]["template"]["spec"]
     for key, value, effect in [
@@ -75,7 +76,7 @@ def test_daemonset_runs_on_every_node_whatever_its_taints(
 
 
 def test_daemon_runs_in_the_host_network_and_pid_namespaces(
-    multus: list[dict], helpers: SimpleNamespace
+    multus: list[dict[str, Any]], helpers: SimpleNamespace
 ) -> None:
     pod = helpers.find(multus, "DaemonSet")["spec"]["template"]["spec"]
     assert pod["hostNetwork"] is True
@@ -86,7 +87,7 @@ def test_daemon_runs_in_the_host_network_and_pid_namespaces(
 
 
 def test_shim_installer_shares_the_cni_bin_directory_with_the_host(
-    multus: list[dict], helpers: SimpleNamespace
+    multus: list[dict[str, Any]], helpers: SimpleNamespace
 ) -> None:
     pod = helpers.find(multus, "DaemonSet")["spec"]["template"]["spec"]
     (installer,) = pod["initContainers"]
@@ -98,7 +99,7 @@ def test_shim_installer_shares_the_cni_bin_directory_with_the_host(
 
 
 def test_daemon_config_delegates_to_the_vpc_cni_in_the_mounted_cni_dir(
-    multus: list[dict], helpers: SimpleNamespace
+    multus: list[dict[str, Any]], helpers: SimpleNamespace
 ) -> None:
     config = json.loads(helpers.find(multus, "ConfigMap")["data"]["daemon-config.json"])
     pod = helpers.find(multus, "DaemonSet")["spec"]["template"]["spec"]
@@ -114,7 +115,7 @@ def test_daemon_config_delegates_to_the_vpc_cni_in_the_mounted_cni_dir(
 
 
 def test_rbac_is_the_eks_manifests_except_read_only_network_attachment_definitions(
-    multus: list[dict], helpers: SimpleNamespace, reference_dir: Path
+    multus: list[dict[str, Any]], helpers: SimpleNamespace, reference_dir: Path
 ) -> None:
     upstream = helpers.load_yaml_documents(
         reference_dir / "multus-v4.1.4-eksbuild.3" / "multus-daemonset-thick.yml"
@@ -141,7 +142,7 @@ def test_rbac_is_the_eks_manifests_except_read_only_network_attachment_definitio
 
 
 def test_network_attachment_definition_crd_matches_upstream_schema(
-    multus: list[dict], helpers: SimpleNamespace, upstream_crds: dict[str, dict]
+    multus: list[dict[str, Any]], helpers: SimpleNamespace, upstream_crds: dict[str, dict[str, Any]]
 ) -> None:
     ours = helpers.find(multus, "CustomResourceDefinition")
     upstream = upstream_crds["k8s.cni.cncf.io/NetworkAttachmentDefinition"]

@@ -6,6 +6,7 @@ import stat
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -20,45 +21,47 @@ from tests.unit.charts.conftest import seed_attachments
 
 
 @pytest.fixture(scope="module")
-def manifests(seed_manifests: dict[str, list[dict]]) -> list[dict]:
+def manifests(seed_manifests: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return seed_manifests["multus-pod-ips"]
 
 
 @pytest.fixture(scope="module")
-def pod(manifests: list[dict], helpers: SimpleNamespace) -> dict:
-    spec: dict = helpers.find(manifests, "DaemonSet")["spec"]["template"]["spec"]
+def pod(manifests: list[dict[str, Any]], helpers: SimpleNamespace) -> dict[str, Any]:
+    spec: dict[str, Any] = helpers.find(manifests, "DaemonSet")["spec"]["template"]["spec"]
     return spec
 
 
 @pytest.fixture(scope="module")
-def config(manifests: list[dict], helpers: SimpleNamespace) -> dict:
+def config(manifests: list[dict[str, Any]], helpers: SimpleNamespace) -> dict[str, Any]:
     data = helpers.find(manifests, "ConfigMap")["data"]
-    parsed: dict = json.loads(data["config.json"])
+    parsed: dict[str, Any] = json.loads(data["config.json"])
     return parsed
 
 
-def host_path_of(pod: dict, container: dict, mount_path: str) -> str:
+def host_path_of(pod: dict[str, Any], container: dict[str, Any], mount_path: str) -> str:
     (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == mount_path]
     (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
     return str(volume["hostPath"]["path"])
 
 
 def test_configmap_ships_the_agent_and_plugin_unchanged(
-    manifests: list[dict], helpers: SimpleNamespace
+    manifests: list[dict[str, Any]], helpers: SimpleNamespace
 ) -> None:
     data = helpers.find(manifests, "ConfigMap")["data"]
     assert data["agent.py"] == AGENT_SCRIPT.read_text()
     assert data["cni_plugin.py"] == CNI_PLUGIN_SCRIPT.read_text()
 
 
-def test_agent_manages_exactly_the_reservations_of_each_interface(config: dict) -> None:
+def test_agent_manages_exactly_the_reservations_of_each_interface(config: dict[str, Any]) -> None:
     assert config["interfaces"] == {
         "multus1": ["10.0.4.32/27", "10.0.5.32/27"],
         "multus2": ["10.0.6.32/27", "10.0.7.32/27"],
     }
 
 
-def test_plugin_reaches_the_agent_socket_on_the_host(pod: dict, config: dict) -> None:
+def test_plugin_reaches_the_agent_socket_on_the_host(
+    pod: dict[str, Any], config: dict[str, Any]
+) -> None:
     (agent,) = pod["containers"]
     socket_dir, _, _ = config["socket_path"].rpartition("/")
     assert config["socket_path"] == DEFAULT_AGENT_SOCKET
@@ -68,7 +71,7 @@ def test_plugin_reaches_the_agent_socket_on_the_host(pod: dict, config: dict) ->
 
 
 def test_agent_reads_the_bootstrap_eni_state_and_host_netns_read_only(
-    pod: dict, config: dict
+    pod: dict[str, Any], config: dict[str, Any]
 ) -> None:
     (agent,) = pod["containers"]
     mounts = {m["mountPath"]: m for m in agent["volumeMounts"]}
@@ -81,7 +84,9 @@ def test_agent_reads_the_bootstrap_eni_state_and_host_netns_read_only(
     assert mounts[netns_mount]["mountPropagation"] == "HostToContainer"
 
 
-def test_runs_on_the_host_network_without_kubernetes_credentials_or_privileges(pod: dict) -> None:
+def test_runs_on_the_host_network_without_kubernetes_credentials_or_privileges(
+    pod: dict[str, Any],
+) -> None:
     assert pod["hostNetwork"] is True  # IMDS answers with hop limit 1: the node role
     assert pod["dnsPolicy"] == "Default"
     assert pod["automountServiceAccountToken"] is False
@@ -95,7 +100,7 @@ def test_runs_on_the_host_network_without_kubernetes_credentials_or_privileges(p
 
 
 def test_runs_on_multus_nodes_before_their_startup_taint_is_lifted(
-    pod: dict, helpers: SimpleNamespace
+    pod: dict[str, Any], helpers: SimpleNamespace
 ) -> None:
     (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"
@@ -105,7 +110,9 @@ def test_runs_on_multus_nodes_before_their_startup_taint_is_lifted(
     assert pod["priorityClassName"] == "system-node-critical"
 
 
-def test_image_is_the_pinned_amazon_linux_2023_release_cleartaints_uses(pod: dict) -> None:
+def test_image_is_the_pinned_amazon_linux_2023_release_cleartaints_uses(
+    pod: dict[str, Any],
+) -> None:
     image = ImagesConfig().multus_pod_ips.reference
     assert re.fullmatch(r"public\.ecr\.aws/amazonlinux/amazonlinux:2023\.\d+\.\d{8}\.\d+", image)
     assert image == ImagesConfig().cleartaints.reference  # one pull for both DaemonSets
@@ -113,12 +120,16 @@ def test_image_is_the_pinned_amazon_linux_2023_release_cleartaints_uses(pod: dic
     assert images == {image}
 
 
-def test_readiness_is_the_marker_the_agent_writes(pod: dict, config: dict) -> None:
+def test_readiness_is_the_marker_the_agent_writes(
+    pod: dict[str, Any], config: dict[str, Any]
+) -> None:
     (agent,) = pod["containers"]
     assert agent["readinessProbe"]["exec"]["command"] == ["test", "-f", config["ready_marker"]]
 
 
-def test_init_container_installs_the_plugin_the_nads_chain_names(pod: dict, tmp_path: Path) -> None:
+def test_init_container_installs_the_plugin_the_nads_chain_names(
+    pod: dict[str, Any], tmp_path: Path
+) -> None:
     (init,) = pod["initContainers"]
     code_dir = next(m["mountPath"] for m in init["volumeMounts"] if m["name"] == "code")
     bin_mount = next(m["mountPath"] for m in init["volumeMounts"] if m["name"] != "code")

@@ -4,6 +4,7 @@ import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import cdk8s
 import pytest
@@ -31,7 +32,7 @@ SEED_RANGES = {
 }
 
 
-def synth(attachments: list[NetworkAttachment], namespace: str = "default") -> list[dict]:
+def synth(attachments: list[NetworkAttachment], namespace: str = "default") -> list[dict[str, Any]]:
     props = NetworkAttachmentsProps(namespace=namespace, attachments=attachments)
     return cdk8s.Testing.synth(NetworkAttachmentsChart(cdk8s.Testing.app(), "nads", props))
 
@@ -105,7 +106,7 @@ def test_nad_names_are_predictable_from_network_and_zone() -> None:
 
 
 def test_cni_config_is_ipvlan_with_whereabouts_then_sbr_then_pod_ip_assignment(
-    seed_manifests: dict[str, list[dict]], helpers: SimpleNamespace
+    seed_manifests: dict[str, list[dict[str, Any]]], helpers: SimpleNamespace
 ) -> None:
     nad = helpers.find(
         seed_manifests["network-attachments"], "NetworkAttachmentDefinition", "multus2-us-west-2b"

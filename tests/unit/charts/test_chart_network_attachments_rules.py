@@ -13,7 +13,6 @@ import cdk8s
 import pytest
 
 from charts.network_attachments import (
-    CNI_PLUGIN_TYPE,
     NetworkAttachment,
     NetworkAttachmentsChart,
     NetworkAttachmentsProps,
@@ -22,6 +21,7 @@ from charts.network_attachments import (
     cni_host_files,
     whereabouts_range_and_gateway,
 )
+from multus_pod_ips import CNI_PLUGIN_TYPE
 
 # CNI spec versions that know plugin lists ("plugins", from 0.3.0 on) and that the reference
 # plugins (ipvlan, sbr) and Whereabouts accept.

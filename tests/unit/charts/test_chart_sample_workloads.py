@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import cdk8s
 
@@ -15,7 +16,7 @@ from config.images import ImagesConfig
 
 
 def test_one_deployment_per_zone_with_that_zones_attachments(
-    seed_manifests: dict[str, list[dict]], helpers: SimpleNamespace
+    seed_manifests: dict[str, list[dict[str, Any]]], helpers: SimpleNamespace
 ) -> None:
     deployments = helpers.find_all(seed_manifests["sample-workloads"], "Deployment")
     assert len(deployments) == len(helpers.seed_zones)
@@ -56,7 +57,7 @@ def test_pods_request_what_they_are_given(helpers: SimpleNamespace) -> None:
 
 
 def test_seed_image_is_the_default_multitool(
-    seed_manifests: dict[str, list[dict]], helpers: SimpleNamespace
+    seed_manifests: dict[str, list[dict[str, Any]]], helpers: SimpleNamespace
 ) -> None:
     for deployment in helpers.find_all(seed_manifests["sample-workloads"], "Deployment"):
         (container,) = deployment["spec"]["template"]["spec"]["containers"]

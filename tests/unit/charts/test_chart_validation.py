@@ -4,6 +4,7 @@ the upstream CRD's for custom resources. An object of any other kind fails the s
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import kubernetes_validate
 import pytest
@@ -31,17 +32,17 @@ CHARTS = (
 )
 
 
-def type_of(manifest: dict) -> str:
+def type_of(manifest: dict[str, Any]) -> str:
     return f"{manifest['apiVersion']}/{manifest['kind']}"
 
 
-def test_every_chart_is_covered(seed_manifests: dict[str, list[dict]]) -> None:
+def test_every_chart_is_covered(seed_manifests: dict[str, list[dict[str, Any]]]) -> None:
     assert set(CHARTS) == set(seed_manifests)
 
 
 @pytest.mark.parametrize("chart", CHARTS)
 def test_built_in_objects_are_valid_kubernetes_1_34(
-    chart: str, seed_manifests: dict[str, list[dict]]
+    chart: str, seed_manifests: dict[str, list[dict[str, Any]]]
 ) -> None:
     # A kind that is neither custom (above) nor built in raises SchemaNotFoundError here.
     for manifest in seed_manifests[chart]:
@@ -50,7 +51,7 @@ def test_built_in_objects_are_valid_kubernetes_1_34(
 
 
 def test_kubernetes_validation_rejects_unknown_fields(
-    seed_manifests: dict[str, list[dict]], helpers: SimpleNamespace
+    seed_manifests: dict[str, list[dict[str, Any]]], helpers: SimpleNamespace
 ) -> None:
     daemon_set = helpers.find(seed_manifests["cleartaints"], "DaemonSet")
     misspelt = {**daemon_set, "spec": {**daemon_set["spec"], "minReadySecond": 0}}
@@ -61,8 +62,8 @@ def test_kubernetes_validation_rejects_unknown_fields(
 @pytest.mark.parametrize("chart", ["network-attachments", "karpenter-node-pool"])
 def test_custom_objects_are_valid_against_upstream_crds(
     chart: str,
-    seed_manifests: dict[str, list[dict]],
-    upstream_crds: dict[str, dict],
+    seed_manifests: dict[str, list[dict[str, Any]]],
+    upstream_crds: dict[str, dict[str, Any]],
     helpers: SimpleNamespace,
 ) -> None:
     custom = [m for m in seed_manifests[chart] if type_of(m) in CUSTOM_KINDS]
@@ -74,8 +75,8 @@ def test_custom_objects_are_valid_against_upstream_crds(
 
 
 def test_custom_object_validation_catches_unknown_fields(
-    seed_manifests: dict[str, list[dict]],
-    upstream_crds: dict[str, dict],
+    seed_manifests: dict[str, list[dict[str, Any]]],
+    upstream_crds: dict[str, dict[str, Any]],
     helpers: SimpleNamespace,
 ) -> None:
     node_pool = helpers.find(seed_manifests["karpenter-node-pool"], "NodePool")
@@ -99,12 +100,12 @@ def images_in(value: object) -> list[str]:
     return found + images_in(list(value.values()))
 
 
-def test_image_scan_sees_init_containers(seed_manifests: dict[str, list[dict]]) -> None:
+def test_image_scan_sees_init_containers(seed_manifests: dict[str, list[dict[str, Any]]]) -> None:
     assert len(images_in(seed_manifests["multus"])) == 2
 
 
 @pytest.mark.parametrize("chart", CHARTS)
-def test_every_image_is_pinned(chart: str, seed_manifests: dict[str, list[dict]]) -> None:
+def test_every_image_is_pinned(chart: str, seed_manifests: dict[str, list[dict[str, Any]]]) -> None:
     for image in images_in(seed_manifests[chart]):
         _, _, tag = image.rpartition("/")[2].partition(":")
         assert "@sha256:" in image or tag not in ("", "latest"), f"unpinned image {image}"

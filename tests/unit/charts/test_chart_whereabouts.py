@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import cdk8s
 import pytest
@@ -15,12 +16,12 @@ CRD_KINDS = ("IPPool", "OverlappingRangeIPReservation", "NodeSlicePool")
 
 
 @pytest.fixture(scope="module")
-def whereabouts(seed_manifests: dict[str, list[dict]]) -> list[dict]:
+def whereabouts(seed_manifests: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return seed_manifests["whereabouts"]
 
 
 @pytest.fixture(scope="module")
-def upstream_install(helpers: SimpleNamespace, reference_dir: Path) -> list[dict]:
+def upstream_install(helpers: SimpleNamespace, reference_dir: Path) -> list[dict[str, Any]]:
     folder = reference_dir / "whereabouts-v0.9.4"
     return [
         *helpers.load_yaml_documents(folder / "daemonset-install.yaml"),
@@ -29,7 +30,7 @@ def upstream_install(helpers: SimpleNamespace, reference_dir: Path) -> list[dict
 
 
 def test_crds_are_the_three_whereabouts_kinds(
-    whereabouts: list[dict], helpers: SimpleNamespace
+    whereabouts: list[dict[str, Any]], helpers: SimpleNamespace
 ) -> None:
     crds = helpers.find_all(whereabouts, "CustomResourceDefinition")
     assert sorted(crd["metadata"]["name"] for crd in crds) == [
@@ -41,7 +42,10 @@ def test_crds_are_the_three_whereabouts_kinds(
 
 @pytest.mark.parametrize("kind", CRD_KINDS)
 def test_crd_matches_upstream_v0_9_4(
-    kind: str, whereabouts: list[dict], helpers: SimpleNamespace, upstream_crds: dict[str, dict]
+    kind: str,
+    whereabouts: list[dict[str, Any]],
+    helpers: SimpleNamespace,
+    upstream_crds: dict[str, dict[str, Any]],
 ) -> None:
     upstream = upstream_crds[f"whereabouts.cni.cncf.io/{kind}"]
     (ours,) = [
@@ -58,7 +62,9 @@ def test_crd_matches_upstream_v0_9_4(
 
 
 def test_every_container_runs_the_pinned_release(
-    whereabouts: list[dict], helpers: SimpleNamespace, upstream_install: list[dict]
+    whereabouts: list[dict[str, Any]],
+    helpers: SimpleNamespace,
+    upstream_install: list[dict[str, Any]],
 ) -> None:
     images = {
         container["image"]
@@ -78,7 +84,7 @@ def test_every_container_runs_the_pinned_release(
 
 
 def test_daemonset_tolerates_the_multus_startup_taint(
-    whereabouts: list[dict], helpers: SimpleNamespace
+    whereabouts: list[dict[str, Any]], helpers: SimpleNamespace
 ) -> None:
     pod = helpers.find(whereabouts, "DaemonSet")["spec"]["template"]["spec"]
     assert helpers.tolerates(pod["tolerations"], "multus/not-ready", "true", "NoSchedule")
@@ -87,7 +93,7 @@ def test_daemonset_tolerates_the_multus_startup_taint(
 
 
 def test_daemonset_installs_into_the_host_cni_directories(
-    whereabouts: list[dict], helpers: SimpleNamespace
+    whereabouts: list[dict[str, Any]], helpers: SimpleNamespace
 ) -> None:
     pod = helpers.find(whereabouts, "DaemonSet")["spec"]["template"]["spec"]
     host_paths = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}
@@ -99,7 +105,7 @@ def test_daemonset_installs_into_the_host_cni_directories(
 
 
 def test_reconciler_is_a_single_replica_that_never_overlaps(
-    whereabouts: list[dict], helpers: SimpleNamespace
+    whereabouts: list[dict[str, Any]], helpers: SimpleNamespace
 ) -> None:
     reconciler = helpers.find(whereabouts, "Deployment", "whereabouts-reconciler")
     assert reconciler["spec"]["replicas"] == 1
@@ -129,7 +135,9 @@ def test_reconciler_reads_the_configured_schedule(helpers: SimpleNamespace) -> N
 
 
 def test_rbac_grants_what_upstream_grants(
-    whereabouts: list[dict], helpers: SimpleNamespace, upstream_install: list[dict]
+    whereabouts: list[dict[str, Any]],
+    helpers: SimpleNamespace,
+    upstream_install: list[dict[str, Any]],
 ) -> None:
     ours = helpers.find(whereabouts, "ClusterRole", "whereabouts-cni")["rules"]
     upstream = helpers.find(upstream_install, "ClusterRole", "whereabouts-cni")["rules"]
@@ -145,7 +153,7 @@ def test_rbac_grants_what_upstream_grants(
 
 
 def test_reconciler_runs_on_the_system_nodes_and_the_daemonset_everywhere(
-    whereabouts: list[dict], helpers: SimpleNamespace
+    whereabouts: list[dict[str, Any]], helpers: SimpleNamespace
 ) -> None:
     reconciler = helpers.find(whereabouts, "Deployment", "whereabouts-reconciler")
     pod = reconciler["spec"]["template"]["spec"]
@@ -171,7 +179,7 @@ def test_reconciler_without_placement_props_has_no_node_constraints(
 
 
 def test_reconciler_runs_every_two_minutes_by_default(
-    seed_manifests: dict[str, list[dict]], helpers: SimpleNamespace
+    seed_manifests: dict[str, list[dict[str, Any]]], helpers: SimpleNamespace
 ) -> None:
     # 5-field cron (v0.9.4: gocron CronJob without seconds): addresses of pods that are gone
     # (e.g. on a terminated node) are free again within minutes, not once a day at 04:30.

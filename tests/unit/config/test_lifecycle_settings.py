@@ -97,7 +97,9 @@ def test_three_az_three_network_example_fits_the_user_data_budget() -> None:
 
 
 def _pipeline(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
-    sample = json.loads((REPO / "examples" / "pipeline-three-environments.json").read_text())
+    sample: dict[str, Any] = json.loads(
+        (REPO / "examples" / "pipeline-three-environments.json").read_text()
+    )
     environments = sample["pipeline"]["environments"]
     same_place = {"account": "222222222222", "region": "us-west-2"}
     environments[:] = [

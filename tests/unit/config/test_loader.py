@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from config import ConfigError, load_config
-from config.loader import deep_merge, overrides_from_context
+from config.loader import deep_merge
+from config.overrides import overrides_from_context
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pydantic import Field, ValidationError, model_validator
 
@@ -31,7 +33,7 @@ class Outer(StrictModel):
     name: str = Field(default="ok", pattern=KUBERNETES_NAME.regex)
 
 
-def message_for(raw: dict) -> str:
+def message_for(raw: dict[str, Any]) -> str:
     with pytest.raises(ValidationError) as caught:
         Outer.model_validate(raw)
     return describe_errors(caught.value, "config", Outer)

@@ -18,6 +18,8 @@ class Inner(BaseModel):
 
 
 class Sample(BaseModel):
+    """A config section with every kind of field the reference page documents."""
+
     mode: Literal["a", "b"] = Field(default="a", description="The mode.")
     names: list[str] | None = Field(default=None, description="Some names.")
     inner: Inner = Inner()

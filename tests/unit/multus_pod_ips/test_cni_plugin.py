@@ -38,6 +38,8 @@ ENV = {
 
 
 class FakeAgent:
+    """Answers the CNI plugin on a unix socket like the agent, recording each request."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self.requests: list[dict[str, Any]] = []

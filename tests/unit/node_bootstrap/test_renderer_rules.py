@@ -98,7 +98,7 @@ def test_the_script_code_carries_no_comments_blank_lines_or_indentation() -> Non
         (MultusInterface("multus1", "a" * 15, 1), True),  # IFNAMSIZ 16 with the NUL byte
         (MultusInterface("multus1", "a" * 16, 1), False),
         (MultusInterface("multus1", "", 1), False),
-        (MultusInterface("multus1", "n_1-A", 1), False),  # the config's rule: a-z then a-z0-9
+        (MultusInterface("multus1", "n_1-A", 1), False),  # the config's rule: [a-z][a-z0-9]*
         (MultusInterface("multus1", "multus.1", 1), False),  # dots clash with sysctl keys
         (MultusInterface("a" * 63, "multus1", 1), True),  # DNS label: at most 63
         (MultusInterface("a" * 64, "multus1", 1), False),

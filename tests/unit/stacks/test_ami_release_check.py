@@ -10,7 +10,8 @@ import pytest
 from cdk_constructs.ami_release_check import al2023_image_parameter
 from config import parse_config
 from tests.conftest import SynthesizedApp
-from tests.unit.stacks.test_cluster_stack import as_list, resources
+from tests.helpers import resources
+from tests.unit.stacks.test_cluster_stack import as_list
 from tests.unit.stacks.test_cluster_workloads import manifest_with
 
 SEED = parse_config({})
@@ -47,7 +48,7 @@ def test_handler_may_read_exactly_that_public_parameter(cluster: dict[str, Any])
     parameter = al2023_image_parameter(SEED.cluster.kubernetes_version, SEED.node_pool.ami_alias)
     ssm_statements = [
         statement
-        for policy in resources(cluster, "AWS::IAM::Policy")
+        for policy in resources(cluster, "AWS::IAM::Policy").values()
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]
         if any(action.startswith("ssm:") for action in as_list(statement["Action"]))
     ]

@@ -10,11 +10,20 @@ import pytest
 import yaml
 
 from config import parse_config
-from tests.conftest import SHARED_REFERENCE, SynthesizedApp, cdk_json_context, synthesize
+from tests.conftest import SynthesizedApp, cdk_json_context, synthesize
+from tests.helpers import (
+    TOKEN,
+    joined_text,
+    logical_id,
+    only,
+    resources,
+    shared_reference,
+    sub_notation,
+)
 
 SEED = parse_config({})
 CLUSTER = SEED.cluster_name
-REFERENCE_TEMPLATE = SHARED_REFERENCE / "karpenter-v1.14.1" / "cloudformation.yaml"
+REFERENCE_TEMPLATE = "karpenter-v1.14.1/cloudformation.yaml"
 ADMIN_ARN = "arn:aws:iam::123456789012:role/platform-admins"
 OPERATOR_CIDR = "198.51.100.0/24"
 CONTROLLER_TAINT = {"key": "karpenter.sh/controller", "value": "true"}
@@ -42,22 +51,6 @@ def variant(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return app.template_json(app.stage.cluster)
 
 
-def resources(template: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    return [r for r in template["Resources"].values() if r["Type"] == kind]
-
-
-def only(template: dict[str, Any], kind: str) -> dict[str, Any]:
-    (resource,) = resources(template, kind)
-    return resource
-
-
-def logical_id(template: dict[str, Any], kind: str, prefix: str) -> str:
-    (key,) = [
-        k for k, r in template["Resources"].items() if r["Type"] == kind and k.startswith(prefix)
-    ]
-    return key
-
-
 def statements(template: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """Every IAM statement of the template's roles (inline) and policies."""
     for resource in template["Resources"].values():
@@ -73,7 +66,10 @@ def as_list(value: Any) -> list[Any]:
 
 
 def controller_role(template: dict[str, Any]) -> dict[str, Any]:
-    return template["Resources"][logical_id(template, "AWS::IAM::Role", "KarpenterControllerRole")]
+    role: dict[str, Any] = template["Resources"][
+        logical_id(template, "AWS::IAM::Role", "KarpenterControllerRole")
+    ]
+    return role
 
 
 def controller_statements(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -82,21 +78,18 @@ def controller_statements(template: dict[str, Any]) -> dict[str, dict[str, Any]]
 
 
 def helm_chart(template: dict[str, Any], release: str) -> dict[str, Any]:
+    chart: dict[str, Any]
     (chart,) = [
         r["Properties"]
-        for r in resources(template, "Custom::AWSCDK-EKS-HelmChart")
+        for r in resources(template, "Custom::AWSCDK-EKS-HelmChart").values()
         if r["Properties"]["Release"] == release
     ]
     return chart
 
 
 def helm_values(template: dict[str, Any], release: str) -> dict[str, Any]:
-    """The chart values, with CloudFormation references replaced by placeholders."""
-    raw = helm_chart(template, release)["Values"]
-    if isinstance(raw, str):
-        return dict(json.loads(raw))
-    parts = raw["Fn::Join"][1]
-    return dict(json.loads("".join(p if isinstance(p, str) else "REF" for p in parts)))
+    """The chart values, with CloudFormation references replaced by TOKEN."""
+    return dict(json.loads(joined_text(helm_chart(template, release)["Values"])))
 
 
 # --- the cluster -------------------------------------------------------------------------------
@@ -145,7 +138,7 @@ def test_cluster_does_not_tag_multus_subnets_for_load_balancers(
     default_app: SynthesizedApp,
 ) -> None:
     network = default_app.template_json(default_app.stage.network)
-    for subnet in resources(network, "AWS::EC2::Subnet"):
+    for subnet in resources(network, "AWS::EC2::Subnet").values():
         tags = {t["Key"]: t["Value"] for t in subnet["Properties"]["Tags"]}
         if tags["aws-cdk:subnet-name"].startswith("multus"):
             assert "kubernetes.io/role/internal-elb" not in tags
@@ -165,7 +158,8 @@ def test_kubectl_layer_matches_the_kubernetes_version(
 ) -> None:
     for template, version in ((cluster, "1.34"), (variant, "1.36")):
         layers = [
-            r["Properties"]["Description"] for r in resources(template, "AWS::Lambda::LayerVersion")
+            r["Properties"]["Description"]
+            for r in resources(template, "AWS::Lambda::LayerVersion").values()
         ]
         assert any(f"/opt/kubectl/kubectl {version}." in d for d in layers), layers
         assert only(template, "AWS::EKS::Cluster")["Properties"]["Version"] == version
@@ -177,7 +171,7 @@ def test_no_admin_access_entry_unless_configured(
     def principals(template: dict[str, Any]) -> list[Any]:
         return [
             r["Properties"]["PrincipalArn"]
-            for r in resources(template, "AWS::EKS::AccessEntry")
+            for r in resources(template, "AWS::EKS::AccessEntry").values()
             if any(
                 "AmazonEKSClusterAdminPolicy" in json.dumps(p["PolicyArn"])
                 for p in r["Properties"].get("AccessPolicies", [])
@@ -192,7 +186,9 @@ def test_no_admin_access_entry_unless_configured(
 def test_managed_addons_and_core_dns_tolerates_the_controller_taint(
     cluster: dict[str, Any],
 ) -> None:
-    addons = {r["Properties"]["AddonName"]: r for r in resources(cluster, "AWS::EKS::Addon")}
+    addons = {
+        r["Properties"]["AddonName"]: r for r in resources(cluster, "AWS::EKS::Addon").values()
+    }
     assert set(addons) == {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"}
     assert "PodIdentityAssociations" not in addons["kube-proxy"]["Properties"]
     # Versions are left to EKS: the default for the cluster's Kubernetes version.
@@ -264,7 +260,7 @@ def test_node_role_has_three_policies_none_for_the_cni_and_an_ec2_linux_access_e
     }
     (entry,) = [
         r["Properties"]
-        for r in resources(cluster, "AWS::EKS::AccessEntry")
+        for r in resources(cluster, "AWS::EKS::AccessEntry").values()
         if r["Properties"]["PrincipalArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
     ]
     assert entry["Type"] == "EC2_LINUX"
@@ -277,7 +273,7 @@ def test_node_role_may_assign_pod_ips_only_on_cluster_enis_in_the_multus_subnets
     role_id = logical_id(cluster, "AWS::IAM::Role", "KarpenterNodeRole")
     statements = [
         statement
-        for policy in resources(cluster, "AWS::IAM::Policy")
+        for policy in resources(cluster, "AWS::IAM::Policy").values()
         if {"Ref": role_id} in policy["Properties"]["Roles"]
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]
     ]
@@ -307,8 +303,7 @@ def test_controller_uses_pod_identity_for_its_service_account(cluster: dict[str,
 
 
 def load_reference() -> dict[str, Any]:
-    if not REFERENCE_TEMPLATE.exists():
-        pytest.skip(f"Karpenter reference template not found at {REFERENCE_TEMPLATE}")
+    reference_template = shared_reference(REFERENCE_TEMPLATE)
 
     class CloudFormationLoader(yaml.SafeLoader):
         """Reads !Sub/!Ref/!GetAtt... as plain values."""
@@ -321,7 +316,7 @@ def load_reference() -> dict[str, Any]:
         return loader.construct_mapping(node)  # type: ignore[arg-type]
 
     CloudFormationLoader.add_multi_constructor("!", any_tag)
-    return dict(yaml.load(REFERENCE_TEMPLATE.read_text(), Loader=CloudFormationLoader))
+    return dict(yaml.load(reference_template.read_text(), Loader=CloudFormationLoader))
 
 
 def reference_controller_statements() -> dict[str, dict[str, Any]]:
@@ -356,22 +351,12 @@ def test_controller_conditions_equal_the_reference_for_this_cluster(
         if sid == "AllowZonalShiftStatusReadOnly":  # the cluster ARN is a GetAtt here
             assert set(actual["StringEquals"]) == {"arc-zonal-shift:ResourceIdentifier"}
             continue
-        normalise = lambda c: {  # noqa: E731 - order of list values is not meaningful
-            op: {k: sorted(as_list(v)) for k, v in body.items()} for op, body in c.items()
-        }
-        assert normalise(actual) == normalise(expected), sid
+        assert normalised(actual) == normalised(expected), sid
 
 
-def render(value: Any) -> str:
-    """A template value in the reference's !Sub notation: ${AWS::Partition}, ${Id.Arn}."""
-    if isinstance(value, str):
-        return value
-    if "Ref" in value:
-        return "${" + value["Ref"] + "}"
-    if "Fn::GetAtt" in value:
-        return "${" + ".".join(value["Fn::GetAtt"]) + "}"
-    separator, parts = value["Fn::Join"]
-    return str(separator).join(render(part) for part in parts)
+def normalised(condition: dict[str, Any]) -> dict[str, Any]:
+    """A condition block with its list values sorted: their order is not meaningful."""
+    return {op: {k: sorted(as_list(v)) for k, v in body.items()} for op, body in condition.items()}
 
 
 def test_controller_resources_equal_the_reference_in_this_region(cluster: dict[str, Any]) -> None:
@@ -381,7 +366,7 @@ def test_controller_resources_equal_the_reference_in_this_region(cluster: dict[s
         if any("Arn}" in r or "cluster/" in r for r in expected):
             continue  # references to our own resources: checked by the next test
         actual = sorted(
-            render(r).replace(f":{SEED.region}:", ":${AWS::Region}:")
+            sub_notation(r).replace(f":{SEED.region}:", ":${AWS::Region}:")
             for r in as_list(ours[sid]["Resource"])
         )
         assert actual == expected, sid
@@ -416,7 +401,7 @@ def test_launch_terminate_and_pass_role_are_never_granted_on_everything(
         if statement["Effect"] != "Allow" or not actions:
             continue
         checked += 1
-        targets = [render(r) for r in as_list(statement["Resource"])]
+        targets = [sub_notation(r) for r in as_list(statement["Resource"])]
         assert "*" not in targets, statement
         if "iam:PassRole" in actions:
             assert targets == ["${" + node_role + ".Arn}"], statement
@@ -450,7 +435,7 @@ def test_eventbridge_rules_send_every_interruption_event_to_the_queue(
 ) -> None:
     queue = logical_id(cluster, "AWS::SQS::Queue", "KarpenterInterruption")
     patterns = set()
-    for rule in resources(cluster, "AWS::Events::Rule"):
+    for rule in resources(cluster, "AWS::Events::Rule").values():
         props = rule["Properties"]
         ((target),) = props["Targets"]
         assert target["Arn"] == {"Fn::GetAtt": [queue, "Arn"]}
@@ -478,7 +463,7 @@ def test_rules_match_the_reference(cluster: dict[str, Any]) -> None:
             r["Properties"]["EventPattern"]["source"][0],
             r["Properties"]["EventPattern"]["detail-type"][0],
         )
-        for r in resources(cluster, "AWS::Events::Rule")
+        for r in resources(cluster, "AWS::Events::Rule").values()
     }
     assert ours == reference
 
@@ -511,7 +496,7 @@ def test_controller_values(cluster: dict[str, Any]) -> None:
     # reservedENIs: the seed's two Multus networks (docs/node-capacity.md).
     assert values["settings"] == {
         "clusterName": CLUSTER,
-        "interruptionQueue": "REF",
+        "interruptionQueue": TOKEN,
         "reservedENIs": "2",
     }
     assert "image" not in values["controller"]  # the chart's own pinned image
@@ -545,7 +530,7 @@ def test_interruption_queue_name_reaches_the_chart(cluster: dict[str, Any]) -> N
 def test_spot_service_linked_role_only_when_enabled(
     cluster: dict[str, Any], variant: dict[str, Any]
 ) -> None:
-    assert resources(cluster, "AWS::IAM::ServiceLinkedRole") == []
+    assert resources(cluster, "AWS::IAM::ServiceLinkedRole") == {}
     assert only(variant, "AWS::IAM::ServiceLinkedRole")["Properties"]["AWSServiceName"] == (
         "spot.amazonaws.com"
     )
@@ -594,7 +579,9 @@ def managed_policy_names(role: dict[str, Any]) -> set[str]:
 def test_only_the_vpc_cni_role_carries_the_cni_policy_through_pod_identity(
     cluster: dict[str, Any],
 ) -> None:
-    addons = {r["Properties"]["AddonName"]: r for r in resources(cluster, "AWS::EKS::Addon")}
+    addons = {
+        r["Properties"]["AddonName"]: r for r in resources(cluster, "AWS::EKS::Addon").values()
+    }
     (association,) = addons["vpc-cni"]["Properties"]["PodIdentityAssociations"]
     assert association["ServiceAccount"] == "aws-node"
     cni_role_id = association["RoleArn"]["Fn::GetAtt"][0]

@@ -10,17 +10,14 @@ import pytest
 from config import load_config
 from stacks.network_stack import NetworkStack
 from tests.conftest import REPO, cdk_json_context
+from tests.helpers import resources
 
 
 def network_template(config_context: dict[str, Any]) -> dict[str, Any]:
     config = load_config(config_context, REPO).base
     app = cdk.App(context=cdk_json_context())
     stack = NetworkStack(app, "Network", config=config, env=cdk.Environment(region=config.region))
-    return cdk.assertions.Template.from_stack(stack).to_json()
-
-
-def of_type(template: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    return [r for r in template["Resources"].values() if r["Type"] == kind]
+    return dict(cdk.assertions.Template.from_stack(stack).to_json())
 
 
 @pytest.fixture(scope="module")
@@ -28,10 +25,10 @@ def three_by_three() -> dict[str, Any]:
     return network_template({"config_file": "examples/three-az-three-networks.json"})
 
 
-def test_three_azs_three_networks_gives_nine_multus_subnets(three_by_three: dict) -> None:
+def test_three_azs_three_networks_gives_nine_multus_subnets(three_by_three: dict[str, Any]) -> None:
     multus = [
         s["Properties"]
-        for s in of_type(three_by_three, "AWS::EC2::Subnet")
+        for s in resources(three_by_three, "AWS::EC2::Subnet").values()
         if any(
             t["Key"] == "aws-cdk:subnet-name" and t["Value"] in {"signaling", "userplane", "oam"}
             for t in s["Properties"]["Tags"]
@@ -39,13 +36,14 @@ def test_three_azs_three_networks_gives_nine_multus_subnets(three_by_three: dict
     ]
     assert len(multus) == 9
     assert {s["AvailabilityZone"] for s in multus} == {"us-west-2a", "us-west-2b", "us-west-2c"}
-    assert len(of_type(three_by_three, "AWS::EC2::Subnet")) == 15
-    assert len(of_type(three_by_three, "AWS::EC2::NatGateway")) == 3
+    assert len(resources(three_by_three, "AWS::EC2::Subnet")) == 15
+    assert len(resources(three_by_three, "AWS::EC2::NatGateway")) == 3
 
 
-def test_three_azs_three_networks_gives_nine_reservations(three_by_three: dict) -> None:
+def test_three_azs_three_networks_gives_nine_reservations(three_by_three: dict[str, Any]) -> None:
     reserved = sorted(
-        r["Properties"]["Cidr"] for r in of_type(three_by_three, "Custom::SubnetCidrReservation")
+        r["Properties"]["Cidr"]
+        for r in resources(three_by_three, "Custom::SubnetCidrReservation").values()
     )
     assert reserved == sorted(
         [
@@ -62,9 +60,11 @@ def test_three_azs_three_networks_gives_nine_reservations(three_by_three: dict) 
     )
 
 
-def test_network_without_nat_egress_has_no_default_route(three_by_three: dict) -> None:
+def test_network_without_nat_egress_has_no_default_route(three_by_three: dict[str, Any]) -> None:
     nat_routes = [
-        r for r in of_type(three_by_three, "AWS::EC2::Route") if "NatGatewayId" in r["Properties"]
+        r
+        for r in resources(three_by_three, "AWS::EC2::Route").values()
+        if "NatGatewayId" in r["Properties"]
     ]
     # 3 node subnets + 2 networks x 3 AZs with NAT egress; the "oam" network has none.
     assert len(nat_routes) == 9
@@ -72,7 +72,7 @@ def test_network_without_nat_egress_has_no_default_route(three_by_three: dict) -
 
 def test_single_nat_gateway_option() -> None:
     template = network_template({"config.vpc.nat_gateways": "single"})
-    assert len(of_type(template, "AWS::EC2::NatGateway")) == 1
+    assert len(resources(template, "AWS::EC2::NatGateway")) == 1
 
 
 def test_custom_multus_ingress_sources() -> None:
@@ -81,7 +81,7 @@ def test_custom_multus_ingress_sources() -> None:
     )
     (group,) = [
         g
-        for g in of_type(template, "AWS::EC2::SecurityGroup")
+        for g in resources(template, "AWS::EC2::SecurityGroup").values()
         if "Multus" in g["Properties"]["GroupDescription"]
     ]
     assert sorted(rule["CidrIp"] for rule in group["Properties"]["SecurityGroupIngress"]) == [

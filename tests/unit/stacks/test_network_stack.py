@@ -9,6 +9,7 @@ from aws_cdk.assertions import Match
 
 from config import parse_config
 from tests.conftest import SynthesizedApp
+from tests.helpers import resources
 
 SEED = parse_config({})
 
@@ -16,10 +17,6 @@ SEED = parse_config({})
 @pytest.fixture(scope="module")
 def network(default_app: SynthesizedApp) -> dict[str, Any]:
     return default_app.template_json(default_app.stage.network)
-
-
-def resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
-    return {key: r for key, r in template["Resources"].items() if r["Type"] == kind}
 
 
 def tags(resource: dict[str, Any]) -> dict[str, str]:
@@ -88,7 +85,9 @@ def test_nat_gateway_per_az_and_private_routes_stay_in_their_az(network: dict[st
         assert table_az[route["RouteTableId"]["Ref"]] == nat_az[route["NatGatewayId"]["Ref"]]
 
 
-def test_reservations_equal_the_config(default_app: SynthesizedApp, network: dict) -> None:
+def test_reservations_equal_the_config(
+    default_app: SynthesizedApp, network: dict[str, Any]
+) -> None:
     subnet_cidr = {
         key: r["Properties"]["CidrBlock"]
         for key, r in resources(network, "AWS::EC2::Subnet").items()

@@ -9,7 +9,8 @@ import pytest
 
 from testing_support.multus_emulator import shell_part
 from tests.conftest import SynthesizedApp, cdk_json_context, synthesize
-from tests.unit.stacks.test_cluster_workloads import by_kind, flatten
+from tests.helpers import joined_text
+from tests.unit.stacks.test_cluster_workloads import by_kind
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,7 @@ def test_cleartaints_also_waits_for_the_node_cni_config(cluster: dict[str, Any])
 
 def test_user_data_asks_for_the_prefixes_of_the_userplane_network(cluster: dict[str, Any]) -> None:
     (node_class,) = by_kind(cluster, "EC2NodeClass")
-    script = shell_part(flatten(node_class["spec"]["userData"]))
+    script = shell_part(joined_text(node_class["spec"]["userData"]))
     # shlex quoting of a multi-line value: the lines follow the opening quote.
     start = script.index("MULTUS_NODE_PREFIX='") + len("MULTUS_NODE_PREFIX='")
     lines = script[start : script.index("'", start)].splitlines()

@@ -206,11 +206,14 @@ def test_intrinsics_resolve_to_arns_of_the_referenced_types() -> None:
 
 
 def test_stack_outputs_resolve_across_templates_and_unknown_functions_are_refused() -> None:
-    network = {
+    network: dict[str, Any] = {
         "Resources": {"Subnet": {"Type": "AWS::EC2::Subnet"}},
         "Outputs": {"SubnetOut": {"Value": {"Ref": "Subnet"}}},
     }
-    templates = {"app-network": network, "app-cluster": {"Resources": {}}}
+    templates: dict[str, dict[str, Any]] = {
+        "app-network": network,
+        "app-cluster": {"Resources": {}},
+    }
     exports = exported_values(templates, "us-west-2", {"Subnet": "subnet-0abc"})
     resolver = TemplateResolver(templates["app-cluster"], "us-west-2", exports)
     reference = {"Fn::GetStackOutput": {"StackName": "app-network", "OutputName": "SubnetOut"}}

@@ -1,0 +1,80 @@
+"""Helpers the test modules import: upstream reference files, CloudFormation templates and
+intrinsics, cdk8s tokens."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_REFERENCE = REPO.parent / "shared" / "reference"
+
+
+def shared_reference(relative: str = "") -> Path:
+    """A path under ../shared/reference (upstream CRDs, Karpenter's CloudFormation...).
+
+    CI always has it (CI=true): there a missing file fails the test, so a moved reference
+    cannot silently turn its comparisons into skips. Elsewhere the test skips and says why."""
+    path = SHARED_REFERENCE / relative
+    if not path.exists():
+        message = f"upstream reference not found at {path}"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message}: CI must provide ../shared/reference")
+        pytest.skip(f"{message} (CI provides it)")
+    return path
+
+
+# CloudFormation templates (as dicts: Template.to_json() or a synthesized *.template.json).
+
+# Stands in for a value CloudFormation resolves at deploy time (Ref, GetAtt, import...) inside
+# text that a template assembles with Fn::Join (kubectl manifests, Helm values).
+TOKEN = "TOKEN"
+
+
+# What a CDK token (e.g. a role name) looks like once stringified into a cdk8s chart's props.
+STRINGIFIED_TOKEN = "${Token[TOKEN.1234]}"
+
+
+def resources(template: Mapping[str, Any], *types: str) -> dict[str, dict[str, Any]]:
+    """Logical ID -> resource, of every resource of the given types."""
+    return {key: r for key, r in template["Resources"].items() if r["Type"] in types}
+
+
+def only(template: Mapping[str, Any], resource_type: str) -> dict[str, Any]:
+    """The one resource of the type (fails when there are none or several)."""
+    (resource,) = resources(template, resource_type).values()
+    return resource
+
+
+def logical_id(template: Mapping[str, Any], resource_type: str, prefix: str) -> str:
+    """The logical ID of the one resource of the type whose ID starts with `prefix`."""
+    (key,) = [k for k in resources(template, resource_type) if k.startswith(prefix)]
+    return key
+
+
+def joined_text(value: Any) -> str:
+    """Text a template assembles with Fn::Join, every other intrinsic replaced by TOKEN."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return str(separator).join(joined_text(part) for part in parts)
+    return TOKEN
+
+
+def sub_notation(value: Any) -> str:
+    """A template value in Fn::Sub notation (${AWS::Partition}, ${Id.Arn}), as CloudFormation
+    files written by hand (Karpenter's) spell it."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return "${" + str(value["Ref"]) + "}"
+    if "Fn::GetAtt" in value:
+        return "${" + ".".join(value["Fn::GetAtt"]) + "}"
+    separator: str
+    separator, parts = value["Fn::Join"]
+    return separator.join(sub_notation(part) for part in parts)
