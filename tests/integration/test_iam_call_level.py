@@ -52,6 +52,7 @@ from testing_support.multus_emulator import (
 )
 from testing_support.pod_ip_node import EMULATOR_RANGES, PodIpNode, pod_ip_vpc, wait_until
 from tests.conftest import REPO, SynthesizedApp
+from tests.helpers import fake_aws_credentials
 
 pytestmark = pytest.mark.integration
 
@@ -342,12 +343,7 @@ def handler_run() -> HandlerRun:
         calls.append(Ec2Call(model.name, {k: str(v) for k, v in params["body"].items()}))
 
     with pytest.MonkeyPatch.context() as patch, mock_aws():
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": REGION,
-        }.items():
-            patch.setenv(name, value)
+        fake_aws_credentials(patch, REGION)
         boto3.setup_default_session()
         session = boto3.DEFAULT_SESSION
         assert session is not None

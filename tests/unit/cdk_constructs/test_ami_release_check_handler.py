@@ -15,6 +15,7 @@ from moto.ssm.models import Parameter, ssm_backends
 
 from cdk_constructs.ami_release_check import al2023_image_parameter
 from cdk_constructs.ami_release_check_handler import index as handler
+from tests.helpers import fake_aws_credentials
 
 REGION = "us-west-2"
 PUBLISHED = al2023_image_parameter("1.34", "al2023@v20261112")
@@ -23,12 +24,7 @@ IMAGE_ID = "ami-0123456789abcdef0"
 
 @pytest.fixture
 def ssm(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
+    fake_aws_credentials(monkeypatch, REGION)
     with mock_aws():
         # AWS publishes /aws/service/... parameters; nobody may put one (moto refuses too), so
         # it is planted in moto's store the way moto loads its own public parameters.

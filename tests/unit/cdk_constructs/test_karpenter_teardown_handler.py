@@ -18,6 +18,7 @@ from testing_support.fake_kubernetes import (
     is_eks_token,
     running_fake_kubernetes,
 )
+from tests.helpers import fake_aws_credentials
 
 REGION = "us-west-2"
 CLUSTER = "eks-telco"
@@ -32,12 +33,7 @@ MAX_POLLS = 5
 
 @pytest.fixture
 def ec2(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
+    fake_aws_credentials(monkeypatch, REGION)
     with mock_aws():
         yield boto3.client("ec2", region_name=REGION)
 

@@ -10,18 +10,14 @@ import pytest
 from moto import mock_aws
 
 from cdk_constructs.subnet_cidr_reservation_handler import index as handler
+from tests.helpers import fake_aws_credentials
 
 REGION = "ap-northeast-1"
 
 
 @pytest.fixture
 def ec2(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
+    fake_aws_credentials(monkeypatch, REGION)
     with mock_aws():
         yield boto3.client("ec2", region_name=REGION)
 
