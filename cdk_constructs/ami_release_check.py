@@ -19,7 +19,10 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from cdk_constructs.nag_findings import finding_text
+from cdk_constructs.nag_findings import (
+    LAMBDA_BASIC_EXECUTION_FINDING,
+    any_version_finding,
+)
 
 HANDLER_DIR = Path(__file__).parent / "ami_release_check_handler"
 RESOURCE_TYPE = "Custom::AmiReleaseCheck"
@@ -102,14 +105,12 @@ class AmiReleaseCheck(Construct):
         )
         Validations.of(self).acknowledge(
             Acknowledgment(
-                id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
-                "service-role/AWSLambdaBasicExecutionRole]",
+                id=LAMBDA_BASIC_EXECUTION_FINDING,
                 reason="Only lets the two functions write their own CloudWatch logs; CDK's Lambda "
                 "and Provider constructs attach it.",
             ),
             Acknowledgment(
-                id="AwsSolutions::AwsSolutions-IAM5[Resource::"
-                f"{finding_text(self, handler.function_arn)}:*]",
+                id=any_version_finding(self, handler),
                 reason="The Provider framework may invoke any version of its own on-event "
                 "handler (<arn>:*); the handler itself may read one public SSM parameter.",
             ),

@@ -38,7 +38,11 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from cdk_constructs.nag_findings import finding_text
+from cdk_constructs.nag_findings import (
+    LAMBDA_BASIC_EXECUTION_FINDING,
+    any_version_finding,
+    finding_text,
+)
 
 HANDLER_DIR = Path(__file__).parent / "karpenter_teardown_handler"
 RESOURCE_TYPE = "Custom::KarpenterTeardown"
@@ -234,8 +238,7 @@ class KarpenterTeardown(Construct):
         }
         Validations.of(self).acknowledge(
             Acknowledgment(
-                id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
-                "service-role/AWSLambdaBasicExecutionRole]",
+                id=LAMBDA_BASIC_EXECUTION_FINDING,
                 reason="Lets the teardown functions write their own CloudWatch logs; CDK's Lambda "
                 "and Provider constructs attach it.",
             ),
@@ -264,8 +267,7 @@ class KarpenterTeardown(Construct):
             ),
             *(
                 Acknowledgment(
-                    id="AwsSolutions::AwsSolutions-IAM5"
-                    f"[Resource::{finding_text(self, function.function_arn)}:*]",
+                    id=any_version_finding(self, function),
                     reason="The Provider framework may invoke any version of its own handlers.",
                 )
                 for function in (

@@ -12,7 +12,21 @@ import json
 from typing import Any
 
 from aws_cdk import Stack
+from aws_cdk import aws_lambda as lambda_
 from constructs import IConstruct
+
+#: CDK's Lambda and Provider constructs attach this managed policy to every function's role.
+LAMBDA_BASIC_EXECUTION_FINDING = (
+    "AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
+    "service-role/AWSLambdaBasicExecutionRole]"
+)
+
+
+def any_version_finding(scope: IConstruct, function: lambda_.IFunction) -> str:
+    """The IAM5 finding on a Provider framework's right to invoke any version (<arn>:*)."""
+    return (
+        f"AwsSolutions::AwsSolutions-IAM5[Resource::{finding_text(scope, function.function_arn)}:*]"
+    )
 
 
 def finding_text(scope: IConstruct, value: Any) -> str:

@@ -20,7 +20,10 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from cdk_constructs.nag_findings import finding_text
+from cdk_constructs.nag_findings import (
+    LAMBDA_BASIC_EXECUTION_FINDING,
+    any_version_finding,
+)
 
 HANDLER_DIR = Path(__file__).parent / "subnet_cidr_reservation_handler"
 RESOURCE_TYPE = "Custom::SubnetCidrReservation"
@@ -115,16 +118,14 @@ class SubnetCidrReservationProvider(Construct):
         return reservation
 
     def _acknowledge_framework_findings(self) -> None:
-        handler_arn = finding_text(self, self.handler.function_arn)
         Validations.of(self).acknowledge(
             Acknowledgment(
-                id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
-                "service-role/AWSLambdaBasicExecutionRole]",
+                id=LAMBDA_BASIC_EXECUTION_FINDING,
                 reason="Only lets the two functions write their own CloudWatch logs; CDK's Lambda "
                 "and Provider constructs attach it.",
             ),
             Acknowledgment(
-                id=f"AwsSolutions::AwsSolutions-IAM5[Resource::{handler_arn}:*]",
+                id=any_version_finding(self, self.handler),
                 reason="The Provider framework may invoke any version of its own on-event "
                 "handler (<arn>:*) and no other function.",
             ),
