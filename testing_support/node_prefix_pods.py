@@ -29,8 +29,12 @@ class NodePrefixCost:
     ec2_calls_per_pod: float
 
 
-def run_host_local(command: str, container: str, config: dict[str, Any]) -> dict[str, Any]:
-    """Runs host-local as a container runtime does: config on stdin, CNI_* environment."""
+def run_host_local(
+    command: str, container: str, config: dict[str, Any]
+) -> tuple[int, dict[str, Any]]:
+    """Runs host-local as a container runtime does: config on stdin, CNI_* environment.
+
+    Returns its exit status and its JSON answer (the result, or the CNI error)."""
     completed = subprocess.run(
         [str(HOST_LOCAL)],
         input=json.dumps(config),
@@ -44,9 +48,9 @@ def run_host_local(command: str, container: str, config: dict[str, Any]) -> dict
         capture_output=True,
         text=True,
         timeout=30,
-        check=True,
+        check=False,
     )
-    return dict(json.loads(completed.stdout)) if completed.stdout else {}
+    return completed.returncode, dict(json.loads(completed.stdout)) if completed.stdout else {}
 
 
 def measure_node_prefix(emulator: Ec2Emulator) -> NodePrefixCost:
@@ -92,12 +96,17 @@ def measure_node_prefix(emulator: Ec2Emulator) -> NodePrefixCost:
             "ipam": {**plugin["ipam"], "dataDir": leases},
         }
         for pod in range(pods):
-            run_host_local("ADD", f"pod-{pod}", config)
+            _succeeded(*run_host_local("ADD", f"pod-{pod}", config))
         for pod in range(pods):
-            run_host_local("DEL", f"pod-{pod}", config)
+            _succeeded(*run_host_local("DEL", f"pod-{pod}", config))
     return NodePrefixCost(
         networks=2,
         ec2_calls_per_node=len(run.ec2_calls),
         pods=pods,
         ec2_calls_per_pod=len(emulator.proxy.calls) / pods,
     )
+
+
+def _succeeded(status: int, answer: dict[str, Any]) -> None:
+    if status != 0:
+        raise RuntimeError(f"host-local failed ({status}): {answer}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from node_bootstrap import READY_MARKER_PATH, NodePrefixNetwork, render_user_data
 from node_bootstrap.node_prefix import IPAM_DATA_DIR, cni_config_file_name
 from testing_support.multus_emulator import BootstrapRun, Ec2Emulator, EmulatedVpc, running_emulator
+from testing_support.node_prefix_pods import HOST_LOCAL, run_host_local
 
 pytestmark = pytest.mark.integration
 
@@ -271,29 +271,6 @@ def test_deleting_a_nodes_eni_releases_its_prefixes_for_the_next_node(
     assert sorted(config_prefixes(cni_config(run))) == freed
 
 
-HOST_LOCAL = Path("/usr/lib/cni/host-local")  # Debian's containernetworking-plugins
-
-
-def host_local(command: str, container: str, config: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    """Runs the IPAM plugin as a container runtime does: config on stdin, CNI_* environment."""
-    completed = subprocess.run(
-        [str(HOST_LOCAL)],
-        input=json.dumps(config),
-        env={
-            "CNI_COMMAND": command,
-            "CNI_CONTAINERID": container,
-            "CNI_NETNS": f"/var/run/netns/{container}",
-            "CNI_IFNAME": "net1",
-            "CNI_PATH": str(HOST_LOCAL.parent),
-        },
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    return completed.returncode, json.loads(completed.stdout) if completed.stdout else {}
-
-
 def test_real_host_local_hands_out_every_prefix_address_once_then_fails_cleanly(
     tmp_path: Path, two_nodes: list[tuple[str, BootstrapRun]]
 ) -> None:
@@ -313,7 +290,7 @@ def test_real_host_local_hands_out_every_prefix_address_once_then_fails_cleanly(
 
     addresses = []
     for pod in range(capacity):
-        status, result = host_local("ADD", f"pod-{pod}", plugin_config)
+        status, result = run_host_local("ADD", f"pod-{pod}", plugin_config)
         assert status == 0, result
         (ip,) = result["ips"]
         assert ip["gateway"] == "10.0.6.1"
@@ -323,12 +300,12 @@ def test_real_host_local_hands_out_every_prefix_address_once_then_fails_cleanly(
     assert {a.network for a in addresses} == {ipaddress.IPv4Network("10.0.6.0/24")}
     assert {a.ip for a in addresses} == {ip for prefix in prefixes for ip in prefix}
 
-    status, error = host_local("ADD", "pod-one-too-many", plugin_config)
+    status, error = run_host_local("ADD", "pod-one-too-many", plugin_config)
     assert status != 0
     assert "no IP addresses available" in error["msg"]
 
-    status, _ = host_local("DEL", "pod-3", plugin_config)
+    status, _ = run_host_local("DEL", "pod-3", plugin_config)
     assert status == 0
-    status, result = host_local("ADD", "pod-after-del", plugin_config)
+    status, result = run_host_local("ADD", "pod-after-del", plugin_config)
     assert status == 0, result
     assert ipaddress.IPv4Interface(result["ips"][0]["address"]) == addresses[3]
