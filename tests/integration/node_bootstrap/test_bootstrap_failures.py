@@ -4,7 +4,6 @@ Runs the rendered user-data in dry-host mode, where the power-off shows as a hos
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,30 +18,13 @@ from testing_support.multus_emulator import (
     Ec2Emulator,
     EmulatedVpc,
     Fault,
-    running_emulator,
 )
+from tests.integration.node_bootstrap.conftest import CLUSTER
 from tests.integration.node_bootstrap.test_multus_eni_bootstrap_script import marker
 
 pytestmark = pytest.mark.integration
 
-CLUSTER = "telco-cluster"
 ATTACH_REFUSED = Fault("AttachmentLimitExceeded", status=400, action="AttachNetworkInterface")
-
-
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[Ec2Emulator]:
-    with running_emulator() as started:
-        yield started
-
-
-@pytest.fixture(scope="module")
-def vpc(emulator: Ec2Emulator) -> EmulatedVpc:
-    return emulator.create_multus_vpc(network_count=2)
-
-
-@pytest.fixture(scope="module")
-def user_data(vpc: EmulatedVpc) -> str:
-    return render_user_data(vpc.bootstrap_props(CLUSTER))
 
 
 def tagged_enis(emulator: Ec2Emulator, instance_id: str) -> list[dict[str, Any]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,28 +23,10 @@ from testing_support.multus_emulator import (
     Ec2Emulator,
     EmulatedVpc,
     Fault,
-    running_emulator,
 )
+from tests.integration.node_bootstrap.conftest import CLUSTER
 
 pytestmark = pytest.mark.integration
-
-CLUSTER = "telco-cluster"
-
-
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[Ec2Emulator]:
-    with running_emulator() as started:
-        yield started
-
-
-@pytest.fixture(scope="module")
-def vpc(emulator: Ec2Emulator) -> EmulatedVpc:
-    return emulator.create_multus_vpc(network_count=2)
-
-
-@pytest.fixture(scope="module")
-def user_data(vpc: EmulatedVpc) -> str:
-    return render_user_data(vpc.bootstrap_props(CLUSTER))
 
 
 @pytest.fixture(scope="module")
