@@ -1,0 +1,158 @@
+"""ClusterWorkloads on a bare Stack (with the EksCluster it deploys into): one manifest per
+chart, and only the dependencies the API server needs (NADs after the Multus CRD, the NodePool
+after the Karpenter release, sample pods after their NADs); everything else in parallel."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk.assertions import Template
+
+from cdk_constructs.cluster_workloads import ClusterWorkloads, ClusterWorkloadsProps
+from cdk_constructs.eks_cluster import EksCluster, EksClusterProps
+from charts.building_blocks import NodeTaint
+from charts.cleartaints import ClearTaintsProps
+from charts.multus import MultusProps
+from charts.network_attachments import (
+    NetworkAttachment,
+    NetworkAttachmentsProps,
+    cni_binaries,
+    cni_host_files,
+    network_attachment_name,
+    whereabouts_range_and_gateway,
+)
+from charts.whereabouts import WhereaboutsProps
+from config import AppConfig
+from config.images import ImagesConfig
+from stacks.base import ConfiguredAzStack
+from stacks.cluster_props import node_pool_props, sample_workloads_props
+
+AZS = ["us-west-2a", "us-west-2b"]
+MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
+
+
+class Built:
+    """The template and the logical ID of each construct the tests name."""
+
+    def __init__(self) -> None:
+        self.stack = ConfiguredAzStack(
+            cdk.App(),
+            "Bare",
+            availability_zones=AZS,
+            env=cdk.Environment(account="111111111111", region="us-west-2"),
+        )
+        stack = self.stack
+        subnets = [
+            ec2.Subnet.from_subnet_attributes(
+                stack, f"Subnet{az}", subnet_id=f"subnet-0{i}aaaaaaaaaaaaaaa", availability_zone=az
+            )
+            for i, az in enumerate(AZS)
+        ]
+        cluster = EksCluster(
+            stack,
+            "Eks",
+            EksClusterProps(
+                cluster_name="eks-bare",
+                kubernetes_version="1.34",
+                vpc_id="vpc-0123456789abcdef0",
+                availability_zones=AZS,
+                node_subnets=subnets,
+                public_access_cidrs=None,
+                admin_principal_arns=[],
+                core_dns_tolerations=[],
+            ),
+        ).cluster
+        self.release = cdk.CfnResource(stack, "KarpenterRelease", type="Custom::Stand-in")
+        self.workloads = ClusterWorkloads(stack, "Workloads", _props(cluster, self.release))
+        self.template = Template.from_stack(stack)
+
+    def logical_id(self, construct: Any) -> str:
+        (resource,) = [c for c in construct.node.find_all() if isinstance(c, cdk.CfnResource)]
+        return self.stack.get_logical_id(resource)
+
+
+def _attachments() -> list[NetworkAttachment]:
+    attachments = []
+    for az, subnet, reservation in zip(
+        AZS, ["10.0.4.0/24", "10.0.5.0/24"], ["10.0.4.32/27", "10.0.5.32/27"], strict=True
+    ):
+        whereabouts_range, gateway = whereabouts_range_and_gateway(subnet, reservation)
+        attachments.append(
+            NetworkAttachment(
+                name=network_attachment_name("multus1", az),
+                master_interface="multus1",
+                ipvlan_mode="l2",
+                whereabouts_range=whereabouts_range,
+                gateway=gateway,
+            )
+        )
+    return attachments
+
+
+def _props(cluster: eks.Cluster, release: cdk.CfnResource) -> ClusterWorkloadsProps:
+    images = ImagesConfig()
+    attachments = _attachments()
+    taint = NodeTaint(key="example.com/role", value="system", effect="NoSchedule")
+    return ClusterWorkloadsProps(
+        cluster=cluster,
+        karpenter_release=release,
+        multus=MultusProps(region="us-west-2"),
+        whereabouts=WhereaboutsProps(
+            image=images.whereabouts.reference,
+            reconciler_node_labels={"example.com/role": "system"},
+            reconciler_tolerations=[taint],
+        ),
+        network_attachments=NetworkAttachmentsProps(namespace="default", attachments=attachments),
+        clear_taints=ClearTaintsProps(
+            image=images.cleartaints.reference,
+            cni_binaries=cni_binaries(attachments),
+            cni_files=cni_host_files(attachments),
+        ),
+        pod_ips=None,
+        node_pool=node_pool_props(AppConfig(), node_role_name="KarpenterNode", user_data="#!"),
+        sample_workloads=sample_workloads_props(AppConfig()),
+    )
+
+
+@pytest.fixture(scope="module")
+def built() -> Built:
+    return Built()
+
+
+def _depends_on(built: Built, manifest: Any) -> set[str]:
+    resource: Mapping[str, Any] = built.template.to_json()["Resources"][built.logical_id(manifest)]
+    return set(resource.get("DependsOn", []))
+
+
+def test_one_manifest_per_enabled_chart(built: Built) -> None:
+    # multus, whereabouts, network-attachments, cleartaints, node pool, sample workloads.
+    assert len(built.workloads.manifests) == 6
+    built.template.resource_count_is(MANIFEST, 6)
+
+
+def test_network_attachments_wait_for_the_multus_crd(built: Built) -> None:
+    multus = built.workloads.manifests[0]
+    assert built.logical_id(multus) in _depends_on(built, built.workloads.network_attachments)
+
+
+def test_node_pool_waits_for_the_karpenter_release(built: Built) -> None:
+    release = built.stack.get_logical_id(built.release)
+    assert release in _depends_on(built, built.workloads.node_pool)
+
+
+def test_sample_workloads_wait_for_their_network_attachments(built: Built) -> None:
+    sample = built.workloads.manifests[-1]
+    assert built.logical_id(built.workloads.network_attachments) in _depends_on(built, sample)
+
+
+def test_independent_charts_do_not_wait_for_other_charts(built: Built) -> None:
+    manifest_ids = {built.logical_id(m) for m in built.workloads.manifests}
+    release = built.stack.get_logical_id(built.release)
+    multus, whereabouts, _, cleartaints, *_ = built.workloads.manifests
+    for manifest in (multus, whereabouts, cleartaints):
+        assert not _depends_on(built, manifest) & (manifest_ids | {release})

@@ -1,0 +1,168 @@
+"""EksCluster on a bare Stack: KMS-encrypted secrets, every control-plane log type, a private
+endpoint unless public CIDRs are given, API-only auth and access entries for the admins."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk.assertions import Match, Template
+
+from cdk_constructs.eks_cluster import EksCluster, EksClusterProps
+from stacks.base import ConfiguredAzStack
+from tests.helpers import sub_notation
+
+AZS = ["us-west-2a", "us-west-2b"]
+SUBNET_IDS = ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"]
+ADMIN = "arn:aws:iam::111111111111:role/Admin"
+PUBLIC_CIDRS = ["203.0.113.0/24"]
+# EKS control-plane log types (EKS API: LogType enum).
+ALL_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+
+
+def _template(public_access_cidrs: list[str] | None) -> Template:
+    stack = ConfiguredAzStack(
+        cdk.App(),
+        "Bare",
+        availability_zones=AZS,
+        env=cdk.Environment(account="111111111111", region="us-west-2"),
+    )
+    subnets = [
+        ec2.Subnet.from_subnet_attributes(
+            stack, f"Subnet{az}", subnet_id=subnet_id, availability_zone=az
+        )
+        for az, subnet_id in zip(AZS, SUBNET_IDS, strict=True)
+    ]
+    EksCluster(
+        stack,
+        "Eks",
+        EksClusterProps(
+            cluster_name="eks-bare",
+            kubernetes_version="1.34",
+            vpc_id="vpc-0123456789abcdef0",
+            availability_zones=AZS,
+            node_subnets=subnets,
+            public_access_cidrs=public_access_cidrs,
+            admin_principal_arns=[ADMIN],
+            core_dns_tolerations=[
+                {"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}
+            ],
+        ),
+    )
+    return Template.from_stack(stack)
+
+
+@pytest.fixture(scope="module")
+def private() -> Template:
+    return _template(None)
+
+
+@pytest.fixture(scope="module")
+def public() -> Template:
+    return _template(PUBLIC_CIDRS)
+
+
+def test_secrets_are_encrypted_with_a_rotated_kms_key(private: Template) -> None:
+    template = private
+    template.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
+    (key_id,) = template.find_resources("AWS::KMS::Key")
+    template.has_resource_properties(
+        "AWS::EKS::Cluster",
+        {
+            "EncryptionConfig": [
+                {"Provider": {"KeyArn": {"Fn::GetAtt": [key_id, "Arn"]}}, "Resources": ["secrets"]}
+            ]
+        },
+    )
+
+
+def test_every_control_plane_log_type_is_enabled(private: Template) -> None:
+    cluster = private.find_resources("AWS::EKS::Cluster")
+    (props,) = (c["Properties"] for c in cluster.values())
+    enabled = props["Logging"]["ClusterLogging"]["EnabledTypes"]
+    assert sorted(t["Type"] for t in enabled) == sorted(ALL_LOG_TYPES)
+
+
+def test_control_plane_log_group_is_created_with_retention(private: Template) -> None:
+    private.has_resource_properties(
+        "AWS::Logs::LogGroup",
+        {"LogGroupName": "/aws/eks/eks-bare/cluster", "RetentionInDays": 30},
+    )
+
+
+def test_endpoint_is_private_only_without_public_cidrs(private: Template) -> None:
+    private.has_resource_properties(
+        "AWS::EKS::Cluster",
+        {
+            "ResourcesVpcConfig": Match.object_like(
+                {
+                    "EndpointPrivateAccess": True,
+                    "EndpointPublicAccess": False,
+                    "SubnetIds": SUBNET_IDS,
+                }
+            )
+        },
+    )
+
+
+def test_public_endpoint_accepts_only_the_given_cidrs(public: Template) -> None:
+    public.has_resource_properties(
+        "AWS::EKS::Cluster",
+        {
+            "ResourcesVpcConfig": Match.object_like(
+                {
+                    "EndpointPrivateAccess": True,
+                    "EndpointPublicAccess": True,
+                    "PublicAccessCidrs": PUBLIC_CIDRS,
+                }
+            )
+        },
+    )
+
+
+def test_api_only_auth_without_creator_admin_nor_self_managed_addons(private: Template) -> None:
+    private.has_resource_properties(
+        "AWS::EKS::Cluster",
+        {
+            "Name": "eks-bare",
+            "Version": "1.34",
+            "AccessConfig": Match.object_like(
+                {"AuthenticationMode": "API", "BootstrapClusterCreatorAdminPermissions": False}
+            ),
+            "BootstrapSelfManagedAddons": False,
+        },
+    )
+
+
+def test_admin_gets_cluster_admin_access_entry(private: Template) -> None:
+    entries = private.find_resources(
+        "AWS::EKS::AccessEntry", {"Properties": {"PrincipalArn": ADMIN}}
+    )
+    (entry,) = entries.values()
+    (policy,) = entry["Properties"]["AccessPolicies"]
+    assert policy["AccessScope"] == {"Type": "cluster"}
+    # EKS access policy ARNs: arn:<partition>:eks::aws:cluster-access-policy/<name>.
+    assert sub_notation(policy["PolicyArn"]) == (
+        "arn:${AWS::Partition}:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+    )
+
+
+def test_vpc_cni_uses_its_own_pod_identity_role(private: Template) -> None:
+    private.has_resource_properties(
+        "AWS::EKS::Addon",
+        {
+            "AddonName": "vpc-cni",
+            "PodIdentityAssociations": [
+                {"ServiceAccount": "aws-node", "RoleArn": Match.any_value()}
+            ],
+        },
+    )
+    private.has_resource_properties(
+        "AWS::EKS::Addon",
+        {
+            "AddonName": "coredns",
+            "ConfigurationValues": Match.serialized_json(
+                {"tolerations": [Match.object_like({"key": "k", "effect": "NoSchedule"})]}
+            ),
+        },
+    )
