@@ -65,8 +65,8 @@ class KarpenterNodePoolProps:
 class KarpenterNodePoolChart(cdk8s.Chart):
     """A karpenter.sh/v1 NodePool and the karpenter.k8s.aws/v1 EC2NodeClass it launches."""
 
-    def __init__(self, scope: Construct, id: str, props: KarpenterNodePoolProps) -> None:
-        super().__init__(scope, id)
+    def __init__(self, scope: Construct, construct_id: str, props: KarpenterNodePoolProps) -> None:
+        super().__init__(scope, construct_id)
         api_object(
             self,
             "node-class",
