@@ -8,7 +8,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import aws_cdk as cdk
 import pytest
+from aws_cdk import aws_ec2 as ec2
+
+from cdk_constructs.eks_cluster import EksCluster, EksClusterProps
+from stacks.base import ConfiguredAzStack
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_REFERENCE = REPO.parent / "shared" / "reference"
@@ -88,3 +93,50 @@ def sub_notation(value: Any) -> str:
     separator: str
     separator, parts = value["Fn::Join"]
     return separator.join(sub_notation(part) for part in parts)
+
+
+# Constructs on a bare Stack (tests/unit/cdk_constructs).
+
+BARE_AZS = ["us-west-2a", "us-west-2b"]
+
+
+def bare_stack() -> ConfiguredAzStack:
+    """A Stack in a fixed account and us-west-2 that serves BARE_AZS without a lookup."""
+    return ConfiguredAzStack(
+        cdk.App(),
+        "Bare",
+        availability_zones=BARE_AZS,
+        env=cdk.Environment(account="111111111111", region="us-west-2"),
+    )
+
+
+def bare_eks_cluster(
+    stack: cdk.Stack,
+    *,
+    subnet_ids: list[str] | None = None,
+    public_access_cidrs: list[str] | None = None,
+    admin_principal_arns: list[str] | None = None,
+    core_dns_tolerations: list[dict[str, str]] | None = None,
+) -> EksCluster:
+    """An EksCluster ("eks-bare", Kubernetes 1.34) in imported node subnets, one per AZ."""
+    ids = subnet_ids or [f"subnet-0{i}aaaaaaaaaaaaaaa" for i in range(len(BARE_AZS))]
+    subnets = [
+        ec2.Subnet.from_subnet_attributes(
+            stack, f"Subnet{az}", subnet_id=subnet_id, availability_zone=az
+        )
+        for az, subnet_id in zip(BARE_AZS, ids, strict=True)
+    ]
+    return EksCluster(
+        stack,
+        "Eks",
+        EksClusterProps(
+            cluster_name="eks-bare",
+            kubernetes_version="1.34",
+            vpc_id="vpc-0123456789abcdef0",
+            availability_zones=BARE_AZS,
+            node_subnets=subnets,
+            public_access_cidrs=public_access_cidrs,
+            admin_principal_arns=admin_principal_arns or [],
+            core_dns_tolerations=core_dns_tolerations or [],
+        ),
+    )

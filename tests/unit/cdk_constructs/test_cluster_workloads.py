@@ -9,12 +9,10 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
-from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Template
 
 from cdk_constructs.cluster_workloads import ClusterWorkloads, ClusterWorkloadsProps
-from cdk_constructs.eks_cluster import EksCluster, EksClusterProps
 from charts.building_blocks import NodeTaint
 from charts.cleartaints import ClearTaintsProps
 from charts.multus import MultusProps
@@ -29,10 +27,10 @@ from charts.network_attachments import (
 from charts.whereabouts import WhereaboutsProps
 from config import AppConfig
 from config.images import ImagesConfig
-from stacks.base import ConfiguredAzStack
 from stacks.cluster_props import node_pool_props, sample_workloads_props
+from tests.helpers import BARE_AZS as AZS
+from tests.helpers import bare_eks_cluster, bare_stack
 
-AZS = ["us-west-2a", "us-west-2b"]
 MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
 
 
@@ -40,33 +38,9 @@ class Built:
     """The template and the logical ID of each construct the tests name."""
 
     def __init__(self) -> None:
-        self.stack = ConfiguredAzStack(
-            cdk.App(),
-            "Bare",
-            availability_zones=AZS,
-            env=cdk.Environment(account="111111111111", region="us-west-2"),
-        )
+        self.stack = bare_stack()
         stack = self.stack
-        subnets = [
-            ec2.Subnet.from_subnet_attributes(
-                stack, f"Subnet{az}", subnet_id=f"subnet-0{i}aaaaaaaaaaaaaaa", availability_zone=az
-            )
-            for i, az in enumerate(AZS)
-        ]
-        cluster = EksCluster(
-            stack,
-            "Eks",
-            EksClusterProps(
-                cluster_name="eks-bare",
-                kubernetes_version="1.34",
-                vpc_id="vpc-0123456789abcdef0",
-                availability_zones=AZS,
-                node_subnets=subnets,
-                public_access_cidrs=None,
-                admin_principal_arns=[],
-                core_dns_tolerations=[],
-            ),
-        ).cluster
+        cluster = bare_eks_cluster(stack).cluster
         self.release = cdk.CfnResource(stack, "KarpenterRelease", type="Custom::Stand-in")
         self.workloads = ClusterWorkloads(stack, "Workloads", _props(cluster, self.release))
         self.template = Template.from_stack(stack)

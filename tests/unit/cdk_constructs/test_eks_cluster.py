@@ -3,16 +3,11 @@ endpoint unless public CIDRs are given, API-only auth and access entries for the
 
 from __future__ import annotations
 
-import aws_cdk as cdk
 import pytest
-from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Match, Template
 
-from cdk_constructs.eks_cluster import EksCluster, EksClusterProps
-from stacks.base import ConfiguredAzStack
-from tests.helpers import sub_notation
+from tests.helpers import bare_eks_cluster, bare_stack, sub_notation
 
-AZS = ["us-west-2a", "us-west-2b"]
 SUBNET_IDS = ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"]
 ADMIN = "arn:aws:iam::111111111111:role/Admin"
 PUBLIC_CIDRS = ["203.0.113.0/24"]
@@ -21,33 +16,15 @@ ALL_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "schedule
 
 
 def _template(public_access_cidrs: list[str] | None) -> Template:
-    stack = ConfiguredAzStack(
-        cdk.App(),
-        "Bare",
-        availability_zones=AZS,
-        env=cdk.Environment(account="111111111111", region="us-west-2"),
-    )
-    subnets = [
-        ec2.Subnet.from_subnet_attributes(
-            stack, f"Subnet{az}", subnet_id=subnet_id, availability_zone=az
-        )
-        for az, subnet_id in zip(AZS, SUBNET_IDS, strict=True)
-    ]
-    EksCluster(
+    stack = bare_stack()
+    bare_eks_cluster(
         stack,
-        "Eks",
-        EksClusterProps(
-            cluster_name="eks-bare",
-            kubernetes_version="1.34",
-            vpc_id="vpc-0123456789abcdef0",
-            availability_zones=AZS,
-            node_subnets=subnets,
-            public_access_cidrs=public_access_cidrs,
-            admin_principal_arns=[ADMIN],
-            core_dns_tolerations=[
-                {"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}
-            ],
-        ),
+        subnet_ids=SUBNET_IDS,
+        public_access_cidrs=public_access_cidrs,
+        admin_principal_arns=[ADMIN],
+        core_dns_tolerations=[
+            {"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}
+        ],
     )
     return Template.from_stack(stack)
 

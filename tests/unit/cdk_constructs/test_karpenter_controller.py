@@ -8,18 +8,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import aws_cdk as cdk
 import pytest
-from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Match, Template
 
-from cdk_constructs.eks_cluster import EksCluster, EksClusterProps
 from cdk_constructs.karpenter_controller import KarpenterController, KarpenterControllerProps
 from cdk_constructs.system_node_group import DedicatedNodes
-from stacks.base import ConfiguredAzStack
-from tests.helpers import joined_text
+from tests.helpers import bare_eks_cluster, bare_stack, joined_text
 
-AZS = ["us-west-2a", "us-west-2b"]
 VERSION = "1.14.1"
 NAMESPACE = "kube-system"
 RESERVED_ENIS = 2
@@ -28,32 +23,8 @@ CONTROLLER_NODES = DedicatedNodes(key="example.com/role", value="karpenter")
 
 @pytest.fixture(scope="module")
 def template() -> Template:
-    stack = ConfiguredAzStack(
-        cdk.App(),
-        "Bare",
-        availability_zones=AZS,
-        env=cdk.Environment(account="111111111111", region="us-west-2"),
-    )
-    subnets = [
-        ec2.Subnet.from_subnet_attributes(
-            stack, f"Subnet{az}", subnet_id=f"subnet-0{i}aaaaaaaaaaaaaaa", availability_zone=az
-        )
-        for i, az in enumerate(AZS)
-    ]
-    eks_cluster = EksCluster(
-        stack,
-        "Eks",
-        EksClusterProps(
-            cluster_name="eks-bare",
-            kubernetes_version="1.34",
-            vpc_id="vpc-0123456789abcdef0",
-            availability_zones=AZS,
-            node_subnets=subnets,
-            public_access_cidrs=None,
-            admin_principal_arns=[],
-            core_dns_tolerations=[],
-        ),
-    )
+    stack = bare_stack()
+    eks_cluster = bare_eks_cluster(stack)
     KarpenterController(
         stack,
         "Karpenter",
