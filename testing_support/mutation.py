@@ -64,6 +64,7 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
     "node_bootstrap/interface_names.py": _CONFIG_TESTS,
     "config/node_pool_rules.py": _CONFIG_TESTS,
     "config/patterns.py": _CONFIG_TESTS,
+    "config/messages.py": _CONFIG_TESTS,
     "charts/cleartaints.py": [
         [
             "tests/unit/charts/test_chart_cleartaints.py",
