@@ -57,14 +57,37 @@ _CONFIG_TESTS = [
     ],
     ["tests/unit/config", "-k", "not cli_entry and not synthesizes"],
 ]
+
+
+def _config_tests_after(*mirror: str) -> list[list[str]]:
+    """A config module's own test files first (a second or two), then the config tiers."""
+    return [["--confcutdir=tests/unit/config", *mirror], *_CONFIG_TESTS]
+
+
+_FACT_TABLE_TESTS = (
+    "tests/unit/config/test_fact_tables.py",
+    "tests/unit/config/test_fact_table_shapes.py",
+)
 MODULE_TESTS: dict[str, list[list[str]]] = {
     "config/model.py": _CONFIG_TESTS,
-    "config/aws_regions.py": _CONFIG_TESTS,
-    "config/karpenter_releases.py": _CONFIG_TESTS,
+    "config/aws_regions.py": _config_tests_after(
+        "tests/unit/config/test_aws_regions_rules.py", *_FACT_TABLE_TESTS
+    ),
+    "config/karpenter_releases.py": _config_tests_after(
+        "tests/unit/config/test_karpenter_releases_rules.py", *_FACT_TABLE_TESTS
+    ),
     "node_bootstrap/interface_names.py": _CONFIG_TESTS,
-    "config/node_pool_rules.py": _CONFIG_TESTS,
-    "config/patterns.py": _CONFIG_TESTS,
-    "config/messages.py": _CONFIG_TESTS,
+    "config/node_pool_rules.py": _config_tests_after(
+        "tests/unit/config/test_node_pool_rules.py", "tests/unit/config/test_valid_edges.py"
+    ),
+    "config/patterns.py": _config_tests_after(
+        "tests/unit/config/test_patterns_rules.py",
+        *_FACT_TABLE_TESTS,
+        "tests/unit/config/test_messages.py",
+    ),
+    "config/messages.py": _config_tests_after(
+        "tests/unit/config/test_messages.py", "tests/unit/config/test_fact_tables.py"
+    ),
     "charts/cleartaints.py": [
         [
             "tests/unit/charts/test_chart_cleartaints.py",
