@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 from pydantic import Field, ValidationError, model_validator
 
-from config.messages import describe_errors
+from config.messages import describe_errors, element_type, model_at
 from config.model import StrictModel
 from config.patterns import KUBERNETES_NAME
 
@@ -66,3 +66,86 @@ def test_pattern_mismatch_in_plain_words() -> None:
     assert "name: 'Not_OK' is not a Kubernetes name" in message
     assert "for example multus-networks" in message
     assert "^[a-z0-9]" not in message
+
+
+class Document(StrictModel):
+    """A document whose root validator reports a problem without a field path."""
+
+    inner: Inner = Inner()
+    optional_inner: Inner | None = None
+    items: list[Inner] | None = None
+    either: int | str = 0
+    labels: dict[str, str] = Field(default_factory=dict)
+    code: str = Field(default="a", pattern=r"^[a-z]$")
+    broken: bool = False
+
+    @model_validator(mode="after")
+    def _report(self) -> Document:
+        if self.broken:
+            raise ValueError("the document as a whole is wrong")
+        return self
+
+
+def describe(raw: dict[str, Any], section: str = "") -> list[str]:
+    with pytest.raises(ValidationError) as caught:
+        Document.model_validate(raw)
+    return describe_errors(caught.value, "settings.yaml", Document, section).splitlines()
+
+
+def test_the_first_line_names_the_source_and_each_problem_gets_its_own_line() -> None:
+    assert describe({"inner": {"size": "x"}, "code": "B"})[0] == "Invalid settings.yaml:"
+    assert len(describe({"inner": {"size": "x"}, "code": "B"})) == 3
+
+
+def test_a_problem_of_the_whole_document_is_filed_at_the_top_level() -> None:
+    assert describe({"broken": True}) == [
+        "Invalid settings.yaml:",
+        "  - (top level): the document as a whole is wrong",
+    ]
+
+
+def test_the_section_prefixes_every_path() -> None:
+    inner = describe({"inner": {"problem": "size: too small"}}, "pipeline")
+    assert inner[1:] == ["  - pipeline.inner.size: too small"]
+    whole = describe({"broken": True}, "pipeline")
+    assert whole[1:] == ["  - pipeline: the document as a whole is wrong"]
+
+
+def test_a_pattern_without_plain_words_keeps_the_pydantic_message() -> None:
+    (line,) = describe({"code": "B"})[1:]
+    assert line.startswith("  - code: String should match pattern '^[a-z]$'")
+
+
+@pytest.mark.parametrize(
+    ("location", "section"),
+    [
+        ((), Document),
+        (("inner",), Inner),
+        (("optional_inner",), Inner),
+        (("items", 3), Inner),
+        (("inner", "size"), None),  # a scalar, not a section
+        (("inner", "size", "deeper"), None),
+        (("labels", "team"), None),  # a mapping, not a section
+        (("labels", "team", "deeper"), None),
+        (("either",), None),  # a union of two types
+        (("nosuch",), None),
+    ],
+)
+def test_the_section_at_a_location(location: tuple[int | str, ...], section: type | None) -> None:
+    assert model_at(Document, location) is section
+
+
+@pytest.mark.parametrize(
+    ("annotation", "element"),
+    [
+        (int, int),
+        (int | None, int),
+        (Optional[Inner], Inner),  # noqa: UP045 - typing.Union spelling, as older code writes it
+        (list[Inner], Inner),
+        (list[Inner] | None, Inner),
+        (int | str, int | str),
+        (dict[str, Inner], dict[str, Inner]),
+    ],
+)
+def test_the_element_type_behind_optional_and_list(annotation: Any, element: Any) -> None:
+    assert element_type(annotation) == element
