@@ -44,8 +44,8 @@ KARPENTER_RELEASES: dict[str, KarpenterMinor] = {
 }
 
 
-def _minor(version: str) -> tuple[int, int]:
-    major, minor = version.split(".")[:2]
+def _minor(kubernetes_version: str) -> tuple[int, int]:
+    major, minor = kubernetes_version.split(".")
     return int(major), int(minor)
 
 
