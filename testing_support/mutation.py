@@ -70,9 +70,7 @@ _FACT_TABLE_TESTS = (
 )
 MODULE_TESTS: dict[str, list[list[str]]] = {
     "config/model.py": _CONFIG_TESTS,
-    "config/aws_regions.py": _config_tests_after(
-        "tests/unit/config/test_aws_regions_rules.py", *_FACT_TABLE_TESTS
-    ),
+    "config/aws_regions.py": _config_tests_after(*_FACT_TABLE_TESTS),
     "config/karpenter_releases.py": _config_tests_after(
         "tests/unit/config/test_karpenter_releases_rules.py", *_FACT_TABLE_TESTS
     ),
