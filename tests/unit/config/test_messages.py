@@ -76,13 +76,17 @@ class Document(StrictModel):
     items: list[Inner] | None = None
     either: int | str = 0
     labels: dict[str, str] = Field(default_factory=dict)
+    teams: dict[str, Inner] = Field(default_factory=dict)
     code: str = Field(default="a", pattern=r"^[a-z]$")
     broken: bool = False
+    problem: str = ""
 
     @model_validator(mode="after")
     def _report(self) -> Document:
         if self.broken:
             raise ValueError("the document as a whole is wrong")
+        if self.problem:
+            raise ValueError(self.problem)
         return self
 
 
@@ -149,3 +153,22 @@ def test_the_section_at_a_location(location: tuple[int | str, ...], section: typ
 )
 def test_the_element_type_behind_optional_and_list(annotation: Any, element: Any) -> None:
     assert element_type(annotation) == element
+
+
+def test_a_top_level_message_naming_a_nested_field_is_filed_under_it() -> None:
+    assert describe({"problem": "inner.size: too small"})[1:] == ["  - inner.size: too small"]
+    assert describe({"problem": "items[1] (second).size: too small"})[1:] == [
+        "  - items[1] (second).size: too small"
+    ]
+
+
+def test_an_unknown_key_below_a_mapping_is_still_called_unknown() -> None:
+    assert describe({"teams": {"a": {"zzz": 1}}})[1:] == [
+        "  - teams.a.zzz: unknown key (typo?); see config/model.py for the accepted keys"
+    ]
+
+
+@pytest.mark.parametrize("value", [True, 5, 2.5])
+def test_only_a_text_field_asks_for_quotes(value: object) -> None:
+    (line,) = describe({"items": value})[1:]
+    assert line.startswith("  - items: Input should be a valid list")
