@@ -32,15 +32,19 @@ def describe_errors(
     lines = [f"Invalid {source}:"]
     for detail in error.errors():
         for path, message in _describe(detail, model):
-            full_path = f"{section}.{path}".strip(".")
-            lines.append(f"  - {full_path or '(top level)'}: {message}")
+            lines.append(f"  - {_dotted(section, path) or '(top level)'}: {message}")
     return "\n".join(lines)
 
 
 def format_location(location: Location) -> str:
     return "".join(
         f"[{part}]" if isinstance(part, int) else f".{part}" for part in location
-    ).lstrip(".")
+    ).removeprefix(".")
+
+
+def _dotted(*paths: str) -> str:
+    """Paths joined with dots; an empty one (the top level) adds nothing."""
+    return ".".join(path for path in paths if path)
 
 
 def _describe(detail: ErrorDetails, model: type[BaseModel]) -> list[tuple[str, str]]:
@@ -76,10 +80,10 @@ def _file_under_named_field(
     named = _PATH_PREFIX.match(message)
     if named is None or section is None:
         return path, message
-    first_field = re.split(r"[.\[ ]", named.group(1), maxsplit=1)[0]
+    first_field = re.split(r"[.\[ ]", named.group(1))[0]
     if first_field not in section.model_fields:
         return path, message
-    return f"{path}.{named.group(1)}".lstrip("."), message[named.end() :]
+    return _dotted(path, named.group(1)), message[named.end() :]
 
 
 def _pattern_mismatch(detail: ErrorDetails) -> str:

@@ -79,9 +79,7 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
         "tests/unit/config/test_node_pool_rules.py", "tests/unit/config/test_valid_edges.py"
     ),
     "config/patterns.py": _config_tests_after(
-        "tests/unit/config/test_patterns_rules.py",
-        *_FACT_TABLE_TESTS,
-        "tests/unit/config/test_messages.py",
+        *_FACT_TABLE_TESTS, "tests/unit/config/test_messages.py"
     ),
     "config/messages.py": _config_tests_after(
         "tests/unit/config/test_messages.py", "tests/unit/config/test_fact_tables.py"

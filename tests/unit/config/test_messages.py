@@ -172,3 +172,9 @@ def test_an_unknown_key_below_a_mapping_is_still_called_unknown() -> None:
 def test_only_a_text_field_asks_for_quotes(value: object) -> None:
     (line,) = describe({"items": value})[1:]
     assert line.startswith("  - items: Input should be a valid list")
+
+
+def test_an_unknown_key_is_named_as_written() -> None:
+    assert describe({".inner": 1})[1:] == [
+        "  - .inner: unknown key; did you mean 'inner'?",
+    ]
