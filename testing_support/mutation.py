@@ -90,7 +90,11 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
         ]
     ],
     "charts/multus_pod_ips.py": [
-        ["--confcutdir=tests/unit/charts", "tests/unit/charts/test_chart_multus_pod_ips.py"]
+        [
+            "--confcutdir=tests/unit/charts",
+            "tests/unit/charts/test_chart_multus_pod_ips.py",
+            "tests/unit/charts/test_chart_multus_pod_ips_rules.py",
+        ]
     ],
     "multus_pod_ips/cni_plugin.py": [
         ["--confcutdir=tests/unit/multus_pod_ips", "tests/unit/multus_pod_ips/test_cni_plugin.py"]

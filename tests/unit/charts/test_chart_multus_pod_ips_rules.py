@@ -1,0 +1,82 @@
+"""Rules of the multus-pod-ips chart beyond the seed's shape: names and namespaces operators and
+the pod spec rely on, mount paths, the agent's configuration and the props' contract."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import FrozenInstanceError
+from pathlib import PurePosixPath
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from charts.multus_pod_ips import MultusPodIpsProps, agent_config
+from multus_pod_ips.agent import AgentConfig
+
+
+@pytest.fixture(scope="module")
+def manifests(seed_manifests: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    return seed_manifests["multus-pod-ips"]
+
+
+@pytest.fixture(scope="module")
+def daemon_set(manifests: list[dict[str, Any]], helpers: SimpleNamespace) -> dict[str, Any]:
+    found: dict[str, Any] = helpers.find(manifests, "DaemonSet")
+    return found
+
+
+def test_the_daemon_set_is_the_one_the_docs_send_operators_to(
+    daemon_set: dict[str, Any],
+) -> None:
+    # docs/multus-pod-ips.md: `kubectl -n kube-system logs ds/multus-pod-ips -c agent`.
+    metadata = daemon_set["metadata"]
+    assert (metadata["namespace"], metadata["name"]) == ("kube-system", "multus-pod-ips")
+    assert [c["name"] for c in daemon_set["spec"]["template"]["spec"]["containers"]] == ["agent"]
+
+
+def test_the_code_volume_names_the_config_map_in_the_pods_namespace(
+    manifests: list[dict[str, Any]], daemon_set: dict[str, Any], helpers: SimpleNamespace
+) -> None:
+    # A configMap volume refers to a ConfigMap by name in the pod's own namespace.
+    config_map = helpers.find(manifests, "ConfigMap")["metadata"]
+    (volume,) = [v for v in daemon_set["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
+    assert config_map["namespace"] == daemon_set["metadata"]["namespace"]
+    assert volume["configMap"]["name"] == config_map["name"] == "multus-pod-ips"
+
+
+def test_every_mount_path_is_absolute(daemon_set: dict[str, Any]) -> None:
+    # OCI runtime spec (config.md, Mounts): a mount's destination MUST be an absolute path.
+    pod = daemon_set["spec"]["template"]["spec"]
+    paths = [
+        m["mountPath"]
+        for c in [*pod["initContainers"], *pod["containers"]]
+        for m in c["volumeMounts"]
+    ]
+    assert paths and all(PurePosixPath(path).is_absolute() for path in paths), paths
+
+
+def test_the_agent_loads_the_shipped_configuration(
+    manifests: list[dict[str, Any]], helpers: SimpleNamespace
+) -> None:
+    data = helpers.find(manifests, "ConfigMap")["data"]
+
+    loaded = AgentConfig(**json.loads(data["config.json"]))
+
+    assert loaded.reconcile_seconds == 60  # docs/multus-pod-ips.md: "Every 60 s per ENI"
+    # Shipped as UTF-8 text whatever the synthesizing machine's locale.
+    assert data["agent.py"].isascii() and data["cni_plugin.py"].isascii()
+
+
+def test_a_configured_reconcile_period_reaches_the_agent() -> None:
+    props = MultusPodIpsProps(
+        image="img:1", interfaces={"multus1": ["10.0.4.32/27"]}, reconcile_seconds=15
+    )
+
+    assert AgentConfig(**agent_config(props)).reconcile_seconds == 15
+
+
+def test_props_are_immutable() -> None:
+    props = MultusPodIpsProps(image="img:1", interfaces={"multus1": ["10.0.4.32/27"]})
+    with pytest.raises(FrozenInstanceError):
+        props.namespace = "other"  # type: ignore[misc]
