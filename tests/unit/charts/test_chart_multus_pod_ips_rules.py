@@ -35,6 +35,13 @@ def test_the_daemon_set_is_the_one_the_docs_send_operators_to(
     assert [c["name"] for c in daemon_set["spec"]["template"]["spec"]["containers"]] == ["agent"]
 
 
+def test_the_daemon_set_selects_its_pods_by_the_fixed_app_label(daemon_set: dict[str, Any]) -> None:
+    # A DaemonSet's selector is immutable: a label derived from the construct path would force
+    # delete + create whenever the path changes.
+    assert daemon_set["spec"]["selector"] == {"matchLabels": {"app": "multus-pod-ips"}}
+    assert daemon_set["spec"]["template"]["metadata"]["labels"]["app"] == "multus-pod-ips"
+
+
 def test_the_code_volume_names_the_config_map_in_the_pods_namespace(
     manifests: list[dict[str, Any]], daemon_set: dict[str, Any], helpers: SimpleNamespace
 ) -> None:
@@ -73,7 +80,8 @@ def test_a_configured_reconcile_period_reaches_the_agent() -> None:
         image="img:1", interfaces={"multus1": ["10.0.4.32/27"]}, reconcile_seconds=15
     )
 
-    assert AgentConfig(**agent_config(props)).reconcile_seconds == 15
+    shipped = json.loads(json.dumps(agent_config(props)))
+    assert AgentConfig(**shipped).reconcile_seconds == 15
 
 
 def test_props_are_immutable() -> None:
