@@ -4,6 +4,7 @@ the pod spec rely on, mount paths, the agent's configuration and the props' cont
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import FrozenInstanceError
 from pathlib import PurePosixPath
 from types import SimpleNamespace
@@ -13,6 +14,8 @@ import pytest
 
 from charts.multus_pod_ips import MultusPodIpsProps, agent_config
 from multus_pod_ips.agent import AgentConfig
+
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +64,33 @@ def test_every_mount_path_is_absolute(daemon_set: dict[str, Any]) -> None:
         for m in c["volumeMounts"]
     ]
     assert paths and all(PurePosixPath(path).is_absolute() for path in paths), paths
+
+
+def test_volume_and_container_names_are_dns_labels(daemon_set: dict[str, Any]) -> None:
+    # Kubernetes validates both as RFC 1123 labels; the JSON schema does not.
+    pod = daemon_set["spec"]["template"]["spec"]
+    names = [v["name"] for v in pod["volumes"]]
+    names += [c["name"] for c in [*pod["initContainers"], *pod["containers"]]]
+    assert len(names) == len(set(names))
+    assert all(DNS_LABEL.fullmatch(name) for name in names), names
+
+
+def test_host_directories_are_mounted_even_before_they_exist(daemon_set: dict[str, Any]) -> None:
+    # A new node may start the agent before anything created /run/multus-pod-ips or the
+    # bootstrap's state directory; without DirectoryOrCreate the pod would not start.
+    host_paths = [
+        v["hostPath"] for v in daemon_set["spec"]["template"]["spec"]["volumes"] if "hostPath" in v
+    ]
+    assert host_paths and all(h["type"] == "DirectoryOrCreate" for h in host_paths), host_paths
+
+
+def test_code_files_are_readable_and_neither_writable_nor_executable_by_others(
+    daemon_set: dict[str, Any],
+) -> None:
+    (volume,) = [v for v in daemon_set["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
+    mode = volume["configMap"].get("defaultMode", 0o644)  # Kubernetes' default
+    assert mode & 0o444 == 0o444
+    assert mode & 0o133 == 0
 
 
 def test_the_agent_loads_the_shipped_configuration(
