@@ -4,8 +4,6 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
-from aws_cdk import aws_iam as iam
-from aws_cdk.assertions import Template
 
 from node_bootstrap.pod_ip_iam import multus_pod_ip_policy_statements
 from node_bootstrap.renderer import OWNER_TAG_KEY
@@ -18,14 +16,15 @@ SUBNET_ARNS = [
 
 @pytest.fixture(scope="module")
 def statements() -> dict[str, dict[str, Any]]:
+    """The statements as they appear in the template (resolved), without synthesizing a stack."""
     stack = cdk.Stack(cdk.App(), "NodeRole", env=cdk.Environment(region="us-west-2"))
-    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
-    for statement in multus_pod_ip_policy_statements(
-        cluster_name="telco-cluster", multus_subnet_arns=SUBNET_ARNS
-    ):
-        role.add_to_policy(statement)
-    (policy,) = Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
-    return {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    resolved = [
+        stack.resolve(statement.to_statement_json())
+        for statement in multus_pod_ip_policy_statements(
+            cluster_name="telco-cluster", multus_subnet_arns=SUBNET_ARNS
+        )
+    ]
+    return {s["Sid"]: s for s in resolved}
 
 
 def test_addresses_change_only_on_this_clusters_enis_in_multus_subnets(
