@@ -93,6 +93,42 @@ def test_code_files_are_readable_and_neither_writable_nor_executable_by_others(
     assert mode & 0o133 == 0
 
 
+def test_the_agent_runs_the_shipped_script_on_the_shipped_configuration(
+    manifests: list[dict[str, Any]], daemon_set: dict[str, Any], helpers: SimpleNamespace
+) -> None:
+    # agent.main's usage: agent.py CONFIG.json; AL2023's python3 runs it (docs/multus-pod-ips.md).
+    data = helpers.find(manifests, "ConfigMap")["data"]
+    (agent,) = daemon_set["spec"]["template"]["spec"]["containers"]
+    code = next(m["mountPath"] for m in agent["volumeMounts"] if m["name"] == "code")
+    assert agent["command"] == ["python3", f"{code}/agent.py", f"{code}/config.json"]
+    assert {"agent.py", "config.json"} <= set(data)
+
+
+def test_the_pinned_image_is_pulled_only_when_missing(daemon_set: dict[str, Any]) -> None:
+    pod = daemon_set["spec"]["template"]["spec"]
+    for container in [*pod["initContainers"], *pod["containers"]]:
+        assert container["imagePullPolicy"] == "IfNotPresent", container["name"]
+
+
+def test_the_pod_reserves_little_of_each_node(daemon_set: dict[str, Any]) -> None:
+    # It runs on every Multus node. A pod's effective request is the larger of its largest init
+    # container's and the sum of its containers' (Kubernetes, "Resource sharing within
+    # containers"); keep it within 0.1 CPU and 128 MiB.
+    pod = daemon_set["spec"]["template"]["spec"]
+
+    def effective(resource: str, unit: str) -> int:
+        def amount(container: dict[str, Any]) -> int:
+            return int(container["resources"]["requests"][resource].removesuffix(unit))
+
+        return max(
+            max(amount(c) for c in pod["initContainers"]),
+            sum(amount(c) for c in pod["containers"]),
+        )
+
+    assert effective("cpu", "m") <= 100
+    assert effective("memory", "Mi") <= 128
+
+
 def test_the_agent_loads_the_shipped_configuration(
     manifests: list[dict[str, Any]], helpers: SimpleNamespace
 ) -> None:
