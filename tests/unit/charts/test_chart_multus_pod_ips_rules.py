@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from charts.multus_pod_ips import MultusPodIpsProps, agent_config
+from multus_pod_ips import AGENT_RUN_DIR
 from multus_pod_ips.agent import AgentConfig
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -127,6 +128,34 @@ def test_the_pod_reserves_little_of_each_node(daemon_set: dict[str, Any]) -> Non
 
     assert effective("cpu", "m") <= 100
     assert effective("memory", "Mi") <= 128
+
+
+def test_containers_run_as_root_for_root_owned_host_directories_and_nothing_more(
+    daemon_set: dict[str, Any],
+) -> None:
+    # /opt/cni/bin and /run belong to root on the host; capabilities are dropped (other test).
+    pod = daemon_set["spec"]["template"]["spec"]
+    for container in [*pod["initContainers"], *pod["containers"]]:
+        context = container["securityContext"]
+        assert (context["runAsUser"], context["runAsGroup"]) == (0, 0), container["name"]
+        # runAsNonRoot: true with user 0 makes the kubelet refuse to start the container.
+        assert context.get("runAsNonRoot") is not True, container["name"]
+        assert context["seccompProfile"] == {"type": "RuntimeDefault"}, container["name"]
+
+
+def test_the_agent_writes_no_host_directory_but_its_run_directory(
+    daemon_set: dict[str, Any],
+) -> None:
+    # Socket, pod records and readiness marker live in /run/multus-pod-ips on the host.
+    pod = daemon_set["spec"]["template"]["spec"]
+    host_volumes = {v["name"] for v in pod["volumes"] if "hostPath" in v}
+    (agent,) = pod["containers"]
+    writable = [
+        m["mountPath"]
+        for m in agent["volumeMounts"]
+        if m["name"] in host_volumes and not m.get("readOnly", False)
+    ]
+    assert writable == [AGENT_RUN_DIR]
 
 
 def test_the_agent_loads_the_shipped_configuration(
