@@ -27,7 +27,9 @@ import sys
 from typing import Any
 
 DEFAULT_AGENT_SOCKET = "/run/multus-pod-ips/agent.sock"
-SUPPORTED_VERSIONS = ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"]
+#: Results from 0.3.0 on index addresses to interfaces (what _ipv4_addresses reads). Not 1.1.0:
+#: a plugin of that version must also answer GC and STATUS.
+SUPPORTED_VERSIONS = ["0.3.0", "0.3.1", "0.4.0", "1.0.0"]
 #: Well-known CNI error codes (CNI spec, "Error" section).
 INCOMPATIBLE_VERSION = 1
 INVALID_ENVIRONMENT = 4

@@ -109,6 +109,19 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
             "tests/unit/charts/test_chart_network_attachments_rules.py",
         ]
     ],
+    "charts/multus_pod_ips.py": [
+        [
+            "--confcutdir=tests/unit/charts",
+            "tests/unit/charts/test_chart_multus_pod_ips.py",
+            "tests/unit/charts/test_chart_multus_pod_ips_rules.py",
+        ]
+    ],
+    "multus_pod_ips/cni_plugin.py": [
+        ["--confcutdir=tests/unit/multus_pod_ips", "tests/unit/multus_pod_ips/test_cni_plugin.py"]
+    ],
+    "node_bootstrap/pod_ip_iam.py": [
+        ["--confcutdir=tests/unit/node_bootstrap", "tests/unit/node_bootstrap/test_pod_ip_iam.py"]
+    ],
 }
 
 COPY_IGNORE = shutil.ignore_patterns(

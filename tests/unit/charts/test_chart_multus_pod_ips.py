@@ -137,8 +137,11 @@ def test_init_container_installs_the_plugin_the_nads_chain_names(
     (tmp_path / "code").mkdir()
     (tmp_path / "code" / "cni_plugin.py").write_text(CNI_PLUGIN_SCRIPT.read_text())
     (tmp_path / "bin").mkdir()
-    script = init["command"][-1].replace(code_dir, str(tmp_path / "code"))
-    subprocess.run(["/bin/sh", "-c", script.replace(bin_mount, str(tmp_path / "bin"))], check=True)
+    command = [
+        part.replace(code_dir, str(tmp_path / "code")).replace(bin_mount, str(tmp_path / "bin"))
+        for part in init["command"]
+    ]
+    subprocess.run(command, check=True)
 
     nad_types = {p["type"] for p in cni_config(seed_attachments()[0])["plugins"]}
     (installed,) = list((tmp_path / "bin").iterdir())

@@ -4,7 +4,10 @@ on a unix socket that records requests and answers as told."""
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from multus_pod_ips import AGENT_SOCKET, CNI_PLUGIN_SCRIPT
 from multus_pod_ips.cni_plugin import SUPPORTED_VERSIONS, main
 
 PREV_RESULT = {
@@ -44,6 +48,7 @@ class FakeAgent:
         self.path = path
         self.requests: list[dict[str, Any]] = []
         self.reply: dict[str, Any] = {"ok": True}
+        self.raw_reply: bytes | None = None  # sent instead of `reply` when set
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._server.bind(str(path))
         self._server.listen(8)
@@ -57,7 +62,8 @@ class FakeAgent:
                 return
             with connection, connection.makefile("rwb") as stream:
                 self.requests.append(json.loads(stream.readline()))
-                stream.write(json.dumps(self.reply).encode() + b"\n")
+                reply = self.raw_reply
+                stream.write(json.dumps(self.reply).encode() + b"\n" if reply is None else reply)
 
     def close(self) -> None:
         self._server.close()
@@ -173,11 +179,15 @@ def test_check_reports_the_agents_verdict(agent: FakeAgent) -> None:
     assert [r["command"] for r in agent.requests] == ["CHECK", "CHECK"]
 
 
-def test_version_lists_the_supported_versions() -> None:
-    status, output = main("", {"CNI_COMMAND": "VERSION"})
+def test_version_lists_the_spec_versions_whose_commands_and_results_it_implements() -> None:
+    # 0.3.0 introduced results with "ips" indexing into "interfaces" (0.1.0/0.2.0 have "ip4");
+    # 1.1.0 adds GC and STATUS, which the plugin does not implement.
+    status, output = main('{"cniVersion": "1.0.0"}', {"CNI_COMMAND": "VERSION"})
+
     assert status == 0
-    assert json.loads(output)["supportedVersions"] == SUPPORTED_VERSIONS
-    assert {"0.3.1", "0.4.0", "1.0.0"} <= set(SUPPORTED_VERSIONS)
+    version = json.loads(output)
+    assert version["supportedVersions"] == ["0.3.0", "0.3.1", "0.4.0", "1.0.0"]
+    assert version["cniVersion"] in SUPPORTED_VERSIONS
 
 
 @pytest.mark.parametrize(
@@ -185,11 +195,27 @@ def test_version_lists_the_supported_versions() -> None:
     [
         ("{not json", {}, 6),
         (json.dumps({"cniVersion": "0.1.0", "master": "multus1"}), {}, 1),
+        (json.dumps({"cniVersion": "0.2.0", "master": "multus1"}), {}, 1),
+        (json.dumps({"cniVersion": "1.1.0", "master": "multus1"}), {}, 1),
+        (json.dumps({"cniVersion": "1.0.0", "master": "multus1"}), {"CNI_COMMAND": "GC"}, 4),
         (json.dumps({"cniVersion": "0.3.1", "master": "multus1"}), {"CNI_COMMAND": "GC2"}, 4),
         (json.dumps({"cniVersion": "0.3.1", "master": "multus1"}), {"CNI_IFNAME": ""}, 4),
         (json.dumps({"cniVersion": "0.3.1", "prevResult": PREV_RESULT}), {}, 7),
+        (json.dumps({"cniVersion": "0.3.1", "master": "", "prevResult": PREV_RESULT}), {}, 7),
+        (json.dumps({"cniVersion": "0.3.1", "master": 1, "prevResult": PREV_RESULT}), {}, 7),
     ],
-    ids=["undecodable", "old-version", "unknown-command", "no-ifname", "no-master"],
+    ids=[
+        "undecodable",
+        "version-0.1.0",
+        "version-0.2.0",
+        "version-1.1.0",
+        "gc",
+        "unknown-command",
+        "no-ifname",
+        "no-master",
+        "empty-master",
+        "master-not-a-name",
+    ],
 )
 def test_bad_input_is_a_cni_error_json(stdin: str, env: dict[str, str], code: int) -> None:
     status, output = main(stdin, {**ENV, "CNI_COMMAND": "ADD", **env})
@@ -199,3 +225,118 @@ def test_bad_input_is_a_cni_error_json(stdin: str, env: dict[str, str], code: in
     assert error["code"] == code
     assert error["msg"]
     assert set(error) <= {"cniVersion", "code", "msg", "details"}
+
+
+@pytest.mark.parametrize("version", ["0.3.0", "0.3.1", "0.4.0", "1.0.0"])
+def test_add_accepts_every_version_with_indexed_results(agent: FakeAgent, version: str) -> None:
+    previous = {**PREV_RESULT, "cniVersion": version}
+
+    status, result = run("ADD", network(agent.path, cniVersion=version, prevResult=previous))
+
+    assert (status, result) == (0, previous)
+    assert agent.requests[0]["ips"] == ["10.0.4.40"]
+
+
+def test_add_result_is_in_the_configurations_version_whatever_prev_result_says(
+    agent: FakeAgent,
+) -> None:
+    # CNI spec: the result's cniVersion must be consistent with the network configuration's.
+    previous = {**PREV_RESULT, "cniVersion": "0.3.0"}
+
+    status, result = run("ADD", network(agent.path, cniVersion="0.4.0", prevResult=previous))
+
+    assert status == 0
+    assert result == {**previous, "cniVersion": "0.4.0"}
+
+
+def test_only_addresses_of_the_container_interface_go_to_the_agent(agent: FakeAgent) -> None:
+    previous = {
+        **PREV_RESULT,
+        "interfaces": [{"name": "multus1"}, {"name": "net1", "sandbox": "/var/run/netns/cni-1"}],
+        "ips": [
+            {"version": "4", "address": "10.0.4.5/24", "interface": 0},  # the host's
+            {"version": "4", "address": "10.0.4.40/24", "interface": 1},
+        ],
+    }
+
+    assert run("ADD", network(agent.path, prevResult=previous))[0] == 0
+    assert agent.requests[0]["ips"] == ["10.0.4.40"]
+
+
+@pytest.mark.parametrize("index", [None, -1, 2], ids=["no-index", "negative", "past-the-end"])
+def test_an_address_without_a_valid_interface_index_is_taken_as_the_containers(
+    agent: FakeAgent, index: int | None
+) -> None:
+    # "interface" is optional in a result's ips; an index outside "interfaces" names none.
+    address: dict[str, Any] = {"version": "4", "address": "10.0.4.41/24"}
+    if index is not None:
+        address["interface"] = index
+    previous = {**PREV_RESULT, "ips": [address]}  # interfaces: net1, net2
+
+    status, _ = run("ADD", network(agent.path, prevResult=previous))
+
+    assert status == 0
+    assert agent.requests[0]["ips"] == ["10.0.4.41"]
+
+
+def test_without_agent_socket_the_plugin_calls_the_socket_the_agent_serves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dialled: list[str] = []
+
+    def connect(_: socket.socket, address: str) -> None:
+        dialled.append(address)
+        raise FileNotFoundError(address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    config = json.loads(network(Path("unused"), prevResult=PREV_RESULT))
+    del config["agentSocket"]
+
+    status, error = run("ADD", json.dumps(config))
+
+    assert dialled == [AGENT_SOCKET]  # the chart's agent config: multus_pod_ips.AGENT_SOCKET
+    assert (status, error["code"]) == (1, 11)
+
+
+@pytest.mark.parametrize(
+    "answer", [b"", b"<html>502</html>\n", b'{"ok": false}\n'], ids=["none", "garbage", "no-code"]
+)
+def test_an_agent_answer_without_a_verdict_is_an_io_failure(
+    agent: FakeAgent, answer: bytes
+) -> None:
+    agent.raw_reply = answer
+
+    status, error = run("ADD", network(agent.path, prevResult=PREV_RESULT))
+
+    assert (status, error["code"]) == (1, 5)
+
+
+def test_del_keeps_stdout_for_results_and_logs_to_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(network(tmp_path / "absent.sock"), {**ENV, "CNI_COMMAND": "DEL"}) == (0, "")
+
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert "reconcile" in printed.err
+
+
+@pytest.mark.parametrize(
+    ("command", "stdin", "status"),
+    [("VERSION", '{"cniVersion": "1.0.0"}', 0), ("ADD", "{not json", 1)],
+)
+def test_the_installed_script_prints_its_result_and_exits_with_its_status(
+    command: str, stdin: str, status: int
+) -> None:
+    done = subprocess.run(
+        [sys.executable, str(CNI_PLUGIN_SCRIPT)],
+        input=stdin,
+        env={**os.environ, **ENV, "CNI_COMMAND": command},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+
+    assert done.returncode == status
+    assert json.loads(done.stdout)["cniVersion"] in SUPPORTED_VERSIONS

@@ -1,13 +1,18 @@
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
 import pytest
-from aws_cdk import aws_iam as iam
-from aws_cdk.assertions import Template
 
-from node_bootstrap.pod_ip_iam import multus_pod_ip_policy_statements
+from node_bootstrap.iam import read_statement
+from node_bootstrap.pod_ip_iam import (
+    POD_IP_ACTIONS,
+    POD_IP_READ_ACTIONS,
+    multus_pod_ip_policy_statements,
+)
 from node_bootstrap.renderer import OWNER_TAG_KEY
 
 SUBNET_ARNS = [
@@ -18,14 +23,15 @@ SUBNET_ARNS = [
 
 @pytest.fixture(scope="module")
 def statements() -> dict[str, dict[str, Any]]:
+    """The statements as they appear in the template (resolved), without synthesizing a stack."""
     stack = cdk.Stack(cdk.App(), "NodeRole", env=cdk.Environment(region="us-west-2"))
-    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
-    for statement in multus_pod_ip_policy_statements(
-        cluster_name="telco-cluster", multus_subnet_arns=SUBNET_ARNS
-    ):
-        role.add_to_policy(statement)
-    (policy,) = Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
-    return {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    resolved = [
+        stack.resolve(statement.to_statement_json())
+        for statement in multus_pod_ip_policy_statements(
+            cluster_name="telco-cluster", multus_subnet_arns=SUBNET_ARNS
+        )
+    ]
+    return {s["Sid"]: s for s in resolved}
 
 
 def test_addresses_change_only_on_this_clusters_enis_in_multus_subnets(
@@ -58,3 +64,23 @@ def test_reads_only_instance_type_limits_in_the_region(
 def test_no_multus_subnets_is_an_error() -> None:
     with pytest.raises(ValueError, match="multus_subnet_arns"):
         multus_pod_ip_policy_statements(cluster_name="c", multus_subnet_arns=[])
+
+
+def test_the_action_lists_are_the_ec2_calls_in_the_agent() -> None:
+    # The integration test compares these lists with the calls of a running agent.
+    source = (Path(__file__).parents[3] / "multus_pod_ips" / "agent.py").read_text()
+    called = {f"ec2:{a}" for a in re.findall(r'(?:\.call|\._change)\(\s*"(\w+)"', source)}
+    assert called == set(POD_IP_ACTIONS) | set(POD_IP_READ_ACTIONS)
+    assert not set(POD_IP_ACTIONS) & set(POD_IP_READ_ACTIONS)
+
+
+def test_every_read_the_agent_makes_is_granted_to_the_node_role(
+    statements: dict[str, dict[str, Any]],
+) -> None:
+    # DescribeNetworkInterfaces through the bootstrap's read statement, in the same policy.
+    bootstrap_read = cdk.Stack().resolve(read_statement().to_statement_json())
+    granted: set[str] = set()
+    for statement in (statements["ReadInstanceTypeLimitsInRegion"], bootstrap_read):
+        actions = statement["Action"]  # one action: a string, several: a list
+        granted |= {actions} if isinstance(actions, str) else set(actions)
+    assert set(POD_IP_READ_ACTIONS) <= granted

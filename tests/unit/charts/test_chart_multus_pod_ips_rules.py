@@ -1,0 +1,185 @@
+"""Rules of the multus-pod-ips chart beyond the seed's shape: names and namespaces operators and
+the pod spec rely on, mount paths, the agent's configuration and the props' contract."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import FrozenInstanceError
+from pathlib import PurePosixPath
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from charts.multus_pod_ips import MultusPodIpsProps, agent_config
+from multus_pod_ips import AGENT_RUN_DIR
+from multus_pod_ips.agent import AgentConfig
+
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+@pytest.fixture(scope="module")
+def manifests(seed_manifests: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    return seed_manifests["multus-pod-ips"]
+
+
+@pytest.fixture(scope="module")
+def daemon_set(manifests: list[dict[str, Any]], helpers: SimpleNamespace) -> dict[str, Any]:
+    found: dict[str, Any] = helpers.find(manifests, "DaemonSet")
+    return found
+
+
+def test_the_daemon_set_is_the_one_the_docs_send_operators_to(
+    daemon_set: dict[str, Any],
+) -> None:
+    # docs/multus-pod-ips.md: `kubectl -n kube-system logs ds/multus-pod-ips -c agent`.
+    metadata = daemon_set["metadata"]
+    assert (metadata["namespace"], metadata["name"]) == ("kube-system", "multus-pod-ips")
+    assert [c["name"] for c in daemon_set["spec"]["template"]["spec"]["containers"]] == ["agent"]
+
+
+def test_the_daemon_set_selects_its_pods_by_the_fixed_app_label(daemon_set: dict[str, Any]) -> None:
+    # A DaemonSet's selector is immutable: a label derived from the construct path would force
+    # delete + create whenever the path changes.
+    assert daemon_set["spec"]["selector"] == {"matchLabels": {"app": "multus-pod-ips"}}
+    assert daemon_set["spec"]["template"]["metadata"]["labels"]["app"] == "multus-pod-ips"
+
+
+def test_the_code_volume_names_the_config_map_in_the_pods_namespace(
+    manifests: list[dict[str, Any]], daemon_set: dict[str, Any], helpers: SimpleNamespace
+) -> None:
+    # A configMap volume refers to a ConfigMap by name in the pod's own namespace.
+    config_map = helpers.find(manifests, "ConfigMap")["metadata"]
+    (volume,) = [v for v in daemon_set["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
+    assert config_map["namespace"] == daemon_set["metadata"]["namespace"]
+    assert volume["configMap"]["name"] == config_map["name"] == "multus-pod-ips"
+
+
+def test_every_mount_path_is_absolute(daemon_set: dict[str, Any]) -> None:
+    # OCI runtime spec (config.md, Mounts): a mount's destination MUST be an absolute path.
+    pod = daemon_set["spec"]["template"]["spec"]
+    paths = [
+        m["mountPath"]
+        for c in [*pod["initContainers"], *pod["containers"]]
+        for m in c["volumeMounts"]
+    ]
+    assert paths and all(PurePosixPath(path).is_absolute() for path in paths), paths
+
+
+def test_volume_and_container_names_are_dns_labels(daemon_set: dict[str, Any]) -> None:
+    # Kubernetes validates both as RFC 1123 labels; the JSON schema does not.
+    pod = daemon_set["spec"]["template"]["spec"]
+    names = [v["name"] for v in pod["volumes"]]
+    names += [c["name"] for c in [*pod["initContainers"], *pod["containers"]]]
+    assert len(names) == len(set(names))
+    assert all(DNS_LABEL.fullmatch(name) for name in names), names
+
+
+def test_host_directories_are_mounted_even_before_they_exist(daemon_set: dict[str, Any]) -> None:
+    # A new node may start the agent before anything created /run/multus-pod-ips or the
+    # bootstrap's state directory; without DirectoryOrCreate the pod would not start.
+    host_paths = [
+        v["hostPath"] for v in daemon_set["spec"]["template"]["spec"]["volumes"] if "hostPath" in v
+    ]
+    assert host_paths and all(h["type"] == "DirectoryOrCreate" for h in host_paths), host_paths
+
+
+def test_code_files_are_readable_and_neither_writable_nor_executable_by_others(
+    daemon_set: dict[str, Any],
+) -> None:
+    (volume,) = [v for v in daemon_set["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
+    mode = volume["configMap"].get("defaultMode", 0o644)  # Kubernetes' default
+    assert mode & 0o444 == 0o444
+    assert mode & 0o133 == 0
+
+
+def test_the_agent_runs_the_shipped_script_on_the_shipped_configuration(
+    manifests: list[dict[str, Any]], daemon_set: dict[str, Any], helpers: SimpleNamespace
+) -> None:
+    # agent.main's usage: agent.py CONFIG.json; AL2023's python3 runs it (docs/multus-pod-ips.md).
+    data = helpers.find(manifests, "ConfigMap")["data"]
+    (agent,) = daemon_set["spec"]["template"]["spec"]["containers"]
+    code = next(m["mountPath"] for m in agent["volumeMounts"] if m["name"] == "code")
+    assert agent["command"] == ["python3", f"{code}/agent.py", f"{code}/config.json"]
+    assert {"agent.py", "config.json"} <= set(data)
+
+
+def test_the_pinned_image_is_pulled_only_when_missing(daemon_set: dict[str, Any]) -> None:
+    pod = daemon_set["spec"]["template"]["spec"]
+    for container in [*pod["initContainers"], *pod["containers"]]:
+        assert container["imagePullPolicy"] == "IfNotPresent", container["name"]
+
+
+def test_the_pod_reserves_little_of_each_node(daemon_set: dict[str, Any]) -> None:
+    # It runs on every Multus node. A pod's effective request is the larger of its largest init
+    # container's and the sum of its containers' (Kubernetes, "Resource sharing within
+    # containers"); keep it within 0.1 CPU and 128 MiB.
+    pod = daemon_set["spec"]["template"]["spec"]
+
+    def effective(resource: str, unit: str) -> int:
+        def amount(container: dict[str, Any]) -> int:
+            return int(container["resources"]["requests"][resource].removesuffix(unit))
+
+        return max(
+            max(amount(c) for c in pod["initContainers"]),
+            sum(amount(c) for c in pod["containers"]),
+        )
+
+    assert effective("cpu", "m") <= 100
+    assert effective("memory", "Mi") <= 128
+
+
+def test_containers_run_as_root_for_root_owned_host_directories_and_nothing_more(
+    daemon_set: dict[str, Any],
+) -> None:
+    # /opt/cni/bin and /run belong to root on the host; capabilities are dropped (other test).
+    pod = daemon_set["spec"]["template"]["spec"]
+    for container in [*pod["initContainers"], *pod["containers"]]:
+        context = container["securityContext"]
+        assert (context["runAsUser"], context["runAsGroup"]) == (0, 0), container["name"]
+        # runAsNonRoot: true with user 0 makes the kubelet refuse to start the container.
+        assert context.get("runAsNonRoot") is not True, container["name"]
+        assert context["seccompProfile"] == {"type": "RuntimeDefault"}, container["name"]
+
+
+def test_the_agent_writes_no_host_directory_but_its_run_directory(
+    daemon_set: dict[str, Any],
+) -> None:
+    # Socket, pod records and readiness marker live in /run/multus-pod-ips on the host.
+    pod = daemon_set["spec"]["template"]["spec"]
+    host_volumes = {v["name"] for v in pod["volumes"] if "hostPath" in v}
+    (agent,) = pod["containers"]
+    writable = [
+        m["mountPath"]
+        for m in agent["volumeMounts"]
+        if m["name"] in host_volumes and not m.get("readOnly", False)
+    ]
+    assert writable == [AGENT_RUN_DIR]
+
+
+def test_the_agent_loads_the_shipped_configuration(
+    manifests: list[dict[str, Any]], helpers: SimpleNamespace
+) -> None:
+    data = helpers.find(manifests, "ConfigMap")["data"]
+
+    loaded = AgentConfig(**json.loads(data["config.json"]))
+
+    assert loaded.reconcile_seconds == 60  # docs/multus-pod-ips.md: "Every 60 s per ENI"
+    # Shipped as UTF-8 text whatever the synthesizing machine's locale.
+    assert data["agent.py"].isascii() and data["cni_plugin.py"].isascii()
+
+
+def test_a_configured_reconcile_period_reaches_the_agent() -> None:
+    props = MultusPodIpsProps(
+        image="img:1", interfaces={"multus1": ["10.0.4.32/27"]}, reconcile_seconds=15
+    )
+
+    shipped = json.loads(json.dumps(agent_config(props)))
+    assert AgentConfig(**shipped).reconcile_seconds == 15
+
+
+def test_props_are_immutable() -> None:
+    props = MultusPodIpsProps(image="img:1", interfaces={"multus1": ["10.0.4.32/27"]})
+    with pytest.raises(FrozenInstanceError):
+        props.namespace = "other"  # type: ignore[misc]
