@@ -96,9 +96,7 @@ def _daemon_set(scope: Construct, props: MultusPodIpsProps, code: kplus.ConfigMa
     daemon_set = kplus.DaemonSet(
         scope,
         "daemon-set",
-        metadata=cdk8s.ApiObjectMetadata(
-            name="multus-pod-ips", namespace=props.namespace, labels={"app": "multus-pod-ips"}
-        ),
+        metadata=cdk8s.ApiObjectMetadata(name="multus-pod-ips", namespace=props.namespace),
         select=False,
         # It talks to IMDS and EC2 only, never to the Kubernetes API.
         automount_service_account_token=False,
@@ -159,7 +157,6 @@ def _daemon_set(scope: Construct, props: MultusPodIpsProps, code: kplus.ConfigMa
         image=props.image,
         image_pull_policy=kplus.ImagePullPolicy.IF_NOT_PRESENT,
         command=["python3", f"{_CODE_DIR}/agent.py", f"{_CODE_DIR}/config.json"],
-        env_variables={"PYTHONDONTWRITEBYTECODE": kplus.EnvValue.from_value("1")},
         resources=resources(
             cpu_millis=50, cpu_limit_millis=200, memory_mib=64, memory_limit_mib=128
         ),

@@ -114,6 +114,7 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
             "--confcutdir=tests/unit/charts",
             "tests/unit/charts/test_chart_multus_pod_ips.py",
             "tests/unit/charts/test_chart_multus_pod_ips_rules.py",
+            "tests/unit/charts/test_daemon_set_overhead.py",
         ]
     ],
     "multus_pod_ips/cni_plugin.py": [
