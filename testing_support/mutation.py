@@ -68,7 +68,9 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
         [
             "tests/unit/charts/test_chart_cleartaints.py",
             "tests/unit/charts/test_chart_cleartaints_rules.py",
-        ]
+        ],
+        # The Kubernetes schema: a misspelt or missing field of the admission policy.
+        ["tests/unit/charts/test_chart_validation.py", "-k", "cleartaints"],
     ],
     "cdk_constructs/subnet_cidr_reservation_handler/index.py": [
         [
@@ -87,7 +89,9 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
         [
             "tests/unit/charts/test_chart_network_attachments.py",
             "tests/unit/charts/test_chart_network_attachments_rules.py",
-        ]
+        ],
+        # The upstream NetworkAttachmentDefinition CRD's schema.
+        ["tests/unit/charts/test_chart_validation.py", "-k", "network-attachments"],
     ],
 }
 
