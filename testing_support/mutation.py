@@ -89,9 +89,7 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
         [
             "tests/unit/charts/test_chart_network_attachments.py",
             "tests/unit/charts/test_chart_network_attachments_rules.py",
-        ],
-        # The upstream NetworkAttachmentDefinition CRD's schema.
-        ["tests/unit/charts/test_chart_validation.py", "-k", "network-attachments"],
+        ]
     ],
 }
 
