@@ -282,3 +282,14 @@ def test_the_resource_budget_is_small_and_bounded(daemon_set: dict[str, Any]) ->
         "requests": {"cpu": "10m", "memory": "32Mi"},
         "limits": {"cpu": "100m", "memory": "64Mi"},
     }
+
+
+def test_every_denial_names_the_account_it_refuses(
+    manifests: list[dict[str, Any]], helpers: SimpleNamespace
+) -> None:
+    # Without a message the API server answers with the bare CEL expression; the person who
+    # reads the denial (in the pod's log) should learn whose request the policy refused.
+    validations = helpers.find(manifests, "ValidatingAdmissionPolicy")["spec"]["validations"]
+    assert validations
+    for validation in validations:
+        assert SERVICE_ACCOUNT in validation.get("message", ""), validation
