@@ -88,7 +88,10 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
         [
             "tests/unit/charts/test_chart_cleartaints.py",
             "tests/unit/charts/test_chart_cleartaints_rules.py",
-        ]
+            "tests/unit/charts/test_daemon_set_overhead.py",
+        ],
+        # The Kubernetes schema: a misspelt or missing field of the admission policy.
+        ["tests/unit/charts/test_chart_validation.py", "-k", "cleartaints"],
     ],
     "cdk_constructs/subnet_cidr_reservation_handler/index.py": [
         [

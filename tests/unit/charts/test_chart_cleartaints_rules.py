@@ -12,9 +12,15 @@ from pathlib import PurePosixPath
 from types import SimpleNamespace
 from typing import Any
 
+import cdk8s
 import pytest
 
-from charts.cleartaints import CLEAR_TAINT_SCRIPT, NODE_NAME_EXTRA, ClearTaintsProps
+from charts.cleartaints import (
+    CLEAR_TAINT_SCRIPT,
+    NODE_NAME_EXTRA,
+    ClearTaintsChart,
+    ClearTaintsProps,
+)
 from tests.unit.charts.test_chart_cleartaints import (
     NODE,
     SERVICE_ACCOUNT,
@@ -187,3 +193,92 @@ def test_props_are_immutable() -> None:
     props = ClearTaintsProps(image="public.ecr.aws/amazonlinux/amazonlinux:2023")
     with pytest.raises(FrozenInstanceError):
         props.namespace = "other"  # type: ignore[misc]
+
+
+def test_the_pod_runs_as_the_identity_that_rbac_binds_and_the_policy_restricts(
+    manifests: list[dict[str, Any]], daemon_set: dict[str, Any], helpers: SimpleNamespace
+) -> None:
+    # The policy matches requests by username, the service account's
+    # system:serviceaccount:<namespace>:<name>. A pod running as another account would either
+    # lack the RBAC grant or, worse, patch nodes with the grant but outside the policy.
+    pod = daemon_set["spec"]["template"]["spec"]
+    namespace = daemon_set["metadata"]["namespace"]
+    account = helpers.find(manifests, "ServiceAccount")["metadata"]
+    assert (account["namespace"], account["name"]) == (namespace, pod["serviceAccountName"])
+    binding = helpers.find(manifests, "ClusterRoleBinding")
+    assert [(s["kind"], s["namespace"], s["name"]) for s in binding["subjects"]] == [
+        ("ServiceAccount", namespace, pod["serviceAccountName"])
+    ]
+    policy = helpers.find(manifests, "ValidatingAdmissionPolicy")
+    username = f"system:serviceaccount:{namespace}:{pod['serviceAccountName']}"
+    old, new = node_object(NODE, [STARTUP_TAINT]), node_object(NODE, [])
+    assert not admitted(policy, username, "ip-10-0-9-9.us-west-2.compute.internal", old, new)
+
+
+def test_every_object_has_a_fixed_name_not_one_derived_from_the_construct_path(
+    manifests: list[dict[str, Any]],
+) -> None:
+    # cdk8s derives a missing name from the construct path (plus a hash): a refactor of the
+    # code would then apply each object as a new one and prune the old, e.g. briefly two
+    # DaemonSets or a ClusterRoleBinding that points at a deleted role.
+    names = {(m["kind"], m["metadata"]["name"]) for m in manifests}
+    assert names == {
+        ("Namespace", "cleartaints"),
+        ("ServiceAccount", "cleartaints"),
+        ("ClusterRole", "cleartaints"),
+        ("ClusterRoleBinding", "cleartaints"),
+        ("DaemonSet", "cleartaints"),
+        ("ValidatingAdmissionPolicy", "cleartaints-own-node-startup-taint"),
+        ("ValidatingAdmissionPolicyBinding", "cleartaints-own-node-startup-taint"),
+    }
+
+
+def test_the_container_runs_the_readiness_script_with_bash(daemon_set: dict[str, Any]) -> None:
+    # The script uses bash features ([[ ]], ${var//...}, BASH_REMATCH): sh would not do.
+    (container,) = daemon_set["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["/bin/bash", "-c", CLEAR_TAINT_SCRIPT]
+    assert "args" not in container
+
+
+def test_it_tolerates_only_the_startup_taint_it_removes(
+    daemon_set: dict[str, Any], helpers: SimpleNamespace
+) -> None:
+    # operator Exists: whatever value the NodePool gives the taint. Only its NoSchedule effect:
+    # a NoExecute taint with the same key (someone draining the node) must still evict the pod.
+    tolerations = daemon_set["spec"]["template"]["spec"]["tolerations"]
+    assert tolerations == [
+        {"key": "multus/not-ready", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert helpers.tolerates(tolerations, "multus/not-ready", "any", "NoSchedule")
+    assert not helpers.tolerates(tolerations, "multus/not-ready", "true", "NoExecute")
+
+
+def test_every_cni_file_is_waited_for_at_its_path_under_the_mounted_config_dir(
+    helpers: SimpleNamespace,
+) -> None:
+    # The script iterates $CNI_FILES word by word; each host file under /etc/cni/net.d is seen
+    # by the container under the mount of that directory.
+    props = ClearTaintsProps(
+        image="public.ecr.aws/amazonlinux/amazonlinux:2023",
+        cni_files=["/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig", "/etc/cni/net.d/up.conf"],
+    )
+    manifests = cdk8s.Testing.synth(ClearTaintsChart(cdk8s.Testing.app(), "ct", props))
+    (container,) = helpers.find(manifests, "DaemonSet")["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "cni-config")["mountPath"]
+    assert env["CNI_FILES"].split(" ") == [
+        f"{mount}/whereabouts.d/whereabouts.kubeconfig",
+        f"{mount}/up.conf",
+    ]
+    assert env["CNI_CONF_DIR"] == mount
+
+
+def test_every_denial_names_the_account_it_refuses(
+    manifests: list[dict[str, Any]], helpers: SimpleNamespace
+) -> None:
+    # Without a message the API server answers with the bare CEL expression; the person who
+    # reads the denial (in the pod's log) should learn whose request the policy refused.
+    validations = helpers.find(manifests, "ValidatingAdmissionPolicy")["spec"]["validations"]
+    assert validations
+    for validation in validations:
+        assert SERVICE_ACCOUNT in validation.get("message", ""), validation

@@ -135,3 +135,22 @@ def test_node_local_nads_come_after_a_namespace_the_chart_creates() -> None:
         ("Namespace", "telco"),
         ("NetworkAttachmentDefinition", "up-a"),
     ]
+
+
+def test_every_nad_is_the_kind_and_version_the_multus_crd_serves(
+    upstream_crds: dict[str, dict[str, Any]], helpers: SimpleNamespace
+) -> None:
+    # Multus looks NADs up through its CRD; an object of another group/version is not one,
+    # whether it carries a config or (node_prefix) an empty spec.
+    crd = upstream_crds["k8s.cni.cncf.io/NetworkAttachmentDefinition"]
+    served = [v["name"] for v in crd["spec"]["versions"] if v["served"]]
+    props = NetworkAttachmentsProps(
+        namespace="telco", attachments=[attachment()], node_local_names=["userplane-us-west-2a"]
+    )
+    objects = cdk8s.Testing.synth(NetworkAttachmentsChart(cdk8s.Testing.app(), "nads", props))
+    assert len(objects) == 2
+    for nad in objects:
+        group, _, version = nad["apiVersion"].partition("/")
+        assert (group, nad["kind"]) == (crd["spec"]["group"], crd["spec"]["names"]["kind"]), nad
+        assert version in served, nad
+        helpers.validate_custom_object(nad, helpers.crd_schema(crd, version))
