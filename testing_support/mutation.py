@@ -57,11 +57,53 @@ _CONFIG_TESTS = [
     ],
     ["tests/unit/config", "-k", "not cli_entry and not synthesizes"],
 ]
+# Reading the config: the cheap tier calls the loader directly; the second runs every bad-input
+# and valid-input case through app.main (no synthesis).
+_CONFIG_LOADING_TESTS = [
+    [
+        "--confcutdir=tests/unit/config",
+        "tests/unit/config/test_loader.py",
+        "tests/unit/config/test_overrides.py",
+        "tests/unit/config/test_documents.py",
+        "tests/unit/config/test_coercion.py",
+    ],
+    [
+        "tests/unit/config/test_bad_input.py",
+        "tests/unit/config/test_valid_input.py",
+        "tests/unit/config/test_pipeline.py",
+        "-k",
+        "not cli_entry and not synthesizes",
+    ],
+]
 MODULE_TESTS: dict[str, list[list[str]]] = {
     "config/model.py": _CONFIG_TESTS,
+    "config/loader.py": _CONFIG_LOADING_TESTS,
+    "config/overrides.py": _CONFIG_LOADING_TESTS,
+    "config/documents.py": _CONFIG_LOADING_TESTS,
+    "config/coercion.py": _CONFIG_LOADING_TESTS,
     "config/aws_regions.py": _CONFIG_TESTS,
     "config/karpenter_releases.py": _CONFIG_TESTS,
-    "node_bootstrap/interface_names.py": _CONFIG_TESTS,
+    # The rule is applied by the config (network names) and by the renderer (its props).
+    "node_bootstrap/interface_names.py": [
+        [
+            "--confcutdir=tests/unit/config",
+            "tests/unit/config/test_fact_table_shapes.py",
+            "tests/unit/config/test_fact_tables.py",
+            "tests/unit/config/test_model.py",
+            "tests/unit/node_bootstrap/test_interface_names.py",
+        ],
+        ["tests/unit/node_bootstrap/test_renderer_rules.py"],
+    ],
+    # The emulator run of the node_prefix bootstrap (about a minute) only for what the unit
+    # tests let through.
+    "node_bootstrap/node_prefix.py": [
+        [
+            "tests/unit/node_bootstrap/test_node_prefix_rendering.py",
+            "tests/unit/node_bootstrap/test_node_prefix.py",
+            "tests/unit/stacks/test_cluster_props.py",
+        ],
+        ["tests/integration/node_bootstrap/test_node_prefix_bootstrap.py"],
+    ],
     "config/node_pool_rules.py": _CONFIG_TESTS,
     "config/patterns.py": _CONFIG_TESTS,
     "charts/cleartaints.py": [
