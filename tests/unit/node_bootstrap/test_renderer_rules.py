@@ -17,8 +17,8 @@ from node_bootstrap.renderer import (
     NodeBootstrapProps,
     UserDataTooLarge,
     deployed_size,
-    render_configuration,
     pack,
+    render_configuration,
     render_user_data,
     script_code,
 )
