@@ -48,3 +48,10 @@ def test_a_key_given_twice_is_named(text: str, is_json: bool, expected: str) -> 
     with pytest.raises(ConfigError) as error:
         load_document(text, "f", is_json=is_json)
     assert str(error.value).startswith(expected)
+
+
+@pytest.mark.parametrize("key", ["[a, b]", "{a: 1}"])
+def test_a_list_or_mapping_as_key_is_refused_as_invalid_yaml(key: str) -> None:
+    # YAML allows complex keys ("? [a, b]"); no config key is one.
+    with pytest.raises(ConfigError, match=r"(?s)^f: not valid JSON/YAML: .*found unhashable key"):
+        load_document(f"? {key}\n: x\n", "f", is_json=False)
