@@ -60,6 +60,10 @@ def test_data_line_per_az_with_the_gateway_and_config_file() -> None:
         "10.0.8.1 l2 90-node-prefix-eni2.conflist'"
     ) in configuration
     assert "MULTUS_IPAM_DATA_DIR=/run/cni/node-prefix-ipam" in configuration
+    # containerd's CNI config directory on the EKS AMI, which Multus (confDir) reads as well,
+    # and the file the VPC CNI installs there.
+    assert "MULTUS_CNI_CONFIG_DIR=/etc/cni/net.d\n" in configuration
+    assert "MULTUS_RUNTIME_CNI_CONFIG=10-aws.conflist\n" in configuration
 
 
 @pytest.mark.parametrize(
