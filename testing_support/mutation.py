@@ -90,19 +90,16 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
             "tests/unit/config/test_fact_table_shapes.py",
             "tests/unit/config/test_fact_tables.py",
             "tests/unit/config/test_model.py",
-            "tests/unit/node_bootstrap/test_interface_names.py",
         ],
         ["tests/unit/node_bootstrap/test_renderer_rules.py"],
     ],
-    # The emulator run of the node_prefix bootstrap (about a minute) only for what the unit
-    # tests let through.
+    # Not the emulator run of the node_prefix bootstrap: a minute and more per mutant.
     "node_bootstrap/node_prefix.py": [
         [
             "tests/unit/node_bootstrap/test_node_prefix_rendering.py",
             "tests/unit/node_bootstrap/test_node_prefix.py",
             "tests/unit/stacks/test_cluster_props.py",
-        ],
-        ["tests/integration/node_bootstrap/test_node_prefix_bootstrap.py"],
+        ]
     ],
     "config/node_pool_rules.py": _CONFIG_TESTS,
     "config/patterns.py": _CONFIG_TESTS,
