@@ -7,11 +7,14 @@ import base64
 import email
 import subprocess
 from dataclasses import FrozenInstanceError, replace
+from pathlib import Path
 
 import pytest
 
 from node_bootstrap.renderer import (
     MIME_BOUNDARY,
+    NODE_PREFIX_SCRIPT_NAME,
+    SCRIPT_NAME,
     AzPlacement,
     MultusInterface,
     NodeBootstrapProps,
@@ -205,3 +208,8 @@ def test_the_packed_code_is_in_base64_lines_of_76_characters() -> None:
     assert len(lines) > 2
     assert {len(line) for line in lines[:-1]} == {76}
     assert 0 < len(lines[-1]) <= 76
+
+
+@pytest.mark.parametrize("name", [SCRIPT_NAME, NODE_PREFIX_SCRIPT_NAME])
+def test_the_node_scripts_are_ascii_so_every_locale_reads_them_alike(name: str) -> None:
+    assert (Path(__file__).parents[3] / "node_bootstrap" / name).read_bytes().isascii()
