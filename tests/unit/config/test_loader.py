@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import FrozenInstanceError
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,12 @@ def test_the_cdk_cli_packages_are_the_ones_package_json_pins() -> None:
     pinned = json.loads((REPO / "package.json").read_text())["devDependencies"]
     assert pinned_npm_version(REPO, CDK_CLI_PACKAGE) == pinned["aws-cdk"]
     assert pinned_npm_version(REPO, CDK_ASSETS_PACKAGE) == pinned["cdk-assets"]
+
+
+def test_the_loaded_config_cannot_be_changed_after_validation() -> None:
+    # Every stage reads the same objects: what was validated is what gets built.
+    loaded = load_config({"config_file": "examples/pipeline-three-environments.json"}, REPO)
+    with pytest.raises(FrozenInstanceError):
+        loaded.base = loaded.environments[0].config  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        loaded.environments[0].config = loaded.base  # type: ignore[misc]
