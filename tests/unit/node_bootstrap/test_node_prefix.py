@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import FrozenInstanceError, replace
+from pathlib import Path
 
 import pytest
 
-from node_bootstrap.node_prefix import NodePrefixNetwork, render_node_prefix_lines
+from node_bootstrap.node_prefix import (
+    NODE_PREFIX_CNI_PLUGINS,
+    NodePrefixNetwork,
+    render_node_prefix_lines,
+)
+
+SCRIPT = Path(__file__).parents[3] / "node_bootstrap" / "node_prefix.sh"
 
 
 def network(**changes: object) -> NodePrefixNetwork:
@@ -85,3 +93,9 @@ def test_a_network_is_an_immutable_value() -> None:
     # What was validated is what gets rendered.
     with pytest.raises(FrozenInstanceError):
         network().prefix_count = 0  # type: ignore[misc]
+
+
+def test_the_plugins_named_are_those_the_node_config_uses() -> None:
+    # cleartaints waits for these binaries: every "type" of the CNI config node_prefix.sh writes.
+    types = re.findall(r'"type":"([a-z-]+)"', SCRIPT.read_text())
+    assert sorted(types) == sorted(NODE_PREFIX_CNI_PLUGINS)
