@@ -66,6 +66,11 @@ def test_an_index_that_cannot_be_applied_gets_the_general_form(key: str) -> None
 def test_brackets_in_a_key_are_refused_even_without_an_index(key: str) -> None:
     message = refusal({key: "x"})
     assert f"-c {key}: list items cannot be addressed by index" in message
+    # No list named: the example shows the form with one that is.
+    assert message.endswith(
+        "give the whole list as JSON, for example "
+        """-c 'config.availability_zones=["us-west-2a", ...]'"""
+    )
 
 
 def test_the_suggestion_needs_the_config_before_the_overrides() -> None:
