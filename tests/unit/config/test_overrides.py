@@ -170,3 +170,16 @@ def test_typed_context_values_are_taken_as_they_are() -> None:
         {"config.availability_zones": ["a", "b"], "config.karpenter.replicas": 3, "other": "x"}
     )
     assert nested == {"availability_zones": ["a", "b"], "karpenter": {"replicas": 3}}
+
+
+def test_a_key_inside_a_section_of_a_list_item_is_set_in_the_suggestion() -> None:
+    key = "config.pipeline.environments[0].overrides.name"
+    environments = suggested(refusal(pipeline_context(**{key: "dev-app"})), "pipeline.environments")
+    fixed = pipeline_context(**{"config.pipeline.environments": json.dumps(environments)})
+    loaded = load_config(fixed, REPO)
+    assert [e.config.name for e in loaded.environments] == [
+        "dev-app",
+        "karpenterwithmultus",
+        "karpenterwithmultus",
+    ]
+    assert loaded.environments[0].settings.account == "222222222222"
