@@ -93,7 +93,7 @@ def test_two_environments_in_one_account_and_region_need_distinct_names() -> Non
 
     message = broken(same_place)
     assert "staging and production deploy to 333333333333/ap-northeast-1" in message
-    assert "overrides.name" in message
+    assert "the same name 'karpenterwithmultus'; set overrides.name in one of them" in message
 
 
 def test_pipeline_errors_name_the_pipeline_section() -> None:
