@@ -7,6 +7,7 @@ replace the first; here that is an error naming the key and where it repeats.
 from __future__ import annotations
 
 import json
+from collections.abc import Hashable
 from typing import Any
 
 import yaml
@@ -26,7 +27,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
-            key = self.construct_object(key_node, deep=True)
+            key = self.construct_object(key_node)
+            if not isinstance(key, Hashable):
+                continue  # a list or mapping as key: SafeLoader refuses it ("unhashable key")
             line = key_node.start_mark.line + 1
             if key in seen:
                 raise _DuplicateKey(f"key {key!r} appears twice (lines {seen[key]} and {line})")

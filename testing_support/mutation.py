@@ -58,6 +58,25 @@ _CONFIG_TESTS = [
     ["tests/unit/config", "-k", "not cli_entry and not synthesizes"],
 ]
 
+# Reading the config: the cheap tier calls the loader directly; the second runs every bad-input
+# and valid-input case through app.main (no synthesis).
+_CONFIG_LOADING_TESTS = [
+    [
+        "--confcutdir=tests/unit/config",
+        "tests/unit/config/test_loader.py",
+        "tests/unit/config/test_overrides.py",
+        "tests/unit/config/test_documents.py",
+        "tests/unit/config/test_coercion.py",
+    ],
+    [
+        "tests/unit/config/test_bad_input.py",
+        "tests/unit/config/test_valid_input.py",
+        "tests/unit/config/test_pipeline.py",
+        "-k",
+        "not cli_entry and not synthesizes",
+    ],
+]
+
 
 def _config_tests_after(*mirror: str) -> list[list[str]]:
     """A config module's own test files first (a second or two), then the config tiers."""
@@ -70,11 +89,32 @@ _FACT_TABLE_TESTS = (
 )
 MODULE_TESTS: dict[str, list[list[str]]] = {
     "config/model.py": _CONFIG_TESTS,
+    "config/loader.py": _CONFIG_LOADING_TESTS,
+    "config/overrides.py": _CONFIG_LOADING_TESTS,
+    "config/documents.py": _CONFIG_LOADING_TESTS,
+    "config/coercion.py": _CONFIG_LOADING_TESTS,
     "config/aws_regions.py": _config_tests_after(*_FACT_TABLE_TESTS),
     "config/karpenter_releases.py": _config_tests_after(
         "tests/unit/config/test_karpenter_releases_rules.py", *_FACT_TABLE_TESTS
     ),
-    "node_bootstrap/interface_names.py": _CONFIG_TESTS,
+    # The rule is applied by the config (network names) and by the renderer (its props).
+    "node_bootstrap/interface_names.py": [
+        [
+            "--confcutdir=tests/unit/config",
+            "tests/unit/config/test_fact_table_shapes.py",
+            "tests/unit/config/test_fact_tables.py",
+            "tests/unit/config/test_model.py",
+        ],
+        ["tests/unit/node_bootstrap/test_renderer_rules.py"],
+    ],
+    # Not the emulator run of the node_prefix bootstrap: a minute and more per mutant.
+    "node_bootstrap/node_prefix.py": [
+        [
+            "tests/unit/node_bootstrap/test_node_prefix_rendering.py",
+            "tests/unit/node_bootstrap/test_node_prefix.py",
+            "tests/unit/stacks/test_cluster_props.py",
+        ]
+    ],
     "config/node_pool_rules.py": _config_tests_after(
         "tests/unit/config/test_node_pool_rules.py", "tests/unit/config/test_valid_edges.py"
     ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import FrozenInstanceError
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,54 @@ def test_cli_pins_are_read_from_package_json(tmp_path: Path) -> None:
     (tmp_path / "package.json").write_text('{"devDependencies": {"aws-cdk": "^2.1148.1"}}')
     with pytest.raises(ConfigError, match=r"devDependencies.aws-cdk must be an exact version"):
         pinned_npm_version(tmp_path, "aws-cdk")
+
+
+@pytest.mark.parametrize(
+    ("base", "override"),
+    [({"a": {"b": 1}}, {"a": None}), ({"a": "text"}, {"a": {"b": 2}})],
+)
+def test_deep_merge_later_value_wins_over_another_kind(
+    base: dict[str, object], override: dict[str, object]
+) -> None:
+    assert deep_merge(base, override) == override
+
+
+def test_a_config_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    # Windows editors save UTF-8 with a BOM; JSON parsers refuse it unless it is dropped.
+    (tmp_path / "env.json").write_bytes(b"\xef\xbb\xbf" + b'{"name": "bom"}')
+    assert load_config({"config_file": "env.json"}, tmp_path).base.name == "bom"
+
+
+def test_a_json_file_is_read_as_json_not_yaml(tmp_path: Path) -> None:
+    (tmp_path / "env.json").write_text("name: yaml-syntax\n")
+    with pytest.raises(ConfigError, match=r"env\.json: not valid JSON/YAML"):
+        load_config({"config_file": "env.json"}, tmp_path)
+
+
+def test_config_file_must_be_a_path() -> None:
+    with pytest.raises(ConfigError, match=r"config_file must be a path, not 5"):
+        load_config({"config_file": 5}, REPO)
+
+
+def test_errors_name_the_document_they_are_in() -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config({"config.vpc.nat_gateways": "two"}, REPO)
+    assert str(error.value).startswith("Invalid config:\n  - vpc.nat_gateways: ")
+
+
+def test_the_cdk_cli_packages_are_the_ones_package_json_pins() -> None:
+    # npm names: aws-cdk is the CDK CLI, cdk-assets publishes the assets in the pipeline.
+    from config.loader import CDK_ASSETS_PACKAGE, CDK_CLI_PACKAGE, pinned_npm_version
+
+    pinned = json.loads((REPO / "package.json").read_text())["devDependencies"]
+    assert pinned_npm_version(REPO, CDK_CLI_PACKAGE) == pinned["aws-cdk"]
+    assert pinned_npm_version(REPO, CDK_ASSETS_PACKAGE) == pinned["cdk-assets"]
+
+
+def test_the_loaded_config_cannot_be_changed_after_validation() -> None:
+    # Every stage reads the same objects: what was validated is what gets built.
+    loaded = load_config({"config_file": "examples/pipeline-three-environments.json"}, REPO)
+    with pytest.raises(FrozenInstanceError):
+        loaded.base = loaded.environments[0].config  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        loaded.environments[0].config = loaded.base  # type: ignore[misc]

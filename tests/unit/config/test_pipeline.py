@@ -93,4 +93,23 @@ def test_two_environments_in_one_account_and_region_need_distinct_names() -> Non
 
     message = broken(same_place)
     assert "staging and production deploy to 333333333333/ap-northeast-1" in message
-    assert "overrides.name" in message
+    assert "the same name 'karpenterwithmultus'; set overrides.name in one of them" in message
+
+
+def test_pipeline_errors_name_the_pipeline_section() -> None:
+    message = broken(lambda p: p["environments"][0].update(account="12345"))
+    assert message.startswith("Invalid pipeline config:\n  - pipeline.environments[0].account: ")
+
+
+def test_two_environments_in_one_place_need_distinct_cluster_names() -> None:
+    def one_cluster_name(pipeline: dict[str, Any]) -> None:
+        production = pipeline["environments"][2]
+        production.update(account="333333333333", region="ap-northeast-1")
+        production["availability_zones"] = ["ap-northeast-1a", "ap-northeast-1c"]
+        staging_overrides = pipeline["environments"][1]["overrides"]
+        staging_overrides["cluster"] = {"name": "shared"}
+        production["overrides"] = {**staging_overrides, "name": "production"}
+
+    message = broken(one_cluster_name)
+    assert "staging and production deploy to 333333333333/ap-northeast-1" in message
+    assert "the same cluster name 'shared'; set overrides.cluster.name in one of them" in message

@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 from node_bootstrap import AzPlacement, NodePrefixNetwork, render_user_data
-from node_bootstrap.renderer import NODE_PREFIX_SCRIPT_NAME, SCRIPT_NAME, render_configuration
+from node_bootstrap.renderer import (
+    NODE_PREFIX_SCRIPT_NAME,
+    SCRIPT_NAME,
+    deployed_size,
+    render_configuration,
+)
 from testing_support.multus_emulator import expanded_script
 from tests.unit.node_bootstrap.test_renderer import SHELLCHECK, two_network_props
 
@@ -55,6 +60,10 @@ def test_data_line_per_az_with_the_gateway_and_config_file() -> None:
         "10.0.8.1 l2 90-node-prefix-eni2.conflist'"
     ) in configuration
     assert "MULTUS_IPAM_DATA_DIR=/run/cni/node-prefix-ipam" in configuration
+    # containerd's CNI config directory on the EKS AMI, which Multus (confDir) reads as well,
+    # and the file the VPC CNI installs there.
+    assert "MULTUS_CNI_CONFIG_DIR=/etc/cni/net.d\n" in configuration
+    assert "MULTUS_RUNTIME_CNI_CONFIG=10-aws.conflist\n" in configuration
 
 
 @pytest.mark.parametrize(
@@ -113,3 +122,19 @@ def test_shellcheck_reports_nothing_but_the_overridden_hooks(tmp_path: Path) -> 
     for command in checks:
         completed = subprocess.run(command, capture_output=True, text=True, check=False)
         assert (completed.returncode, completed.stdout + completed.stderr) == (0, ""), command
+
+
+def test_the_size_budget_counts_the_node_prefix_part() -> None:
+    # The node_prefix data lines and library are in the user-data EC2 receives.
+    # As two_network_props: two subnets per AZ, one security group in 2a and two in 2b.
+    placements = {
+        az: AzPlacement(
+            subnet_ids=["subnet-" + "0" * 17] * 2, security_group_ids=["sg-" + "0" * 17] * groups
+        )
+        for az, groups in (("us-west-2a", 1), ("us-west-2b", 2))
+    }
+    networks = [userplane("us-west-2a"), userplane("us-west-2b")]
+    deployed = two_network_props(placements=placements, node_prefix=networks)
+    assert deployed_size(two_network_props(node_prefix=networks)) == len(
+        render_user_data(deployed).encode()
+    )

@@ -3,19 +3,24 @@ tag keys ENIs of earlier nodes already carry, and the edges of each props rule."
 
 from __future__ import annotations
 
+import base64
 import email
 import subprocess
 from dataclasses import FrozenInstanceError, replace
+from pathlib import Path
 
 import pytest
 
 from node_bootstrap.renderer import (
     MIME_BOUNDARY,
+    NODE_PREFIX_SCRIPT_NAME,
+    SCRIPT_NAME,
     AzPlacement,
     MultusInterface,
     NodeBootstrapProps,
     UserDataTooLarge,
     deployed_size,
+    pack,
     render_configuration,
     render_user_data,
     script_code,
@@ -185,3 +190,26 @@ def test_the_size_is_counted_with_the_longest_ids_aws_gives() -> None:
     with_tokens = props(placements={"us-west-2a": tokens})
     with_longest = props(placements={"us-west-2a": longest})
     assert deployed_size(with_tokens) == len(render_user_data(with_longest).encode())
+
+
+def test_the_packed_code_is_gzip_at_maximum_compression_without_a_timestamp() -> None:
+    # RFC 1952 2.3.1: MTIME 0 means no time stamp (a re-synth gives the same user-data, so
+    # Karpenter sees no drift); XFL 2 means maximum compression (the 12 KiB budget).
+    header = base64.b64decode(pack(script_code(props())))[:10]
+    assert header[:3] == b"\x1f\x8b\x08"  # gzip magic, deflate
+    assert header[4:8] == b"\0\0\0\0"
+    assert header[8] == 2
+
+
+def test_the_packed_code_is_in_base64_lines_of_76_characters() -> None:
+    # RFC 2045 6.8: base64 in lines of at most 76 characters; shorter ones only add newline
+    # bytes to the budget.
+    lines = pack(script_code(props())).split("\n")
+    assert len(lines) > 2
+    assert {len(line) for line in lines[:-1]} == {76}
+    assert 0 < len(lines[-1]) <= 76
+
+
+@pytest.mark.parametrize("name", [SCRIPT_NAME, NODE_PREFIX_SCRIPT_NAME])
+def test_the_node_scripts_are_ascii_so_every_locale_reads_them_alike(name: str) -> None:
+    assert (Path(__file__).parents[3] / "node_bootstrap" / name).read_bytes().isascii()
