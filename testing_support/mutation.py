@@ -66,7 +66,6 @@ _CONFIG_LOADING_TESTS = [
         "tests/unit/config/test_loader.py",
         "tests/unit/config/test_overrides.py",
         "tests/unit/config/test_documents.py",
-        "tests/unit/config/test_coercion.py",
     ],
     [
         "tests/unit/config/test_bad_input.py",
