@@ -64,6 +64,20 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
     "node_bootstrap/interface_names.py": _CONFIG_TESTS,
     "config/node_pool_rules.py": _CONFIG_TESTS,
     "config/patterns.py": _CONFIG_TESTS,
+    # Their own test files first (no CDK import), then the config package as above.
+    "config/cluster_access.py": [
+        ["--confcutdir=tests/unit/config", "tests/unit/config/test_cluster_access.py"],
+        _CONFIG_TESTS[1],
+    ],
+    "config/node_prefix.py": [
+        ["--confcutdir=tests/unit/config", "tests/unit/config/test_node_prefix.py"],
+        _CONFIG_TESTS[1],
+    ],
+    # The section's rules and reference forms in-process, then the synthesized app's images.
+    "config/images.py": [
+        ["--confcutdir=tests/unit/config", "tests/unit/config/test_images.py"],
+        ["tests/unit/stacks/test_images.py"],
+    ],
     "charts/cleartaints.py": [
         [
             "tests/unit/charts/test_chart_cleartaints.py",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +13,9 @@ from config import ConfigError, parse_config
 from config.instance_types import NODE_POOL_FAMILIES
 from config.interface_addresses import IPV4_ADDRESSES_PER_INTERFACE
 from config.node_prefix import max_nodes
-from tests.conftest import REPO
+
+# Not tests.conftest's REPO: importing it starts the CDK (jsii), which these cases do not need.
+REPO = Path(__file__).resolve().parents[3]
 
 
 def example_raw() -> dict[str, Any]:
