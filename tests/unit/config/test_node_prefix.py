@@ -12,7 +12,8 @@ import pytest
 from config import ConfigError, parse_config
 from config.instance_types import NODE_POOL_FAMILIES
 from config.interface_addresses import IPV4_ADDRESSES_PER_INTERFACE
-from config.node_prefix import max_nodes
+from config.model import NodePoolConfig
+from config.node_prefix import max_nodes, max_pods
 
 # Not tests.conftest's REPO: importing it starts the CDK (jsii), which these cases do not need.
 REPO = Path(__file__).resolve().parents[3]
@@ -56,6 +57,20 @@ def test_default_prefixes_per_node_follow_max_pods(instance_cpus: list[int], exp
     raw["node_pool"] = {"instance_cpus": instance_cpus, "cpu_limit": "1"}
     config = parse_config(raw)
     assert config.prefixes_per_node(config.multus.networks[1]) == expected
+
+
+@pytest.mark.parametrize(
+    ("instance_cpus", "expected"),
+    # The EKS AMI's eni-max-pods.txt: m5.large 29, m5.xlarge 58, m5.2xlarge 58, m5.4xlarge 234.
+    [([2], 29), ([4], 58), ([8], 58), ([16], 234), ([2, 16], 234)],
+)
+def test_max_pods_is_the_eni_limited_count_of_the_largest_size(
+    instance_cpus: list[int], expected: int
+) -> None:
+    pool = NodePoolConfig(
+        instance_categories=["m"], instance_families=["m5"], instance_cpus=instance_cpus
+    )
+    assert max_pods(pool) == expected
 
 
 def test_example_reservation_holds_exactly_the_pools_nodes() -> None:
