@@ -73,6 +73,23 @@ def test_max_pods_is_the_eni_limited_count_of_the_largest_size(
     assert max_pods(pool) == expected
 
 
+@pytest.mark.parametrize(
+    ("cpu_limit", "nodes"),
+    # Whole 2-vCPU nodes within the limit; 8000m is 8 CPUs (Kubernetes quantity), 7999m is not.
+    [("8", 4), ("8000m", 4), ("7999m", 3), ("9", 4), ("1.5", 0)],
+)
+def test_max_nodes_counts_whole_smallest_nodes_within_the_cpu_limit(
+    cpu_limit: str, nodes: int
+) -> None:
+    pool = NodePoolConfig(
+        instance_categories=["m"],
+        instance_families=["m5"],
+        instance_cpus=[2, 4],
+        cpu_limit=cpu_limit,
+    )
+    assert max_nodes(pool) == nodes
+
+
 def test_example_reservation_holds_exactly_the_pools_nodes() -> None:
     config = parse_config(example_raw())
     network = config.multus.networks[1]
