@@ -13,7 +13,7 @@ from config import ConfigError, parse_config
 from config.instance_types import NODE_POOL_FAMILIES
 from config.interface_addresses import IPV4_ADDRESSES_PER_INTERFACE
 from config.model import NodePoolConfig
-from config.node_prefix import max_nodes, max_pods
+from config.node_prefix import max_nodes, max_pods, prefixes_in
 
 # Not tests.conftest's REPO: importing it starts the CDK (jsii), which these cases do not need.
 REPO = Path(__file__).resolve().parents[3]
@@ -88,6 +88,15 @@ def test_max_nodes_counts_whole_smallest_nodes_within_the_cpu_limit(
         cpu_limit=cpu_limit,
     )
     assert max_nodes(pool) == nodes
+
+
+@pytest.mark.parametrize(
+    ("reservation", "prefixes"),
+    [("10.0.10.0/23", 32), ("10.0.10.0/27", 2), ("10.0.10.16/28", 1), ("10.0.10.16/29", 0)],
+)
+def test_a_reservation_holds_its_whole_28_prefixes(reservation: str, prefixes: int) -> None:
+    # EC2 delegates /28 prefixes only: a /28 reservation holds one, a /29 none.
+    assert prefixes_in(reservation) == prefixes
 
 
 def test_example_reservation_holds_exactly_the_pools_nodes() -> None:
