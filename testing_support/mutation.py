@@ -54,6 +54,8 @@ _CONFIG_TESTS = [
         "tests/unit/config/test_fact_tables.py",
         "tests/unit/config/test_messages.py",
         "tests/unit/config/test_loader.py",
+        "tests/unit/config/test_cluster_access.py",
+        "tests/unit/config/test_node_prefix.py",
     ],
     ["tests/unit/config", "-k", "not cli_entry and not synthesizes"],
 ]

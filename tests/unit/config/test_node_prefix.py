@@ -126,6 +126,15 @@ def test_explicit_prefixes_per_node_is_used_for_sizing() -> None:
     assert config.prefixes_per_node(config.multus.networks[1]) == 1
 
 
+def test_prefixes_per_node_is_at_least_one() -> None:
+    # 0 would request no prefix: the network's pods would get no address on any node.
+    raw = example_raw()
+    raw["multus"]["networks"][1]["prefixes_per_node"] = 0
+    message = error_for(raw)
+    assert "multus.networks[1].prefixes_per_node" in message, message
+    assert "greater than or equal to 1" in message, message
+
+
 def test_prefixes_per_node_must_fit_one_eni_of_the_smallest_size() -> None:
     raw = example_raw()
     raw["multus"]["networks"][1]["prefixes_per_node"] = 15
