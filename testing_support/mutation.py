@@ -60,7 +60,8 @@ _CONFIG_TESTS = [
     ["tests/unit/config", "-k", "not cli_entry and not synthesizes"],
 ]
 MODULE_TESTS: dict[str, list[list[str]]] = {
-    "config/model.py": _CONFIG_TESTS,
+    # The user-data check against what the cluster stack renders (config -> props, no synth).
+    "config/model.py": [*_CONFIG_TESTS, ["tests/unit/stacks/test_cluster_props.py"]],
     "config/aws_regions.py": _CONFIG_TESTS,
     "config/karpenter_releases.py": _CONFIG_TESTS,
     "node_bootstrap/interface_names.py": _CONFIG_TESTS,

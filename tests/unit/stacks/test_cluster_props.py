@@ -10,8 +10,10 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
 
-from config import AppConfig, parse_config
+from config import AppConfig, ConfigError, parse_config
+from config import model as config_model
 from node_bootstrap.node_prefix import CNI_CONFIG_DIR, cni_config_file_name
+from node_bootstrap.renderer import deployed_size
 from stacks import cluster_props
 from stacks.network_stack import RESERVATION_TYPES, MultusAttachment
 
@@ -185,3 +187,23 @@ def test_sample_workloads_only_when_asked_with_every_network_of_their_az(enabled
     first = props.sample_workloads.workloads[0]
     assert first.availability_zone == "us-west-2a"
     assert first.network_attachment_names == ["multus1-us-west-2a", "multus2-us-west-2a"]
+
+
+def deployed_user_data_size(config: AppConfig) -> int:
+    """Bytes of the user-data the cluster stack renders for `config`, with the longest IDs."""
+    return deployed_size(cluster_props.node_bootstrap_props(config, attachments_of(config), "sg-1"))
+
+
+@pytest.mark.parametrize("example", [None, "three-az-three-networks.json"])
+def test_the_config_check_measures_the_user_data_the_nodes_get(
+    example: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The config refuses a layout whose user-data would not fit before any construct exists;
+    # that only holds if it measures exactly what node_bootstrap_props renders.
+    raw = json.loads((REPO / "examples" / example).read_text()) if example else {}
+    size = deployed_user_data_size(parse_config(raw))
+    monkeypatch.setattr(config_model, "USER_DATA_LIMIT_BYTES", size)
+    parse_config(raw)
+    monkeypatch.setattr(config_model, "USER_DATA_LIMIT_BYTES", size - 1)
+    with pytest.raises(ConfigError, match=f"the node user-data would be {size} bytes"):
+        parse_config(raw)
