@@ -102,3 +102,31 @@ def test_docs_list_every_image_with_its_default() -> None:
         image = getattr(defaults, field)
         if image is not None:
             assert f"| `images.{field}` | `{image.reference}`" in table, field
+
+
+@pytest.mark.parametrize(
+    ("tag", "accepted"),
+    # OCI distribution spec: [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}.
+    [("v" * 128, True), ("_v1.2-rc.3", True), ("v" * 129, False), (".v1", False), ("v1/2", False)],
+)
+def test_tags_follow_the_oci_tag_grammar(tag: str, accepted: bool) -> None:
+    if accepted:
+        assert ImageRef(repository=MIRROR, tag=tag).tag == tag
+    else:
+        with pytest.raises(ValidationError, match="tag"):
+            ImageRef(repository=MIRROR, tag=tag)
+
+
+@pytest.mark.parametrize(
+    ("fields", "bad"),
+    [
+        ({"repository": "Mirror/whereabouts", "tag": "v0.9.4"}, "repository"),  # lowercase only
+        ({"repository": "whereabouts", "tag": "v0.9.4"}, "repository"),  # no registry host
+        ({"repository": MIRROR, "digest": "sha256:" + "0" * 63}, "digest"),
+        ({"repository": MIRROR, "digest": "sha512:" + "0" * 64}, "digest"),
+    ],
+)
+def test_malformed_repositories_and_digests_are_refused(fields: dict[str, str], bad: str) -> None:
+    with pytest.raises(ValidationError) as raised:
+        ImageRef(**fields)
+    assert [error["loc"] for error in raised.value.errors()] == [(bad,)]

@@ -409,3 +409,11 @@ def test_teardown_leaves_ten_minutes_after_the_longest_drain(grace: str, accepte
     else:
         message = error_for(raw)
         assert "node_pool.termination_grace_period 1h41m plus 10 minutes" in message, message
+
+
+def test_a_karpenter_version_with_a_leading_v_gets_the_release_number_hint() -> None:
+    # Karpenter's Helm chart versions have no leading v (1.14.1), its git tags do (v1.14.1):
+    # the error says which one to write, not only that the release is unknown.
+    message = error_for(changed("karpenter.version", "v1.14.1"))
+    assert "karpenter.version: 'v1.14.1' is not a release number" in message, message
+    assert "without a leading v" in message, message
