@@ -120,4 +120,3 @@ def test_image_reference_forms() -> None:
     assert images.node_latency is not None
     assert images.node_latency.reference == f"{MIRROR}/node-latency:v0.1.10@{DIGEST}"
     assert json.dumps(ImagesConfig().model_dump()).count("latest") == 0
-
