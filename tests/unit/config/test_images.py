@@ -68,13 +68,13 @@ def test_latest_with_a_digest_is_still_refused() -> None:
 def test_images_are_immutable_and_unknown_keys_are_typos() -> None:
     image = ImageRef(repository=MIRROR, tag="v0.9.4")
     with pytest.raises(ValidationError, match="frozen"):
-        image.tag = "v0.9.5"  # type: ignore[misc]
+        image.tag = "v0.9.5"
     with pytest.raises(ValidationError, match="version"):
         ImageRef.model_validate({"repository": MIRROR, "tag": "v0.9.4", "version": "1"})
     with pytest.raises(ValidationError, match="whereabout"):
         ImagesConfig.model_validate({"whereabout": {"repository": MIRROR, "tag": "v0.9.4"}})
     with pytest.raises(ValidationError, match="frozen"):
-        ImagesConfig().whereabouts = image  # type: ignore[misc]
+        ImagesConfig().whereabouts = image
 
 
 def test_chart_and_region_dependent_images_default_to_none() -> None:
