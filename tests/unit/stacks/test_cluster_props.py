@@ -20,8 +20,12 @@ from stacks.network_stack import RESERVATION_TYPES, MultusAttachment
 REPO = Path(__file__).resolve().parents[3]
 
 
+def example_raw(name: str) -> dict[str, Any]:
+    return dict(json.loads((REPO / "examples" / name).read_text()))
+
+
 def example_config(name: str) -> AppConfig:
-    return parse_config(json.loads((REPO / "examples" / name).read_text()))
+    return parse_config(example_raw(name))
 
 
 def attachments_of(config: AppConfig) -> list[MultusAttachment]:
@@ -194,13 +198,42 @@ def deployed_user_data_size(config: AppConfig) -> int:
     return deployed_size(cluster_props.node_bootstrap_props(config, attachments_of(config), "sg-1"))
 
 
-@pytest.mark.parametrize("example", [None, "three-az-three-networks.json"])
+def ten_networks() -> dict[str, Any]:
+    """Two-digit device indexes: ten networks need 11 interfaces, an m5.16xlarge has 15."""
+    return {
+        "multus": {
+            "networks": [
+                {
+                    "name": f"net{n}",
+                    "subnets": [
+                        {
+                            "cidr": f"10.0.{20 + 2 * n + i}.0/24",
+                            "reservation": f"10.0.{20 + 2 * n + i}.32/27",
+                        }
+                        for i in range(2)
+                    ],
+                }
+                for n in range(10)
+            ]
+        },
+        "node_pool": {
+            "instance_categories": ["m"],
+            "instance_families": ["m5"],
+            "instance_cpus": [64],
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [{}, example_raw("three-az-three-networks.json"), ten_networks()],
+    ids=["seed", "three-az-three-networks", "ten-networks"],
+)
 def test_the_config_check_measures_the_user_data_the_nodes_get(
-    example: str | None, monkeypatch: pytest.MonkeyPatch
+    raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The config refuses a layout whose user-data would not fit before any construct exists;
     # that only holds if it measures exactly what node_bootstrap_props renders.
-    raw = json.loads((REPO / "examples" / example).read_text()) if example else {}
     size = deployed_user_data_size(parse_config(raw))
     monkeypatch.setattr(config_model, "USER_DATA_LIMIT_BYTES", size)
     parse_config(raw)
