@@ -181,3 +181,42 @@ def test_newer_families_with_more_addresses_raise_the_default() -> None:
     }
     config = parse_config(raw)
     assert config.prefixes_per_node(config.multus.networks[1]) == 8
+
+
+def six_zone_node_prefix_layout(networks: int) -> dict[str, Any]:
+    """us-east-1's six zones, `networks` node_prefix networks with one /28 per node (one node)."""
+    zones = [f"us-east-1{letter}" for letter in "abcdef"]
+    return {
+        "region": "us-east-1",
+        "availability_zones": zones,
+        "vpc": {
+            "public_subnet_cidrs": [f"10.0.{i}.0/24" for i in range(6)],
+            "node_subnet_cidrs": [f"10.0.{10 + i}.0/24" for i in range(6)],
+        },
+        "node_pool": {"instance_cpus": [16], "cpu_limit": "16"},
+        "multus": {
+            "networks": [
+                {
+                    "name": f"prefixed{n}",
+                    "ip_management": "node_prefix",
+                    "prefixes_per_node": 1,
+                    "subnets": [
+                        {
+                            "cidr": f"10.0.{100 + 10 * n + i}.0/24",
+                            "reservation": f"10.0.{100 + 10 * n + i}.128/28",
+                        }
+                        for i in range(6)
+                    ],
+                }
+                for n in range(networks)
+            ]
+        },
+    }
+
+
+def test_node_prefix_lines_count_toward_the_user_data_budget() -> None:
+    # Each (AZ, node_prefix network) adds a line to every node's user-data: six zones take four
+    # such networks, not five (the cluster stack would otherwise fail to render the user-data).
+    assert len(parse_config(six_zone_node_prefix_layout(4)).multus.networks) == 4
+    message = error_for(six_zone_node_prefix_layout(5))
+    assert "availability_zones x multus.networks: the node user-data would be" in message

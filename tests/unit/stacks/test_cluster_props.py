@@ -226,8 +226,13 @@ def ten_networks() -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     "raw",
-    [{}, example_raw("three-az-three-networks.json"), ten_networks()],
-    ids=["seed", "three-az-three-networks", "ten-networks"],
+    [
+        {},
+        example_raw("three-az-three-networks.json"),
+        example_raw("node-prefix.json"),
+        ten_networks(),
+    ],
+    ids=["seed", "three-az-three-networks", "node-prefix", "ten-networks"],
 )
 def test_the_config_check_measures_the_user_data_the_nodes_get(
     raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch
