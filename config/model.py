@@ -36,6 +36,7 @@ from config.node_prefix import (
     default_prefixes_per_node,
 )
 from node_bootstrap.interface_names import reserved_interface_reason
+from node_bootstrap.node_prefix import NodePrefixNetwork
 from node_bootstrap.renderer import (
     USER_DATA_LIMIT_BYTES,
     AzPlacement,
@@ -658,27 +659,46 @@ class AppConfig(StrictModel):
         return self
 
     def _check_user_data_fits(self) -> None:
-        # Every node's user-data carries each AZ's Multus subnet IDs; EC2 caps it at 16 KB.
-        props = NodeBootstrapProps(
-            cluster_name=self.cluster_name,
-            interfaces=[
-                MultusInterface(network=n.name, interface_name=n.device_name, device_index=i + 1)
-                for i, n in enumerate(self.multus.networks)
-            ],
-            placements={
-                az: AzPlacement(
-                    subnet_ids=["subnet"] * len(self.multus.networks), security_group_ids=["sg"]
-                )
-                for az in self.availability_zones
-            },
-        )
-        size = deployed_size(props)
+        # Every node's user-data carries each AZ's Multus subnet IDs and a line per node_prefix
+        # network and AZ; EC2 caps it at 16 KB.
+        size = deployed_size(self._node_bootstrap_shape())
         if size > USER_DATA_LIMIT_BYTES:
             raise ValueError(
                 f"availability_zones x multus.networks: the node user-data would be {size} "
                 f"bytes, over the {USER_DATA_LIMIT_BYTES} bytes left next to Karpenter's part "
                 "within EC2's 16 KB limit; use fewer availability zones or Multus networks"
             )
+
+    def _node_bootstrap_shape(self) -> NodeBootstrapProps:
+        """What stacks/cluster_props.py renders, with placeholder IDs (deployed_size puts the
+        longest ones in)."""
+        indexed = list(enumerate(self.multus.networks, start=1))
+        return NodeBootstrapProps(
+            cluster_name=self.cluster_name,
+            interfaces=[
+                MultusInterface(network=n.name, interface_name=n.device_name, device_index=index)
+                for index, n in indexed
+            ],
+            placements={
+                az: AzPlacement(subnet_ids=["subnet"] * len(indexed), security_group_ids=["sg"])
+                for az in self.availability_zones
+            },
+            node_prefix=[
+                NodePrefixNetwork(
+                    availability_zone=az,
+                    interface_name=n.device_name,
+                    device_index=index,
+                    prefix_count=self.prefixes_per_node(n),
+                    cni_network_name=f"{n.name}-{az}",  # its NAD's name
+                    subnet_cidr=subnet.cidr,
+                    reservation_cidr=subnet.reservation,
+                    ipvlan_mode=n.ipvlan_mode,
+                )
+                for index, n in indexed
+                if n.ip_management == "node_prefix"
+                for az, subnet in zip(self.availability_zones, n.subnets, strict=True)
+            ],
+        )
 
     @property
     def cluster_name(self) -> str:

@@ -54,6 +54,8 @@ _CONFIG_TESTS = [
         "tests/unit/config/test_fact_tables.py",
         "tests/unit/config/test_messages.py",
         "tests/unit/config/test_loader.py",
+        "tests/unit/config/test_cluster_access.py",
+        "tests/unit/config/test_node_prefix.py",
     ],
     ["tests/unit/config", "-k", "not cli_entry and not synthesizes"],
 ]
@@ -87,7 +89,8 @@ _FACT_TABLE_TESTS = (
     "tests/unit/config/test_fact_table_shapes.py",
 )
 MODULE_TESTS: dict[str, list[list[str]]] = {
-    "config/model.py": _CONFIG_TESTS,
+    # The user-data check against what the cluster stack renders (config -> props, no synth).
+    "config/model.py": [*_CONFIG_TESTS, ["tests/unit/stacks/test_cluster_props.py"]],
     "config/loader.py": _CONFIG_LOADING_TESTS,
     "config/overrides.py": _CONFIG_LOADING_TESTS,
     "config/documents.py": _CONFIG_LOADING_TESTS,
@@ -123,6 +126,20 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
     "config/messages.py": _config_tests_after(
         "tests/unit/config/test_messages.py", "tests/unit/config/test_fact_tables.py"
     ),
+    # Their own test files first (no CDK import), then the config package as above.
+    "config/cluster_access.py": [
+        ["--confcutdir=tests/unit/config", "tests/unit/config/test_cluster_access.py"],
+        _CONFIG_TESTS[1],
+    ],
+    "config/node_prefix.py": [
+        ["--confcutdir=tests/unit/config", "tests/unit/config/test_node_prefix.py"],
+        _CONFIG_TESTS[1],
+    ],
+    # The section's rules and reference forms in-process, then the synthesized app's images.
+    "config/images.py": [
+        ["--confcutdir=tests/unit/config", "tests/unit/config/test_images.py"],
+        ["tests/unit/stacks/test_images.py"],
+    ],
     "charts/cleartaints.py": [
         [
             "tests/unit/charts/test_chart_cleartaints.py",

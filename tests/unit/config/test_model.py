@@ -145,7 +145,11 @@ def test_a_third_az_needs_subnets_everywhere() -> None:
     raw = seed_raw()
     raw["availability_zones"].append("us-west-2c")
     message = error_for(raw)
-    assert "vpc.public_subnet_cidrs: 2 subnet(s) for 3 availability zones" in message
+    # The line starts with the field's path, so the reader can find the key to fix.
+    assert " vpc.public_subnet_cidrs: 2 subnet(s) for 3 availability zones" in message, message
+    raw["vpc"]["public_subnet_cidrs"].append("10.0.10.0/24")
+    message = error_for(raw)
+    assert " vpc.node_subnet_cidrs: 2 subnet(s) for 3 availability zones" in message, message
 
 
 def test_small_reservation_just_inside_the_usable_range_is_accepted() -> None:

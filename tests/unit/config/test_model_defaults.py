@@ -54,3 +54,10 @@ def test_extras_and_vpc_options_are_off_or_the_seeds() -> None:
     assert config.vpc.nat_gateways == "per_az"  # the seed: one NAT gateway per AZ
     assert config.account is None
     assert config.name == "karpenterwithmultus"
+
+
+def test_teardown_defaults_are_the_documented_bounds() -> None:
+    # docs/operations.md, `cdk destroy`: drains bounded by 15m, teardown fails after 30 minutes.
+    config = parse_config({})
+    assert config.node_pool.termination_grace_period == "15m"
+    assert config.cluster.teardown_timeout_minutes == 30

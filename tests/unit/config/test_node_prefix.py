@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,8 +12,11 @@ import pytest
 from config import ConfigError, parse_config
 from config.instance_types import NODE_POOL_FAMILIES
 from config.interface_addresses import IPV4_ADDRESSES_PER_INTERFACE
-from config.node_prefix import max_nodes
-from tests.conftest import REPO
+from config.model import NodePoolConfig
+from config.node_prefix import max_nodes, max_pods, prefixes_in
+
+# Not tests.conftest's REPO: importing it starts the CDK (jsii), which these cases do not need.
+REPO = Path(__file__).resolve().parents[3]
 
 
 def example_raw() -> dict[str, Any]:
@@ -55,6 +59,46 @@ def test_default_prefixes_per_node_follow_max_pods(instance_cpus: list[int], exp
     assert config.prefixes_per_node(config.multus.networks[1]) == expected
 
 
+@pytest.mark.parametrize(
+    ("instance_cpus", "expected"),
+    # The EKS AMI's eni-max-pods.txt: m5.large 29, m5.xlarge 58, m5.2xlarge 58, m5.4xlarge 234.
+    [([2], 29), ([4], 58), ([8], 58), ([16], 234), ([2, 16], 234)],
+)
+def test_max_pods_is_the_eni_limited_count_of_the_largest_size(
+    instance_cpus: list[int], expected: int
+) -> None:
+    pool = NodePoolConfig(
+        instance_categories=["m"], instance_families=["m5"], instance_cpus=instance_cpus
+    )
+    assert max_pods(pool) == expected
+
+
+@pytest.mark.parametrize(
+    ("cpu_limit", "nodes"),
+    # Whole 2-vCPU nodes within the limit; 8000m is 8 CPUs (Kubernetes quantity), 7999m is not.
+    [("8", 4), ("8000m", 4), ("7999m", 3), ("9", 4), ("1.5", 0)],
+)
+def test_max_nodes_counts_whole_smallest_nodes_within_the_cpu_limit(
+    cpu_limit: str, nodes: int
+) -> None:
+    pool = NodePoolConfig(
+        instance_categories=["m"],
+        instance_families=["m5"],
+        instance_cpus=[2, 4],
+        cpu_limit=cpu_limit,
+    )
+    assert max_nodes(pool) == nodes
+
+
+@pytest.mark.parametrize(
+    ("reservation", "prefixes"),
+    [("10.0.10.0/23", 32), ("10.0.10.0/27", 2), ("10.0.10.16/28", 1), ("10.0.10.16/29", 0)],
+)
+def test_a_reservation_holds_its_whole_28_prefixes(reservation: str, prefixes: int) -> None:
+    # EC2 delegates /28 prefixes only: a /28 reservation holds one, a /29 none.
+    assert prefixes_in(reservation) == prefixes
+
+
 def test_example_reservation_holds_exactly_the_pools_nodes() -> None:
     config = parse_config(example_raw())
     network = config.multus.networks[1]
@@ -80,6 +124,15 @@ def test_explicit_prefixes_per_node_is_used_for_sizing() -> None:
     raw["node_pool"]["cpu_limit"] = "128"  # 32 nodes x 1 prefix still fits the /23
     config = parse_config(raw)
     assert config.prefixes_per_node(config.multus.networks[1]) == 1
+
+
+def test_prefixes_per_node_is_at_least_one() -> None:
+    # 0 would request no prefix: the network's pods would get no address on any node.
+    raw = example_raw()
+    raw["multus"]["networks"][1]["prefixes_per_node"] = 0
+    message = error_for(raw)
+    assert "multus.networks[1].prefixes_per_node" in message, message
+    assert "greater than or equal to 1" in message, message
 
 
 def test_prefixes_per_node_must_fit_one_eni_of_the_smallest_size() -> None:
@@ -128,3 +181,42 @@ def test_newer_families_with_more_addresses_raise_the_default() -> None:
     }
     config = parse_config(raw)
     assert config.prefixes_per_node(config.multus.networks[1]) == 8
+
+
+def six_zone_node_prefix_layout(networks: int) -> dict[str, Any]:
+    """us-east-1's six zones, `networks` node_prefix networks with one /28 per node (one node)."""
+    zones = [f"us-east-1{letter}" for letter in "abcdef"]
+    return {
+        "region": "us-east-1",
+        "availability_zones": zones,
+        "vpc": {
+            "public_subnet_cidrs": [f"10.0.{i}.0/24" for i in range(6)],
+            "node_subnet_cidrs": [f"10.0.{10 + i}.0/24" for i in range(6)],
+        },
+        "node_pool": {"instance_cpus": [16], "cpu_limit": "16"},
+        "multus": {
+            "networks": [
+                {
+                    "name": f"prefixed{n}",
+                    "ip_management": "node_prefix",
+                    "prefixes_per_node": 1,
+                    "subnets": [
+                        {
+                            "cidr": f"10.0.{100 + 10 * n + i}.0/24",
+                            "reservation": f"10.0.{100 + 10 * n + i}.128/28",
+                        }
+                        for i in range(6)
+                    ],
+                }
+                for n in range(networks)
+            ]
+        },
+    }
+
+
+def test_node_prefix_lines_count_toward_the_user_data_budget() -> None:
+    # Each (AZ, node_prefix network) adds a line to every node's user-data: six zones take four
+    # such networks, not five (the cluster stack would otherwise fail to render the user-data).
+    assert len(parse_config(six_zone_node_prefix_layout(4)).multus.networks) == 4
+    message = error_for(six_zone_node_prefix_layout(5))
+    assert "availability_zones x multus.networks: the node user-data would be" in message

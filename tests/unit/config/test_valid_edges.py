@@ -396,3 +396,24 @@ def test_a_teardown_bound_under_ten_minutes_is_refused() -> None:
     raw = changed("cluster.teardown_timeout_minutes", 9)
     raw["node_pool"]["termination_grace_period"] = "0s"
     assert "cluster.teardown_timeout_minutes: " in error_for(raw)
+
+
+@pytest.mark.parametrize(("grace", "accepted"), [("1h40m", True), ("1h41m", False)])
+def test_teardown_leaves_ten_minutes_after_the_longest_drain(grace: str, accepted: bool) -> None:
+    # docs/operations.md: instances are force-terminated once teardown_timeout_minutes - 10
+    # minutes have passed, so the drain bound may take all but the last 10 of the 110 minutes.
+    raw = changed("cluster.teardown_timeout_minutes", 110)
+    raw["node_pool"]["termination_grace_period"] = grace
+    if accepted:
+        assert parse_config(raw).node_pool.termination_grace_period == grace
+    else:
+        message = error_for(raw)
+        assert "node_pool.termination_grace_period 1h41m plus 10 minutes" in message, message
+
+
+def test_a_karpenter_version_with_a_leading_v_gets_the_release_number_hint() -> None:
+    # Karpenter's Helm chart versions have no leading v (1.14.1), its git tags do (v1.14.1):
+    # the error says which one to write, not only that the release is unknown.
+    message = error_for(changed("karpenter.version", "v1.14.1"))
+    assert "karpenter.version: 'v1.14.1' is not a release number" in message, message
+    assert "without a leading v" in message, message

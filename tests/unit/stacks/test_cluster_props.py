@@ -10,16 +10,22 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
 
-from config import AppConfig, parse_config
+from config import AppConfig, ConfigError, parse_config
+from config import model as config_model
 from node_bootstrap.node_prefix import CNI_CONFIG_DIR, cni_config_file_name
+from node_bootstrap.renderer import deployed_size
 from stacks import cluster_props
 from stacks.network_stack import RESERVATION_TYPES, MultusAttachment
 
 REPO = Path(__file__).resolve().parents[3]
 
 
+def example_raw(name: str) -> dict[str, Any]:
+    return dict(json.loads((REPO / "examples" / name).read_text()))
+
+
 def example_config(name: str) -> AppConfig:
-    return parse_config(json.loads((REPO / "examples" / name).read_text()))
+    return parse_config(example_raw(name))
 
 
 def attachments_of(config: AppConfig) -> list[MultusAttachment]:
@@ -185,3 +191,57 @@ def test_sample_workloads_only_when_asked_with_every_network_of_their_az(enabled
     first = props.sample_workloads.workloads[0]
     assert first.availability_zone == "us-west-2a"
     assert first.network_attachment_names == ["multus1-us-west-2a", "multus2-us-west-2a"]
+
+
+def deployed_user_data_size(config: AppConfig) -> int:
+    """Bytes of the user-data the cluster stack renders for `config`, with the longest IDs."""
+    return deployed_size(cluster_props.node_bootstrap_props(config, attachments_of(config), "sg-1"))
+
+
+def ten_networks() -> dict[str, Any]:
+    """Two-digit device indexes: ten networks need 11 interfaces, an m5.16xlarge has 15."""
+    return {
+        "multus": {
+            "networks": [
+                {
+                    "name": f"net{n}",
+                    "subnets": [
+                        {
+                            "cidr": f"10.0.{20 + 2 * n + i}.0/24",
+                            "reservation": f"10.0.{20 + 2 * n + i}.32/27",
+                        }
+                        for i in range(2)
+                    ],
+                }
+                for n in range(10)
+            ]
+        },
+        "node_pool": {
+            "instance_categories": ["m"],
+            "instance_families": ["m5"],
+            "instance_cpus": [64],
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {},
+        example_raw("three-az-three-networks.json"),
+        example_raw("node-prefix.json"),
+        ten_networks(),
+    ],
+    ids=["seed", "three-az-three-networks", "node-prefix", "ten-networks"],
+)
+def test_the_config_check_measures_the_user_data_the_nodes_get(
+    raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The config refuses a layout whose user-data would not fit before any construct exists;
+    # that only holds if it measures exactly what node_bootstrap_props renders.
+    size = deployed_user_data_size(parse_config(raw))
+    monkeypatch.setattr(config_model, "USER_DATA_LIMIT_BYTES", size)
+    parse_config(raw)
+    monkeypatch.setattr(config_model, "USER_DATA_LIMIT_BYTES", size - 1)
+    with pytest.raises(ConfigError, match=f"the node user-data would be {size} bytes"):
+        parse_config(raw)

@@ -120,15 +120,3 @@ def test_image_reference_forms() -> None:
     assert images.node_latency is not None
     assert images.node_latency.reference == f"{MIRROR}/node-latency:v0.1.10@{DIGEST}"
     assert json.dumps(ImagesConfig().model_dump()).count("latest") == 0
-
-
-def test_docs_list_every_image_with_its_default() -> None:
-    from tests.conftest import REPO
-
-    table = (REPO / "docs" / "images.md").read_text()
-    defaults = ImagesConfig()
-    for field in ImagesConfig.model_fields:
-        assert f"| `images.{field}` |" in table, field
-        image = getattr(defaults, field)
-        if image is not None:
-            assert f"`{image.reference}`" in table, field
