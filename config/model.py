@@ -737,7 +737,10 @@ class AppConfig(StrictModel):
         needed = len(self.multus.networks) + 1  # plus the primary interface
         available = self.node_pool.max_enis_of_smallest_size
         if needed > available:
-            family, cpus, _ = min(self.node_pool.allowed_sizes(), key=lambda size: size[2])
+            # Fewest interfaces; among equals, the fewest vCPUs (sizes of several families tie).
+            family, cpus, _ = min(
+                self.node_pool.allowed_sizes(), key=lambda size: (size[2], size[1])
+            )
             raise ValueError(
                 f"multus.networks: {len(self.multus.networks)} networks need {needed} network "
                 f"interfaces per node, but the smallest size in node_pool.instance_cpus "

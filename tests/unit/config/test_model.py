@@ -262,6 +262,41 @@ def test_more_networks_than_the_smallest_instance_has_interfaces() -> None:
 
 
 @pytest.mark.parametrize(
+    ("families", "cpus"),
+    [
+        # m5.12xlarge (48 vCPUs) and c5.9xlarge (36) both take 8 ENIs (m5 has no 36-vCPU size):
+        # among equals, the error names the smaller.
+        (["m5", "c5"], [36, 48]),
+        # c8a.8xlarge has fewer vCPUs (32) but more ENIs (10) than c5.9xlarge (36, 8): the size
+        # that cannot take the networks is the one with the fewest ENIs, not the fewest vCPUs.
+        (["c8a", "c5"], [32, 36, 48]),
+    ],
+)
+def test_the_error_names_the_size_with_the_fewest_interfaces(
+    families: list[str], cpus: list[int]
+) -> None:
+    raw = seed_raw()
+    template = raw["multus"]["networks"][0]
+    raw["multus"]["networks"] = []
+    for index in range(8):
+        network = copy.deepcopy(template)
+        network["name"] = f"multus{index + 1}"
+        network["subnets"] = [
+            {
+                "cidr": f"10.0.{32 + 2 * index + az}.0/24",
+                "reservation": f"10.0.{32 + 2 * index + az}.32/27",
+            }
+            for az in range(2)
+        ]
+        raw["multus"]["networks"].append(network)
+    raw["node_pool"]["instance_families"] = families
+    raw["node_pool"]["instance_cpus"] = cpus
+    message = error_for(raw)
+    assert "8 networks need 9 network interfaces per node" in message
+    assert "node_pool.instance_cpus (36 vCPUs) has 8 (c5)" in message
+
+
+@pytest.mark.parametrize(
     ("path", "value", "expected"),
     [
         ("node_pool.instance_cpus", [3], ["node_pool.instance_cpus", "[3]: pick vCPU counts"]),
