@@ -76,6 +76,12 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
             "tests/unit/cdk_constructs/test_subnet_cidr_reservation_handler_rules.py",
         ]
     ],
+    "cdk_constructs/karpenter_teardown_handler/index.py": [
+        ["tests/unit/cdk_constructs/test_karpenter_teardown_handler.py"]
+    ],
+    "cdk_constructs/ami_release_check_handler/index.py": [
+        ["tests/unit/cdk_constructs/test_ami_release_check_handler.py"]
+    ],
     "node_bootstrap/renderer.py": [
         [
             "tests/unit/node_bootstrap/test_renderer.py",
