@@ -15,7 +15,7 @@ from moto.ssm.models import Parameter, ssm_backends
 
 from cdk_constructs.ami_release_check import al2023_image_parameter
 from cdk_constructs.ami_release_check_handler import index as handler
-from tests.helpers import fake_aws_credentials
+from tests.moto_helpers import fake_aws_credentials
 
 REGION = "us-west-2"
 PUBLISHED = al2023_image_parameter("1.34", "al2023@v20261112")

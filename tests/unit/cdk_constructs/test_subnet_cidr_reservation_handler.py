@@ -10,7 +10,7 @@ import pytest
 from moto import mock_aws
 
 from cdk_constructs.subnet_cidr_reservation_handler import index as handler
-from tests.helpers import fake_aws_credentials
+from tests.moto_helpers import fake_aws_credentials
 
 REGION = "ap-northeast-1"
 

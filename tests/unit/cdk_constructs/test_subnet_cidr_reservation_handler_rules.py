@@ -14,7 +14,7 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from cdk_constructs.subnet_cidr_reservation_handler import index as handler
-from tests.helpers import fake_aws_credentials
+from tests.moto_helpers import fake_aws_credentials
 
 REGION = "ap-northeast-1"
 
