@@ -8,7 +8,6 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 from moto.core.models import MockAWS
 
 from cdk_constructs.karpenter_teardown_handler import index as handler
@@ -19,7 +18,7 @@ from testing_support.fake_kubernetes import (
     is_eks_token,
     running_fake_kubernetes,
 )
-from tests.moto_helpers import fake_aws_credentials, skip_moto_public_amis
+from tests.moto_helpers import moto_for_module
 
 REGION = "us-west-2"
 CLUSTER = "eks-telco"
@@ -36,13 +35,8 @@ MAX_POLLS = 3
 
 @pytest.fixture(scope="module")
 def aws() -> Iterator[MockAWS]:
-    """moto started once: each start drops boto3's default session, and the next client parses
-    botocore's EC2 model again (about a second per test)."""
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        fake_aws_credentials(monkeypatch, REGION)
-        skip_moto_public_amis(monkeypatch)
-        with mock_aws() as mock:
-            yield mock
+    with moto_for_module(REGION) as mock:
+        yield mock
 
 
 @pytest.fixture
@@ -248,4 +242,3 @@ def test_token_is_a_presigned_sts_url_naming_the_cluster(ec2: Any) -> None:
     token = handler.eks_token(CLUSTER)
     assert is_eks_token(token)
     assert not is_eks_token(token.replace("k8s-aws-v1.", "k8s-aws-v2."))
-
