@@ -1,8 +1,9 @@
 """A minimal Kubernetes API server on 127.0.0.1 for the teardown handler's tests.
 
 Serves list and delete of cluster-scoped custom objects (NodePools, NodeClaims, EC2NodeClasses)
-over plain HTTP, refuses requests without an EKS-style bearer token, and accepts the PUT of a
-CloudFormation response (so a test can read what the handler answered). `on_delete` lets a test
+over plain HTTP, refuses requests without an EKS-style bearer token and (406, like the API server)
+requests that accept no JSON, and accepts the PUT of a CloudFormation response (so a test can read
+what the handler answered, and with which Content-Type). `on_delete` lets a test
 play the Karpenter controller: it runs after an object is deleted.
 """
 
@@ -31,6 +32,7 @@ class FakeKubernetes:
     on_delete: Callable[[str, str], None] = lambda collection, name: None
     deleted: list[tuple[str, str]] = field(default_factory=list)
     responses: list[dict[str, Any]] = field(default_factory=list)
+    response_content_types: list[str | None] = field(default_factory=list)
     missing_collections: set[str] = field(default_factory=set)
 
     def add(self, collection: str, name: str, **metadata: Any) -> None:
@@ -69,12 +71,17 @@ def _handler(state: FakeKubernetes) -> type[BaseHTTPRequestHandler]:
             if not is_eks_token(token):
                 self._answer(401, {"kind": "Status", "code": 401})
                 return False
+            accept = self.headers.get("Accept")
+            if accept and not any(t in accept for t in ("application/json", "*/*")):
+                self._answer(406, {"kind": "Status", "code": 406})
+                return False
             return True
 
         def do_PUT(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             if self.path == RESPONSE_PATH:
                 state.responses.append(json.loads(self.rfile.read(length)))
+                state.response_content_types.append(self.headers.get("Content-Type"))
                 self._answer(200, {})
             else:
                 self._answer(404, {})

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import time
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -242,3 +245,174 @@ def test_token_is_a_presigned_sts_url_naming_the_cluster(ec2: Any) -> None:
     token = handler.eks_token(CLUSTER)
     assert is_eks_token(token)
     assert not is_eks_token(token.replace("k8s-aws-v1.", "k8s-aws-v2."))
+
+
+def test_instances_without_karpenters_nodepool_tag_are_never_terminated(
+    ec2: Any, kubernetes: FakeKubernetes, subnet_id: str
+) -> None:
+    """The system node group's instances carry the cluster tag too, but no NodePool tag."""
+    system_node = ec2.run_instances(
+        ImageId="ami-12c6146b",
+        InstanceType="m5.large",
+        MinCount=1,
+        MaxCount=1,
+        SubnetId=subnet_id,
+        TagSpecifications=tags({f"kubernetes.io/cluster/{CLUSTER}": "owned"}, "instance"),
+    )["Instances"][0]["InstanceId"]
+    kubernetes.missing_collections.update({NODEPOOLS, NODECLAIMS, NODECLASSES})
+
+    assert run_until_complete(delete_event(kubernetes.url))
+    assert state(ec2, system_node) == "running"
+
+
+def test_every_instance_state_but_terminated_is_a_leftover(ec2: Any) -> None:
+    """EC2 still lists terminated instances for a while; any other state is an instance that
+    exists (EC2's InstanceStateName values, as botocore's model lists them)."""
+    sent: list[dict[str, Any]] = []
+    ec2.meta.events.register(
+        "provide-client-params.ec2.DescribeInstances", lambda params, **_: sent.append(params)
+    )
+    handler.karpenter_instances(ec2, CLUSTER)
+
+    (params,) = sent
+    every_state = ec2.meta.service_model.shape_for("InstanceStateName").enum
+    assert {f["Name"]: sorted(f["Values"]) for f in params["Filters"]} == {
+        f"tag:kubernetes.io/cluster/{CLUSTER}": ["owned"],
+        "tag-key": ["karpenter.sh/nodepool"],
+        "instance-state-name": sorted(set(every_state) - {"terminated"}),
+    }
+
+
+def test_a_stopped_karpenter_instance_is_terminated_too(
+    ec2: Any, kubernetes: FakeKubernetes, subnet_id: str
+) -> None:
+    stopped = launch(ec2, subnet_id, CLUSTER)
+    ec2.stop_instances(InstanceIds=[stopped])
+    kubernetes.missing_collections.update({NODEPOOLS, NODECLAIMS, NODECLASSES})
+
+    assert run_until_complete(delete_event(kubernetes.url))
+    assert state(ec2, stopped) == "terminated"
+
+
+def test_only_available_multus_enis_of_this_cluster_are_deleted(
+    ec2: Any, kubernetes: FakeKubernetes, subnet_id: str
+) -> None:
+    """An ENI with the cluster tag but no Multus network tag is not the bootstrap's; an attached
+    one belongs to a live instance (here one Karpenter does not own)."""
+    not_multus = ec2.create_network_interface(
+        SubnetId=subnet_id,
+        TagSpecifications=tags({CLUSTER_TAG_KEY: CLUSTER}, "network-interface"),
+    )["NetworkInterface"]["NetworkInterfaceId"]
+    attached = leaked_eni(ec2, subnet_id, CLUSTER)
+    other_instance = ec2.run_instances(
+        ImageId="ami-12c6146b", InstanceType="m5.large", MinCount=1, MaxCount=1, SubnetId=subnet_id
+    )["Instances"][0]["InstanceId"]
+    ec2.attach_network_interface(
+        NetworkInterfaceId=attached, InstanceId=other_instance, DeviceIndex=1
+    )
+    leaked = leaked_eni(ec2, subnet_id, CLUSTER)
+    kubernetes.missing_collections.update({NODEPOOLS, NODECLAIMS, NODECLASSES})
+
+    assert not run_until_complete(delete_event(kubernetes.url))  # the attached one stays
+    assert eni_ids(ec2) >= {not_multus, attached}
+    assert leaked not in eni_ids(ec2)
+
+
+def test_objects_already_being_deleted_are_not_deleted_again(
+    ec2: Any, kubernetes: FakeKubernetes
+) -> None:
+    kubernetes.add(NODEPOOLS, "multus", deletionTimestamp="2026-11-30T12:00:00Z")
+    kubernetes.add(NODECLASSES, "multus", deletionTimestamp="2026-11-30T12:00:00Z")
+
+    handler.is_complete(delete_event(kubernetes.url))
+    assert kubernetes.deleted == []
+
+
+def test_delete_sets_the_bounds_from_the_minutes_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(handler.time, "time", lambda: 1_000_000.5)
+    event = delete_event("http://127.0.0.1:9")
+    # TimeoutMinutes 30, ForceAfterMinutes 20, as epoch seconds
+    assert event["Data"] == {"Deadline": "1001800", "ForceAfter": "1001200"}
+    assert event["PhysicalResourceId"] == f"{CLUSTER}-karpenter-teardown"
+
+
+def test_ec2_takes_over_from_the_exact_force_second(
+    ec2: Any, subnet_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = launch(ec2, subnet_id, CLUSTER)
+    unreachable = delete_event("http://127.0.0.1:9")
+    monkeypatch.setattr(handler.time, "time", lambda: 5000.0)
+    forced = {**unreachable, "Data": {"ForceAfter": "5000", "Deadline": "9000"}}
+    assert handler.is_complete(forced)["IsComplete"]
+    assert state(ec2, node) == "terminated"
+
+
+def test_the_failure_is_reported_at_the_deadline_second(
+    ec2: Any, kubernetes: FakeKubernetes, subnet_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    launch(ec2, subnet_id, CLUSTER, protected=True)
+    event = delete_event(kubernetes.url)
+    monkeypatch.setattr(handler.time, "time", lambda: 5000.0)
+    event["Data"] = {"ForceAfter": "4000", "Deadline": "5001"}
+    assert not handler.is_complete(event)["IsComplete"]
+    assert kubernetes.responses == []
+    event["Data"] = {"ForceAfter": "4000", "Deadline": "5000"}
+    assert not handler.is_complete(event)["IsComplete"]
+    assert [r["Status"] for r in kubernetes.responses] == ["FAILED"]
+
+
+def test_failure_response_echoes_the_request_as_cloudformation_requires(
+    kubernetes: FakeKubernetes,
+) -> None:
+    """StackId, RequestId and LogicalResourceId are copied from the request; the body goes with
+    an empty Content-Type, as AWS's cfn-response module sends it to the presigned URL."""
+    event = delete_event(kubernetes.url)
+    handler.fail(event, "left: i-0123")
+    (response,) = kubernetes.responses
+    assert response == {
+        "Status": "FAILED",
+        "Reason": "left: i-0123",
+        "PhysicalResourceId": event["PhysicalResourceId"],
+        "StackId": event["StackId"],
+        "RequestId": event["RequestId"],
+        "LogicalResourceId": event["LogicalResourceId"],
+    }
+    assert kubernetes.response_content_types == [""]
+
+
+def test_failure_response_fits_cloudformations_4096_bytes_whatever_is_left(
+    kubernetes: FakeKubernetes,
+) -> None:
+    """The reason is cut to 2000 characters: the rest of the 4096 bytes is for what the response
+    must echo (a PhysicalResourceId of up to 1 KB, the stack ARN, a 255-character logical ID)."""
+    event = delete_event(kubernetes.url)
+    event["PhysicalResourceId"] = "p" * 1024
+    event["LogicalResourceId"] = "L" * 255
+    handler.fail(event, "r" * 2000)
+    handler.fail(event, "r" * 2001 + "beyond")
+    whole, cut = kubernetes.responses
+    assert whole["Reason"] == cut["Reason"] == "r" * 2000
+    assert len(json.dumps(cut).encode()) <= 4096
+
+
+def test_each_kind_lists_up_to_twenty_ids_then_counts_the_rest() -> None:
+    twenty = [f"i-{n:017d}" for n in range(20)]
+    assert handler.Leftovers(instances=twenty).describe() == "instances " + ", ".join(twenty)
+    shown = handler.Leftovers(instances=[*twenty, "i-99999999999999999"]).describe()
+    assert shown == "instances " + ", ".join(twenty) + " and 1 more"
+
+
+def test_token_signs_for_the_functions_region_for_sixty_seconds_like_aws_eks_get_token(
+    ec2: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lambda sets AWS_REGION; the token is a presigned STS URL in that region, valid 60 s
+    (awscli's `eks get-token`: URL_TIMEOUT = 60)."""
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    encoded = handler.eks_token(CLUSTER).removeprefix("k8s-aws-v1.")
+    url = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+    parts = urllib.parse.urlsplit(url)
+    query = urllib.parse.parse_qs(parts.query)
+    assert parts.netloc == "sts.eu-west-1.amazonaws.com"
+    assert query["X-Amz-Credential"][0].endswith("/eu-west-1/sts/aws4_request")
+    assert query["X-Amz-Expires"] == ["60"]
