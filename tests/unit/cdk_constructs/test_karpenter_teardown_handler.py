@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -416,3 +417,47 @@ def test_token_signs_for_the_functions_region_for_sixty_seconds_like_aws_eks_get
     assert parts.netloc == "sts.eu-west-1.amazonaws.com"
     assert query["X-Amz-Credential"][0].endswith("/eu-west-1/sts/aws4_request")
     assert query["X-Amz-Expires"] == ["60"]
+
+
+@pytest.fixture
+def silent_endpoint() -> Iterator[str]:
+    """A port that accepts connections and never answers (an API behind a dropped route)."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+
+
+def test_an_api_that_never_answers_does_not_hold_the_poll(
+    ec2: Any, subnet_id: str, silent_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(handler, "HTTP_TIMEOUT_SECONDS", 0.2)
+    node = launch(ec2, subnet_id, CLUSTER)
+    forced = delete_event(silent_endpoint)
+    forced["Data"] = {**forced["Data"], "ForceAfter": str(time.time() - 1)}
+
+    assert handler.is_complete(forced)["IsComplete"]  # EC2 alone decided
+    assert state(ec2, node) == "terminated"
+
+
+def test_a_response_url_that_never_answers_does_not_hold_the_poll(
+    silent_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(handler, "HTTP_TIMEOUT_SECONDS", 0.2)
+    event = delete_event(silent_endpoint, ResponseURL=silent_endpoint + RESPONSE_PATH)
+    handler.fail(event, "left: i-0123")  # returns: the failure is logged, not raised
+
+
+def test_the_reason_names_each_kind_left_and_why_kubernetes_could_not_be_asked() -> None:
+    left = handler.Leftovers(
+        node_claims=["multus-x7k2p"],
+        node_classes=["multus"],
+        instances=["i-0123"],
+        network_interfaces=["eni-0456 (available)"],
+        kubernetes_error="connection refused",
+    )
+    assert left.describe().split("; ") == [
+        "NodeClaims multus-x7k2p",
+        "EC2NodeClasses multus",
+        "instances i-0123",
+        "ENIs eni-0456 (available)",
+        "(Kubernetes API: connection refused)",
+    ]
