@@ -20,7 +20,9 @@ from testing_support.fake_kubernetes import (
     RESPONSE_PATH,
     FakeKubernetes,
     is_eks_token,
+    pem_base64,
     running_fake_kubernetes,
+    self_signed_authority,
 )
 from tests.moto_helpers import moto_for_module
 
@@ -330,7 +332,7 @@ def test_objects_already_being_deleted_are_not_deleted_again(
 
 
 def test_delete_sets_the_bounds_from_the_minutes_given(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(handler.time, "time", lambda: 1_000_000.5)
+    monkeypatch.setattr(time, "time", lambda: 1_000_000.5)
     event = delete_event("http://127.0.0.1:9")
     # TimeoutMinutes 30, ForceAfterMinutes 20, as epoch seconds
     assert event["Data"] == {"Deadline": "1001800", "ForceAfter": "1001200"}
@@ -342,7 +344,7 @@ def test_ec2_takes_over_from_the_exact_force_second(
 ) -> None:
     node = launch(ec2, subnet_id, CLUSTER)
     unreachable = delete_event("http://127.0.0.1:9")
-    monkeypatch.setattr(handler.time, "time", lambda: 5000.0)
+    monkeypatch.setattr(time, "time", lambda: 5000.0)
     forced = {**unreachable, "Data": {"ForceAfter": "5000", "Deadline": "9000"}}
     assert handler.is_complete(forced)["IsComplete"]
     assert state(ec2, node) == "terminated"
@@ -353,7 +355,7 @@ def test_the_failure_is_reported_at_the_deadline_second(
 ) -> None:
     launch(ec2, subnet_id, CLUSTER, protected=True)
     event = delete_event(kubernetes.url)
-    monkeypatch.setattr(handler.time, "time", lambda: 5000.0)
+    monkeypatch.setattr(time, "time", lambda: 5000.0)
     event["Data"] = {"ForceAfter": "4000", "Deadline": "5001"}
     assert not handler.is_complete(event)["IsComplete"]
     assert kubernetes.responses == []
@@ -461,3 +463,20 @@ def test_the_reason_names_each_kind_left_and_why_kubernetes_could_not_be_asked()
         "ENIs eni-0456 (available)",
         "(Kubernetes API: connection refused)",
     ]
+
+
+def test_the_api_servers_certificate_is_checked_against_the_clusters_ca(ec2: Any) -> None:
+    with running_fake_kubernetes(tls=True) as kubernetes:
+        kubernetes.add(NODEPOOLS, "multus")
+        event = delete_event(kubernetes.url)
+        properties = event["ResourceProperties"]
+        impostor = pem_base64(self_signed_authority("kubernetes")[0])
+
+        event["ResourceProperties"] = {**properties, "ClusterCertificateAuthority": impostor}
+        handler.is_complete(event)
+        assert kubernetes.deleted == []
+
+        trusted = kubernetes.certificate_authority
+        event["ResourceProperties"] = {**properties, "ClusterCertificateAuthority": trusted}
+        handler.is_complete(event)
+        assert kubernetes.deleted == [(NODEPOOLS, "multus")]
