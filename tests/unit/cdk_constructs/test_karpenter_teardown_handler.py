@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import socket
 import time
-import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
+import botocore.auth
 import pytest
 from moto.core.models import MockAWS
 
@@ -405,20 +406,28 @@ def test_each_kind_lists_up_to_twenty_ids_then_counts_the_rest() -> None:
     assert shown == "instances " + ", ".join(twenty) + " and 1 more"
 
 
-def test_token_signs_for_the_functions_region_for_sixty_seconds_like_aws_eks_get_token(
+def test_token_is_what_aws_eks_get_token_makes_in_the_functions_region(
     ec2: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Lambda sets AWS_REGION; the token is a presigned STS URL in that region, valid 60 s
-    (awscli's `eks get-token`: URL_TIMEOUT = 60)."""
+    """awscli's `eks get-token`: an STS GetCallerIdentity URL presigned for 60 s with the
+    x-k8s-aws-id header signed, base64url without padding after "k8s-aws-v1.". Lambda sets
+    AWS_REGION: the token is made for the function's region."""
     monkeypatch.delenv("AWS_DEFAULT_REGION")
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
-    encoded = handler.eks_token(CLUSTER).removeprefix("k8s-aws-v1.")
-    url = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
-    parts = urllib.parse.urlsplit(url)
-    query = urllib.parse.parse_qs(parts.query)
-    assert parts.netloc == "sts.eu-west-1.amazonaws.com"
-    assert query["X-Amz-Credential"][0].endswith("/eu-west-1/sts/aws4_request")
-    assert query["X-Amz-Expires"] == ["60"]
+    signing_time = datetime.datetime(2026, 11, 30, 12, 0, 0)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: signing_time)
+    sts = boto3.client(
+        "sts", region_name="eu-west-1", endpoint_url="https://sts.eu-west-1.amazonaws.com"
+    )
+
+    def name_the_cluster(request: Any, **_: Any) -> None:
+        request.headers["x-k8s-aws-id"] = CLUSTER
+
+    sts.meta.events.register("before-sign.sts.GetCallerIdentity", name_the_cluster)
+    url = sts.generate_presigned_url("get_caller_identity", ExpiresIn=60, HttpMethod="GET")
+
+    encoded = base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
+    assert handler.eks_token(CLUSTER) == "k8s-aws-v1." + encoded
 
 
 @pytest.fixture
