@@ -6,8 +6,9 @@ import base64
 import datetime
 import json
 import socket
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
@@ -430,6 +431,15 @@ def test_token_is_what_aws_eks_get_token_makes_in_the_functions_region(
     assert handler.eks_token(CLUSTER) == "k8s-aws-v1." + encoded
 
 
+def returns_within_seconds(bound: float, call: Callable[[], object]) -> bool:
+    """False when `call` is still waiting after `bound` seconds (a generous bound: the handler's
+    HTTP timeout is patched to 0.2 s here; without one it would wait for ever)."""
+    worker = threading.Thread(target=call, daemon=True)
+    worker.start()
+    worker.join(bound)
+    return not worker.is_alive()
+
+
 @pytest.fixture
 def silent_endpoint() -> Iterator[str]:
     """A port that accepts connections and never answers (an API behind a dropped route)."""
@@ -445,7 +455,9 @@ def test_an_api_that_never_answers_does_not_hold_the_poll(
     forced = delete_event(silent_endpoint)
     forced["Data"] = {**forced["Data"], "ForceAfter": str(time.time() - 1)}
 
-    assert handler.is_complete(forced)["IsComplete"]  # EC2 alone decided
+    answers: list[dict[str, Any]] = []
+    assert returns_within_seconds(5, lambda: answers.append(handler.is_complete(forced)))
+    assert answers == [{"IsComplete": True}]  # EC2 alone decided
     assert state(ec2, node) == "terminated"
 
 
@@ -454,7 +466,8 @@ def test_a_response_url_that_never_answers_does_not_hold_the_poll(
 ) -> None:
     monkeypatch.setattr(handler, "HTTP_TIMEOUT_SECONDS", 0.2)
     event = delete_event(silent_endpoint, ResponseURL=silent_endpoint + RESPONSE_PATH)
-    handler.fail(event, "left: i-0123")  # returns: the failure is logged, not raised
+    # returns (the failure is logged, not raised) instead of waiting for ever
+    assert returns_within_seconds(5, lambda: handler.fail(event, "left: i-0123"))
 
 
 def test_the_reason_names_each_kind_left_and_why_kubernetes_could_not_be_asked() -> None:
