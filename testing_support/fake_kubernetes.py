@@ -83,8 +83,8 @@ def _handler(state: FakeKubernetes) -> type[BaseHTTPRequestHandler]:
             if not is_eks_token(token):
                 self._answer(401, {"kind": "Status", "code": 401})
                 return False
-            accept = self.headers.get("Accept")
-            if accept and not any(t in accept for t in ("application/json", "*/*")):
+            accepted = {t.split(";")[0].strip() for t in self.headers.get("Accept", "").split(",")}
+            if accepted != {""} and not accepted & {"application/json", "*/*"}:
                 self._answer(406, {"kind": "Status", "code": 406})
                 return False
             return True
