@@ -1,22 +1,34 @@
 """A minimal Kubernetes API server on 127.0.0.1 for the teardown handler's tests.
 
 Serves list and delete of cluster-scoped custom objects (NodePools, NodeClaims, EC2NodeClasses)
-over plain HTTP, refuses requests without an EKS-style bearer token, and accepts the PUT of a
-CloudFormation response (so a test can read what the handler answered). `on_delete` lets a test
-play the Karpenter controller: it runs after an object is deleted.
+over plain HTTP, or over HTTPS under a CA of its own as an EKS cluster does. Refuses requests
+without an EKS-style bearer token, and (406, like the API server) requests that accept no JSON.
+Accepts the PUT of a CloudFormation response, so a test can read what the handler answered and
+with which Content-Type. `on_delete` lets a test play the Karpenter controller: it runs after an
+object is deleted.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime
+import ipaddress
 import json
+import ssl
+import tempfile
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 RESPONSE_PATH = "/cloudformation-response"
 TOKEN_PREFIX = "k8s-aws-v1."
@@ -31,7 +43,9 @@ class FakeKubernetes:
     on_delete: Callable[[str, str], None] = lambda collection, name: None
     deleted: list[tuple[str, str]] = field(default_factory=list)
     responses: list[dict[str, Any]] = field(default_factory=list)
+    response_content_types: list[str | None] = field(default_factory=list)
     missing_collections: set[str] = field(default_factory=set)
+    certificate_authority: str = ""
 
     def add(self, collection: str, name: str, **metadata: Any) -> None:
         self.objects.setdefault(collection, {})[name] = {"metadata": {"name": name, **metadata}}
@@ -69,12 +83,17 @@ def _handler(state: FakeKubernetes) -> type[BaseHTTPRequestHandler]:
             if not is_eks_token(token):
                 self._answer(401, {"kind": "Status", "code": 401})
                 return False
+            accepted = {t.split(";")[0].strip() for t in self.headers.get("Accept", "").split(",")}
+            if accepted != {""} and not accepted & {"application/json", "*/*"}:
+                self._answer(406, {"kind": "Status", "code": 406})
+                return False
             return True
 
         def do_PUT(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             if self.path == RESPONSE_PATH:
                 state.responses.append(json.loads(self.rfile.read(length)))
+                state.response_content_types.append(self.headers.get("Content-Type"))
                 self._answer(200, {})
             else:
                 self._answer(404, {})
@@ -103,15 +122,78 @@ def _handler(state: FakeKubernetes) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def self_signed_authority(common_name: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A CA like an EKS cluster's own: self-signed, trusted by nobody else."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return certificate, key
+
+
+def pem_base64(certificate: x509.Certificate) -> str:
+    """A CA certificate the way DescribeCluster returns it: base64 of the PEM."""
+    return base64.b64encode(certificate.public_bytes(serialization.Encoding.PEM)).decode()
+
+
+def _server_context(directory: Path) -> tuple[ssl.SSLContext, str]:
+    """A TLS context serving 127.0.0.1 under a fresh CA; the CA as base64 PEM."""
+    authority, authority_key = self_signed_authority("kubernetes")
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(authority.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(authority_key, hashes.SHA256())
+    )
+    chain = directory / "server.pem"
+    chain.write_bytes(
+        certificate.public_bytes(serialization.Encoding.PEM)
+        + key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(chain)
+    return context, pem_base64(authority)
+
+
 @contextmanager
-def running_fake_kubernetes() -> Iterator[FakeKubernetes]:
+def running_fake_kubernetes(*, tls: bool = False) -> Iterator[FakeKubernetes]:
+    """The fake on a free port; with `tls` over HTTPS under its own CA (certificate_authority)."""
     state = FakeKubernetes()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield state
-    finally:
-        server.shutdown()
-        server.server_close()
+    port = server.server_address[1]
+    with tempfile.TemporaryDirectory() as directory:
+        if tls:
+            context, state.certificate_authority = _server_context(Path(directory))
+            server.socket = context.wrap_socket(server.socket, server_side=True)
+        state.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield state
+        finally:
+            server.shutdown()
+            server.server_close()

@@ -43,7 +43,8 @@ EQUIVALENTS_DOC = REPO / "docs" / "testing.md"
 # The config modules' first tier skips tests/conftest.py (--confcutdir) and the test files that
 # import the CDK app, so no jsii process starts; the second tier is tests/unit/config without
 # the few cases that synthesize the app or start `python app.py` (they take most of its time
-# and repeat in-process cases of the same tables).
+# and repeat in-process cases of the same tables). The Lambda handlers' tests need no fixture of
+# tests/conftest.py and no CDK import, so their tier leaves it out the same way.
 _CONFIG_TESTS = [
     [
         "--confcutdir=tests/unit/config",
@@ -151,8 +152,21 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
     ],
     "cdk_constructs/subnet_cidr_reservation_handler/index.py": [
         [
+            "--confcutdir=tests/unit/cdk_constructs",
             "tests/unit/cdk_constructs/test_subnet_cidr_reservation_handler.py",
             "tests/unit/cdk_constructs/test_subnet_cidr_reservation_handler_rules.py",
+        ]
+    ],
+    "cdk_constructs/karpenter_teardown_handler/index.py": [
+        [
+            "--confcutdir=tests/unit/cdk_constructs",
+            "tests/unit/cdk_constructs/test_karpenter_teardown_handler.py",
+        ]
+    ],
+    "cdk_constructs/ami_release_check_handler/index.py": [
+        [
+            "--confcutdir=tests/unit/cdk_constructs",
+            "tests/unit/cdk_constructs/test_ami_release_check_handler.py",
         ]
     ],
     "node_bootstrap/renderer.py": [

@@ -33,16 +33,6 @@ def shared_reference(relative: str = "") -> Path:
     return path
 
 
-def fake_aws_credentials(monkeypatch: pytest.MonkeyPatch, region: str) -> None:
-    """Credentials and region for boto3 under moto's mock_aws (never real ones)."""
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": region,
-    }.items():
-        monkeypatch.setenv(name, value)
-
-
 # CloudFormation templates (as dicts: Template.to_json() or a synthesized *.template.json).
 
 # Stands in for a value CloudFormation resolves at deploy time (Ref, GetAtt, import...) inside

@@ -52,7 +52,7 @@ from testing_support.multus_emulator import (
 )
 from testing_support.pod_ip_node import EMULATOR_RANGES, PodIpNode, pod_ip_vpc, wait_until
 from tests.conftest import REPO, SynthesizedApp
-from tests.helpers import fake_aws_credentials
+from tests.moto_helpers import fake_aws_credentials
 
 pytestmark = pytest.mark.integration
 

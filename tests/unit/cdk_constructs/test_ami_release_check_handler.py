@@ -8,42 +8,46 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
-from moto.core.models import DEFAULT_ACCOUNT_ID
+from moto.core.models import DEFAULT_ACCOUNT_ID, MockAWS
 from moto.core.utils import utcnow
 from moto.ssm.models import Parameter, ssm_backends
 
 from cdk_constructs.ami_release_check import al2023_image_parameter
 from cdk_constructs.ami_release_check_handler import index as handler
-from tests.helpers import fake_aws_credentials
+from tests.moto_helpers import moto_for_module
 
 REGION = "us-west-2"
 PUBLISHED = al2023_image_parameter("1.34", "al2023@v20261112")
 IMAGE_ID = "ami-0123456789abcdef0"
 
 
+@pytest.fixture(scope="module")
+def aws() -> Iterator[MockAWS]:
+    with moto_for_module(REGION) as mock:
+        yield mock
+
+
 @pytest.fixture
-def ssm(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    fake_aws_credentials(monkeypatch, REGION)
-    with mock_aws():
-        # AWS publishes /aws/service/... parameters; nobody may put one (moto refuses too), so
-        # it is planted in moto's store the way moto loads its own public parameters.
-        ssm_backends[DEFAULT_ACCOUNT_ID][REGION]._parameters[PUBLISHED].append(
-            # moto declares CloudFormation hooks abstract that its own SSM backend never calls.
-            Parameter(  # type: ignore[abstract]
-                account_id=DEFAULT_ACCOUNT_ID,
-                name=PUBLISHED,
-                value=IMAGE_ID,
-                parameter_type="String",
-                description=None,
-                allowed_pattern=None,
-                keyid=None,
-                last_modified_date=utcnow(),
-                version=1,
-                data_type="aws:ec2:image",
-            )
+def ssm(aws: MockAWS) -> Any:
+    aws.reset()  # every test starts from an empty account
+    # AWS publishes /aws/service/... parameters; nobody may put one (moto refuses too), so
+    # it is planted in moto's store the way moto loads its own public parameters.
+    ssm_backends[DEFAULT_ACCOUNT_ID][REGION]._parameters[PUBLISHED].append(
+        # moto declares CloudFormation hooks abstract that its own SSM backend never calls.
+        Parameter(  # type: ignore[abstract]
+            account_id=DEFAULT_ACCOUNT_ID,
+            name=PUBLISHED,
+            value=IMAGE_ID,
+            parameter_type="String",
+            description=None,
+            allowed_pattern=None,
+            keyid=None,
+            last_modified_date=utcnow(),
+            version=1,
+            data_type="aws:ec2:image",
         )
-        yield boto3.client("ssm", region_name=REGION)
+    )
+    return boto3.client("ssm", region_name=REGION)
 
 
 def event(request: str, kubernetes: str, alias: str) -> dict[str, Any]:

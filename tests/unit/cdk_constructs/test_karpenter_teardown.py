@@ -6,6 +6,9 @@ from typing import Any
 
 import pytest
 
+from cdk_constructs import karpenter_teardown
+from cdk_constructs.karpenter_teardown_handler import index as handler
+from node_bootstrap.renderer import CLUSTER_TAG_KEY, NETWORK_TAG_KEY
 from tests.conftest import SynthesizedApp
 from tests.helpers import resources
 
@@ -109,3 +112,10 @@ def test_is_complete_runs_in_the_node_subnets_with_the_cluster_security_group(
     ]
     assert is_complete["Properties"]["VpcConfig"] == kubectl["Properties"]["VpcConfig"]
     assert is_complete["Properties"]["Handler"] == "index.is_complete"
+
+
+def test_handler_tag_keys_match_the_node_bootstrap_and_the_iam_conditions() -> None:
+    assert handler.CLUSTER_TAG == CLUSTER_TAG_KEY
+    assert handler.MULTUS_NETWORK_TAG == NETWORK_TAG_KEY
+    assert handler.NODEPOOL_TAG == karpenter_teardown.KARPENTER_NODEPOOL_TAG
+    assert handler.KARPENTER_CLUSTER_TAG_PREFIX == karpenter_teardown.KARPENTER_CLUSTER_TAG_PREFIX

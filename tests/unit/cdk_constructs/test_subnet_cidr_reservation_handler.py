@@ -7,19 +7,24 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
+from moto.core.models import MockAWS
 
 from cdk_constructs.subnet_cidr_reservation_handler import index as handler
-from tests.helpers import fake_aws_credentials
+from tests.moto_helpers import moto_for_module
 
 REGION = "ap-northeast-1"
 
 
+@pytest.fixture(scope="module")
+def aws() -> Iterator[MockAWS]:
+    with moto_for_module(REGION) as mock:
+        yield mock
+
+
 @pytest.fixture
-def ec2(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    fake_aws_credentials(monkeypatch, REGION)
-    with mock_aws():
-        yield boto3.client("ec2", region_name=REGION)
+def ec2(aws: MockAWS) -> Any:
+    aws.reset()  # every test starts from an empty account
+    return boto3.client("ec2", region_name=REGION)
 
 
 @pytest.fixture
