@@ -134,7 +134,7 @@ class Leftovers:
         ]
         if self.kubernetes_error:
             parts.append(f"(Kubernetes API: {self.kubernetes_error})")
-        return "; ".join(parts) or "nothing"
+        return "; ".join(parts)
 
 
 def _listing(items: list[str]) -> str:
