@@ -124,7 +124,7 @@ def ec2_error_xml(code: str, message: str) -> str:
 
 class FakeAws:
     """IMDSv2 (PUT /latest/api/token, then GETs carrying the token) and the EC2 Query API (POST /,
-    SigV4-signed with the node role's credentials) on one local port.
+    a form-encoded body, SigV4-signed with the node role's credentials) on one local port.
 
     `ec2_answers` are (HTTP status, body) pairs served in order, then 200 with `ec2_default`;
     a status of 0 closes the connection without an answer."""
@@ -211,6 +211,9 @@ class FakeAws:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 refused = signature_error(fake.url + "/", self.headers, body, NODE_CREDENTIALS)
+                form = self.headers.get("Content-Type", "")
+                if not form.startswith("application/x-www-form-urlencoded"):
+                    refused = refused or f"content type {form!r}"
                 if self.path != "/" or refused:
                     with fake._lock:
                         fake.refusals.append(refused or f"path {self.path}")

@@ -326,7 +326,7 @@ def test_the_agent_starts_on_the_eni_the_bootstrap_recorded_for_this_instance(
     assert (agent.instance_type, agent.ipv4_per_eni) == ("m5.large", 10)
     assert agent.workers["multus1"].eni_id == "eni-0abc"
     assert agent.workers["multus1"].is_alive()
-    assert waits == [2]
+    assert len(waits) == 1
     assert fake_aws.ec2_requests[0]["InstanceType.1"] == "m5.large"
 
 
@@ -834,3 +834,13 @@ def test_the_config_file_is_read_as_json(tmp_path: Path) -> None:
 @pytest.mark.parametrize("argv", [["agent.py"], ["agent.py", "a.json", "b.json"]])
 def test_the_command_line_wants_exactly_one_config_file(argv: list[str]) -> None:
     assert main(argv) == 2
+
+
+def test_an_idle_worker_waits_for_work(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    ec2 = ScriptedEc2()
+    worker = worker_for(tmp_path, ec2)
+
+    time.sleep(0.1)  # twenty batch windows
+
+    assert (ec2.calls, caplog.records) == ([], [])
+    assert settle(submit(worker, ("assign", "10.0.4.33"))) == [None]
