@@ -8,6 +8,7 @@ import json
 import threading
 import time
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -126,8 +127,8 @@ class FakeAws:
     """IMDSv2 (PUT /latest/api/token, then GETs carrying the token) and the EC2 Query API (POST /,
     a form-encoded body, SigV4-signed with the node role's credentials) on one local port.
 
-    `ec2_answers` are (HTTP status, body) pairs served in order, then 200 with `ec2_default`;
-    a status of 0 closes the connection without an answer."""
+    `ec2_answers` are (HTTP status, body) pairs served in order, then 200 with the action's
+    `ec2_by_action` entry or `ec2_default`; a status of 0 closes the connection unanswered."""
 
     def __init__(self) -> None:
         self.metadata: dict[str, str] = {
@@ -143,6 +144,7 @@ class FakeAws:
         self.ec2_requests: list[dict[str, str]] = []
         self.ec2_answers: list[tuple[int, str]] = []
         self.ec2_default = OK_XML
+        self.ec2_by_action: dict[str, str] = {}
         self.refusals: list[str] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -158,6 +160,7 @@ class FakeAws:
             self.refusals.clear()
         self.credentials_expire_at = "2099-01-01T00:00:00Z"
         self.ec2_default = OK_XML
+        self.ec2_by_action = {}
 
     def close(self) -> None:
         self._server.shutdown()
@@ -219,11 +222,11 @@ class FakeAws:
                         fake.refusals.append(refused or f"path {self.path}")
                     self._reply(403, ec2_error_xml("AuthFailure", refused))
                     return
+                params = dict(parse_qsl(body.decode()))
                 with fake._lock:
-                    fake.ec2_requests.append(dict(parse_qsl(body.decode())))
-                    status, answer = (
-                        fake.ec2_answers.pop(0) if fake.ec2_answers else (200, fake.ec2_default)
-                    )
+                    fake.ec2_requests.append(params)
+                    default = fake.ec2_by_action.get(params.get("Action", ""), fake.ec2_default)
+                    status, answer = fake.ec2_answers.pop(0) if fake.ec2_answers else (200, default)
                 if status == 0:
                     self.close_connection = True
                     return
@@ -239,7 +242,7 @@ class FakeAws:
         return Handler
 
 
-def wait_for(condition: Any, timeout: float = 5.0) -> bool:
+def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():

@@ -14,10 +14,14 @@ full jitter, DEL never fails, reconcile rules).
 
 from __future__ import annotations
 
+import _thread
+import contextlib
 import datetime
 import json
 import os
 import random
+import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -45,6 +49,7 @@ from multus_pod_ips.agent import (
 )
 from testing_support.multus_emulator import NODE_CREDENTIALS
 from tests.unit.multus_pod_ips.fakes import (
+    ENI_XML,
     PRIMARY_IP,
     FakeAws,
     ScriptedEc2,
@@ -52,6 +57,7 @@ from tests.unit.multus_pod_ips.fakes import (
     config,
     ec2_error_xml,
     settle,
+    wait_for,
     worker_for,
 )
 
@@ -832,8 +838,66 @@ def test_the_config_file_is_read_as_json(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("argv", [["agent.py"], ["agent.py", "a.json", "b.json"]])
-def test_the_command_line_wants_exactly_one_config_file(argv: list[str]) -> None:
+def test_the_command_line_wants_exactly_one_config_file(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(argv) == 2
+    assert capsys.readouterr().err.startswith("usage: agent.py CONFIG.json")
+
+
+def test_the_agent_serves_then_marks_itself_ready_reconciles_periodically_and_stops_on_sigterm(
+    fake_aws: FakeAws, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_aws.ec2_by_action = {
+        "DescribeInstanceTypes": INSTANCE_TYPES_XML,
+        "DescribeNetworkInterfaces": ENI_XML.format(secondaries=""),
+    }
+    monkeypatch.setenv("MULTUS_IMDS_URL", fake_aws.url)
+    monkeypatch.setenv("MULTUS_EC2_ENDPOINT", fake_aws.url)
+    (tmp_path / "eni").mkdir()
+    (tmp_path / "eni/multus1.eni").write_text("i-0123456789abcdef0 eni-1\n")
+    run = Path(tempfile.mkdtemp(prefix="agent"))  # unix socket paths are short (108 bytes)
+    # Left over from the previous agent on this node: both are replaced.
+    (run / "agent.sock").write_text("")
+    (run / "ready").write_text("stale\n")
+    agent_config = config(tmp_path, socket_path=str(run / "agent.sock"), reconcile_seconds=0.05)
+    path = tmp_path / "agent.json"
+    path.write_text(json.dumps({**agent_config.__dict__, "ready_marker": str(run / "ready")}))
+    seen: dict[str, Any] = {}
+
+    def node() -> None:
+        def marked() -> bool:
+            with contextlib.suppress(FileNotFoundError):
+                return (run / "ready").read_text() == f"{os.getpid()}\n"
+            return False
+
+        ready = wait_for(marked, 10)
+        if ready:
+            seen["mode"] = os.stat(run / "agent.sock").st_mode & 0o777
+            seen["reply"] = ask(str(run / "agent.sock"), b"not json\n")
+            seen["periodic"] = wait_for(
+                lambda: (
+                    [r["Action"] for r in fake_aws.ec2_requests].count("DescribeNetworkInterfaces")
+                    >= 3
+                )
+            )
+            os.kill(os.getpid(), signal.SIGTERM)
+        else:
+            _thread.interrupt_main()  # never ready: stop the test, not the test runner
+
+    previous = signal.getsignal(signal.SIGTERM)
+    threading.Thread(target=node, daemon=True).start()
+    try:
+        assert main(["agent.py", str(path)]) == 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        shutil.rmtree(run)
+
+    assert seen == {
+        "mode": 0o600,  # the plugin runs as root; nobody else may ask
+        "reply": {"ok": False, "code": CNI_INVALID_CONFIG, "msg": seen["reply"]["msg"]},
+        "periodic": True,
+    }
 
 
 def test_an_idle_worker_waits_for_work(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
