@@ -17,12 +17,19 @@ from urllib.parse import parse_qsl
 from multus_pod_ips.agent import Agent, AgentConfig, AgentError, Ec2Error, EniWorker, Operation
 from testing_support.multus_emulator import NODE_CREDENTIALS, NODE_ROLE, signature_error
 
+#: DescribeNetworkInterfaces' answer for eni-1 (EC2 API reference, NetworkInterface): the ENI's own
+#: privateIpAddress, then one item per address in privateIpAddressesSet; other sets have items too.
 ENI_XML = """<DescribeNetworkInterfacesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
+<requestId>59dbff89-35bd-4eac-99ed-be587EXAMPLE</requestId>
 <networkInterfaceSet><item><networkInterfaceId>eni-1</networkInterfaceId>
+<privateIpAddress>10.0.4.10</privateIpAddress>
+<groupSet><item><groupId>sg-1</groupId><groupName>multus</groupName></item></groupSet>
+<tagSet><item><key>multus.k8s.aws/interface</key><value>multus1</value></item></tagSet>
 <privateIpAddressesSet>
 <item><privateIpAddress>10.0.4.10</privateIpAddress><primary>true</primary></item>
 {secondaries}
-</privateIpAddressesSet></item></networkInterfaceSet></DescribeNetworkInterfacesResponse>"""
+</privateIpAddressesSet><ipv6AddressesSet/></item></networkInterfaceSet>
+</DescribeNetworkInterfacesResponse>"""
 PRIMARY_IP = "10.0.4.10"
 OK_XML = "<Response><return>true</return></Response>"
 #: IMDSv2: a session token lives at most 6 hours (EC2 User Guide, "Use IMDSv2").
@@ -214,6 +221,10 @@ class FakeAws:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 refused = signature_error(fake.url + "/", self.headers, body, NODE_CREDENTIALS)
+                try:  # SigV4: X-Amz-Date in ISO 8601 basic format, UTC
+                    time.strptime(self.headers.get("X-Amz-Date", ""), "%Y%m%dT%H%M%SZ")
+                except ValueError:
+                    refused = refused or "malformed X-Amz-Date"
                 form = self.headers.get("Content-Type", "")
                 if not form.startswith("application/x-www-form-urlencoded"):
                     refused = refused or f"content type {form!r}"

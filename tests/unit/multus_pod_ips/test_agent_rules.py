@@ -26,6 +26,7 @@ import socket
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -908,3 +909,65 @@ def test_an_idle_worker_waits_for_work(tmp_path: Path, caplog: pytest.LogCapture
 
     assert (ec2.calls, caplog.records) == ([], [])
     assert settle(submit(worker, ("assign", "10.0.4.33"))) == [None]
+
+
+def test_every_imds_and_ec2_request_has_a_timeout(
+    fake_aws: FakeAws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    timeouts: list[float | None] = []
+    urlopen = urllib.request.urlopen
+
+    def recording(request: Any, *args: Any, **kwargs: Any) -> Any:
+        timeouts.append(kwargs.get("timeout", args[1] if len(args) > 1 else None))
+        return urlopen(request, *args, **kwargs)
+
+    monkeypatch.setattr(urllib.request, "urlopen", recording)
+
+    ec2_client(fake_aws).call("DescribeNetworkInterfaces", {}, 0.0)
+
+    # The token, the role, its credentials, then EC2: a hung endpoint must not hang the agent.
+    assert len(timeouts) == 4
+    assert all(timeout is not None and 0 < timeout <= 30 for timeout in timeouts)
+
+
+def test_a_reconcile_reads_the_eni_once_and_only_that_eni(tmp_path: Path) -> None:
+    ec2 = ScriptedEc2()
+    agent = reconciled_agent(tmp_path, ec2)
+
+    assert agent.reconcile_all(timeout=10) is True
+
+    assert ec2.calls == [("DescribeNetworkInterfaces", {"NetworkInterfaceId.1": "eni-1"})]
+
+
+def test_reconcile_all_returns_once_every_eni_is_reconciled(tmp_path: Path) -> None:
+    ec2 = ScriptedEc2()
+    agent = reconciled_agent(tmp_path, ec2)
+    ec2.gate.clear()
+    threading.Timer(0.1, ec2.gate.set).start()
+
+    assert agent.reconcile_all(timeout=10) is True
+    assert agent.workers["multus1"].reconciled.is_set()
+
+
+def test_an_address_still_held_whose_retried_unassign_is_throttled_fails_alone(
+    tmp_path: Path,
+) -> None:
+    class ThrottledRetry(ScriptedEc2):
+        def call(self, action: str, params: dict[str, str], deadline: float) -> Any:
+            if self.actions().count("UnassignPrivateIpAddresses") == 1 and action.startswith("U"):
+                self.calls.append((action, params))
+                raise Ec2Error("RequestLimitExceeded", "slow down", retryable=True)
+            return super().call(action, params, deadline)
+
+    ec2 = ThrottledRetry({"10.0.4.33", "10.0.4.35"})
+    worker = worker_for(tmp_path, ec2)
+    settle(submit(worker, ("assign", "10.0.4.35")))
+    ec2.secondaries.discard("10.0.4.35")  # moved to another node's ENI
+    ec2.gate.clear()
+    operations = submit(worker, ("unassign", "10.0.4.33"), ("unassign", "10.0.4.35"))
+    ec2.gate.set()
+
+    still_held, moved_away = settle(operations)
+
+    assert still_held is not None and still_held.code == CNI_TRY_AGAIN_LATER
+    assert moved_away is None
