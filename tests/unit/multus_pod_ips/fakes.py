@@ -5,6 +5,7 @@ signature the way EC2 does."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import xml.etree.ElementTree as ElementTree
@@ -34,6 +35,34 @@ PRIMARY_IP = "10.0.4.10"
 OK_XML = "<Response><return>true</return></Response>"
 #: IMDSv2: a session token lives at most 6 hours (EC2 User Guide, "Use IMDSv2").
 IMDS_MAX_TOKEN_TTL = 21600
+
+
+#: The actions the agent calls and their parameters (EC2 API reference, "Request Parameters");
+#: True: required. Anything else EC2 answers with InvalidAction or UnknownParameter.
+EC2_PARAMETERS: dict[str, dict[str, bool]] = {
+    "DescribeInstanceTypes": {"InstanceType.N": False},
+    "DescribeNetworkInterfaces": {"NetworkInterfaceId.N": False},
+    "AssignPrivateIpAddresses": {
+        "NetworkInterfaceId": True,
+        "PrivateIpAddress.N": False,
+        "AllowReassignment": False,
+    },
+    "UnassignPrivateIpAddresses": {"NetworkInterfaceId": True, "PrivateIpAddress.N": False},
+}
+
+
+def ec2_request_error(params: dict[str, str]) -> str:
+    """Why EC2 would refuse this request ("" if it would not)."""
+    action = params.get("Action", "")
+    if action not in EC2_PARAMETERS or params.get("Version") != "2016-11-15":
+        return f"InvalidAction {action} (version {params.get('Version')})"
+    allowed = EC2_PARAMETERS[action]
+    for name in params:
+        generic = re.sub(r"\.[1-9][0-9]*$", ".N", name)
+        if name not in ("Action", "Version") and generic not in allowed:
+            return f"UnknownParameter {name}"
+    missing = [name for name, required in allowed.items() if required and name not in params]
+    return f"MissingParameter {missing[0]}" if missing else ""
 
 
 def config(tmp_path: Path, **overrides: Any) -> AgentConfig:
@@ -234,6 +263,12 @@ class FakeAws:
                     self._reply(403, ec2_error_xml("AuthFailure", refused))
                     return
                 params = dict(parse_qsl(body.decode()))
+                invalid = ec2_request_error(params)
+                if invalid:
+                    with fake._lock:
+                        fake.refusals.append(invalid)
+                    self._reply(400, ec2_error_xml(invalid.split()[0], invalid))
+                    return
                 with fake._lock:
                     fake.ec2_requests.append(params)
                     default = fake.ec2_by_action.get(params.get("Action", ""), fake.ec2_default)

@@ -66,6 +66,7 @@ REGION = "us-west-2"
 #: CNI spec error codes and this plugin's own (docs/multus-pod-ips.md, "Failure modes").
 CNI_INVALID_CONFIG, CNI_TRY_AGAIN_LATER = 7, 11
 ENI_FULL, NOT_ASSIGNED, EC2_REFUSED = 101, 102, 103
+ASSIGN_ONE = {"NetworkInterfaceId": "eni-1", "PrivateIpAddress.1": "10.0.4.33"}
 
 
 @pytest.fixture(scope="module")
@@ -201,7 +202,7 @@ def test_a_throttled_call_is_retried(
 ) -> None:
     fake_aws.ec2_answers = [(400, ec2_error_xml(code, "slow down"))]
 
-    ec2_client(fake_aws).call("AssignPrivateIpAddresses", {}, deadline_in(30))
+    ec2_client(fake_aws).call("AssignPrivateIpAddresses", ASSIGN_ONE, deadline_in(30))
 
     assert len(fake_aws.ec2_requests) == 2
 
@@ -212,7 +213,7 @@ def test_server_errors_and_lost_connections_are_retried(
 ) -> None:
     fake_aws.ec2_answers = [answer]
 
-    ec2_client(fake_aws).call("AssignPrivateIpAddresses", {}, deadline_in(30))
+    ec2_client(fake_aws).call("AssignPrivateIpAddresses", ASSIGN_ONE, deadline_in(30))
 
     assert len(fake_aws.ec2_requests) == 2
 
@@ -222,7 +223,7 @@ def test_retries_back_off_exponentially_with_full_jitter_up_to_ten_seconds(
 ) -> None:
     fake_aws.ec2_answers = [(503, ec2_error_xml("Unavailable", "busy"))] * 8
 
-    ec2_client(fake_aws).call("AssignPrivateIpAddresses", {}, deadline_in(60))
+    ec2_client(fake_aws).call("AssignPrivateIpAddresses", ASSIGN_ONE, deadline_in(60))
 
     assert backoff == [
         (0, 0.2),
@@ -242,7 +243,7 @@ def test_a_client_error_is_raised_at_once_with_ec2s_code_and_message(
     fake_aws.ec2_answers = [(400, ec2_error_xml("InvalidParameterValue", "bad address"))]
 
     with pytest.raises(Ec2Error) as raised:
-        ec2_client(fake_aws).call("AssignPrivateIpAddresses", {}, deadline_in(30))
+        ec2_client(fake_aws).call("AssignPrivateIpAddresses", ASSIGN_ONE, deadline_in(30))
 
     assert (raised.value.code, raised.value.message) == ("InvalidParameterValue", "bad address")
     assert raised.value.retryable is False
@@ -259,7 +260,7 @@ def test_an_error_without_an_ec2_code_is_named_by_its_http_status(
     fake_aws.ec2_answers = [answer]
 
     with pytest.raises(Ec2Error) as raised:
-        ec2_client(fake_aws)._call_once("AssignPrivateIpAddresses", {})
+        ec2_client(fake_aws)._call_once("AssignPrivateIpAddresses", ASSIGN_ONE)
 
     assert (raised.value.code, raised.value.retryable) == (code, retryable)
 
@@ -268,7 +269,7 @@ def test_a_server_error_with_an_ec2_code_is_retryable(fake_aws: FakeAws) -> None
     fake_aws.ec2_answers = [(500, ec2_error_xml("InternalError", "oops"))]
 
     with pytest.raises(Ec2Error) as raised:
-        ec2_client(fake_aws)._call_once("AssignPrivateIpAddresses", {})
+        ec2_client(fake_aws)._call_once("AssignPrivateIpAddresses", ASSIGN_ONE)
 
     assert (raised.value.code, raised.value.message, raised.value.retryable) == (
         "InternalError",
@@ -281,7 +282,7 @@ def test_a_lost_connection_is_a_retryable_connection_error(fake_aws: FakeAws) ->
     fake_aws.ec2_answers = [(0, "")]
 
     with pytest.raises(Ec2Error) as raised:
-        ec2_client(fake_aws)._call_once("AssignPrivateIpAddresses", {})
+        ec2_client(fake_aws)._call_once("AssignPrivateIpAddresses", ASSIGN_ONE)
 
     assert (raised.value.code, raised.value.retryable) == ("ConnectionError", True)
 
@@ -293,7 +294,7 @@ def test_no_retry_is_started_that_would_end_after_the_deadline(
     fake_aws.ec2_answers = [(503, ec2_error_xml("RequestLimitExceeded", "slow down"))] * 3
 
     with pytest.raises(Ec2Error) as raised:
-        ec2_client(fake_aws).call("AssignPrivateIpAddresses", {}, deadline_in(0.3))
+        ec2_client(fake_aws).call("AssignPrivateIpAddresses", ASSIGN_ONE, deadline_in(0.3))
 
     # Waits 0.2 s after the first answer; a second wait of 0.4 s would pass the deadline.
     assert raised.value.code == "RequestLimitExceeded"
