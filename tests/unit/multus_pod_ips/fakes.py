@@ -198,6 +198,10 @@ class FakeAws:
         self.ec2_default = OK_XML
         self.ec2_by_action = {}
 
+    def ec2_actions(self) -> list[str]:
+        with self._lock:
+            return [request.get("Action", "") for request in self.ec2_requests]
+
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
