@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import io
 import json
 import multiprocessing
 import os
@@ -26,8 +27,10 @@ import socket
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from email.message import Message
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,7 @@ from multus_pod_ips.agent import (
     _Server,
     _wait,
     main,
+    serve,
 )
 from testing_support.multus_emulator import NODE_CREDENTIALS
 from tests.unit.multus_pod_ips.fakes import (
@@ -967,3 +971,38 @@ def test_an_address_still_held_whose_retried_unassign_is_throttled_fails_alone(
 
     assert still_held is not None and still_held.code == CNI_TRY_AGAIN_LATER
     assert moved_away is None
+
+
+@pytest.mark.parametrize(
+    ("overrides", "first_outside_url"),
+    [
+        ({}, "http://169.254.169.254/latest/api/token"),
+        ({"MULTUS_IMDS_URL": "fake"}, "https://ec2.us-west-2.amazonaws.com/"),
+    ],
+)
+def test_without_overrides_the_agent_uses_imds_and_the_regional_ec2_endpoint(
+    fake_aws: FakeAws,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    overrides: dict[str, str],
+    first_outside_url: str,
+) -> None:
+    monkeypatch.delenv("MULTUS_IMDS_URL", raising=False)
+    monkeypatch.delenv("MULTUS_EC2_ENDPOINT", raising=False)
+    for name in overrides:
+        monkeypatch.setenv(name, fake_aws.url)
+    outside: list[str] = []
+    urlopen = urllib.request.urlopen
+
+    def local_only(request: urllib.request.Request, *args: Any, **kwargs: Any) -> Any:
+        if request.full_url.startswith(fake_aws.url):
+            return urlopen(request, *args, **kwargs)
+        outside.append(request.full_url)
+        raise urllib.error.HTTPError(request.full_url, 400, "refused", Message(), io.BytesIO())
+
+    monkeypatch.setattr(urllib.request, "urlopen", local_only)
+
+    with pytest.raises((urllib.error.HTTPError, Ec2Error)):
+        serve(config(tmp_path))
+
+    assert outside == [first_outside_url]
