@@ -884,8 +884,11 @@ def test_the_agent_serves_then_marks_itself_ready_reconciles_periodically_and_st
         mode = os.stat(run / "agent.sock").st_mode & 0o777 if ready else None
         reply = ask(str(run / "agent.sock"), b"not json\n") if ready else {}
         periodic = wait_for(lambda: fake_aws.ec2_actions().count("DescribeNetworkInterfaces") >= 3)
-        os.kill(agent.pid or 0, signal.SIGTERM)
-        ended = ends.poll(10) and ends.recv()
+        with socket.socket(socket.AF_UNIX) as silent:  # a client that never sends its request
+            if ready:
+                silent.connect(str(run / "agent.sock"))
+            os.kill(agent.pid or 0, signal.SIGTERM)
+            ended = ends.poll(10) and ends.recv()
     finally:
         agent.kill()
         shutil.rmtree(run)
