@@ -882,11 +882,12 @@ def test_the_agent_serves_then_marks_itself_ready_reconciles_periodically_and_st
     try:
         ready = wait_for(lambda: marker(run / "ready") == f"{agent.pid}\n", 10)
         mode = os.stat(run / "agent.sock").st_mode & 0o777 if ready else None
-        reply = ask(str(run / "agent.sock"), b"not json\n") if ready else {}
         periodic = wait_for(lambda: fake_aws.ec2_actions().count("DescribeNetworkInterfaces") >= 3)
         with socket.socket(socket.AF_UNIX) as silent:  # a client that never sends its request
             if ready:
                 silent.connect(str(run / "agent.sock"))
+            # Answered after the silent one was accepted (connections are accepted in order).
+            reply = ask(str(run / "agent.sock"), b"not json\n") if ready else {}
             os.kill(agent.pid or 0, signal.SIGTERM)
             ended = ends.poll(10) and ends.recv()
     finally:
