@@ -880,7 +880,8 @@ def test_the_agent_serves_then_marks_itself_ready_reconciles_periodically_and_st
     agent = multiprocessing.get_context("fork").Process(target=agent_process)
     agent.start()
     try:
-        ready = wait_for(lambda: marker(run / "ready") == f"{agent.pid}\n", 10)
+        wait_for(lambda: marker(run / "ready") == f"{agent.pid}\n" or not agent.is_alive(), 10)
+        ready = marker(run / "ready") == f"{agent.pid}\n"
         mode = os.stat(run / "agent.sock").st_mode & 0o777 if ready else None
         periodic = wait_for(lambda: fake_aws.ec2_actions().count("DescribeNetworkInterfaces") >= 3)
         with socket.socket(socket.AF_UNIX) as silent:  # a client that never sends its request
@@ -889,7 +890,8 @@ def test_the_agent_serves_then_marks_itself_ready_reconciles_periodically_and_st
             # Answered after the silent one was accepted (connections are accepted in order).
             reply = ask(str(run / "agent.sock"), b"not json\n") if ready else {}
             os.kill(agent.pid or 0, signal.SIGTERM)
-            ended = ends.poll(10) and ends.recv()
+            agent.join(10)
+            ended = ends.poll(0) and ends.recv()
     finally:
         agent.kill()
         shutil.rmtree(run)
