@@ -503,7 +503,8 @@ def test_each_interface_of_a_pod_has_its_own_record(served: Agent) -> None:
     assert ec2_of(served).secondaries == {"10.0.4.34"}
 
 
-def test_a_record_key_is_a_safe_file_name() -> None:
+def test_a_record_file_is_named_after_the_container_and_interface_made_path_safe() -> None:
+    # The name is persisted in /run: the next agent version must find the same records.
     key = PodAttachment("../../etc/x y", "net/1", "", "multus1", ()).key
 
     assert "/" not in key and " " not in key
