@@ -196,6 +196,19 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
     "node_bootstrap/pod_ip_iam.py": [
         ["--confcutdir=tests/unit/node_bootstrap", "tests/unit/node_bootstrap/test_pod_ip_iam.py"]
     ],
+    # The agent's unit tests (no conftest: no jsii), then the agent as a process against the
+    # emulator, which only runs for the mutants the unit tests miss.
+    "multus_pod_ips/agent.py": [
+        [
+            "--confcutdir=tests/unit/multus_pod_ips",
+            "tests/unit/multus_pod_ips/test_agent.py",
+            "tests/unit/multus_pod_ips/test_agent_rules.py",
+        ],
+        [
+            "--confcutdir=tests/integration/multus_pod_ips",
+            "tests/integration/multus_pod_ips/test_pod_ip_agent.py",
+        ],
+    ],
 }
 
 COPY_IGNORE = shutil.ignore_patterns(

@@ -3,92 +3,24 @@ batching against a scripted EC2."""
 
 from __future__ import annotations
 
-import threading
 import time
-import xml.etree.ElementTree as ElementTree
 from email.message import Message
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from multus_pod_ips.agent import (
     ERROR_ENI_FULL,
     Agent,
-    AgentConfig,
-    AgentError,
     Credentials,
     Ec2Client,
     Ec2Error,
-    EniWorker,
     Operation,
     PodAttachment,
     RecordStore,
 )
 from testing_support.multus_emulator import NODE_CREDENTIALS, REGION, signature_error
-
-ENI_XML = """<DescribeNetworkInterfacesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
-<networkInterfaceSet><item><networkInterfaceId>eni-1</networkInterfaceId>
-<privateIpAddressesSet>
-<item><privateIpAddress>10.0.4.10</privateIpAddress><primary>true</primary></item>
-{secondaries}
-</privateIpAddressesSet></item></networkInterfaceSet></DescribeNetworkInterfacesResponse>"""
-
-
-def config(tmp_path: Path, **overrides: Any) -> AgentConfig:
-    values: dict[str, Any] = {
-        "socket_path": str(tmp_path / "agent.sock"),
-        "records_dir": str(tmp_path / "pods"),
-        "ready_marker": str(tmp_path / "ready"),
-        "eni_state_dir": str(tmp_path / "eni"),
-        "interfaces": {"multus1": ["10.0.4.32/27"]},
-        "netns_root": str(tmp_path),
-        "batch_window_seconds": 0.05,
-        **overrides,
-    }
-    return AgentConfig(**values)
-
-
-class ScriptedEc2:
-    """Answers like EC2 for one ENI; calls block until `gate` opens."""
-
-    def __init__(self, secondaries: set[str] | None = None) -> None:
-        self.secondaries = set(secondaries or ())
-        self.calls: list[tuple[str, dict[str, str]]] = []
-        self.gate = threading.Event()
-        self.gate.set()
-        self.failures: list[Ec2Error] = []
-
-    def call(self, action: str, params: dict[str, str], deadline: float) -> ElementTree.Element:
-        self.gate.wait(5)
-        self.calls.append((action, params))
-        if self.failures and action != "DescribeNetworkInterfaces":
-            raise self.failures.pop(0)
-        ips = {v for k, v in params.items() if k.startswith("PrivateIpAddress.")}
-        if action == "AssignPrivateIpAddresses":
-            self.secondaries |= ips
-        elif action == "UnassignPrivateIpAddresses":
-            self.secondaries -= ips
-        items = "".join(
-            f"<item><privateIpAddress>{ip}</privateIpAddress><primary>false</primary></item>"
-            for ip in sorted(self.secondaries)
-        )
-        return ElementTree.fromstring(ENI_XML.format(secondaries=items))
-
-
-def worker_for(tmp_path: Path, ec2: ScriptedEc2, limit: int = 10) -> EniWorker:
-    agent = Agent(config(tmp_path), imds=None, ec2=ec2)  # type: ignore[arg-type]
-    agent.ipv4_per_eni, agent.instance_type = limit, "m5.large"
-    worker = EniWorker(agent, "multus1", "eni-1")
-    agent.workers["multus1"] = worker
-    worker.start()
-    return worker
-
-
-def settle(operations: list[Operation]) -> list[AgentError | None]:
-    for operation in operations:
-        assert operation.done.wait(10)
-    return [operation.error for operation in operations]
+from tests.unit.multus_pod_ips.fakes import ScriptedEc2, config, settle, worker_for
 
 
 def test_requests_queued_during_a_call_go_out_together(tmp_path: Path) -> None:

@@ -1,0 +1,301 @@
+"""In-process stand-ins for what the agent talks to: a scripted EC2 for one ENI (ScriptedEc2), and
+IMDSv2 plus the EC2 Query API over HTTP on 127.0.0.1 (FakeAws), which checks each request's SigV4
+signature the way EC2 does."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+from multus_pod_ips.agent import Agent, AgentConfig, AgentError, Ec2Error, EniWorker, Operation
+from testing_support.multus_emulator import NODE_CREDENTIALS, NODE_ROLE, signature_error
+
+#: DescribeNetworkInterfaces' answer for eni-1 (EC2 API reference, NetworkInterface): the ENI's own
+#: privateIpAddress, then one item per address in privateIpAddressesSet; other sets have items too.
+ENI_XML = """<DescribeNetworkInterfacesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
+<requestId>59dbff89-35bd-4eac-99ed-be587EXAMPLE</requestId>
+<networkInterfaceSet><item><networkInterfaceId>eni-1</networkInterfaceId>
+<privateIpAddress>10.0.4.10</privateIpAddress>
+<groupSet><item><groupId>sg-1</groupId><groupName>multus</groupName></item></groupSet>
+<tagSet><item><key>multus.k8s.aws/interface</key><value>multus1</value></item></tagSet>
+<privateIpAddressesSet>
+<item><privateIpAddress>10.0.4.10</privateIpAddress><primary>true</primary></item>
+{secondaries}
+</privateIpAddressesSet><ipv6AddressesSet/></item></networkInterfaceSet>
+</DescribeNetworkInterfacesResponse>"""
+PRIMARY_IP = "10.0.4.10"
+OK_XML = "<Response><return>true</return></Response>"
+#: IMDSv2: a session token lives at most 6 hours (EC2 User Guide, "Use IMDSv2").
+IMDS_MAX_TOKEN_TTL = 21600
+
+
+#: The actions the agent calls and their parameters (EC2 API reference, "Request Parameters");
+#: True: required. Anything else EC2 answers with InvalidAction or UnknownParameter.
+EC2_PARAMETERS: dict[str, dict[str, bool]] = {
+    "DescribeInstanceTypes": {"InstanceType.N": False},
+    "DescribeNetworkInterfaces": {"NetworkInterfaceId.N": False},
+    "AssignPrivateIpAddresses": {
+        "NetworkInterfaceId": True,
+        "PrivateIpAddress.N": False,
+        "AllowReassignment": False,
+    },
+    "UnassignPrivateIpAddresses": {"NetworkInterfaceId": True, "PrivateIpAddress.N": False},
+}
+
+
+def ec2_request_error(params: dict[str, str]) -> str:
+    """Why EC2 would refuse this request ("" if it would not)."""
+    action = params.get("Action", "")
+    if action not in EC2_PARAMETERS or params.get("Version") != "2016-11-15":
+        return f"InvalidAction {action} (version {params.get('Version')})"
+    allowed = EC2_PARAMETERS[action]
+    for name in params:
+        generic = re.sub(r"\.[1-9][0-9]*$", ".N", name)
+        if name not in ("Action", "Version") and generic not in allowed:
+            return f"UnknownParameter {name}"
+    missing = [name for name, required in allowed.items() if required and name not in params]
+    return f"MissingParameter {missing[0]}" if missing else ""
+
+
+def config(tmp_path: Path, **overrides: Any) -> AgentConfig:
+    values: dict[str, Any] = {
+        "socket_path": str(tmp_path / "agent.sock"),
+        "records_dir": str(tmp_path / "pods"),
+        "ready_marker": str(tmp_path / "ready"),
+        "eni_state_dir": str(tmp_path / "eni"),
+        "interfaces": {"multus1": ["10.0.4.32/27"]},
+        "netns_root": str(tmp_path),
+        "batch_window_seconds": 0.005,
+        **overrides,
+    }
+    return AgentConfig(**values)
+
+
+class ScriptedEc2:
+    """Answers like EC2 for one ENI (eni-1, primary 10.0.4.10); calls block until `gate` opens.
+    Like EC2, an Unassign of an address the ENI does not hold fails the whole call."""
+
+    def __init__(self, secondaries: set[str] | None = None) -> None:
+        self.secondaries = set(secondaries or ())
+        self.calls: list[tuple[str, dict[str, str]]] = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.failures: list[Ec2Error] = []
+        self.ipv4_per_eni = "10"
+
+    def call(self, action: str, params: dict[str, str], deadline: float) -> ElementTree.Element:
+        self.gate.wait(5)
+        self.calls.append((action, params))
+        if self.failures and action != "DescribeNetworkInterfaces":
+            raise self.failures.pop(0)
+        if action == "DescribeInstanceTypes":
+            return ElementTree.fromstring(
+                "<DescribeInstanceTypesResponse><instanceTypeSet><item><networkInfo>"
+                f"<ipv4AddressesPerInterface>{self.ipv4_per_eni}</ipv4AddressesPerInterface>"
+                "</networkInfo></item></instanceTypeSet></DescribeInstanceTypesResponse>"
+            )
+        ips = {v for k, v in params.items() if k.startswith("PrivateIpAddress.")}
+        if action == "AssignPrivateIpAddresses":
+            self.secondaries |= ips
+        elif action == "UnassignPrivateIpAddresses":
+            if not ips <= self.secondaries:
+                raise Ec2Error("InvalidParameterValue", "not assigned", retryable=False)
+            self.secondaries -= ips
+        return self.describe()
+
+    def describe(self) -> ElementTree.Element:
+        items = "".join(
+            f"<item><privateIpAddress>{ip}</privateIpAddress><primary>false</primary></item>"
+            for ip in sorted(self.secondaries)
+        )
+        return ElementTree.fromstring(ENI_XML.format(secondaries=items))
+
+    def actions(self) -> list[str]:
+        return [action for action, _ in self.calls]
+
+    def addresses_sent(self, action: str) -> list[list[str]]:
+        """The addresses of each call of `action`, in call order."""
+        return [
+            sorted(v for k, v in params.items() if k.startswith("PrivateIpAddress."))
+            for called, params in self.calls
+            if called == action
+        ]
+
+
+def agent_for(tmp_path: Path, ec2: ScriptedEc2, limit: int = 10, **overrides: Any) -> Agent:
+    agent = Agent(config(tmp_path, **overrides), imds=None, ec2=ec2)  # type: ignore[arg-type]
+    agent.ipv4_per_eni, agent.instance_type = limit, "m5.large"
+    return agent
+
+
+def worker_for(tmp_path: Path, ec2: ScriptedEc2, limit: int = 10, **overrides: Any) -> EniWorker:
+    agent = agent_for(tmp_path, ec2, limit, **overrides)
+    worker = EniWorker(agent, "multus1", "eni-1")
+    agent.workers["multus1"] = worker
+    worker.start()
+    return worker
+
+
+def settle(operations: list[Operation]) -> list[AgentError | None]:
+    for operation in operations:
+        assert operation.done.wait(10)
+    return [operation.error for operation in operations]
+
+
+def ec2_error_xml(code: str, message: str) -> str:
+    """EC2's error answer ("Error codes for the Amazon EC2 API": example error response)."""
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error>"
+        "</Errors><RequestID>ea966190-f9aa-478e-9ede-example</RequestID></Response>"
+    )
+
+
+class FakeAws:
+    """IMDSv2 (PUT /latest/api/token, then GETs carrying the token) and the EC2 Query API (POST /,
+    a form-encoded body, SigV4-signed with the node role's credentials) on one local port.
+
+    `ec2_answers` are (HTTP status, body) pairs served in order, then 200 with the action's
+    `ec2_by_action` entry or `ec2_default`; a status of 0 closes the connection unanswered."""
+
+    def __init__(self) -> None:
+        self.metadata: dict[str, str] = {
+            "instance-id": "i-0123456789abcdef0",
+            "instance-type": "m5.large",
+            "placement/region": "us-west-2",
+            "services/domain": "amazonaws.com",
+            "iam/security-credentials/": NODE_ROLE,
+        }
+        self.credentials_expire_at = "2099-01-01T00:00:00Z"
+        self.tokens: list[tuple[str, str]] = []  # (token, requested TTL)
+        self.metadata_reads: list[str] = []
+        self.ec2_requests: list[dict[str, str]] = []
+        self.ec2_answers: list[tuple[int, str]] = []
+        self.ec2_default = OK_XML
+        self.ec2_by_action: dict[str, str] = {}
+        self.refusals: list[str] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.tokens.clear()
+            self.metadata_reads.clear()
+            self.ec2_requests.clear()
+            self.ec2_answers.clear()
+            self.refusals.clear()
+        self.credentials_expire_at = "2099-01-01T00:00:00Z"
+        self.ec2_default = OK_XML
+        self.ec2_by_action = {}
+
+    def ec2_actions(self) -> list[str]:
+        with self._lock:
+            return [request.get("Action", "") for request in self.ec2_requests]
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _metadata(self, path: str) -> str | None:
+        if path == f"iam/security-credentials/{NODE_ROLE}":
+            return json.dumps(
+                {
+                    "Code": "Success",
+                    "Type": "AWS-HMAC",
+                    "AccessKeyId": NODE_CREDENTIALS.access_key,
+                    "SecretAccessKey": NODE_CREDENTIALS.secret_key,
+                    "Token": NODE_CREDENTIALS.token,
+                    "Expiration": self.credentials_expire_at,
+                }
+            )
+        return self.metadata.get(path)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, message_format: str, *args: Any) -> None:
+                pass
+
+            def do_PUT(self) -> None:
+                ttl = self.headers.get("X-aws-ec2-metadata-token-ttl-seconds", "")
+                if self.path != "/latest/api/token" or not (
+                    ttl.isdigit() and 1 <= int(ttl) <= IMDS_MAX_TOKEN_TTL
+                ):
+                    self._reply(400, "")
+                    return
+                with fake._lock:
+                    token = f"token-{len(fake.tokens)}"
+                    fake.tokens.append((token, ttl))
+                self._reply(200, token)
+
+            def do_GET(self) -> None:
+                with fake._lock:
+                    valid = {token for token, _ in fake.tokens}
+                if self.headers.get("X-aws-ec2-metadata-token") not in valid:
+                    self._reply(401, "")
+                    return
+                path = self.path.removeprefix("/latest/meta-data/")
+                with fake._lock:
+                    fake.metadata_reads.append(path)
+                value = fake._metadata(path) if self.path.startswith("/latest/meta-data/") else None
+                self._reply(404, "") if value is None else self._reply(200, value)
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                refused = signature_error(fake.url + "/", self.headers, body, NODE_CREDENTIALS)
+                try:  # SigV4: X-Amz-Date in ISO 8601 basic format, UTC
+                    time.strptime(self.headers.get("X-Amz-Date", ""), "%Y%m%dT%H%M%SZ")
+                except ValueError:
+                    refused = refused or "malformed X-Amz-Date"
+                form = self.headers.get("Content-Type", "")
+                if not form.startswith("application/x-www-form-urlencoded"):
+                    refused = refused or f"content type {form!r}"
+                if self.path != "/" or refused:
+                    with fake._lock:
+                        fake.refusals.append(refused or f"path {self.path}")
+                    self._reply(403, ec2_error_xml("AuthFailure", refused))
+                    return
+                params = dict(parse_qsl(body.decode()))
+                invalid = ec2_request_error(params)
+                if invalid:
+                    with fake._lock:
+                        fake.refusals.append(invalid)
+                    self._reply(400, ec2_error_xml(invalid.split()[0], invalid))
+                    return
+                with fake._lock:
+                    fake.ec2_requests.append(params)
+                    default = fake.ec2_by_action.get(params.get("Action", ""), fake.ec2_default)
+                    status, answer = fake.ec2_answers.pop(0) if fake.ec2_answers else (200, default)
+                if status == 0:
+                    self.close_connection = True
+                    return
+                self._reply(status, answer)
+
+            def _reply(self, status: int, text: str) -> None:
+                payload = text.encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        return Handler
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return bool(condition())
