@@ -50,16 +50,10 @@ from typing import Any
 LOG = logging.getLogger("multus-pod-ips")
 
 EC2_API_VERSION = "2016-11-15"
+# Throttling codes; server errors (InternalError, Unavailable, ...) come with a 5xx status and
+# are retried by status (EC2 API reference, "Error codes").
 RETRYABLE_EC2_CODES = frozenset(
-    {
-        "RequestLimitExceeded",
-        "Throttling",
-        "ThrottlingException",
-        "RequestThrottled",
-        "InternalError",
-        "ServiceUnavailable",
-        "Unavailable",
-    }
+    {"RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled"}
 )
 #: CNI error codes (CNI spec "Error" section); 100+ are this plugin's own.
 CNI_INVALID_CONFIG = 7
@@ -171,7 +165,6 @@ class Ec2Client:
         self._endpoint = endpoint.rstrip("/") + "/"
         self._credentials: Credentials | None = None
         self._lock = threading.Lock()
-        self.calls: dict[str, int] = {}
 
     def call(self, action: str, params: dict[str, str], deadline: float) -> ElementTree.Element:
         """One action, retried on throttling/5xx/connection errors until `deadline`
@@ -195,8 +188,6 @@ class Ec2Client:
         request = urllib.request.Request(
             self._endpoint, data=body.encode(), headers=self._signed_headers(body), method="POST"
         )
-        with self._lock:
-            self.calls[action] = self.calls.get(action, 0) + 1
         try:
             with urllib.request.urlopen(request, timeout=20) as response:
                 return ElementTree.fromstring(response.read())
@@ -540,7 +531,7 @@ class RecordStore:
                         data = json.load(handle)
                     record = PodAttachment(**{**data, "ips": tuple(data["ips"])})
                     self._records[record.key] = record
-                except (OSError, ValueError, TypeError):
+                except (OSError, ValueError, TypeError, KeyError):
                     LOG.warning("ignoring unreadable record %s", name)
 
     def put(self, record: PodAttachment) -> None:
@@ -735,7 +726,10 @@ class _RequestHandler(socketserver.StreamRequestHandler):
     def handle(self) -> None:
         line = self.rfile.readline()
         try:
-            self.server.agent.handle(json.loads(line))
+            request = json.loads(line)
+            if not isinstance(request, dict):
+                raise ValueError("not a JSON object")
+            self.server.agent.handle(request)
             reply: dict[str, Any] = {"ok": True}
         except AgentError as error:
             reply = {"ok": False, "code": error.code, "msg": error.message}

@@ -555,7 +555,7 @@ def test_the_socket_answers_ok_or_the_cni_error(socket_path: str, served: Agent)
     assert "10.0.4.100" in refused["msg"]
 
 
-@pytest.mark.parametrize("line", [b"not json\n", b'{"command": "ADD"}\n'])
+@pytest.mark.parametrize("line", [b"not json\n", b'{"command": "ADD"}\n', b"[]\n", b'"ADD"\n'])
 def test_a_malformed_request_is_answered_as_an_invalid_config(
     socket_path: str, line: bytes
 ) -> None:
@@ -822,6 +822,7 @@ def test_unreadable_and_temporary_record_files_are_ignored(tmp_path: Path) -> No
     RecordStore(str(tmp_path)).put(record)
     (tmp_path / "broken.json").write_text("{")
     (tmp_path / "old.json").write_text(json.dumps({"container_id": "c", "ips": []}))
+    (tmp_path / "no-ips.json").write_text(json.dumps({"container_id": "c", "interface": "n"}))
     (tmp_path / "c9_net1.json.tmp").write_text("{")
 
     assert RecordStore(str(tmp_path)).all() == [record]
