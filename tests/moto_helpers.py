@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
+import boto3
 import pytest
 from moto import mock_aws
 from moto.core.models import MockAWS
@@ -34,3 +36,20 @@ def moto_for_module(region: str) -> Iterator[MockAWS]:
         monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
         with mock_aws() as mock:
             yield mock
+
+
+def moto_ec2_fixtures(region: str) -> tuple[Any, Any]:
+    """The `aws` (moto, once per module) and `ec2` (a client on an emptied account) fixtures of
+    a handler's test module: `aws, ec2 = moto_ec2_fixtures(REGION)`."""
+
+    @pytest.fixture(scope="module")
+    def aws() -> Iterator[MockAWS]:
+        with moto_for_module(region) as mock:
+            yield mock
+
+    @pytest.fixture
+    def ec2(aws: MockAWS) -> Any:
+        aws.reset()  # every test starts from an empty account
+        return boto3.client("ec2", region_name=region)
+
+    return aws, ec2

@@ -14,7 +14,6 @@ from typing import Any
 import boto3
 import botocore.auth
 import pytest
-from moto.core.models import MockAWS
 
 from cdk_constructs.karpenter_teardown_handler import index as handler
 from node_bootstrap.renderer import CLUSTER_TAG_KEY, NETWORK_TAG_KEY
@@ -26,7 +25,7 @@ from testing_support.fake_kubernetes import (
     running_fake_kubernetes,
     self_signed_authority,
 )
-from tests.moto_helpers import moto_for_module
+from tests.moto_helpers import moto_ec2_fixtures
 
 REGION = "us-west-2"
 CLUSTER = "eks-telco"
@@ -41,16 +40,7 @@ NODEPOOLS, NODECLAIMS, NODECLASSES = (
 MAX_POLLS = 3
 
 
-@pytest.fixture(scope="module")
-def aws() -> Iterator[MockAWS]:
-    with moto_for_module(REGION) as mock:
-        yield mock
-
-
-@pytest.fixture
-def ec2(aws: MockAWS) -> Any:
-    aws.reset()  # every test starts from an empty account
-    return boto3.client("ec2", region_name=REGION)
+aws, ec2 = moto_ec2_fixtures(REGION)
 
 
 @pytest.fixture

@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto.core.models import MockAWS
 
 from cdk_constructs.subnet_cidr_reservation_handler import index as handler
-from tests.moto_helpers import moto_for_module
+from tests.moto_helpers import moto_ec2_fixtures
 
 REGION = "ap-northeast-1"
 
 
-@pytest.fixture(scope="module")
-def aws() -> Iterator[MockAWS]:
-    with moto_for_module(REGION) as mock:
-        yield mock
-
-
-@pytest.fixture
-def ec2(aws: MockAWS) -> Any:
-    aws.reset()  # every test starts from an empty account
-    return boto3.client("ec2", region_name=REGION)
+aws, ec2 = moto_ec2_fixtures(REGION)
 
 
 @pytest.fixture
