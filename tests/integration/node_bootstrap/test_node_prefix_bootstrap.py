@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import pytest
 
 from node_bootstrap import READY_MARKER_PATH, NodePrefixNetwork, render_user_data
 from node_bootstrap.node_prefix import IPAM_DATA_DIR, cni_config_file_name
-from testing_support.multus_emulator import BootstrapRun, Ec2Emulator, EmulatedVpc, running_emulator
+from testing_support.multus_emulator import BootstrapRun, Ec2Emulator, EmulatedVpc
 from testing_support.node_prefix_pods import HOST_LOCAL, run_host_local
 
 pytestmark = pytest.mark.integration
@@ -28,12 +27,6 @@ RESERVATIONS = {"us-west-2a": "10.0.6.64/26", "us-west-2b": "10.0.7.64/26"}
 CONFIG_FILE = cni_config_file_name(2)
 STAGED = "var/lib/multus-eni/cni"
 LIVE = "etc/cni/net.d"
-
-
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[Ec2Emulator]:
-    with running_emulator() as started:
-        yield started
 
 
 @pytest.fixture(scope="module")
