@@ -60,6 +60,7 @@ destroy: $(VENV)/.installed node_modules/.installed
 bench: $(VENV)/.installed cni-plugins
 	$(BIN)/python benchmarks/node_bootstrap_bench.py
 	$(BIN)/python benchmarks/multus_pod_ips_bench.py
+	$(BIN)/python benchmarks/cni_delegates_bench.py
 
 critical-path: $(VENV)/.installed
 	$(BIN)/python benchmarks/cluster_critical_path.py

@@ -41,7 +41,6 @@ KUBECTL_HANDLER_POLICIES: Mapping[str, str] = {
     "to pull the Karpenter charts (read-only); aws-cdk-lib attaches it in the aws partition.",
 }
 
-CONTROL_PLANE_LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 ALL_CONTROL_PLANE_LOGS = [
     eks.ClusterLoggingTypes.API,
     eks.ClusterLoggingTypes.AUDIT,
@@ -71,7 +70,8 @@ class EksClusterProps:
     public subnets need not be cluster subnets (control-plane ENIs then never land there).
     core_dns_tolerations: extra tolerations so CoreDNS can run on the tainted system nodes.
     public_access_cidrs: None for a private-only endpoint, else who may reach the public one.
-    admin_principal_arns: IAM role/user ARNs given cluster-admin through access entries."""
+    admin_principal_arns: IAM role/user ARNs given cluster-admin through access entries.
+    control_plane_log_retention: how long the control-plane log group keeps its events."""
 
     cluster_name: str
     kubernetes_version: str
@@ -81,6 +81,7 @@ class EksClusterProps:
     public_access_cidrs: Sequence[str] | None
     admin_principal_arns: Sequence[str]
     core_dns_tolerations: Sequence[Mapping[str, str]]
+    control_plane_log_retention: logs.RetentionDays
 
 
 VPC_CNI_SERVICE_ACCOUNT = "aws-node"
@@ -129,7 +130,7 @@ class EksCluster(Construct):
                 self,
                 "ControlPlaneLogs",
                 log_group_name=f"/aws/eks/{props.cluster_name}/cluster",
-                retention=CONTROL_PLANE_LOG_RETENTION,
+                retention=props.control_plane_log_retention,
                 removal_policy=RemovalPolicy.DESTROY,
             )
         )

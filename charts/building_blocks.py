@@ -139,12 +139,12 @@ def custom_resource_definition(
 
 
 def resources(
-    *, cpu_millis: int, cpu_limit_millis: int, memory_mib: int, memory_limit_mib: int
+    *, cpu_millis: int, cpu_limit_millis: int | None, memory_mib: int, memory_limit_mib: int
 ) -> kplus.ContainerResources:
+    """cpu_limit_millis None: no CPU limit (the container may use idle CPU, never throttled)."""
+    cpu_limit = None if cpu_limit_millis is None else kplus.Cpu.millis(cpu_limit_millis)
     return kplus.ContainerResources(
-        cpu=kplus.CpuResources(
-            request=kplus.Cpu.millis(cpu_millis), limit=kplus.Cpu.millis(cpu_limit_millis)
-        ),
+        cpu=kplus.CpuResources(request=kplus.Cpu.millis(cpu_millis), limit=cpu_limit),
         memory=kplus.MemoryResources(
             request=cdk8s.Size.mebibytes(memory_mib), limit=cdk8s.Size.mebibytes(memory_limit_mib)
         ),
@@ -158,6 +158,31 @@ def privileged_security_context() -> kplus.ContainerSecurityContextProps:
         ensure_non_root=False,
         allow_privilege_escalation=True,
         read_only_root_filesystem=False,
+    )
+
+
+def root_without_capabilities_security_context() -> kplus.ContainerSecurityContextProps:
+    """Root for host directories that root owns (the owner's write bit suffices: no
+    CAP_DAC_OVERRIDE), but not privileged, no capabilities, no escalation, the runtime's
+    seccomp profile and a read-only image."""
+    return kplus.ContainerSecurityContextProps(
+        ensure_non_root=False,
+        user=0,
+        group=0,
+        privileged=False,
+        allow_privilege_escalation=False,
+        read_only_root_filesystem=True,
+        capabilities=kplus.ContainerSecutiryContextCapabilities(drop=[kplus.Capability.ALL]),
+        seccomp_profile=kplus.SeccompProfile(type=kplus.SeccompProfileType.RUNTIME_DEFAULT),
+    )
+
+
+def node_critical(daemon_set: kplus.DaemonSet) -> None:
+    """priorityClassName system-node-critical: evicted last, and the kubelet gives its
+    containers the OOM score adjustment of Guaranteed pods (-997) whatever their QoS class
+    (kubernetes pkg/kubelet/qos/policy.go, GetContainerOOMScoreAdjust)."""
+    cdk8s.ApiObject.of(daemon_set).add_json_patch(
+        cdk8s.JsonPatch.add("/spec/template/spec/priorityClassName", "system-node-critical")
     )
 
 

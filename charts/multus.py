@@ -18,6 +18,7 @@ from constructs import Construct
 from charts.building_blocks import (
     custom_resource_definition,
     host_path_volume,
+    node_critical,
     object_schema,
     privileged_security_context,
     resource_schema,
@@ -27,6 +28,8 @@ from charts.building_blocks import (
 )
 
 MULTUS_IMAGE_TAG = "v4.1.4-eksbuild.3_thick"
+# The daemon and the delegates of a 50-pod burst, with headroom (docs/node-capacity.md).
+DAEMON_MEMORY_LIMIT_MIB = 1536
 
 # Account of the Amazon EKS add-on image registry in each region, from the Amazon EKS User Guide
 # page "View Amazon container image registries for Amazon EKS add-ons"
@@ -223,6 +226,9 @@ def _daemon_set(
         termination_grace_period=cdk8s.Duration.seconds(10),
     )
     select_pods(daemon_set, _SELECTOR)
+    # No pod with a Multus network (nor, through Multus, any pod) starts on a node without it;
+    # the delegates inherit its OOM score adjustment.
+    node_critical(daemon_set)
     # Every node may run pods with secondary interfaces, whatever taints it carries (Karpenter's
     # multus/not-ready startup taint, the system node group's karpenter.sh/controller taint...).
     daemon_set.scheduling.tolerate(kplus.Node.tainted(kplus.NodeTaintQuery.any()))
@@ -250,8 +256,13 @@ def _daemon_set(
         env_variables={
             "MULTUS_NODE_NAME": kplus.EnvValue.from_field_ref(kplus.EnvFieldPaths.NODE_NAME)
         },
+        # Every delegate plugin runs as a child of this container (docs/node-capacity.md,
+        # "Sizing the Multus daemon"): no CPU limit, a memory limit for a 50-pod burst.
         resources=resources(
-            cpu_millis=100, cpu_limit_millis=100, memory_mib=200, memory_limit_mib=200
+            cpu_millis=100,
+            cpu_limit_millis=None,
+            memory_mib=200,
+            memory_limit_mib=DAEMON_MEMORY_LIMIT_MIB,
         ),
         security_context=privileged_security_context(),
     )

@@ -23,7 +23,9 @@ from constructs import Construct
 from charts.building_blocks import (
     KARPENTER_NODE_LABEL_KEY,
     KARPENTER_NODE_LABEL_VALUE,
+    node_critical,
     resources,
+    root_without_capabilities_security_context,
     select_pods,
 )
 from multus_pod_ips import (
@@ -119,9 +121,7 @@ def _daemon_set(scope: Construct, props: MultusPodIpsProps, code: kplus.ConfigMa
     # Must run before the startup taint goes (cleartaints waits for it) and on any node that
     # may host Multus pods, whatever else it is tainted with.
     daemon_set.scheduling.tolerate(kplus.Node.tainted(kplus.NodeTaintQuery.any()))
-    cdk8s.ApiObject.of(daemon_set).add_json_patch(
-        cdk8s.JsonPatch.add("/spec/template/spec/priorityClassName", "system-node-critical")
-    )
+    node_critical(daemon_set)
 
     code_volume = kplus.Volume.from_config_map(
         scope, "code-volume", code, name="code", default_mode=0o644
@@ -146,7 +146,7 @@ def _daemon_set(scope: Construct, props: MultusPodIpsProps, code: kplus.ConfigMa
         resources=resources(
             cpu_millis=10, cpu_limit_millis=100, memory_mib=16, memory_limit_mib=64
         ),
-        security_context=_root_without_capabilities(),
+        security_context=root_without_capabilities_security_context(),
         volume_mounts=[
             kplus.VolumeMount(path=_CODE_DIR, volume=code_volume, read_only=True),
             kplus.VolumeMount(path=_HOST_CNI_BIN, volume=cni_bin),
@@ -160,7 +160,7 @@ def _daemon_set(scope: Construct, props: MultusPodIpsProps, code: kplus.ConfigMa
         resources=resources(
             cpu_millis=50, cpu_limit_millis=200, memory_mib=64, memory_limit_mib=128
         ),
-        security_context=_root_without_capabilities(),
+        security_context=root_without_capabilities_security_context(),
         readiness=kplus.Probe.from_command(["test", "-f", AGENT_READY_MARKER]),
     )
     agent.mount(_CODE_DIR, code_volume, read_only=True)
@@ -182,17 +182,3 @@ def _daemon_set(scope: Construct, props: MultusPodIpsProps, code: kplus.ConfigMa
             read_only=read_only,
             propagation=kplus.MountPropagation.HOST_TO_CONTAINER if name == "netns" else None,
         )
-
-
-def _root_without_capabilities() -> kplus.ContainerSecurityContextProps:
-    """Root for the host directories it writes (owned by root), but no capabilities."""
-    return kplus.ContainerSecurityContextProps(
-        ensure_non_root=False,
-        user=0,
-        group=0,
-        privileged=False,
-        allow_privilege_escalation=False,
-        read_only_root_filesystem=True,
-        capabilities=kplus.ContainerSecutiryContextCapabilities(drop=[kplus.Capability.ALL]),
-        seccomp_profile=kplus.SeccompProfile(type=kplus.SeccompProfileType.RUNTIME_DEFAULT),
-    )

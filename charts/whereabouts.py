@@ -20,10 +20,10 @@ from charts.building_blocks import (
     custom_resource_definition,
     host_path_volume,
     object_schema,
-    privileged_security_context,
     resource_schema,
     resources,
     restricted_security_context,
+    root_without_capabilities_security_context,
     select_pods,
     string_schema,
 )
@@ -218,7 +218,12 @@ def _daemon_set(
         resources=resources(
             cpu_millis=100, cpu_limit_millis=100, memory_mib=100, memory_limit_mib=200
         ),
-        security_context=privileged_security_context(),
+        # Nothing here touches a network namespace or a netlink socket (the whereabouts binary
+        # it installs runs later as a Multus delegate, in Multus' container): it writes into
+        # host directories that root owns and calls the API server, so root without
+        # capabilities suffices. The shell scripts write only below /host (busybox ash feeds
+        # here-documents through pipes, not temporary files), so the image stays read-only.
+        security_context=root_without_capabilities_security_context(),
     )
     container.mount("/host/opt/cni/bin", host_path_volume(scope, "cnibin", "/opt/cni/bin"))
     container.mount("/host/etc/cni/net.d", host_path_volume(scope, "cni-net-dir", "/etc/cni/net.d"))

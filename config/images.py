@@ -8,7 +8,7 @@ unless set here, and Multus' default registry depends on the region (EKS add-on 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from config import patterns
 
@@ -43,6 +43,19 @@ class ImageRef(BaseModel):
         pattern=patterns.IMAGE_DIGEST.regex,
         description="Image digest (sha256:<64 hex digits>); given both, nodes pull by digest.",
     )
+
+    @field_validator("repository", "tag", mode="before")
+    @classmethod
+    def _digest_in_its_own_field(cls, value: object) -> object:
+        # `crane digest` and registry consoles print repository@sha256:... references; the
+        # config keeps the three parts apart so that each has its own check.
+        if isinstance(value, str) and "@" in value:
+            before, _, digest = value.partition("@")
+            raise ValueError(
+                f"{value!r} holds a digest: give {before!r} here and the digest as the image's "
+                f"own field, digest: {digest!r}"
+            )
+        return value
 
     @model_validator(mode="after")
     def _pinned(self) -> ImageRef:

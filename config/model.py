@@ -347,7 +347,9 @@ class VpcConfig(StrictModel):
         "but egress depends on that AZ).",
     )
     flow_log_retention: LogRetention = Field(
-        default="ONE_MONTH", description="How long CloudWatch Logs keeps the VPC flow logs."
+        default="ONE_YEAR",
+        description="How long CloudWatch Logs keeps the VPC flow logs (incident evidence). "
+        "Below ONE_YEAR the log group fails AWS Control Tower's CT.CLOUDWATCH.PR.2.",
     )
 
     @field_validator("cidr")
@@ -435,6 +437,12 @@ class ClusterConfig(StrictModel):
         description="IAM role or user ARNs given cluster-admin through access entries.",
     )
     system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
+    control_plane_log_retention: LogRetention = Field(
+        default="ONE_YEAR",
+        description="How long CloudWatch Logs keeps the control-plane logs (API server, audit, "
+        "authenticator, controller manager, scheduler: incident evidence). Below ONE_YEAR the "
+        "log group fails AWS Control Tower's CT.CLOUDWATCH.PR.2.",
+    )
     teardown_timeout_minutes: int = Field(
         default=30,
         ge=10,

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from cdk_constructs.ami_release_check import AmiReleaseCheckProps
@@ -69,6 +70,7 @@ def eks_cluster_props(
         public_access_cidrs=config.cluster.public_access_cidrs,
         admin_principal_arns=config.cluster.admin_principal_arns,
         core_dns_tolerations=[CONTROLLER_NODES.toleration],
+        control_plane_log_retention=logs.RetentionDays[config.cluster.control_plane_log_retention],
     )
 
 

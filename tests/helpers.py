@@ -11,6 +11,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_logs as logs
 
 from cdk_constructs.eks_cluster import EksCluster, EksClusterProps
 from stacks.base import ConfiguredAzStack
@@ -107,6 +108,7 @@ def bare_eks_cluster(
     public_access_cidrs: list[str] | None = None,
     admin_principal_arns: list[str] | None = None,
     core_dns_tolerations: list[dict[str, str]] | None = None,
+    control_plane_log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
 ) -> EksCluster:
     """An EksCluster ("eks-bare", Kubernetes 1.34) in imported node subnets, one per AZ."""
     ids = subnet_ids or [f"subnet-0{i}aaaaaaaaaaaaaaa" for i in range(len(BARE_AZS))]
@@ -128,5 +130,6 @@ def bare_eks_cluster(
             public_access_cidrs=public_access_cidrs,
             admin_principal_arns=admin_principal_arns or [],
             core_dns_tolerations=core_dns_tolerations or [],
+            control_plane_log_retention=control_plane_log_retention,
         ),
     )

@@ -6,8 +6,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.conftest import SynthesizedApp, open_nag_findings
+from tests.helpers import resources
 
 # ap-northeast-1 has no AWS::EC2::SubnetCidrReservation: linting there proves we don't use it.
 LINT_REGIONS = ["us-west-2", "ap-northeast-1"]
@@ -66,3 +70,34 @@ def test_cfn_lint_ignores_are_only_the_documented_ones(default_app: SynthesizedA
                 assert resource["Type"] in ACCEPTED_LINT_IGNORES.get(rule, set()), (
                     f"{path.name}:{logical_id} ignores {rule}"
                 )
+
+
+def meets_ct_cloudwatch_pr_2(log_group_properties: dict[str, Any]) -> bool:
+    """AWS Control Tower CT.CLOUDWATCH.PR.2, "Require an Amazon CloudWatch log group to be
+    retained for at least one year" (@cdklabs/cdk-validator-cfnguard 0.0.62,
+    rules/control-tower/cfn-guard/cloudwatch/ct-cloudwatch-pr-2.guard): RetentionInDays absent
+    (never expire) or at least 365."""
+    days = log_group_properties.get("RetentionInDays")
+    return days is None or int(days) >= 365
+
+
+@pytest.mark.parametrize(("days", "meets"), [(None, True), (365, True), (180, False)])
+def test_ct_cloudwatch_pr_2_boundary(days: int | None, meets: bool) -> None:
+    properties = {} if days is None else {"RetentionInDays": days}
+    assert meets_ct_cloudwatch_pr_2(properties) is meets
+
+
+def test_control_plane_and_flow_logs_meet_ct_cloudwatch_pr_2(default_app: SynthesizedApp) -> None:
+    """The incident evidence (audit and the other control-plane logs, VPC flow logs) is kept a
+    year by default: CT.CLOUDWATCH.PR.2 (see meets_ct_cloudwatch_pr_2)."""
+    evidence = {}
+    for stack in (default_app.stage.network, default_app.stage.cluster):
+        groups = resources(default_app.template_json(stack), "AWS::Logs::LogGroup")
+        flow_logs = resources(default_app.template_json(stack), "AWS::EC2::FlowLog")
+        flow_log_groups = {log["Properties"]["LogGroupName"]["Ref"] for log in flow_logs.values()}
+        for logical_id, group in groups.items():
+            name = group["Properties"].get("LogGroupName", "")
+            if logical_id in flow_log_groups or str(name).startswith("/aws/eks/"):
+                evidence[logical_id] = group["Properties"]
+    assert len(evidence) == 2, sorted(evidence)
+    assert all(meets_ct_cloudwatch_pr_2(properties) for properties in evidence.values()), evidence

@@ -4,6 +4,7 @@ endpoint unless public CIDRs are given, API-only auth and access entries for the
 from __future__ import annotations
 
 import pytest
+from aws_cdk import aws_logs as logs
 from aws_cdk.assertions import Match, Template
 
 from tests.helpers import bare_eks_cluster, bare_stack, sub_notation
@@ -60,10 +61,18 @@ def test_every_control_plane_log_type_is_enabled(private: Template) -> None:
     assert sorted(t["Type"] for t in enabled) == sorted(ALL_LOG_TYPES)
 
 
-def test_control_plane_log_group_is_created_with_retention(private: Template) -> None:
-    private.has_resource_properties(
+@pytest.mark.parametrize(
+    ("retention", "days"),
+    [(logs.RetentionDays.SIX_MONTHS, 180), (logs.RetentionDays.TWO_YEARS, 731)],
+)
+def test_control_plane_log_group_is_created_with_the_given_retention(
+    retention: logs.RetentionDays, days: int
+) -> None:
+    stack = bare_stack()
+    bare_eks_cluster(stack, control_plane_log_retention=retention)
+    Template.from_stack(stack).has_resource_properties(
         "AWS::Logs::LogGroup",
-        {"LogGroupName": "/aws/eks/eks-bare/cluster", "RetentionInDays": 30},
+        {"LogGroupName": "/aws/eks/eks-bare/cluster", "RetentionInDays": days},
     )
 
 

@@ -66,4 +66,5 @@ def test_control_plane_logs_go_to_a_group_created_before_the_cluster(
         and r["Properties"].get("LogGroupName") == "/aws/eks/eks-karpenterwithmultus/cluster"
     ]
     assert group_id in resources[cluster_id]["DependsOn"]
-    assert resources[group_id]["Properties"]["RetentionInDays"] == 30
+    # cluster.control_plane_log_retention's default, ONE_YEAR (CT.CLOUDWATCH.PR.2).
+    assert resources[group_id]["Properties"]["RetentionInDays"] == 365

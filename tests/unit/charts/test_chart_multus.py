@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -9,6 +10,11 @@ import cdk8s
 import pytest
 
 from charts.multus import MULTUS_IMAGE_TAG, MultusChart, MultusProps, multus_image
+
+CAPACITY_DOC = Path(__file__).resolve().parents[3] / "docs" / "node-capacity.md"
+BURST_PODS = 50
+HEADROOM = 1.25
+ROUNDING_MIB = 256
 
 
 @pytest.fixture(scope="module")
@@ -151,3 +157,66 @@ def test_network_attachment_definition_crd_matches_upstream_schema(
     assert helpers.crd_schema(ours, "v1") == helpers.without_descriptions(
         helpers.crd_schema(upstream, "v1")
     )
+
+
+def delegate_figures() -> list[tuple[str, str, float, float]]:
+    """(process, stage, private MiB, shared MiB) from docs/node-capacity.md's sizing table."""
+    section = CAPACITY_DOC.read_text().split("## Sizing the Multus daemon")[1]
+    rows = []
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[0] not in ("process", "---"):
+            rows.append((cells[0], cells[1], float(cells[2]), float(cells[3])))
+    return rows
+
+
+def burst_memory_limit_mib(figures: list[tuple[str, str, float, float]], pods: int) -> int:
+    """The documented rule: the daemon, the largest stage of one pod's chain for each pod of the
+    burst (one pod's plugins run one after the other), every binary's shared pages once; times
+    the headroom, rounded up."""
+    stages: dict[str, float] = {}
+    for _, stage, private, _ in figures:
+        if stage != "daemon":
+            stages[stage] = stages.get(stage, 0.0) + private
+    daemon = sum(private for _, stage, private, _ in figures if stage == "daemon")
+    shared = sum(shared for *_, shared in figures)
+    peak = daemon + pods * max(stages.values()) + shared
+    return math.ceil(HEADROOM * peak / ROUNDING_MIB) * ROUNDING_MIB
+
+
+def test_sizing_rule_takes_the_largest_stage_per_pod() -> None:
+    figures = [
+        ("daemon", "daemon", 40.0, 0.0),
+        ("ipvlan", "ipam", 1.0, 3.0),
+        ("whereabouts", "ipam", 19.0, 33.0),
+        ("plugin", "pod-ip", 5.0, 6.0),
+    ]
+    # 40 + 50 x 20 + 42 = 1082 -> 1352.5 -> 1536; ten pods: 40 + 200 + 42 = 282 -> 352.5 -> 512.
+    assert burst_memory_limit_mib(figures, 50) == 1536
+    assert burst_memory_limit_mib(figures, 10) == 512
+
+
+def test_daemon_is_sized_for_the_delegates_of_a_50_pod_burst(
+    multus: list[dict[str, Any]], helpers: SimpleNamespace
+) -> None:
+    """Multus thick runs every delegate as a child of multus-daemon, in its container
+    (k8snetworkplumbingwg/multus-cni v4.1.4, pkg/server/exec_chroot.go, ChrootExec.ExecPlugin:
+    exec.CommandContext with a chroot), one request per pod with no concurrency limit
+    (pkg/server/server.go, net/http; multus-cni#1346 asks for one). A CPU limit sized for the
+    daemon alone throttles the delegates (multus-cni#1144); a memory limit sized for it
+    OOM-kills them in a burst. The figures are docs/node-capacity.md's."""
+    pod = helpers.find(multus, "DaemonSet")["spec"]["template"]["spec"]
+    (daemon,) = [c for c in pod["containers"] if c["name"] == "kube-multus"]
+    limit = burst_memory_limit_mib(delegate_figures(), BURST_PODS)
+    assert {p for p, _, _, _ in delegate_figures()} >= {"ipvlan", "whereabouts", "multus-pod-ip"}
+    assert daemon["resources"]["limits"] == {"memory": f"{limit}Mi"}
+    assert daemon["resources"]["requests"] == {"cpu": "100m", "memory": "200Mi"}
+    assert f"= {limit}Mi" in CAPACITY_DOC.read_text()
+
+
+def test_daemon_is_node_critical(multus: list[dict[str, Any]], helpers: SimpleNamespace) -> None:
+    """system-node-critical: the kubelet gives every container of such a pod (and so the
+    delegates it starts) the OOM score adjustment of Guaranteed pods, whatever the QoS class
+    (kubernetes pkg/kubelet/qos/policy.go, GetContainerOOMScoreAdjust)."""
+    pod = helpers.find(multus, "DaemonSet")["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "system-node-critical"

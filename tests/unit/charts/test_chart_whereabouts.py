@@ -185,3 +185,32 @@ def test_reconciler_runs_every_two_minutes_by_default(
     # (e.g. on a terminated node) are free again within minutes, not once a day at 04:30.
     config_map = helpers.find(seed_manifests["whereabouts"], "ConfigMap")
     assert config_map["data"] == {"cron-expression": "*/2 * * * *"}
+
+
+def test_daemonset_runs_as_root_without_privileges_or_capabilities(
+    whereabouts: list[dict[str, Any]], helpers: SimpleNamespace
+) -> None:
+    """What the DaemonSet's container runs needs no privilege (k8snetworkplumbingwg/whereabouts
+    v0.9.4): script/install-cni.sh with script/lib.sh only writes below CNI_BIN_DIR
+    (/host/opt/cni/bin/: `cp -f /whereabouts`) and CNI_CONF_DIR (/host/etc/cni/net.d:
+    whereabouts.d/ with the kubeconfig, whereabouts.conf and nodename, chmod 600), host
+    directories that root owns, so uid 0 writes them through the owner's permission bits without
+    CAP_DAC_OVERRIDE; script/token-watcher.sh rewrites the same kubeconfig; ip-control-loop
+    (cmd/controlloop/controlloop.go) only talks to the API server (rest.InClusterConfig and
+    informers); nothing under cmd/ or pkg/ opens a network namespace or a netlink socket. The
+    ipvlan and whereabouts plugins that do run in the Multus daemon's container."""
+    (container,) = helpers.find(whereabouts, "DaemonSet")["spec"]["template"]["spec"]["containers"]
+    assert container["securityContext"] == {
+        "privileged": False,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsUser": 0,
+        "runAsGroup": 0,
+        "runAsNonRoot": False,
+        "readOnlyRootFilesystem": True,
+    }
+    # The only writes go to the host directories mounted at lib.sh's default paths.
+    mounted = {mount["mountPath"] for mount in container["volumeMounts"]}
+    assert mounted == {"/host/opt/cni/bin", "/host/etc/cni/net.d"}
+    assert not {"CNI_BIN_DIR", "CNI_CONF_DIR"} & {env["name"] for env in container["env"]}

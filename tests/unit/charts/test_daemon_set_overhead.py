@@ -10,13 +10,18 @@ from typing import Any
 import pytest
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "node-capacity.md"
-# (DaemonSet, container) -> (init or app, (CPU request, CPU limit, memory request, memory limit))
-Rows = dict[tuple[str, str], tuple[str, tuple[int, int, int, int]]]
+# (DaemonSet, container) -> (init or app, (CPU request, CPU limit, memory request, memory limit));
+# a CPU limit of None: none (the docs say "none").
+Rows = dict[tuple[str, str], tuple[str, tuple[int, int | None, int, int]]]
 MULTUS_NODE_CHARTS = ("multus", "whereabouts", "cleartaints", "multus-pod-ips")
 
 
 def millicores(quantity: str) -> int:
     return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
+
+
+def cpu_limit(quantity: str | None) -> int | None:
+    return None if quantity in (None, "none") else millicores(quantity)
 
 
 def mebibytes(quantity: str) -> int:
@@ -33,10 +38,10 @@ def documented_rows() -> Rows:
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if len(cells) != 7 or cells[0] in ("DaemonSet", "---"):
             continue
-        daemon_set, container, kind, cpu, cpu_limit, memory, memory_limit = cells
+        daemon_set, container, kind, cpu, cpu_limit_cell, memory, memory_limit = cells
         figures = (
             millicores(cpu),
-            millicores(cpu_limit),
+            cpu_limit(cpu_limit_cell),
             mebibytes(memory),
             mebibytes(memory_limit),
         )
@@ -59,7 +64,7 @@ def deployed_rows(
                     limits = container["resources"]["limits"]
                     figures = (
                         millicores(requests["cpu"]),
-                        millicores(limits["cpu"]),
+                        cpu_limit(limits.get("cpu")),
                         mebibytes(requests["memory"]),
                         mebibytes(limits["memory"]),
                     )
@@ -71,12 +76,15 @@ def effective_requests(rows: Rows) -> tuple[int, int]:
     """Per pod: max(largest init request, sum of app requests); summed over the DaemonSets."""
     totals = [0, 0]
     for daemon_set in {name for name, _ in rows}:
+        # (kind, (CPU request, memory request)) of each container of this DaemonSet
         mine = [
-            (kind, figures) for (name, _), (kind, figures) in rows.items() if name == daemon_set
+            (kind, (figures[0], figures[2]))
+            for (name, _), (kind, figures) in rows.items()
+            if name == daemon_set
         ]
-        for slot, index in enumerate((0, 2)):  # CPU request, memory request
-            init = max((f[index] for kind, f in mine if kind == "init"), default=0)
-            app = sum(f[index] for kind, f in mine if kind == "app")
+        for slot in (0, 1):
+            init = max((f[slot] for kind, f in mine if kind == "init"), default=0)
+            app = sum(f[slot] for kind, f in mine if kind == "app")
             totals[slot] += max(init, app)
     return totals[0], totals[1]
 
@@ -91,8 +99,8 @@ def test_every_request_is_within_its_limit(
     seed_manifests: dict[str, list[dict[str, Any]]],
 ) -> None:
     # The API server refuses a container whose request exceeds its limit.
-    for name, (_, (cpu, cpu_limit, memory, memory_limit)) in deployed_rows(seed_manifests).items():
-        assert cpu <= cpu_limit and memory <= memory_limit, name
+    for name, (_, (cpu, cpu_max, memory, memory_limit)) in deployed_rows(seed_manifests).items():
+        assert (cpu_max is None or cpu <= cpu_max) and memory <= memory_limit, name
 
 
 def test_documented_totals_follow_the_effective_request_rule() -> None:

@@ -430,6 +430,21 @@ UNCLEAR = [
         pipeline(lambda p: p["environments"][0].update(account="2222")),
         ("pipeline.environments[0].account", 'for example "123456789012"'),
     ),
+    BadInput(
+        "image-digest-appended-to-the-tag",
+        "unclear",
+        config(
+            {
+                "images": {
+                    "whereabouts": {
+                        "repository": "ghcr.io/k8snetworkplumbingwg/whereabouts",
+                        "tag": "v0.9.4@sha256:" + "0" * 64,
+                    }
+                }
+            }
+        ),
+        ("images.whereabouts.tag", "give 'v0.9.4' here", "digest: 'sha256:" + "0" * 64),
+    ),
 ]
 
 COVERED = [

@@ -104,6 +104,12 @@ def test_docs_list_every_image_with_its_default() -> None:
             assert f"| `images.{field}` | `{image.reference}`" in table, field
 
 
+def test_docs_say_how_to_pin_every_image_by_digest() -> None:
+    section = (REPO / "docs" / "images.md").read_text().split("## Pinning by digest")[1]
+    for field in ImagesConfig.model_fields:
+        assert f"| `images.{field}` |" in section, field
+
+
 @pytest.mark.parametrize(
     ("tag", "accepted"),
     # OCI distribution spec: [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}.
@@ -130,3 +136,25 @@ def test_malformed_repositories_and_digests_are_refused(fields: dict[str, str], 
     with pytest.raises(ValidationError) as raised:
         ImageRef(**fields)
     assert [error["loc"] for error in raised.value.errors()] == [(bad,)]
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "kept"),
+    [
+        # What `crane digest`, `docker inspect` and registry consoles print: name@sha256:...
+        ({"repository": MIRROR, "tag": f"v0.9.4@{DIGEST}"}, "tag", "v0.9.4"),
+        ({"repository": f"{MIRROR}@{DIGEST}"}, "repository", MIRROR),
+    ],
+)
+def test_a_digest_inside_another_field_is_refused_saying_where_it_goes(
+    fields: dict[str, str], field: str, kept: str
+) -> None:
+    with pytest.raises(ValidationError) as raised:
+        ImageRef(**fields)
+    (error,) = raised.value.errors()
+    assert error["loc"] == (field,)
+    assert f"give {kept!r} here" in error["msg"] and f"digest: {DIGEST!r}" in error["msg"]
+
+
+def test_a_tag_without_a_digest_sign_is_unaffected() -> None:
+    assert ImageRef(repository=MIRROR, tag="v0.9.4", digest=DIGEST).tag == "v0.9.4"

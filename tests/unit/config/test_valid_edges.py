@@ -272,10 +272,21 @@ def test_every_supported_kubernetes_version_passes(version: str) -> None:
     assert parse_config(raw).cluster.kubernetes_version == version
 
 
+@pytest.mark.parametrize("field", ["vpc.flow_log_retention", "cluster.control_plane_log_retention"])
 @pytest.mark.parametrize("retention", get_args(LogRetention))
-def test_every_flow_log_retention_passes(retention: str) -> None:
-    assert parse_config(changed("vpc.flow_log_retention", retention)).vpc.flow_log_retention == (
-        retention
+def test_every_log_retention_passes(field: str, retention: str) -> None:
+    section, key = field.split(".")
+    assert getattr(getattr(parse_config(changed(field, retention)), section), key) == retention
+
+
+def test_audit_and_flow_logs_are_kept_a_year_by_default() -> None:
+    """AWS Control Tower CT.CLOUDWATCH.PR.2 ("Require an Amazon CloudWatch log group to be
+    retained for at least one year"; @cdklabs/cdk-validator-cfnguard 0.0.62,
+    rules/control-tower/cfn-guard/cloudwatch/ct-cloudwatch-pr-2.guard: RetentionInDays >= 365)."""
+    config = parse_config({})
+    assert (config.vpc.flow_log_retention, config.cluster.control_plane_log_retention) == (
+        "ONE_YEAR",
+        "ONE_YEAR",
     )
 
 

@@ -1,0 +1,1 @@
+"""make bench: the benchmarks against the local emulator (scripts, run by path)."""
