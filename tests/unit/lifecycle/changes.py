@@ -73,3 +73,9 @@ DAY2_CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "remove-az": (THREE_AZS, DEFAULTS),
     "move-multus-subnet": (DEFAULTS, {"multus": {"networks": _networks_with(_moved_subnet)}}),
 }
+
+# Not a documented day-2 change (the old subnet holds the nodes' and the control plane's ENIs):
+# the case of a network-side replacement that only a weak reference carries to the cluster.
+NEW_NODE_SUBNET: dict[str, Any] = {
+    "vpc": {"node_subnet_cidrs": ["10.0.2.0/24", "10.0.12.0/24"]},
+}

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from stacks.network_digest import NETWORK_DIGEST_KEY, template_digest
 from testing_support.cloudformation_changes import (
     AppChanges,
     compare,
@@ -18,7 +19,13 @@ from testing_support.cloudformation_changes import (
     references,
 )
 from tests.helpers import logical_id, only
-from tests.unit.lifecycle.changes import DAY2_CHANGES, DEFAULTS, ORIGINAL_AZS, THREE_AZS
+from tests.unit.lifecycle.changes import (
+    DAY2_CHANGES,
+    DEFAULTS,
+    NEW_NODE_SUBNET,
+    ORIGINAL_AZS,
+    THREE_AZS,
+)
 from tests.unit.lifecycle.synths import Templates, synth_templates
 from tests.unit.stacks.test_cluster_workloads import by_kind
 
@@ -232,3 +239,31 @@ def test_removing_the_last_az_can_start_with_the_cluster_stack(synth: Synth) -> 
 
 def _refs(value: Any) -> set[str]:
     return {reference[1] for reference in references(value) if reference[0] in ("ref", "getatt")}
+
+
+def test_the_cluster_template_carries_the_digest_of_the_network_template(synth: Synth) -> None:
+    templates = synth(DEFAULTS)
+    digest = templates[CLUSTER]["Metadata"][NETWORK_DIGEST_KEY]
+    assert digest == template_digest(templates[NETWORK])
+
+
+def test_a_replaced_node_subnet_changes_the_cluster_template(synth: Synth) -> None:
+    """CloudFormation template reference, Fn::GetStackOutput: a weak reference is resolved when
+    the reading stack is created or updated, and the reader is not updated when the output
+    changes. The CDK CLI skips a stack whose template, tags and parameters did not change
+    (aws-cdk CLI 2.1148.1, deploy-stack canSkipDeploy: JSON.stringify of the synthesized
+    template against the deployed one). A new node subnet CIDR replaces the subnet in the
+    network stack while the cluster stack reads it only through Fn::GetStackOutput, whose text
+    stays the same: only the network digest makes the cluster template differ, so `cdk deploy`
+    does not skip it and CloudFormation resolves the new subnet ID."""
+    before, after = synth(DEFAULTS), synth(NEW_NODE_SUBNET)
+    replaced = compare(before, after).stacks[NETWORK].replaced
+    assert any(without_hash(i) == "NetworkVpcNodesSubnet2Subnet" for i in replaced)
+    assert json.dumps(before[CLUSTER]) != json.dumps(after[CLUSTER])
+
+    def without_digest(template: dict[str, Any]) -> dict[str, Any]:
+        metadata = {k: v for k, v in template["Metadata"].items() if k != NETWORK_DIGEST_KEY}
+        return {**template, "Metadata": metadata}
+
+    # the digest is what differs: the reads themselves look the same in both templates
+    assert without_digest(before[CLUSTER]) == without_digest(after[CLUSTER])
