@@ -30,6 +30,17 @@ from tests.unit.lifecycle.synths import Templates, synth_templates
 from tests.unit.stacks.test_cluster_workloads import by_kind
 
 NETWORK, CLUSTER = "karpenterwithmultus-network", "karpenterwithmultus-cluster"
+OPERATIONS = Path(__file__).resolve().parents[3] / "docs" / "operations.md"
+# How each row of the Day-2 table in docs/operations.md begins -> the change synthesized here
+DOCUMENTED_ROWS = {
+    "bump `cluster.kubernetes_version`": "bump-kubernetes",
+    "bump `karpenter.version`": "bump-karpenter",
+    "add a network to `multus.networks`": "add-network",
+    "change a `reservation`": "change-reservation",
+    "add an AZ": "add-az",
+    "remove the last AZ": "remove-az",
+    "move a Multus subnet": "move-multus-subnet",
+}
 HASH_LENGTH = 8  # CDK appends an 8-character hash of the construct path to logical IDs
 
 # change -> (stack, resource type, logical ID without its hash) of every replaced resource
@@ -267,3 +278,17 @@ def test_a_replaced_node_subnet_changes_the_cluster_template(synth: Synth) -> No
 
     # the digest is what differs: the reads themselves look the same in both templates
     assert without_digest(before[CLUSTER]) == without_digest(after[CLUSTER])
+
+
+def day2_table_rows() -> list[str]:
+    """The first cell of every row of the Day-2 table in docs/operations.md."""
+    section = OPERATIONS.read_text().split("## Day-2 changes", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    return [row.split(" | ", 1)[0].removeprefix("| ") for row in rows[2:]]  # after the header
+
+
+def test_every_row_of_the_day2_table_is_a_change_these_tests_synthesize() -> None:
+    rows = day2_table_rows()
+    named = [[c for p, c in DOCUMENTED_ROWS.items() if row.startswith(p)] for row in rows]
+    assert all(len(changes) == 1 for changes in named), list(zip(rows, named, strict=True))
+    assert sorted(c for (c,) in named) == sorted(DAY2_CHANGES)
