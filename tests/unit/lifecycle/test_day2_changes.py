@@ -66,22 +66,46 @@ EXPECTED_REPLACEMENTS: dict[str, set[tuple[str, str, str]]] = {
 }
 
 # change -> resources that must be updated in place (what carries the change to the cluster)
+# what follows the AZ list: the NodePool's zones and user-data, the NADs, the pod IP agent's
+# ranges, the node ENI policy's subnets and the teardown Lambda's subnets
+PER_AZ_UPDATES = {
+    (CLUSTER, "EksClusterkarpenternodepool"),
+    (CLUSTER, "EksClusternetworkattachments"),
+    (CLUSTER, "EksClustermultuspodips"),
+    (CLUSTER, "MultusEniPolicy"),
+    (CLUSTER, "TeardownIsComplete"),
+}
 EXPECTED_UPDATES: dict[str, set[tuple[str, str]]] = {
-    # the control plane, then the system node group (its Version follows the cluster's)
-    "bump-kubernetes": {(CLUSTER, "EksCluster"), (CLUSTER, "SystemNodesNodegroup")},
+    # the AMI check for the new version, the control plane, then the system node group (its
+    # Version follows the cluster's), and kubectl with the new layer
+    "bump-kubernetes": {
+        (CLUSTER, "AmiReleaseCheck"),
+        (CLUSTER, "EksCluster"),
+        (CLUSTER, "SystemNodesNodegroup"),
+        (CLUSTER, "EksClusterKubectlProviderHandler"),
+    },
     "bump-karpenter": {(CLUSTER, "KarpenterCrds"), (CLUSTER, "KarpenterController")},
-    "add-network": {(CLUSTER, "EksClusterkarpenternodepool"), (CLUSTER, "MultusEniPolicy")},
+    "add-network": {
+        (CLUSTER, "KarpenterController"),  # reservedENIs
+        (CLUSTER, "EksClusterkarpenternodepool"),
+        (CLUSTER, "EksClusternetworkattachments"),
+        (CLUSTER, "EksClustermultuspodips"),
+        (CLUSTER, "MultusEniPolicy"),
+    },
     "change-reservation": {
         (NETWORK, "CidrReservationsmultus1uswest2a"),
         (CLUSTER, "EksClusternetworkattachments"),
+        (CLUSTER, "EksClustermultuspodips"),
     },
     # the EKS cluster keeps its subnets (test below); the teardown's Lambda runs in every AZ
-    "add-az": {(CLUSTER, "EksClusterkarpenternodepool"), (CLUSTER, "TeardownIsComplete")},
-    "remove-az": {(CLUSTER, "EksClusterkarpenternodepool"), (CLUSTER, "TeardownIsComplete")},
+    "add-az": {*PER_AZ_UPDATES},
+    "remove-az": {*PER_AZ_UPDATES},
     "move-multus-subnet": {
         (NETWORK, "CidrReservationsmultus1uswest2b"),
         (CLUSTER, "EksClusterkarpenternodepool"),
         (CLUSTER, "EksClusternetworkattachments"),
+        (CLUSTER, "EksClustermultuspodips"),
+        (CLUSTER, "MultusEniPolicy"),
     },
 }
 
@@ -217,6 +241,9 @@ def test_an_added_az_reaches_the_nodes_but_not_the_control_plane(synth: Synth) -
     teardown's Lambda (which must reach nodes everywhere) get the new zone."""
     before, after = synth(DEFAULTS), synth(THREE_AZS)
     assert cluster_subnets(after) == cluster_subnets(before)
+    changed = compare(before, after).stacks[CLUSTER]
+    eks_cluster = logical_id(before[CLUSTER], "AWS::EKS::Cluster", "EksCluster")
+    assert eks_cluster not in changed.updated | set(changed.replaced)
     assert len(cluster_subnets(before)) == len(ORIGINAL_AZS)
     assert node_pool_zones(before) == ORIGINAL_AZS
     assert node_pool_zones(after) == THREE_AZS["availability_zones"]
