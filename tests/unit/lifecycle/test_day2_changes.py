@@ -234,11 +234,12 @@ def node_pool_zones(templates: Templates) -> list[str]:
 
 def test_an_added_az_reaches_the_nodes_but_not_the_control_plane(synth: Synth) -> None:
     """EKS user guide, "View Amazon EKS networking requirements for VPC and subnets": subnets
-    added to a cluster must be in the AZs given when it was created (aws/containers-roadmap#2330
-    asks for more and is open), so an update that gives the AWS::EKS::Cluster a subnet in a new
-    AZ fails at the EKS API. With control_plane_availability_zones left at the original AZs the
-    cluster keeps exactly its subnets, while the NodePool, the system node group and the
-    teardown's Lambda (which must reach nodes everywhere) get the new zone."""
+    added to a cluster must be in the AZs given when it was created (aws/containers-roadmap#2330,
+    the request to lift that, is closed as a duplicate, not done), so an update that gives the
+    AWS::EKS::Cluster a subnet in a new AZ fails at the EKS API. With
+    control_plane_availability_zones left at the original AZs the cluster keeps exactly its
+    subnets, while the NodePool, the system node group and the teardown's Lambda (which must
+    reach nodes everywhere) get the new zone."""
     before, after = synth(DEFAULTS), synth(THREE_AZS)
     assert cluster_subnets(after) == cluster_subnets(before)
     changed = compare(before, after).stacks[CLUSTER]
