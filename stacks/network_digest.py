@@ -28,7 +28,7 @@ NETWORK_DIGEST_KEY = "NetworkTemplateSha256"
 
 def template_digest(template: object) -> str:
     """SHA-256 of a template in a canonical JSON form (key order does not count)."""
-    canonical = json.dumps(template, sort_keys=True, separators=(",", ":"))
+    canonical = json.dumps(template, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
