@@ -65,7 +65,9 @@ def kubectl_layer(scope: Construct, kubernetes_version: str) -> lambda_.ILayerVe
 
 @dataclass(frozen=True)
 class EksClusterProps:
-    """node_subnets: the private subnets of the control-plane ENIs and the kubectl handler.
+    """node_subnets: the private subnets of the nodes, one per AZ (the cluster's VPC view).
+    control_plane_subnets: those of them the control-plane ENIs and the kubectl handler use;
+    EKS accepts later subnet changes only within the AZs it was created with.
     Load balancers find their subnets by the kubernetes.io/role/(internal-)elb tags, so the
     public subnets need not be cluster subnets (control-plane ENIs then never land there).
     core_dns_tolerations: extra tolerations so CoreDNS can run on the tainted system nodes.
@@ -78,6 +80,7 @@ class EksClusterProps:
     vpc_id: str
     availability_zones: Sequence[str]
     node_subnets: Sequence[ec2.ISubnet]
+    control_plane_subnets: Sequence[ec2.ISubnet]
     public_access_cidrs: Sequence[str] | None
     admin_principal_arns: Sequence[str]
     core_dns_tolerations: Sequence[Mapping[str, str]]
@@ -108,7 +111,7 @@ class EksCluster(Construct):
             cluster_name=props.cluster_name,
             version=eks.KubernetesVersion.of(props.kubernetes_version),
             vpc=self._cluster_vpc(props),
-            vpc_subnets=[ec2.SubnetSelection(subnets=list(props.node_subnets))],
+            vpc_subnets=[ec2.SubnetSelection(subnets=list(props.control_plane_subnets))],
             endpoint_access=_endpoint_access(props.public_access_cidrs),
             cluster_logging=ALL_CONTROL_PLANE_LOGS,
             secrets_encryption_key=self.secrets_key,
@@ -123,6 +126,9 @@ class EksCluster(Construct):
             # Cluster admins are exactly the configured principal (plus the kubectl handler).
             bootstrap_cluster_creator_admin_permissions=False,
         )
+        cfn_cluster = self.cluster.node.default_child
+        assert isinstance(cfn_cluster, eks.CfnCluster)
+        self.cfn_cluster = cfn_cluster
         # EKS writes control-plane logs to this group, creating it (forever, outside the stack)
         # unless it exists; created here first, it has a retention and goes with the stack.
         self.cluster.node.add_dependency(
@@ -227,10 +233,8 @@ class EksCluster(Construct):
             "The network stack tags the node subnets for internal load balancers (and the "
             "public subnets for internet-facing ones); Multus subnets must stay untagged.",
         )
-        cfn_cluster = self.cluster.node.default_child
-        assert cfn_cluster is not None
         if props.public_access_cidrs is not None:
-            Validations.of(cfn_cluster).acknowledge(
+            Validations.of(self.cfn_cluster).acknowledge(
                 Acknowledgment(
                     id="AwsSolutions::AwsSolutions-EKS1",
                     reason="cluster.public_access_cidrs asks for a public API endpoint; it "

@@ -436,6 +436,13 @@ class ClusterConfig(StrictModel):
         default=[],
         description="IAM role or user ARNs given cluster-admin through access entries.",
     )
+    control_plane_availability_zones: list[str] | None = Field(
+        default=None,
+        description="AZs of the node subnets the EKS control plane places its network "
+        "interfaces in (at least two). Fixed when the cluster is created: EKS accepts new "
+        "control-plane subnets only in the AZs it was created with. Unset: every entry of "
+        "availability_zones; set it to those AZs before you add one to availability_zones.",
+    )
     system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
     control_plane_log_retention: LogRetention = Field(
         default="ONE_YEAR",
@@ -656,6 +663,7 @@ class AppConfig(StrictModel):
     @model_validator(mode="after")
     def _consistent(self) -> AppConfig:
         self._check_region()
+        self._check_control_plane_zones()
         self._check_subnet_counts()
         self._check_subnets_fit_vpc()
         self._check_karpenter_supports_kubernetes()
@@ -769,6 +777,35 @@ class AppConfig(StrictModel):
                 )
         if len(set(self.availability_zones)) != len(self.availability_zones):
             raise ValueError("availability_zones: each AZ may appear only once")
+
+    @property
+    def control_plane_zones(self) -> list[str]:
+        """The AZs whose node subnets the EKS cluster uses, in availability_zones order."""
+        chosen = self.cluster.control_plane_availability_zones
+        return [az for az in self.availability_zones if chosen is None or az in chosen]
+
+    def _check_control_plane_zones(self) -> None:
+        # EKS keeps the control plane in the AZs it was created with (subnets may change only
+        # within them) and needs subnets in at least two AZs (EKS user guide, "View Amazon EKS
+        # networking requirements for VPC and subnets").
+        chosen = self.cluster.control_plane_availability_zones
+        if chosen is None:
+            return
+        field = "cluster.control_plane_availability_zones"
+        missing = [az for az in chosen if az not in self.availability_zones]
+        if missing:
+            raise ValueError(
+                f"{field}: {missing} not in availability_zones {self.availability_zones}; the "
+                "control plane stays in the AZs the cluster was created with, so keep those AZs "
+                "in availability_zones (removing one of them needs a new cluster)"
+            )
+        if len(set(chosen)) != len(chosen):
+            raise ValueError(f"{field}: each AZ may appear only once")
+        if len(chosen) < 2:
+            raise ValueError(
+                f"{field}: EKS needs control-plane subnets in at least two AZs; list the AZs "
+                f"the cluster was created with, for example {self.availability_zones[:2]}"
+            )
 
     def _check_subnet_counts(self) -> None:
         want = len(self.availability_zones)

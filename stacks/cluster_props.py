@@ -67,6 +67,11 @@ def eks_cluster_props(
         vpc_id=vpc_id,
         availability_zones=config.availability_zones,
         node_subnets=node_subnets,
+        control_plane_subnets=[
+            subnet
+            for subnet in node_subnets
+            if subnet.availability_zone in config.control_plane_zones
+        ],
         public_access_cidrs=config.cluster.public_access_cidrs,
         admin_principal_arns=config.cluster.admin_principal_arns,
         core_dns_tolerations=[CONTROLLER_NODES.toleration],

@@ -27,6 +27,7 @@ from node_bootstrap.renderer import render_user_data
 from stacks import cluster_props
 from stacks.base import ConfiguredAzStack
 from stacks.multus_eni_policy import grant_multus_eni_management
+from stacks.network_digest import record_network_digest
 from stacks.network_stack import NetworkStack
 from stacks.node_latency import add_node_latency_monitor
 
@@ -46,7 +47,14 @@ class ClusterStack(ConfiguredAzStack):
         super().__init__(
             scope, construct_id, availability_zones=config.availability_zones, **kwargs
         )
+        record_network_digest(self, network)
         node_subnets = network.node_subnets
+        # A Kubernetes version bump with an ami_alias that has no image for it must fail before
+        # UpdateClusterVersion starts: EKS cannot stop an upgrade once started nor downgrade, so
+        # CloudFormation could not roll the cluster back.
+        ami_check = AmiReleaseCheck(
+            self, "AmiReleaseCheck", cluster_props.ami_release_check_props(config)
+        )
         eks_cluster = EksCluster(
             self,
             "Eks",
@@ -55,6 +63,7 @@ class ClusterStack(ConfiguredAzStack):
             ),
         )
         self.cluster = eks_cluster.cluster
+        eks_cluster.cfn_cluster.node.add_dependency(ami_check.resource)
 
         system_nodes = SystemNodeGroup(
             self,
@@ -102,10 +111,6 @@ class ClusterStack(ConfiguredAzStack):
                     config, node_role_name=self.karpenter_node_role.role_name, user_data=user_data
                 ),
             ),
-        )
-        # Runs in parallel with the cluster; only the NodePool waits for it.
-        ami_check = AmiReleaseCheck(
-            self, "AmiReleaseCheck", cluster_props.ami_release_check_props(config)
         )
         self.workloads.node_pool.node.add_dependency(ami_check)
         self.teardown = KarpenterTeardown(

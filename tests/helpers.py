@@ -15,6 +15,7 @@ from aws_cdk import aws_logs as logs
 
 from cdk_constructs.eks_cluster import EksCluster, EksClusterProps
 from stacks.base import ConfiguredAzStack
+from testing_support.cloudformation_changes import references
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_REFERENCE = REPO.parent / "shared" / "reference"
@@ -48,6 +49,25 @@ STRINGIFIED_TOKEN = "${Token[TOKEN.1234]}"
 def resources(template: Mapping[str, Any], *types: str) -> dict[str, dict[str, Any]]:
     """Logical ID -> resource, of every resource of the given types."""
     return {key: r for key, r in template["Resources"].items() if r["Type"] in types}
+
+
+def waits_for(template: Mapping[str, Any], logical_id: str) -> set[str]:
+    """Every resource CloudFormation creates or updates before `logical_id`: its DependsOn and
+    the resources it refers to (Ref, Fn::GetAtt, Fn::Sub), transitively."""
+    found: set[str] = set()
+    pending = [logical_id]
+    while pending:
+        resource = template["Resources"][pending.pop()]
+        depends_on = resource.get("DependsOn", [])
+        direct = {depends_on} if isinstance(depends_on, str) else set(depends_on)
+        direct |= {
+            ref[1]
+            for ref in references(resource.get("Properties", {}))
+            if ref[0] in ("ref", "getatt") and ref[1] in template["Resources"]
+        }
+        pending += sorted(direct - found)
+        found |= direct
+    return found
 
 
 def only(template: Mapping[str, Any], resource_type: str) -> dict[str, Any]:
@@ -127,6 +147,7 @@ def bare_eks_cluster(
             vpc_id="vpc-0123456789abcdef0",
             availability_zones=BARE_AZS,
             node_subnets=subnets,
+            control_plane_subnets=subnets,
             public_access_cidrs=public_access_cidrs,
             admin_principal_arns=admin_principal_arns or [],
             core_dns_tolerations=core_dns_tolerations or [],

@@ -56,6 +56,11 @@ def test_every_lambda_logs_to_a_log_group_of_its_stack(
 def test_control_plane_logs_go_to_a_group_created_before_the_cluster(
     default_app: SynthesizedApp,
 ) -> None:
+    """Created before the cluster, so EKS writes into it instead of creating its own, and
+    deleted after it (CloudFormation deletes in the reverse order). That is as late as the
+    stack can delete it; EKS's service-linked role can still create it again with the last log
+    lines (terraform-aws-modules/terraform-aws-eks#2763), which docs/operations.md lists under
+    "What a destroy leaves behind" with the way out."""
     template = default_app.template_json(default_app.stage.cluster)
     resources = template["Resources"]
     (cluster_id,) = [k for k, r in resources.items() if r["Type"] == "AWS::EKS::Cluster"]

@@ -129,6 +129,32 @@ ACCEPTED = [
         config({"multus": {"networks": networks(name="eni1a2b")}}),
         ("multus.networks[0].name", "VPC CNI", "for example multus1"),
     ),
+    # EKS keeps the control plane in the AZs it was created with, in at least two (EKS user
+    # guide, "View Amazon EKS networking requirements for VPC and subnets"): a deploy that
+    # drops one of them, or names one, fails at the EKS API.
+    BadInput(
+        "control-plane-az-dropped-from-availability-zones",
+        "accepted",
+        {
+            "config.availability_zones": '["us-west-2a", "us-west-2c"]',
+            "config.cluster.control_plane_availability_zones": '["us-west-2a", "us-west-2b"]',
+        },
+        (
+            "cluster.control_plane_availability_zones",
+            "['us-west-2b'] not in availability_zones",
+            "keep those AZs in availability_zones",
+        ),
+    ),
+    BadInput(
+        "control-plane-in-one-az",
+        "accepted",
+        {"config.cluster.control_plane_availability_zones": '["us-west-2a"]'},
+        (
+            "cluster.control_plane_availability_zones",
+            "at least two AZs",
+            "for example ['us-west-2a', 'us-west-2b']",
+        ),
+    ),
     BadInput(
         "karpenter-release-that-does-not-exist",
         "accepted",

@@ -218,6 +218,10 @@ def test_an_availability_zone_given_twice_is_refused() -> None:
 
 
 def test_three_zones_with_a_subnet_each_pass() -> None:
+    assert len(parse_config(three_zones()).all_subnet_cidrs()) == 12
+
+
+def three_zones() -> dict[str, Any]:
     raw = changed("availability_zones", ["us-west-2a", "us-west-2b", "us-west-2c"])
     raw["vpc"]["public_subnet_cidrs"].append("10.0.10.0/24")
     raw["vpc"]["node_subnet_cidrs"].append("10.0.11.0/24")
@@ -225,7 +229,35 @@ def test_three_zones_with_a_subnet_each_pass() -> None:
         network["subnets"].append(
             {"cidr": f"10.0.{12 + index}.0/24", "reservation": f"10.0.{12 + index}.32/27"}
         )
-    assert len(parse_config(raw).all_subnet_cidrs()) == 12
+    return raw
+
+
+CONTROL_PLANE = "cluster.control_plane_availability_zones"
+
+
+def test_the_control_plane_defaults_to_every_availability_zone() -> None:
+    assert parse_config(three_zones()).control_plane_zones == [
+        "us-west-2a",
+        "us-west-2b",
+        "us-west-2c",
+    ]
+
+
+def test_the_control_plane_may_stay_in_two_of_three_zones_but_not_in_one() -> None:
+    """EKS user guide, "View Amazon EKS networking requirements for VPC and subnets": a cluster
+    needs subnets in at least two AZs, and later subnets only in the AZs it was created with."""
+    two = changed(CONTROL_PLANE, ["us-west-2b", "us-west-2a"], three_zones())
+    # in availability_zones order, whatever order the list gives
+    assert parse_config(two).control_plane_zones == ["us-west-2a", "us-west-2b"]
+    message = error_for(changed(CONTROL_PLANE, ["us-west-2a"], three_zones()))
+    assert f"{CONTROL_PLANE}: EKS needs control-plane subnets in at least two AZs" in message
+
+
+def test_the_control_plane_zones_must_be_zones_of_the_config_and_distinct() -> None:
+    outside = changed(CONTROL_PLANE, ["us-west-2a", "us-west-2d"], three_zones())
+    assert f"{CONTROL_PLANE}: ['us-west-2d'] not in availability_zones" in error_for(outside)
+    twice = changed(CONTROL_PLANE, ["us-west-2a", "us-west-2a"], three_zones())
+    assert f"{CONTROL_PLANE}: each AZ may appear only once" in error_for(twice)
 
 
 @pytest.mark.parametrize(

@@ -41,6 +41,17 @@ def _moved_subnet(networks: list[dict[str, Any]]) -> None:
 # A change is the config before it and after it (both over the defaults); most start from the
 # defaults themselves.
 DEFAULTS: dict[str, Any] = {}
+ORIGINAL_AZS = ["us-west-2a", "us-west-2b"]
+# A third AZ; the control plane stays in the AZs the cluster was created with.
+THREE_AZS: dict[str, Any] = {
+    "availability_zones": [*ORIGINAL_AZS, "us-west-2c"],
+    "cluster": {"control_plane_availability_zones": ORIGINAL_AZS},
+    "vpc": {
+        "public_subnet_cidrs": ["10.0.0.0/24", "10.0.1.0/24", "10.0.8.0/24"],
+        "node_subnet_cidrs": ["10.0.2.0/24", "10.0.3.0/24", "10.0.9.0/24"],
+    },
+    "multus": {"networks": _networks_with(_third_az)},
+}
 DAY2_CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "bump-kubernetes": (DEFAULTS, {"cluster": {"kubernetes_version": "1.35"}}),
     # to the default release, the newest the project knows
@@ -57,16 +68,14 @@ DAY2_CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         DEFAULTS,
         {"multus": {"networks": _networks_with(_other_reservation)}},
     ),
-    "add-az": (
-        DEFAULTS,
-        {
-            "availability_zones": ["us-west-2a", "us-west-2b", "us-west-2c"],
-            "vpc": {
-                "public_subnet_cidrs": ["10.0.0.0/24", "10.0.1.0/24", "10.0.8.0/24"],
-                "node_subnet_cidrs": ["10.0.2.0/24", "10.0.3.0/24", "10.0.9.0/24"],
-            },
-            "multus": {"networks": _networks_with(_third_az)},
-        },
-    ),
+    "add-az": (DEFAULTS, THREE_AZS),
+    # the last AZ of the list, one the control plane does not use
+    "remove-az": (THREE_AZS, DEFAULTS),
     "move-multus-subnet": (DEFAULTS, {"multus": {"networks": _networks_with(_moved_subnet)}}),
+}
+
+# Not a documented day-2 change (the old subnet holds the nodes' and the control plane's ENIs):
+# the case of a network-side replacement that only a weak reference carries to the cluster.
+NEW_NODE_SUBNET: dict[str, Any] = {
+    "vpc": {"node_subnet_cidrs": ["10.0.2.0/24", "10.0.12.0/24"]},
 }

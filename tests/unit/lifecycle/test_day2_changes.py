@@ -4,16 +4,43 @@ properties; the EKS cluster is never replaced; no cross-stack reference blocks t
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from testing_support.cloudformation_changes import AppChanges, compare, reference_problems
-from tests.unit.lifecycle.changes import DAY2_CHANGES, DEFAULTS
+from stacks.network_digest import NETWORK_DIGEST_KEY, template_digest
+from testing_support.cloudformation_changes import (
+    AppChanges,
+    compare,
+    reference_problems,
+    references,
+)
+from tests.helpers import logical_id, only
+from tests.unit.lifecycle.changes import (
+    DAY2_CHANGES,
+    DEFAULTS,
+    NEW_NODE_SUBNET,
+    ORIGINAL_AZS,
+    THREE_AZS,
+)
 from tests.unit.lifecycle.synths import Templates, synth_templates
+from tests.unit.stacks.test_cluster_workloads import by_kind
 
 NETWORK, CLUSTER = "karpenterwithmultus-network", "karpenterwithmultus-cluster"
+OPERATIONS = Path(__file__).resolve().parents[3] / "docs" / "operations.md"
+# How each row of the Day-2 table in docs/operations.md begins -> the change synthesized here
+DOCUMENTED_ROWS = {
+    "bump `cluster.kubernetes_version`": "bump-kubernetes",
+    "bump `karpenter.version`": "bump-karpenter",
+    "add a network to `multus.networks`": "add-network",
+    "change a `reservation`": "change-reservation",
+    "add an AZ": "add-az",
+    "remove the last AZ": "remove-az",
+    "move a Multus subnet": "move-multus-subnet",
+}
 HASH_LENGTH = 8  # CDK appends an 8-character hash of the construct path to logical IDs
 
 # change -> (stack, resource type, logical ID without its hash) of every replaced resource
@@ -26,6 +53,7 @@ EXPECTED_REPLACEMENTS: dict[str, set[tuple[str, str, str]]] = {
     "change-reservation": set(),
     # a managed node group's subnets are createOnly: a new system node group, then the old goes
     "add-az": {(CLUSTER, "AWS::EKS::Nodegroup", "SystemNodesNodegroup")},
+    "remove-az": {(CLUSTER, "AWS::EKS::Nodegroup", "SystemNodesNodegroup")},
     # a subnet's CIDR is createOnly, and so is its route table association's subnet
     "move-multus-subnet": {
         (NETWORK, "AWS::EC2::Subnet", "NetworkVpcmultus1Subnet2Subnet"),
@@ -38,42 +66,93 @@ EXPECTED_REPLACEMENTS: dict[str, set[tuple[str, str, str]]] = {
 }
 
 # change -> resources that must be updated in place (what carries the change to the cluster)
+# what follows the AZ list: the NodePool's zones and user-data, the NADs, the pod IP agent's
+# ranges, the node ENI policy's subnets and the teardown Lambda's subnets
+PER_AZ_UPDATES = {
+    (CLUSTER, "EksClusterkarpenternodepool"),
+    (CLUSTER, "EksClusternetworkattachments"),
+    (CLUSTER, "EksClustermultuspodips"),
+    (CLUSTER, "MultusEniPolicy"),
+    (CLUSTER, "TeardownIsComplete"),
+}
 EXPECTED_UPDATES: dict[str, set[tuple[str, str]]] = {
-    # the control plane, then the system node group (its Version follows the cluster's)
-    "bump-kubernetes": {(CLUSTER, "EksCluster"), (CLUSTER, "SystemNodesNodegroup")},
+    # the AMI check for the new version, the control plane, then the system node group (its
+    # Version follows the cluster's), and kubectl with the new layer
+    "bump-kubernetes": {
+        (CLUSTER, "AmiReleaseCheck"),
+        (CLUSTER, "EksCluster"),
+        (CLUSTER, "SystemNodesNodegroup"),
+        (CLUSTER, "EksClusterKubectlProviderHandler"),
+    },
     "bump-karpenter": {(CLUSTER, "KarpenterCrds"), (CLUSTER, "KarpenterController")},
-    "add-network": {(CLUSTER, "EksClusterkarpenternodepool"), (CLUSTER, "MultusEniPolicy")},
+    "add-network": {
+        (CLUSTER, "KarpenterController"),  # reservedENIs
+        (CLUSTER, "EksClusterkarpenternodepool"),
+        (CLUSTER, "EksClusternetworkattachments"),
+        (CLUSTER, "EksClustermultuspodips"),
+        (CLUSTER, "MultusEniPolicy"),
+    },
     "change-reservation": {
         (NETWORK, "CidrReservationsmultus1uswest2a"),
         (CLUSTER, "EksClusternetworkattachments"),
+        (CLUSTER, "EksClustermultuspodips"),
     },
-    "add-az": {(CLUSTER, "EksCluster"), (CLUSTER, "EksClusterkarpenternodepool")},
+    # the EKS cluster keeps its subnets (test below); the teardown's Lambda runs in every AZ
+    "add-az": {*PER_AZ_UPDATES},
+    "remove-az": {*PER_AZ_UPDATES},
     "move-multus-subnet": {
         (NETWORK, "CidrReservationsmultus1uswest2b"),
         (CLUSTER, "EksClusterkarpenternodepool"),
         (CLUSTER, "EksClusternetworkattachments"),
+        (CLUSTER, "EksClustermultuspodips"),
+        (CLUSTER, "MultusEniPolicy"),
     },
 }
 
 
+# change -> (stack, logical ID without its hash) of every removed resource
+REMOVED_SUBNET_GROUPS = ("Public", "Nodes", "multus1", "multus2")
+EXPECTED_REMOVALS: dict[str, set[tuple[str, str]]] = {
+    # the third AZ's subnets with their routes, its NAT gateway and its reservations
+    "remove-az": {
+        *(
+            (NETWORK, f"NetworkVpc{group}Subnet3{part}")
+            for group in REMOVED_SUBNET_GROUPS
+            for part in ("Subnet", "RouteTable", "RouteTableAssociation", "DefaultRoute")
+        ),
+        (NETWORK, "NetworkVpcPublicSubnet3EIP"),
+        (NETWORK, "NetworkVpcPublicSubnet3NATGateway"),
+        (NETWORK, "CidrReservationsmultus1uswest2c"),
+        (NETWORK, "CidrReservationsmultus2uswest2c"),
+    },
+}
+
+
+Synth = Callable[[dict[str, Any]], Templates]
+
+
 @pytest.fixture(scope="module")
-def defaults(tmp_path_factory: pytest.TempPathFactory) -> Templates:
-    return synth_templates(tmp_path_factory.mktemp("defaults"), DEFAULTS)
+def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """Templates of a config, each config synthesized once per module."""
+    synthesized: dict[str, Templates] = {}
+
+    def templates(config: dict[str, Any]) -> Templates:
+        key = json.dumps(config, sort_keys=True)
+        if key not in synthesized:
+            outdir = Path(tmp_path_factory.mktemp("synth"))
+            synthesized[key] = synth_templates(outdir, config)
+        return synthesized[key]
+
+    return templates
 
 
 @pytest.fixture(scope="module", params=sorted(DAY2_CHANGES))
 def change(
-    request: pytest.FixtureRequest, defaults: Templates, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, synth: Synth
 ) -> tuple[str, Templates, Templates, AppChanges]:
     name = str(request.param)
-
-    def synth(config: dict[str, Any], label: str) -> Templates:
-        if config is DEFAULTS:
-            return defaults
-        return synth_templates(Path(tmp_path_factory.mktemp(f"{name}-{label}")), config)
-
     before_config, after_config = DAY2_CHANGES[name]
-    before, after = synth(before_config, "before"), synth(after_config, "after")
+    before, after = synth(before_config), synth(after_config)
     return name, before, after, compare(before, after)
 
 
@@ -125,8 +204,119 @@ def test_no_cross_stack_reference_blocks_the_update(
     assert reference_problems(before, after) == []
 
 
-def test_nothing_is_removed_by_an_additive_change(
+def test_removed_resources_are_exactly_the_expected_ones(
     change: tuple[str, Templates, Templates, AppChanges],
 ) -> None:
-    _, _, _, changes = change
-    assert all(not stack_changes.removed for stack_changes in changes.stacks.values())
+    """Only removing an AZ removes anything; every other change is additive."""
+    name, _, _, changes = change
+    removed = {
+        (stack, without_hash(logical_id))
+        for stack, stack_changes in changes.stacks.items()
+        for logical_id in stack_changes.removed
+    }
+    assert removed == EXPECTED_REMOVALS.get(name, set())
+
+
+def cluster_subnets(templates: Templates) -> Any:
+    return only(templates[CLUSTER], "AWS::EKS::Cluster")["Properties"]["ResourcesVpcConfig"][
+        "SubnetIds"
+    ]
+
+
+def node_pool_zones(templates: Templates) -> list[str]:
+    (pool,) = by_kind(templates[CLUSTER], "NodePool")
+    return next(
+        r["values"]
+        for r in pool["spec"]["template"]["spec"]["requirements"]
+        if r["key"] == "topology.kubernetes.io/zone"
+    )
+
+
+def test_an_added_az_reaches_the_nodes_but_not_the_control_plane(synth: Synth) -> None:
+    """EKS user guide, "View Amazon EKS networking requirements for VPC and subnets": subnets
+    added to a cluster must be in the AZs given when it was created (aws/containers-roadmap#2330,
+    the request to lift that, is closed as a duplicate, not done), so an update that gives the
+    AWS::EKS::Cluster a subnet in a new AZ fails at the EKS API. With
+    control_plane_availability_zones left at the original AZs the cluster keeps exactly its
+    subnets, while the NodePool, the system node group and the teardown's Lambda (which must
+    reach nodes everywhere) get the new zone."""
+    before, after = synth(DEFAULTS), synth(THREE_AZS)
+    assert cluster_subnets(after) == cluster_subnets(before)
+    changed = compare(before, after).stacks[CLUSTER]
+    eks_cluster = logical_id(before[CLUSTER], "AWS::EKS::Cluster", "EksCluster")
+    assert eks_cluster not in changed.updated | set(changed.replaced)
+    assert len(cluster_subnets(before)) == len(ORIGINAL_AZS)
+    assert node_pool_zones(before) == ORIGINAL_AZS
+    assert node_pool_zones(after) == THREE_AZS["availability_zones"]
+    node_group = only(after[CLUSTER], "AWS::EKS::Nodegroup")["Properties"]
+    assert len(node_group["Subnets"]) == len(THREE_AZS["availability_zones"])
+    teardown = after[CLUSTER]["Resources"][
+        logical_id(after[CLUSTER], "AWS::Lambda::Function", "TeardownIsComplete")
+    ]
+    assert len(teardown["Properties"]["VpcConfig"]["SubnetIds"]) == 3
+
+
+def test_removing_the_last_az_can_start_with_the_cluster_stack(synth: Synth) -> None:
+    """The network stack deploys first and would delete the third AZ's subnets while the system
+    node group, Karpenter's nodes and the teardown's Lambda ENIs are still in them (EC2 refuses
+    to delete a subnet with network interfaces). docs/operations.md therefore deploys the
+    cluster stack alone first: its new template may read only outputs the unchanged network
+    stack already has, and afterwards nothing it uses is in the AZ that goes."""
+    before, after = synth(THREE_AZS), synth(DEFAULTS)
+    cluster_first = {NETWORK: before[NETWORK], CLUSTER: after[CLUSTER]}
+    assert reference_problems(before, cluster_first) == []
+    removed = compare(cluster_first, after).stacks[NETWORK].removed
+    read = {
+        reference[2]
+        for reference in references(after[CLUSTER]["Resources"])
+        if reference[0] == "output"
+    }
+    outputs = before[NETWORK]["Outputs"]
+    assert not any(ref in removed for o in read for ref in _refs(outputs[o]["Value"]))
+    assert node_pool_zones(after) == ORIGINAL_AZS
+
+
+def _refs(value: Any) -> set[str]:
+    return {reference[1] for reference in references(value) if reference[0] in ("ref", "getatt")}
+
+
+def test_the_cluster_template_carries_the_digest_of_the_network_template(synth: Synth) -> None:
+    templates = synth(DEFAULTS)
+    digest = templates[CLUSTER]["Metadata"][NETWORK_DIGEST_KEY]
+    assert digest == template_digest(templates[NETWORK])
+
+
+def test_a_replaced_node_subnet_changes_the_cluster_template(synth: Synth) -> None:
+    """CloudFormation template reference, Fn::GetStackOutput: a weak reference is resolved when
+    the reading stack is created or updated, and the reader is not updated when the output
+    changes. The CDK CLI skips a stack whose template, tags and parameters did not change
+    (aws-cdk CLI 2.1148.1, deploy-stack canSkipDeploy: JSON.stringify of the synthesized
+    template against the deployed one). A new node subnet CIDR replaces the subnet in the
+    network stack while the cluster stack reads it only through Fn::GetStackOutput, whose text
+    stays the same: only the network digest makes the cluster template differ, so `cdk deploy`
+    does not skip it and CloudFormation resolves the new subnet ID."""
+    before, after = synth(DEFAULTS), synth(NEW_NODE_SUBNET)
+    replaced = compare(before, after).stacks[NETWORK].replaced
+    assert any(without_hash(i) == "NetworkVpcNodesSubnet2Subnet" for i in replaced)
+    assert json.dumps(before[CLUSTER]) != json.dumps(after[CLUSTER])
+
+    def without_digest(template: dict[str, Any]) -> dict[str, Any]:
+        metadata = {k: v for k, v in template["Metadata"].items() if k != NETWORK_DIGEST_KEY}
+        return {**template, "Metadata": metadata}
+
+    # the digest is what differs: the reads themselves look the same in both templates
+    assert without_digest(before[CLUSTER]) == without_digest(after[CLUSTER])
+
+
+def day2_table_rows() -> list[str]:
+    """The first cell of every row of the Day-2 table in docs/operations.md."""
+    section = OPERATIONS.read_text().split("## Day-2 changes", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    return [row.split(" | ", 1)[0].removeprefix("| ") for row in rows[2:]]  # after the header
+
+
+def test_every_row_of_the_day2_table_is_a_change_these_tests_synthesize() -> None:
+    rows = day2_table_rows()
+    named = [[c for p, c in DOCUMENTED_ROWS.items() if row.startswith(p)] for row in rows]
+    assert all(len(changes) == 1 for changes in named), list(zip(rows, named, strict=True))
+    assert sorted(c for (c,) in named) == sorted(DAY2_CHANGES)

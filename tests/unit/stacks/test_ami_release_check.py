@@ -1,5 +1,5 @@
 """The AMI release check in the synthesized cluster stack: what it reads, with which rights,
-and that the NodePool waits for it."""
+and that the EKS cluster and the NodePool wait for it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from cdk_constructs.ami_release_check import al2023_image_parameter
 from config import parse_config
 from tests.conftest import SynthesizedApp
-from tests.helpers import resources
+from tests.helpers import logical_id, resources, waits_for
 from tests.unit.stacks.test_cluster_stack import as_list
 from tests.unit.stacks.test_cluster_workloads import manifest_with
 
@@ -71,3 +71,15 @@ def test_node_pool_waits_for_the_check(cluster: dict[str, Any]) -> None:
     logical_id, _ = check_resource(cluster)
     _, depends_on = manifest_with(cluster, "NodePool")
     assert logical_id in depends_on
+
+
+def test_the_cluster_waits_for_the_check(cluster: dict[str, Any]) -> None:
+    """EKS user guide, "Update existing cluster to new Kubernetes version": once started, an
+    upgrade cannot be paused or stopped, and a cluster cannot be downgraded. So the check must
+    succeed before CloudFormation updates the AWS::EKS::Cluster's Version: a stale ami_alias then
+    fails the deploy while the control plane is untouched, and the rollback has nothing to undo.
+    The check itself must not wait for the cluster (that would be a cycle, and no gate)."""
+    check_id, _ = check_resource(cluster)
+    cluster_id = logical_id(cluster, "AWS::EKS::Cluster", "EksCluster")
+    assert check_id in waits_for(cluster, cluster_id)
+    assert cluster_id not in waits_for(cluster, check_id)
