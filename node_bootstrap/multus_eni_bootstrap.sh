@@ -217,8 +217,9 @@ write_interface_files() {
     >"$LINK_DIR/10-multus-$ifname.link" || return
   printf '[Match]\nPermanentMACAddress=%s\n\n[Link]\nUnmanaged=yes\n' "$mac" \
     >"$LINK_DIR/10-multus-$ifname.network" || return
-  printf 'ACTION=="add", SUBSYSTEM=="net", ATTR{address}=="%s", RUN+="/usr/sbin/ip link set dev $name up"\n' \
-    "$mac" >"$RULES_DIR/10-multus-$ifname.rules" || return
+  # $name is udev's: the interface's name when the rule runs.
+  printf 'ACTION=="add", SUBSYSTEM=="net", ATTR{address}=="%s", RUN+="/usr/sbin/ip link set dev %s up"\n' \
+    "$mac" "\$name" >"$RULES_DIR/10-multus-$ifname.rules" || return
   run_on_host udevadm control --reload && run_on_host networkctl reload
 }
 
