@@ -177,8 +177,8 @@ def test_each_interface_is_named_by_mac_before_it_is_attached(
     assert host_commands.count("udevadm control --reload") == 2
 
 
-def test_networkd_leaves_each_interface_alone_from_before_it_is_attached(
-    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str, tmp_path: Path
+def test_networkd_leaves_each_interface_alone(
+    emulator: Ec2Emulator, fresh_node: tuple[str, BootstrapRun]
 ) -> None:
     """On AL2023 EKS nodes an ENA interface that appears during user-data is handed to
     systemd-networkd: the AMI's udev rule starts udev-net-manager@<if> for it
@@ -190,39 +190,44 @@ def test_networkd_leaves_each_interface_alone_from_before_it_is_attached(
     `networkctl reload` (udev/systemd.go, eks-managed.network.tpl, udev-net-manager@.service).
     systemd.network(5): files from /etc, /run and /usr/lib are sorted together by name and the
     first that matches applies; [Link] Unmanaged=yes means no attempt to configure the link;
-    PermanentMACAddress= matches the hardware address, as nodeadm's own file does.
-    So before the attach our file must exist, sort before 70-eks-<if>, and be loaded."""
-    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
-    root = tmp_path
-    network_dir = root / "etc/systemd/network"
-    host_command_log = root / "var/lib/multus-eni/host-commands"
-    seen_at_attach: dict[str, tuple[set[str], list[str]]] = {}
+    PermanentMACAddress= matches the hardware address, as nodeadm's own file does."""
+    instance_id, run = fresh_node
+    for index, eni in multus_enis(emulator, instance_id).items():
+        name = f"10-multus-multus{index}.network"
+        assert (run.root / "etc/systemd/network" / name).read_text() == (
+            f"[Match]\nPermanentMACAddress={eni['MacAddress']}\n\n[Link]\nUnmanaged=yes\n"
+        )
+        assert sorted([f"70-eks-multus{index}.network", name])[0] == name
+    assert run.host_commands.count("networkctl reload") == 2
 
-    def files_and_host_commands(action: str, params: dict[str, str]) -> None:
+
+def test_the_networkd_file_is_written_and_loaded_before_the_attach(
+    emulator: Ec2Emulator, vpc: EmulatedVpc, single_network_user_data: str, tmp_path: Path
+) -> None:
+    """networkd matches a link against the files it has loaded when the link appears
+    (systemd.network(5): "Networks are applied to links whenever the links appear"), so the
+    file must be on disk and reloaded before AttachNetworkInterface makes the device appear."""
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    network_file = tmp_path / "etc/systemd/network/10-multus-multus1.network"
+    host_command_log = tmp_path / "var/lib/multus-eni/host-commands"
+    seen_at_attach: list[tuple[bool, list[str]]] = []
+
+    def file_and_host_commands(action: str, _params: dict[str, str]) -> None:
         if action == "AttachNetworkInterface":
-            seen_at_attach[params["NetworkInterfaceId"]] = (
-                {path.name for path in network_dir.iterdir()},
-                host_command_log.read_text().splitlines(),
+            seen_at_attach.append(
+                (network_file.exists(), host_command_log.read_text().splitlines())
             )
 
-    emulator.proxy.state_probe = files_and_host_commands
+    emulator.proxy.state_probe = file_and_host_commands
     try:
-        run = emulator.run_bootstrap(user_data, instance_id, root=root)
+        run = emulator.run_bootstrap(single_network_user_data, instance_id, root=tmp_path)
     finally:
         emulator.proxy.state_probe = None
 
     assert run.returncode == 0, run.output
-    for index, eni in multus_enis(emulator, instance_id).items():
-        name = f"10-multus-multus{index}.network"
-        assert (network_dir / name).read_text() == (
-            f"[Match]\nPermanentMACAddress={eni['MacAddress']}\n\n[Link]\nUnmanaged=yes\n"
-        )
-        assert sorted([f"70-eks-multus{index}.network", name])[0] == name
-        files, host_commands = seen_at_attach[eni["NetworkInterfaceId"]]
-        assert name in files
-        # Reloaded after this interface's file was written, before its attach.
-        assert "networkctl reload" in host_commands
-    assert run.host_commands.count("networkctl reload") == 2
+    ((file_present, host_commands),) = seen_at_attach
+    assert file_present
+    assert host_commands[-2:] == ["udevadm control --reload", "networkctl reload"]
 
 
 def test_the_host_gives_multus_interfaces_no_address_route_or_rule(
