@@ -80,8 +80,9 @@ def test_attach_refused(emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str)
     run = emulator.run_bootstrap(user_data, instance_id, faults=[ATTACH_REFUSED])
     assert_failed_cleanly(emulator, instance_id, run)
     assert len(run.actions("DeleteNetworkInterface")) == 1
-    (released,) = [name for name in ("multus1", "multus2") if f"{name}: deleting eni-" in run.output]
-    (attached,) = {"multus1", "multus2"} - {released}
+    names = {"multus1", "multus2"}
+    (released,) = [name for name in names if f"{name}: deleting eni-" in run.output]
+    (attached,) = names - {released}
     assert [path for path in interface_files(run, released) if path.exists()] == []
     assert all(path.exists() for path in interface_files(run, attached))
 
@@ -111,9 +112,7 @@ def test_failure_right_after_create(
         if eni["SubnetId"] == multus1_subnet
     }
     assert multus1_enis == set()
-    assert all(
-        call.params["DeviceIndex"] != "1" for call in run.actions("AttachNetworkInterface")
-    )
+    assert all(call.params["DeviceIndex"] != "1" for call in run.actions("AttachNetworkInterface"))
 
 
 def test_created_eni_whose_answer_was_lost_is_found_by_its_tag_and_deleted(

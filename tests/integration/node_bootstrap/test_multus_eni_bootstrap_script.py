@@ -66,6 +66,11 @@ def marker(run: BootstrapRun) -> Path:
     return run.root / READY_MARKER_PATH.lstrip("/")
 
 
+def unmanaged_network_file(mac: str) -> str:
+    """The .network file that keeps systemd-networkd off the interface with this MAC."""
+    return f"[Match]\nPermanentMACAddress={mac}\n\n[Link]\nUnmanaged=yes\n"
+
+
 def test_fresh_node_gets_one_eni_per_network_in_its_az(
     emulator: Ec2Emulator, vpc: EmulatedVpc, fresh_node: tuple[str, BootstrapRun]
 ) -> None:
@@ -194,8 +199,8 @@ def test_networkd_leaves_each_interface_alone(
     instance_id, run = fresh_node
     for index, eni in multus_enis(emulator, instance_id).items():
         name = f"10-multus-multus{index}.network"
-        assert (run.root / "etc/systemd/network" / name).read_text() == (
-            f"[Match]\nPermanentMACAddress={eni['MacAddress']}\n\n[Link]\nUnmanaged=yes\n"
+        assert (run.root / "etc/systemd/network" / name).read_text() == unmanaged_network_file(
+            eni["MacAddress"]
         )
         assert sorted([f"70-eks-multus{index}.network", name])[0] == name
     assert run.host_commands.count("networkctl reload") == 2
