@@ -208,12 +208,13 @@ ec2_call() {
   done
 }
 
-# Loaded before the kernel sees the device: its name (.link), networkd's hands off (.network),
-# and a udev rule that brings the link up whenever it appears, at this attach and every boot
-# (an unmanaged link stays down otherwise).
+# Loaded before the kernel sees the device: its name and the VPC's jumbo MTU, which nodeadm's
+# networkd file would have set (.link), networkd's hands off (.network), and a udev rule that
+# brings the link up whenever it appears, at this attach and every boot (an unmanaged link
+# stays down otherwise).
 write_interface_files() {
   local ifname=$1 mac=$2
-  printf '[Match]\nMACAddress=%s\n\n[Link]\nName=%s\n' "$mac" "$ifname" \
+  printf '[Match]\nMACAddress=%s\n\n[Link]\nName=%s\nMTUBytes=9001\n' "$mac" "$ifname" \
     >"$LINK_DIR/10-multus-$ifname.link" || return
   printf '[Match]\nPermanentMACAddress=%s\n\n[Link]\nUnmanaged=yes\n' "$mac" \
     >"$LINK_DIR/10-multus-$ifname.network" || return

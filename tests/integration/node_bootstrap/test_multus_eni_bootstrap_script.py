@@ -167,6 +167,9 @@ def test_calls_signed_with_other_credentials_are_refused_and_leave_nothing(
 def test_each_interface_is_named_by_mac_before_it_is_attached(
     emulator: Ec2Emulator, fresh_node: tuple[str, BootstrapRun]
 ) -> None:
+    """The .link also keeps the MTU that nodeadm's networkd file would have set
+    (awslabs/amazon-eks-ami nodeadm/cmd/nodeadm-internal/udev/eks-managed.network.tpl,
+    [Link] MTUBytes=9001): the unmanaged .network applies no [Link] setting."""
     instance_id, run = fresh_node
     attach_times = {
         call.params["NetworkInterfaceId"]: call.received_at
@@ -176,6 +179,7 @@ def test_each_interface_is_named_by_mac_before_it_is_attached(
         link_file = run.root / f"etc/systemd/network/10-multus-multus{index}.link"
         assert link_file.read_text() == (
             f"[Match]\nMACAddress={eni['MacAddress']}\n\n[Link]\nName=multus{index}\n"
+            "MTUBytes=9001\n"
         )
         assert link_file.stat().st_mtime <= attach_times[eni["NetworkInterfaceId"]]
     host_commands = (run.root / "var/lib/multus-eni/host-commands").read_text().splitlines()
