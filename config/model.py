@@ -208,8 +208,18 @@ class MultusNetworkConfig(StrictModel):
     subnets: list[MultusSubnetConfig] = Field(
         min_length=1, description="One subnet per AZ, in the order of availability_zones."
     )
-    ipvlan_mode: Literal["l2", "l3", "l3s"] = Field(
-        default="l2", description="ipvlan mode of this network's NADs."
+    ipvlan_mode: Literal["l2"] = Field(
+        default="l2",
+        description="ipvlan mode of this network's NADs. Only l2: in l3 and l3s the node's own "
+        "routing table forwards the pods' packets, and the node gives Multus interfaces no "
+        "address, route or rule (docs/network.md).",
+    )
+    source_dest_check: bool = Field(
+        default=False,
+        description="Keep EC2's source/destination check on this network's ENIs. Off (default, "
+        "as in the seed) for pods that send or receive packets whose addresses are not on the "
+        "ENI, such as a UPF's UE pool on N6; on for pods that only use their own addresses "
+        "(docs/network.md).",
     )
     nat_egress: bool = Field(
         default=True, description="Default route to the AZ's NAT gateway (as in the seed)."
@@ -230,6 +240,20 @@ class MultusNetworkConfig(StrictModel):
     @property
     def device_name(self) -> str:
         return self.interface_name or self.name
+
+    @field_validator("ipvlan_mode", mode="before")
+    @classmethod
+    def _no_host_routed_ipvlan_mode(cls, mode: object) -> object:
+        # In l3/l3s the master's namespace routes the pods' packets (kernel
+        # Documentation/networking/ipvlan.rst, "4.2 L3 mode"); the bootstrap leaves the master
+        # without address, route or rule (node_bootstrap/multus_eni_bootstrap.sh).
+        if mode in ("l3", "l3s"):
+            raise ValueError(
+                f"{mode} is not supported: in ipvlan {mode} the node's routing table forwards "
+                "the pods' packets, and the node gives Multus interfaces no address, route or "
+                'rule (docs/network.md); use "l2"'
+            )
+        return mode
 
     @model_validator(mode="after")
     def _node_prefix_settings(self) -> MultusNetworkConfig:
@@ -691,10 +715,7 @@ class AppConfig(StrictModel):
         indexed = list(enumerate(self.multus.networks, start=1))
         return NodeBootstrapProps(
             cluster_name=self.cluster_name,
-            interfaces=[
-                MultusInterface(network=n.name, interface_name=n.device_name, device_index=index)
-                for index, n in indexed
-            ],
+            interfaces=self.multus_interfaces,
             placements={
                 az: AzPlacement(subnet_ids=["subnet"] * len(indexed), security_group_ids=["sg"])
                 for az in self.availability_zones
@@ -715,6 +736,19 @@ class AppConfig(StrictModel):
                 for az, subnet in zip(self.availability_zones, n.subnets, strict=True)
             ],
         )
+
+    @property
+    def multus_interfaces(self) -> list[MultusInterface]:
+        """Each Multus network's ENI on a node, at device index 1, 2, ... in network order."""
+        return [
+            MultusInterface(
+                network=n.name,
+                interface_name=n.device_name,
+                device_index=index,
+                source_dest_check=n.source_dest_check,
+            )
+            for index, n in enumerate(self.multus.networks, start=1)
+        ]
 
     @property
     def cluster_name(self) -> str:

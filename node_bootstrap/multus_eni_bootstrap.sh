@@ -7,6 +7,7 @@
 #   MULTUS_*_TAG_KEY     keys of the cluster, owner, network, instance and VPC-CNI no_manage
 #                        tags (the node role may only touch ENIs carrying the owner tag)
 #   MULTUS_NETWORKS      one line per network: <network> <interface-name> <device-index>
+#                        <source-dest-check> (true: EC2's default is kept; false: turned off)
 #   MULTUS_PLACEMENTS    one line per AZ: <az> <subnet,...> <security-group,...>
 #                        (one subnet per network, in MULTUS_NETWORKS order)
 #   MULTUS_NODE_PREFIX   only with node_prefix networks (node_prefix.sh): one line per
@@ -17,8 +18,10 @@
 # Environment overrides, for tests and benchmarks:
 #   MULTUS_IMDS_URL      IMDS base URL (default http://169.254.169.254)
 #   MULTUS_EC2_ENDPOINT  EC2 endpoint URL (default https://ec2.<region>.<IMDS services/domain>)
-#   MULTUS_ROOT          prefix of every file written (.link, sysctl.d, state, marker, log)
-#   MULTUS_HOST_CHANGES  0 selects dry-host mode; anything else (default) runs udevadm, sysctl, ip
+#   MULTUS_ROOT          prefix of every file written (.link, .network, udev rule, sysctl.d,
+#                        state, marker, log)
+#   MULTUS_HOST_CHANGES  0 selects dry-host mode; anything else (default) runs udevadm, networkctl,
+#                        sysctl, ip
 #   MULTUS_WAIT_SECONDS  how long an attached interface may take to appear (default 60)
 #   MULTUS_CREDENTIALS_WAIT_SECONDS  how long IMDS may take to serve the instance profile's
 #                        credentials (default 120; early in boot it answers 404)
@@ -31,8 +34,18 @@
 # requests is one of those host commands.
 #
 # Per network, on a fresh node: create the ENI with its tags (1 EC2 call), write a systemd
-# .link file naming it by MAC, attach it (1), then set DeleteOnTermination and disable the
-# source/dest check concurrently (2). Networks run in parallel.
+# .link file naming it by MAC and a .network file leaving it unmanaged, attach it (1), then set
+# DeleteOnTermination and, where the network asks for it, turn the source/dest check off,
+# concurrently (1-2). Networks run in parallel.
+#
+# The host leaves Multus interfaces alone: the AMI's udev rule hands every ENA interface that
+# appears before nodeadm's run phase (i.e. during user-data) to systemd-networkd with nodeadm's
+# /run/systemd/network/70-eks-<interface>.network: DHCP, main-table routes, a policy table.
+# networkd applies the first .network file in name order that matches, across /etc, /run and
+# /usr/lib, so 10-multus-<interface>.network (matching the ENI's permanent MAC, Unmanaged=yes)
+# wins; it is loaded before the attach. The interface gets no address, route or rule on the
+# host; this script brings the link up, and so does a udev rule at every later boot. Pods reach
+# the network through ipvlan l2, which needs nothing on the host.
 #
 # EC2 calls go to the EC2 Query API through curl, signed with SigV4 by curl itself from the
 # instance profile's credentials in IMDS. An aws CLI process costs about half a CPU-second to
@@ -70,6 +83,7 @@ readonly READY_MARKER=$STATE_DIR/ready
 readonly HOST_COMMAND_LOG=$STATE_DIR/host-commands
 readonly LOG_FILE=$ROOT/var/log/multus-eni-bootstrap.log
 readonly LINK_DIR=$ROOT/etc/systemd/network
+readonly RULES_DIR=$ROOT/etc/udev/rules.d
 readonly SYSCTL_FILE=$ROOT/etc/sysctl.d/90-multus-eni.conf
 
 # Tag keys come from the renderer, which the node role's IAM conditions also use.
@@ -194,23 +208,33 @@ ec2_call() {
   done
 }
 
-write_link_file() {
+# Loaded before the kernel sees the device: its name and the VPC's jumbo MTU, which nodeadm's
+# networkd file would have set (.link), networkd's hands off (.network), and a udev rule that
+# brings the link up whenever it appears, at this attach and every boot (an unmanaged link
+# stays down otherwise).
+write_interface_files() {
   local ifname=$1 mac=$2
-  printf '[Match]\nMACAddress=%s\n\n[Link]\nName=%s\n' "$mac" "$ifname" \
+  printf '[Match]\nMACAddress=%s\n\n[Link]\nName=%s\nMTUBytes=9001\n' "$mac" "$ifname" \
     >"$LINK_DIR/10-multus-$ifname.link" || return
-  if [[ $HOST_CHANGES == 0 ]] || command -v udevadm >/dev/null; then
-    run_on_host udevadm control --reload
-  fi
+  printf '[Match]\nPermanentMACAddress=%s\n\n[Link]\nUnmanaged=yes\n' "$mac" \
+    >"$LINK_DIR/10-multus-$ifname.network" || return
+  # $name is udev's: the interface's name when the rule runs.
+  printf 'ACTION=="add", SUBSYSTEM=="net", ATTR{address}=="%s", RUN+="/usr/sbin/ip link set dev %s up"\n' \
+    "$mac" "\$name" >"$RULES_DIR/10-multus-$ifname.rules" || return
+  run_on_host udevadm control --reload && run_on_host networkctl reload
 }
 
-# Sets the attachment attributes; both calls are independent, so they run concurrently.
+# Sets the attachment attributes: DeleteOnTermination and, unless the network keeps EC2's
+# default (source_dest_check true), no source/dest check. The calls run concurrently.
 configure_attachment() {
-  local eni=$1 attachment=$2 delete_on_termination failed=0
+  local eni=$1 attachment=$2 source_dest_check=$3 delete_on_termination failed=0
   ec2_call ModifyNetworkInterfaceAttribute "NetworkInterfaceId=$eni" \
     "Attachment.AttachmentId=$attachment" Attachment.DeleteOnTermination=true &
   delete_on_termination=$!
-  ec2_call ModifyNetworkInterfaceAttribute "NetworkInterfaceId=$eni" SourceDestCheck.Value=false ||
-    failed=1
+  if [[ $source_dest_check == false ]]; then
+    ec2_call ModifyNetworkInterfaceAttribute "NetworkInterfaceId=$eni" \
+      SourceDestCheck.Value=false || failed=1
+  fi
   wait "$delete_on_termination" || failed=1
   return "$failed"
 }
@@ -224,7 +248,7 @@ release_eni() {
     ec2_call DetachNetworkInterface "AttachmentId=$attachment" || true
   fi
   if ec2_call DeleteNetworkInterface "NetworkInterfaceId=$eni"; then
-    rm -f "$LINK_DIR/10-multus-$ifname.link"
+    rm -f "$LINK_DIR/10-multus-$ifname".{link,network} "$RULES_DIR/10-multus-$ifname.rules"
   else
     log "$ifname: could not delete $eni; delete it by hand (tag $INSTANCE_TAG_KEY=$instance_id)"
   fi
@@ -285,7 +309,7 @@ node_prefix_up() { :; }
 
 # Makes sure one network's ENI is attached, configured and up. Runs as a background job.
 attach_network() {
-  local network=$1 ifname=$2 device_index=$3 subnet=$4
+  local network=$1 ifname=$2 device_index=$3 source_dest_check=$4 subnet=$5
   local state_file=$STATE_DIR/$ifname.eni
   local eni mac attachment="" attached_subnet
 
@@ -324,8 +348,8 @@ attach_network() {
       release_eni "$ifname" "$eni" ""
       return 1
     fi
-    # The name must be in place before the kernel sees the device, i.e. before attaching.
-    if ! write_link_file "$ifname" "$mac" ||
+    # Name and networkd config must be in place before the kernel sees the device.
+    if ! write_interface_files "$ifname" "$mac" ||
       ! ec2_call AttachNetworkInterface "NetworkInterfaceId=$eni" "InstanceId=$instance_id" \
         "DeviceIndex=$device_index" ||
       ! attachment=$(xml_value attachmentId); then
@@ -336,7 +360,7 @@ attach_network() {
   fi
 
   if [[ -n $attachment ]]; then
-    if ! configure_attachment "$eni" "$attachment"; then
+    if ! configure_attachment "$eni" "$attachment" "$source_dest_check"; then
       release_eni "$ifname" "$eni" "$attachment"
       return 1
     fi
@@ -352,7 +376,7 @@ attach_network() {
 
 main() {
   trap on_fatal_exit EXIT
-  mkdir -p "$STATE_DIR" "${LOG_FILE%/*}" "$LINK_DIR" "${SYSCTL_FILE%/*}"
+  mkdir -p "$STATE_DIR" "${LOG_FILE%/*}" "$LINK_DIR" "${SYSCTL_FILE%/*}" "$RULES_DIR"
   exec > >(tee -a "$LOG_FILE") 2>&1
   : "${MULTUS_CLUSTER_NAME:?missing configuration block}"
   : "${MULTUS_NETWORKS:?missing}" "${MULTUS_PLACEMENTS:?missing}"
@@ -385,9 +409,11 @@ main() {
     die "IMDS has no services/domain to build the EC2 endpoint from"
   load_credentials
 
-  local networks=() ifnames=() device_indexes=() network ifname device_index
-  while read -r network ifname device_index; do
+  local networks=() ifnames=() device_indexes=() source_dest_checks=() network ifname
+  local device_index source_dest_check
+  while read -r network ifname device_index source_dest_check; do
     networks+=("$network") ifnames+=("$ifname") device_indexes+=("$device_index")
+    source_dest_checks+=("$source_dest_check")
   done <<<"$MULTUS_NETWORKS"
 
   # Only device numbers are fetched for every ENI; subnet and ENI id only for ours.
@@ -409,7 +435,8 @@ main() {
   run_id=$EPOCHSECONDS-$$
   local i pids=() failed=()
   for i in "${!networks[@]}"; do
-    attach_network "${networks[i]}" "${ifnames[i]}" "${device_indexes[i]}" "${subnets[i]}" &
+    attach_network "${networks[i]}" "${ifnames[i]}" "${device_indexes[i]}" \
+      "${source_dest_checks[i]}" "${subnets[i]}" &
     pids+=($!)
   done
   for i in "${!pids[@]}"; do

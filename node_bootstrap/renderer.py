@@ -64,11 +64,13 @@ _AZ_NAME = re.compile(r"[a-z0-9-]+")
 
 @dataclass(frozen=True)
 class MultusInterface:
-    """One Multus ENI of a node: its network, Linux interface name and EC2 device index."""
+    """One Multus ENI of a node: its network, Linux interface name, EC2 device index and
+    whether EC2's source/dest check stays on (False: the bootstrap turns it off)."""
 
     network: str  # Multus network name, e.g. "multus1"
     interface_name: str  # stable Linux name given to the ENI, e.g. "multus1" (<=15 chars)
     device_index: int  # EC2 device index to attach at (1, 2, ...)
+    source_dest_check: bool = False  # the seed's choice: off
 
 
 @dataclass(frozen=True)
@@ -207,7 +209,8 @@ def render_configuration(props: NodeBootstrapProps) -> str:
     """The data-only shell block that render_user_data puts in front of the script."""
     _validate(props)
     networks = "\n".join(
-        f"{interface.network} {interface.interface_name} {interface.device_index}"
+        f"{interface.network} {interface.interface_name} {interface.device_index} "
+        f"{str(interface.source_dest_check).lower()}"
         for interface in props.interfaces
     )
     placements = "\n".join(

@@ -47,7 +47,6 @@ from node_bootstrap.renderer import (
     CLUSTER_TAG_KEY,
     NETWORK_TAG_KEY,
     AzPlacement,
-    MultusInterface,
     NodeBootstrapProps,
 )
 from stacks.network_stack import MultusAttachment
@@ -146,10 +145,7 @@ def node_bootstrap_props(
     """The node user-data's data: each network's interface and, per AZ, its Multus subnets."""
     return NodeBootstrapProps(
         cluster_name=config.cluster_name,
-        interfaces=[
-            MultusInterface(network=n.name, interface_name=n.device_name, device_index=index + 1)
-            for index, n in enumerate(config.multus.networks)
-        ],
+        interfaces=config.multus_interfaces,
         placements={
             az: AzPlacement(
                 subnet_ids=[a.subnet.subnet_id for a in attachments if a.availability_zone == az],

@@ -64,25 +64,55 @@ def test_a_successful_run_does_not_power_off(
     assert run.actions("DescribeNetworkInterfaces") == []
 
 
+def interface_files(run: BootstrapRun, ifname: str) -> list[Path]:
+    """The files the bootstrap writes for one interface before attaching it."""
+    return [
+        run.root / f"etc/systemd/network/10-multus-{ifname}.link",
+        run.root / f"etc/systemd/network/10-multus-{ifname}.network",
+        run.root / f"etc/udev/rules.d/10-multus-{ifname}.rules",
+    ]
+
+
 def test_attach_refused(emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str) -> None:
+    """The refused network's ENI is deleted and its name, networkd and udev files with it
+    (they would match no ENI); the attached network keeps its own."""
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
     run = emulator.run_bootstrap(user_data, instance_id, faults=[ATTACH_REFUSED])
     assert_failed_cleanly(emulator, instance_id, run)
     assert len(run.actions("DeleteNetworkInterface")) == 1
+    names = {"multus1", "multus2"}
+    (released,) = [name for name in names if f"{name}: deleting eni-" in run.output]
+    (attached,) = names - {released}
+    assert [path for path in interface_files(run, released) if path.exists()] == []
+    assert all(path.exists() for path in interface_files(run, attached))
 
 
+@pytest.mark.parametrize(
+    "blocked",
+    ["etc/systemd/network/10-multus-multus1.link", "etc/systemd/network/10-multus-multus1.network"],
+    ids=["link-file", "networkd-file"],
+)
 def test_failure_right_after_create(
-    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str, tmp_path: Path
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str, tmp_path: Path, blocked: str
 ) -> None:
-    """The first step after CreateNetworkInterface (the .link file) fails."""
+    """A step between CreateNetworkInterface and the attach (writing the .link or the .network
+    file) fails: the ENI is deleted and never attached."""
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
     root = tmp_path / "node"
-    (root / "etc/systemd/network/10-multus-multus1.link").mkdir(parents=True)
+    (root / blocked).mkdir(parents=True)
     run = emulator.run_bootstrap(user_data, instance_id, root=root)
     assert_failed_cleanly(emulator, instance_id, run)
     created = [c for c in run.actions("CreateNetworkInterface") if c.status == 200]
     assert len(created) == 2
     assert "multus1: deleting eni-" in run.output
+    multus1_subnet = vpc.multus_subnets["multus1", "us-west-2a"]
+    multus1_enis = {
+        eni["NetworkInterfaceId"]
+        for eni in emulator.instance_enis(instance_id)
+        if eni["SubnetId"] == multus1_subnet
+    }
+    assert multus1_enis == set()
+    assert all(call.params["DeviceIndex"] != "1" for call in run.actions("AttachNetworkInterface"))
 
 
 def test_created_eni_whose_answer_was_lost_is_found_by_its_tag_and_deleted(

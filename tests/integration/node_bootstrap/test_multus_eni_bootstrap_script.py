@@ -66,6 +66,11 @@ def marker(run: BootstrapRun) -> Path:
     return run.root / READY_MARKER_PATH.lstrip("/")
 
 
+def unmanaged_network_file(mac: str) -> str:
+    """The .network file that keeps systemd-networkd off the interface with this MAC."""
+    return f"[Match]\nPermanentMACAddress={mac}\n\n[Link]\nUnmanaged=yes\n"
+
+
 def test_fresh_node_gets_one_eni_per_network_in_its_az(
     emulator: Ec2Emulator, vpc: EmulatedVpc, fresh_node: tuple[str, BootstrapRun]
 ) -> None:
@@ -162,6 +167,9 @@ def test_calls_signed_with_other_credentials_are_refused_and_leave_nothing(
 def test_each_interface_is_named_by_mac_before_it_is_attached(
     emulator: Ec2Emulator, fresh_node: tuple[str, BootstrapRun]
 ) -> None:
+    """The .link also keeps the MTU that nodeadm's networkd file would have set
+    (awslabs/amazon-eks-ami nodeadm/cmd/nodeadm-internal/udev/eks-managed.network.tpl,
+    [Link] MTUBytes=9001): the unmanaged .network applies no [Link] setting."""
     instance_id, run = fresh_node
     attach_times = {
         call.params["NetworkInterfaceId"]: call.received_at
@@ -171,10 +179,91 @@ def test_each_interface_is_named_by_mac_before_it_is_attached(
         link_file = run.root / f"etc/systemd/network/10-multus-multus{index}.link"
         assert link_file.read_text() == (
             f"[Match]\nMACAddress={eni['MacAddress']}\n\n[Link]\nName=multus{index}\n"
+            "MTUBytes=9001\n"
         )
         assert link_file.stat().st_mtime <= attach_times[eni["NetworkInterfaceId"]]
     host_commands = (run.root / "var/lib/multus-eni/host-commands").read_text().splitlines()
     assert host_commands.count("udevadm control --reload") == 2
+
+
+def test_networkd_leaves_each_interface_alone(
+    emulator: Ec2Emulator, fresh_node: tuple[str, BootstrapRun]
+) -> None:
+    """On AL2023 EKS nodes an ENA interface that appears during user-data is handed to
+    systemd-networkd: the AMI's udev rule starts udev-net-manager@<if> for it
+    (awslabs/amazon-eks-ami templates/al2023/runtime/rootfs/etc/udev/rules.d/90-eks.rules),
+    nodeadm's broker answers "systemd" until /run/nodeadm/init exists, which only nodeadm's run
+    phase writes, after cloud-final (nodeadm/cmd/nodeadm-internal/udev/broker.go,
+    internal/system/marker.go, nodeadm-run.service), and the net manager writes
+    /run/systemd/network/70-eks-<if>.network (DHCP, routes, a policy table) and runs
+    `networkctl reload` (udev/systemd.go, eks-managed.network.tpl, udev-net-manager@.service).
+    systemd.network(5): files from /etc, /run and /usr/lib are sorted together by name and the
+    first that matches applies; [Link] Unmanaged=yes means no attempt to configure the link;
+    PermanentMACAddress= matches the hardware address, as nodeadm's own file does."""
+    instance_id, run = fresh_node
+    for index, eni in multus_enis(emulator, instance_id).items():
+        name = f"10-multus-multus{index}.network"
+        assert (run.root / "etc/systemd/network" / name).read_text() == unmanaged_network_file(
+            eni["MacAddress"]
+        )
+        assert sorted([f"70-eks-multus{index}.network", name])[0] == name
+    assert run.host_commands.count("networkctl reload") == 2
+
+
+def test_the_networkd_file_is_written_and_loaded_before_the_attach(
+    emulator: Ec2Emulator, vpc: EmulatedVpc, single_network_user_data: str, tmp_path: Path
+) -> None:
+    """networkd matches a link against the files it has loaded when the link appears
+    (systemd.network(5): "Networks are applied to links whenever the links appear"), so the
+    file must be on disk and reloaded before AttachNetworkInterface makes the device appear."""
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    network_file = tmp_path / "etc/systemd/network/10-multus-multus1.network"
+    host_command_log = tmp_path / "var/lib/multus-eni/host-commands"
+    seen_at_attach: list[tuple[bool, list[str]]] = []
+
+    def file_and_host_commands(action: str, _params: dict[str, str]) -> None:
+        if action == "AttachNetworkInterface":
+            seen_at_attach.append(
+                (network_file.exists(), host_command_log.read_text().splitlines())
+            )
+
+    emulator.proxy.state_probe = file_and_host_commands
+    try:
+        run = emulator.run_bootstrap(single_network_user_data, instance_id, root=tmp_path)
+    finally:
+        emulator.proxy.state_probe = None
+
+    assert run.returncode == 0, run.output
+    ((file_present, host_commands),) = seen_at_attach
+    assert file_present
+    assert host_commands[-2:] == ["udevadm control --reload", "networkctl reload"]
+
+
+def test_the_host_gives_multus_interfaces_no_address_route_or_rule(
+    fresh_node: tuple[str, BootstrapRun],
+) -> None:
+    """What nodeadm's eks-managed.network.tpl would have given them (DHCP addresses, main-table
+    routes, a policy table) must not come from us either: the only ip command is link up."""
+    _, run = fresh_node
+    assert sorted(c for c in run.host_commands if c.split()[0] in ("ip", "dhclient")) == [
+        "ip link set dev multus1 up",
+        "ip link set dev multus2 up",
+    ]
+
+
+def test_a_udev_rule_brings_each_interface_up_at_every_boot(
+    emulator: Ec2Emulator, fresh_node: tuple[str, BootstrapRun]
+) -> None:
+    """Unmanaged=yes: networkd no longer brings the link up (systemd.network(5)), and cloud-init
+    runs user-data once per instance, so after a reboot only this rule (udev(7): RUN on the
+    add event, which coldplug replays at boot) brings the interface up."""
+    instance_id, run = fresh_node
+    for index, eni in multus_enis(emulator, instance_id).items():
+        rule = run.root / f"etc/udev/rules.d/10-multus-multus{index}.rules"
+        assert rule.read_text() == (
+            f'ACTION=="add", SUBSYSTEM=="net", ATTR{{address}}=="{eni["MacAddress"]}", '
+            'RUN+="/usr/sbin/ip link set dev $name up"\n'
+        )
 
 
 def test_interfaces_come_up_with_reverse_path_filter_off_and_ready_marker(
@@ -195,6 +284,43 @@ def test_interfaces_come_up_with_reverse_path_filter_off_and_ready_marker(
     log = (run.root / "var/log/multus-eni-bootstrap.log").read_text()
     assert "all 2 Multus interfaces attached and up" in log
     assert "all 2 Multus interfaces attached and up" in run.output
+
+
+def test_source_dest_check_is_turned_off_only_for_networks_that_ask_for_it(
+    emulator: Ec2Emulator, vpc: EmulatedVpc
+) -> None:
+    """EC2 API reference, ModifyNetworkInterfaceAttribute SourceDestCheck: on by default; it
+    must be off where the instance forwards packets that are not its own (NAT, routing).
+    multus1 keeps EC2's default (no call at all), multus2 turns it off."""
+    props = vpc.bootstrap_props(CLUSTER)
+    keep_on_first = replace(
+        props,
+        interfaces=[
+            replace(props.interfaces[0], source_dest_check=True),
+            replace(props.interfaces[1], source_dest_check=False),
+        ],
+    )
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+
+    run = emulator.run_bootstrap(render_user_data(keep_on_first), instance_id)
+
+    assert run.returncode == 0, run.output
+    enis = multus_enis(emulator, instance_id)
+    assert (enis[1]["SourceDestCheck"], enis[2]["SourceDestCheck"]) == (True, False)
+    source_dest_calls = [
+        call.params
+        for call in run.actions("ModifyNetworkInterfaceAttribute")
+        if "SourceDestCheck.Value" in call.params
+    ]
+    assert source_dest_calls == [
+        {
+            "Action": "ModifyNetworkInterfaceAttribute",
+            "Version": "2016-11-15",
+            "NetworkInterfaceId": enis[2]["NetworkInterfaceId"],
+            "SourceDestCheck.Value": "false",
+        }
+    ]
+    assert len(run.actions("ModifyNetworkInterfaceAttribute")) == 3  # + DeleteOnTermination x2
 
 
 def test_rerun_on_the_same_node_makes_no_ec2_call(

@@ -15,6 +15,7 @@ from node_bootstrap import READY_MARKER_PATH, NodePrefixNetwork, render_user_dat
 from node_bootstrap.node_prefix import IPAM_DATA_DIR, cni_config_file_name
 from testing_support.multus_emulator import BootstrapRun, Ec2Emulator, EmulatedVpc
 from testing_support.node_prefix_pods import HOST_LOCAL, run_host_local
+from tests.integration.node_bootstrap.test_multus_eni_bootstrap_script import unmanaged_network_file
 
 pytestmark = pytest.mark.integration
 
@@ -121,6 +122,19 @@ def test_each_node_gets_distinct_prefixes_inside_the_reservation(
         seen += assigned
         primary = ipaddress.IPv4Address(eni["PrivateIpAddress"])
         assert primary not in reservation
+
+
+def test_the_prefix_network_is_left_alone_by_networkd_like_any_multus_interface(
+    emulator: Ec2Emulator, two_nodes: list[tuple[str, BootstrapRun]]
+) -> None:
+    """node_prefix ENIs appear during user-data as well, so nodeadm's udev broker hands them to
+    networkd too (awslabs/amazon-eks-ami nodeadm/cmd/nodeadm-internal/udev/broker.go); DHCP
+    would then put the ENI's primary address and subnet routes on the host."""
+    instance_id, run = two_nodes[0]
+    eni = prefix_eni(emulator, instance_id)
+    ifname = f"multus{eni['Attachment']['DeviceIndex']}"
+    network_file = run.root / f"etc/systemd/network/10-multus-{ifname}.network"
+    assert network_file.read_text() == unmanaged_network_file(eni["MacAddress"])
 
 
 def test_prefixes_are_requested_in_the_create_call_and_cost_no_extra_call(

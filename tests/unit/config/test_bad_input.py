@@ -156,6 +156,12 @@ ACCEPTED = [
         ),
     ),
     BadInput(
+        "host-routed-ipvlan-mode",
+        "accepted",
+        config({"multus": {"networks": networks(ipvlan_mode="l3")}}),
+        ("multus.networks[0].ipvlan_mode", "l3 is not supported", 'use "l2"'),
+    ),
+    BadInput(
         "karpenter-release-that-does-not-exist",
         "accepted",
         {"config.karpenter.version": "1.99.0"},

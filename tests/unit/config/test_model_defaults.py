@@ -27,6 +27,9 @@ def test_multus_defaults_are_the_seeds_networks() -> None:
     assert {(n.ipvlan_mode, n.nat_egress, n.interface_name) for n in multus.networks} == {
         ("l2", True, None)
     }
+    # The seed turns every Multus ENI's source/dest check off (modify-network-interface-attribute
+    # --no-source-dest-check).
+    assert {n.source_dest_check for n in multus.networks} == {False}
     assert multus.nad_namespace == "default"
     assert multus.security_group_ingress_cidrs is None  # the VPC CIDR, as in the seed
 

@@ -163,25 +163,46 @@ def test_reservation_within_the_addresses_aws_leaves_usable(
 
 
 def test_one_network_with_its_own_interface_name_and_options_passes() -> None:
-    network = one_network(interface_name="sig0", ipvlan_mode="l3s", nat_egress=False)
+    network = one_network(
+        interface_name="sig0", ipvlan_mode="l2", nat_egress=False, source_dest_check=True
+    )
     config = parse_config(with_networks(network))
     (only,) = config.multus.networks
-    assert (only.name, only.device_name, only.ipvlan_mode, only.nat_egress) == (
-        "multus1",
-        "sig0",
-        "l3s",
-        False,
-    )
+    assert (
+        only.name,
+        only.device_name,
+        only.ipvlan_mode,
+        only.nat_egress,
+        only.source_dest_check,
+    ) == ("multus1", "sig0", "l2", False, True)
 
 
 def test_no_networks_is_refused() -> None:
     assert "multus.networks: " in error_for(with_networks())
 
 
-@pytest.mark.parametrize("mode", ["l2", "l3", "l3s"])  # the ipvlan CNI plugin's modes
-def test_every_ipvlan_mode_passes(mode: str) -> None:
-    raw = changed("multus.networks.0.ipvlan_mode", mode)
-    assert parse_config(raw).multus.networks[0].ipvlan_mode == mode
+def test_ipvlan_l2_passes() -> None:
+    raw = changed("multus.networks.0.ipvlan_mode", "l2")
+    assert parse_config(raw).multus.networks[0].ipvlan_mode == "l2"
+
+
+@pytest.mark.parametrize("mode", ["l3", "l3s"])
+def test_host_routed_ipvlan_modes_are_refused_naming_the_field_and_l2(mode: str) -> None:
+    """Kernel Documentation/networking/ipvlan.rst, "4.2 L3 mode" (and 4.3 L3S, "very similar"):
+    the pods' packets are switched to the master's stack and "routing from that instance will
+    be used". The bootstrap leaves the master without address, route or rule (systemd-networkd
+    Unmanaged=yes), so that routing would send them out by whatever the host routes there."""
+    message = error_for(changed("multus.networks.1.ipvlan_mode", mode))
+    assert "multus.networks[1].ipvlan_mode" in message
+    assert f"{mode} is not supported" in message
+    assert 'use "l2"' in message
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_source_dest_check_is_a_per_network_choice(value: bool) -> None:
+    config = parse_config(changed("multus.networks.1.source_dest_check", value))
+    assert [n.source_dest_check for n in config.multus.networks] == [False, value]
+    assert [i.source_dest_check for i in config.multus_interfaces] == [False, value]
 
 
 def test_a_network_name_of_40_characters_passes_with_an_interface_name() -> None:

@@ -118,11 +118,22 @@ def test_configuration_lists_networks_and_one_line_per_az() -> None:
     cluster, networks, placements = shell_values(render_configuration(two_network_props()))
 
     assert cluster == "telco-cluster"
-    assert networks.splitlines() == ["multus1 multus1 1", "multus2 multus2 2"]
+    assert networks.splitlines() == ["multus1 multus1 1 false", "multus2 multus2 2 false"]
     assert placements.splitlines() == [
         "us-west-2a subnet-0a1,subnet-0a2 sg-1",
         f"us-west-2b {SUBNET_TOKEN},subnet-0b2 sg-1,{GROUP_TOKEN}",
     ]
+
+
+def test_each_network_line_says_whether_its_source_dest_check_stays_on() -> None:
+    props = two_network_props(
+        interfaces=[
+            MultusInterface("multus1", "multus1", 1, source_dest_check=True),
+            MultusInterface("multus2", "multus2", 2, source_dest_check=False),
+        ]
+    )
+    _, networks, _ = shell_values(render_configuration(props))
+    assert networks.splitlines() == ["multus1 multus1 1 true", "multus2 multus2 2 false"]
 
 
 def test_token_strings_reach_the_shell_unexpanded() -> None:

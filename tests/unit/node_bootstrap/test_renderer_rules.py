@@ -151,7 +151,11 @@ def test_distinct_interfaces_with_consecutive_indexes_pass() -> None:
         props(interfaces=interfaces, placements={"us-west-2a": placement})
     )
     (networks,) = shell_variables(configuration, "MULTUS_NETWORKS")
-    assert networks.splitlines() == ["multus1 multus1 1", "multus2 multus2 2", "multus3 multus3 3"]
+    assert networks.splitlines() == [
+        "multus1 multus1 1 false",
+        "multus2 multus2 2 false",
+        "multus3 multus3 3 false",
+    ]
 
 
 @pytest.mark.parametrize(
