@@ -39,7 +39,9 @@ def handler_of(template: dict[str, Any], resource: dict[str, Any]) -> dict[str, 
     return dict(functions[handler])
 
 
-def our_resources(templates: list[dict[str, Any]], *types: str) -> list[tuple[dict, dict]]:
+def our_resources(
+    templates: list[dict[str, Any]], *types: str
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     return [(t, r) for t in templates for r in resources(t, *types).values()]
 
 
