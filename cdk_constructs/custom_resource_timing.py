@@ -39,6 +39,7 @@ def framework_answer_seconds(handler_seconds: int) -> int:
 TEARDOWN_MARGIN_SECONDS = framework_answer_seconds(
     TEARDOWN_POLL_INTERVAL_SECONDS + TEARDOWN_FUNCTION_TIMEOUT_SECONDS
 )
+TEARDOWN_MARGIN_MINUTES = TEARDOWN_MARGIN_SECONDS / 60
 
 
 def teardown_service_timeout_seconds(timeout_minutes: int) -> int:

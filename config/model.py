@@ -24,8 +24,7 @@ from pydantic import (
 from cdk_constructs.custom_resource_timing import (
     LONGEST_TEARDOWN_TIMEOUT_MINUTES,
     SERVICE_TIMEOUT_LIMIT_SECONDS,
-    TEARDOWN_MARGIN_SECONDS,
-    teardown_service_timeout_seconds,
+    TEARDOWN_MARGIN_MINUTES,
 )
 from config import aws_regions, instance_types, karpenter_releases, patterns
 from config.cluster_access import (
@@ -447,7 +446,7 @@ class ClusterConfig(StrictModel):
         description="How long `cdk destroy` waits for Karpenter's nodes and the Multus ENIs to "
         f"go before it fails listing what is left; at most {TEARDOWN_TIMEOUT_LIMIT_MINUTES}: "
         "CloudFormation waits at most an hour for a custom resource, and the Provider "
-        f"framework needs {TEARDOWN_MARGIN_SECONDS / 60:g} minutes of it.",
+        f"framework needs {TEARDOWN_MARGIN_MINUTES:g} minutes of it.",
     )
 
     @field_validator("public_access_cidrs")
@@ -715,11 +714,11 @@ class AppConfig(StrictModel):
 
     def _check_teardown_fits_cloudformation(self) -> None:
         minutes = self.cluster.teardown_timeout_minutes
-        if teardown_service_timeout_seconds(minutes) > SERVICE_TIMEOUT_LIMIT_SECONDS:
-            longest = TEARDOWN_TIMEOUT_LIMIT_MINUTES
+        longest = TEARDOWN_TIMEOUT_LIMIT_MINUTES
+        if minutes > longest:
             raise ValueError(
                 f"cluster.teardown_timeout_minutes: {minutes} minutes plus the "
-                f"{TEARDOWN_MARGIN_SECONDS / 60:g} the Provider framework needs exceed the "
+                f"{TEARDOWN_MARGIN_MINUTES:g} the Provider framework needs exceed the "
                 "hour CloudFormation waits for a custom resource (ServiceTimeout at most "
                 f"{SERVICE_TIMEOUT_LIMIT_SECONDS} s); use at most {longest}, with "
                 "node_pool.termination_grace_period at most "

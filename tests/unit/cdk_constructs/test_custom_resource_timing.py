@@ -66,3 +66,4 @@ def test_the_teardown_margin_covers_the_answer_after_the_deadline() -> None:
     # before onEvent reads the clock: the framework's start and one activation wait; after the
     # deadline: up to one poll interval until the deciding poll, which runs up to its timeout.
     assert timing.TEARDOWN_MARGIN_SECONDS == 60 + 300 + 30 + 120
+    assert timing.TEARDOWN_MARGIN_MINUTES == 8.5
