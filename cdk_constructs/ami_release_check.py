@@ -12,21 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, CustomResource, Duration, Stack, Validations
+from aws_cdk import CustomResource, Duration, Stack
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
-from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from cdk_constructs.nag_findings import (
-    LAMBDA_BASIC_EXECUTION_FINDING,
-    any_version_finding,
-)
+from cdk_constructs import custom_resource_kit as kit
 
 HANDLER_DIR = Path(__file__).parent / "ami_release_check_handler"
 RESOURCE_TYPE = "Custom::AmiReleaseCheck"
-HANDLER_RUNTIME = lambda_.Runtime.PYTHON_3_14
 
 
 def al2023_image_parameter(
@@ -60,16 +53,15 @@ class AmiReleaseCheck(Construct):
         super().__init__(scope, construct_id)
         parameter = al2023_image_parameter(props.kubernetes_version, props.ami_alias)
         stack = Stack.of(self)
-        handler = lambda_.Function(
+        handler = kit.handler_function(
             self,
             "Handler",
-            runtime=HANDLER_RUNTIME,
+            code=HANDLER_DIR,
             handler="index.on_event",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR)),
             timeout=Duration.seconds(30),
             description="Fails the deploy when the pinned AL2023 AMI release lacks this "
             "Kubernetes version",
-            log_group=logs.LogGroup(self, "HandlerLogs", retention=logs.RetentionDays.ONE_MONTH),
+            logs_to=kit.log_group(self, "HandlerLogs"),
         )
         # Public parameters live in no account: arn:<partition>:ssm:<region>::parameter/aws/...
         handler.add_to_role_policy(
@@ -85,17 +77,13 @@ class AmiReleaseCheck(Construct):
                 ],
             )
         )
-        provider = cr.Provider(
-            self,
-            "Provider",
-            on_event_handler=handler,
-            log_group=logs.LogGroup(self, "ProviderLogs", retention=logs.RetentionDays.ONE_MONTH),
-        )
+        provider = kit.provider(self, on_event=handler, logs_to=kit.log_group(self, "ProviderLogs"))
         self.resource = CustomResource(
             self,
             "Check",
             service_token=provider.service_token,
             resource_type=RESOURCE_TYPE,
+            service_timeout=kit.synchronous_service_timeout(handler),
             properties={
                 "ParameterName": parameter,
                 "AmiAlias": props.ami_alias,
@@ -103,15 +91,4 @@ class AmiReleaseCheck(Construct):
                 "ConfigField": props.config_field,
             },
         )
-        Validations.of(self).acknowledge(
-            Acknowledgment(
-                id=LAMBDA_BASIC_EXECUTION_FINDING,
-                reason="Only lets the two functions write their own CloudWatch logs; CDK's Lambda "
-                "and Provider constructs attach it.",
-            ),
-            Acknowledgment(
-                id=any_version_finding(self, handler),
-                reason="The Provider framework may invoke any version of its own on-event "
-                "handler (<arn>:*); the handler itself may read one public SSM parameter.",
-            ),
-        )
+        kit.acknowledge_provider_findings(self, provider)

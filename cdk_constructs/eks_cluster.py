@@ -17,6 +17,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from cdk_constructs.api_clients_security_group import ApiClientsSecurityGroup
 from cdk_constructs.nag_findings import finding_text
 from config.cluster_access import access_warnings
 
@@ -105,18 +106,22 @@ class EksCluster(Construct):
             description=f"Envelope encryption of Kubernetes secrets in EKS {props.cluster_name}",
             enable_key_rotation=True,
         )
+        vpc = self._cluster_vpc(props)
+        # The kubectl functions' own group, not the EKS-managed one (see the module it is in).
+        self.api_clients = ApiClientsSecurityGroup(self, "ApiClients", vpc=vpc)
         self.cluster = eks.Cluster(
             self,
             "Cluster",
             cluster_name=props.cluster_name,
             version=eks.KubernetesVersion.of(props.kubernetes_version),
-            vpc=self._cluster_vpc(props),
+            vpc=vpc,
             vpc_subnets=[ec2.SubnetSelection(subnets=list(props.control_plane_subnets))],
             endpoint_access=_endpoint_access(props.public_access_cidrs),
             cluster_logging=ALL_CONTROL_PLANE_LOGS,
             secrets_encryption_key=self.secrets_key,
             kubectl_provider_options=eks.KubectlProviderOptions(
-                kubectl_layer=kubectl_layer(self, props.kubernetes_version)
+                kubectl_layer=kubectl_layer(self, props.kubernetes_version),
+                security_groups=[self.api_clients.security_group],
             ),
             # Nodes come from our own node group and Karpenter, not from Auto Mode.
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
@@ -140,6 +145,10 @@ class EksCluster(Construct):
                 removal_policy=RemovalPolicy.DESTROY,
             )
         )
+        self.api_clients.reach_api_server(self.cluster.cluster_security_group_id)
+        # Through the handler, every kubectl resource (its provider's framework function names the
+        # handler) waits for the rules and is deleted while they still exist.
+        self.api_clients.precede(self._kubectl_handler())
         # jsii's Python stubs leave kubectl_provider_options off Cluster, so mypy cannot see that
         # it implements ICluster: consumers take this reference instead of casting themselves.
         self.cluster_ref = cast(eks.ICluster, self.cluster)
@@ -252,12 +261,20 @@ class EksCluster(Construct):
         )
         self._acknowledge_kubectl_provider_findings()
 
-    def _acknowledge_kubectl_provider_findings(self) -> None:
-        """The kubectl handler and its provider framework are aws-cdk-lib's own functions."""
+    def _kubectl_handler(self) -> lambda_.Function:
+        handler = self._kubectl_provider().node.find_child("Handler")
+        assert isinstance(handler, lambda_.Function)
+        return handler
+
+    def _kubectl_provider(self) -> eks.KubectlProvider:
         provider = self.cluster.kubectl_provider
         assert isinstance(provider, eks.KubectlProvider)
-        handler = provider.node.find_child("Handler")
-        assert isinstance(handler, lambda_.Function)
+        return provider
+
+    def _acknowledge_kubectl_provider_findings(self) -> None:
+        """The kubectl handler and its provider framework are aws-cdk-lib's own functions."""
+        provider = self._kubectl_provider()
+        handler = self._kubectl_handler()
         stack = Stack.of(self)
         managed_policies = {
             finding_text(self, arn)

@@ -6,8 +6,9 @@ nodes, terminates what no NodeClaim accounts for, sweeps leaked Multus ENIs, and
 what is left once the bound runs out. custom_resources.Provider polls isComplete, so the wait is
 not limited by Lambda's 15 minutes.
 
-The handler reaches the API server like the kubectl handler does: from the node subnets with the
-cluster security group (the endpoint may be private or CIDR-restricted), authenticated through
+The handler reaches the API server like the kubectl handler does: from the node subnets, in the
+security group CloudFormation owns for the cluster's API clients (the endpoint may be private or
+CIDR-restricted; see cdk_constructs/api_clients_security_group.py), authenticated through
 an access entry whose Kubernetes group this construct's ClusterRole binds: list and delete
 NodePools and EC2NodeClasses, list NodeClaims, nothing else. NodePool deletion therefore does
 not depend on the kubectl handler, which logs and swallows delete errors.
@@ -22,33 +23,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import (
-    Acknowledgment,
-    CustomResource,
-    Duration,
-    RemovalPolicy,
-    Stack,
-    Validations,
-)
+from aws_cdk import Acknowledgment, CustomResource, Duration, Stack, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from cdk_constructs.nag_findings import (
-    LAMBDA_BASIC_EXECUTION_FINDING,
-    any_version_finding,
-    finding_text,
+from cdk_constructs import custom_resource_kit as kit
+from cdk_constructs.api_clients_security_group import ApiClientsSecurityGroup
+from cdk_constructs.custom_resource_timing import (
+    TEARDOWN_FUNCTION_TIMEOUT_SECONDS,
+    TEARDOWN_POLL_INTERVAL_SECONDS,
+    teardown_service_timeout_seconds,
 )
+from cdk_constructs.nag_findings import finding_text
 
 HANDLER_DIR = Path(__file__).parent / "karpenter_teardown_handler"
 RESOURCE_TYPE = "Custom::KarpenterTeardown"
-HANDLER_RUNTIME = lambda_.Runtime.PYTHON_3_14
 KUBERNETES_GROUP = "karpenter-teardown"
-POLL_INTERVAL = Duration.seconds(30)
 # After the handler's own deadline: two more polls, so its FAILED answer (listing what is left)
 # reaches CloudFormation before the framework's generic "Operation timed out".
 FRAMEWORK_GRACE_MINUTES = 1
@@ -60,13 +54,15 @@ KARPENTER_CLUSTER_TAG_PREFIX = "kubernetes.io/cluster/"
 
 @dataclass(frozen=True)
 class KarpenterTeardownProps:
-    """cluster_name: literal name (IAM conditions); cluster_tag_key / eni_network_tag_key: the
+    """cluster_name: literal name (IAM conditions); api_clients: the security group the in-VPC
+    function runs in (HTTPS to the API server); cluster_tag_key / eni_network_tag_key: the
     node bootstrap's ENI tag keys; timeout_minutes: the bound after which the delete fails;
     force_after_minutes: when EC2 termination stops waiting for Karpenter's drain."""
 
     cluster: eks.Cluster
     cluster_name: str
     node_subnets: Sequence[ec2.ISubnet]
+    api_clients: ApiClientsSecurityGroup
     cluster_tag_key: str
     eni_network_tag_key: str
     timeout_minutes: int
@@ -79,30 +75,30 @@ class KarpenterTeardown(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: KarpenterTeardownProps) -> None:
         super().__init__(scope, construct_id)
         self._props = props
-        log_group = logs.LogGroup(
-            self,
-            "Logs",
-            retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
+        log_group = kit.log_group(self, "Logs")
         on_event = self._function("OnEvent", "index.on_event", log_group, in_vpc=False)
         self.is_complete = self._function("IsComplete", "index.is_complete", log_group, in_vpc=True)
+        props.api_clients.precede(self.is_complete)
         self._grant_ec2_cleanup(self.is_complete)
         self.access = self._kubernetes_access(self.is_complete)
-        provider = cr.Provider(
+        provider = kit.provider(
             self,
-            "Provider",
-            on_event_handler=on_event,
-            is_complete_handler=self.is_complete,
-            query_interval=POLL_INTERVAL,
-            total_timeout=Duration.minutes(props.timeout_minutes + FRAMEWORK_GRACE_MINUTES),
-            log_group=log_group,
+            on_event=on_event,
+            logs_to=log_group,
+            waiter=kit.Waiter(
+                is_complete=self.is_complete,
+                query_interval=Duration.seconds(TEARDOWN_POLL_INTERVAL_SECONDS),
+                total_timeout=Duration.minutes(props.timeout_minutes + FRAMEWORK_GRACE_MINUTES),
+            ),
         )
         self.resource = CustomResource(
             self,
             "Resource",
             service_token=provider.service_token,
             resource_type=RESOURCE_TYPE,
+            service_timeout=Duration.seconds(
+                teardown_service_timeout_seconds(props.timeout_minutes)
+            ),
             properties={
                 "ClusterName": props.cluster.cluster_name,
                 "ClusterEndpoint": props.cluster.cluster_endpoint,
@@ -112,26 +108,26 @@ class KarpenterTeardown(Construct):
             },
         )
         self.resource.node.add_dependency(*self.access)
-        self._acknowledge_findings(provider)
+        kit.acknowledge_provider_findings(self, provider)
+        self._acknowledge_findings()
 
     def _function(
         self, construct_id: str, handler: str, log_group: logs.ILogGroup, *, in_vpc: bool
     ) -> lambda_.Function:
-        cluster = self._props.cluster
-        return lambda_.Function(
+        props = self._props
+        return kit.handler_function(
             self,
             construct_id,
-            runtime=HANDLER_RUNTIME,
+            code=HANDLER_DIR,
             handler=handler,
-            code=lambda_.Code.from_asset(str(HANDLER_DIR)),
-            timeout=Duration.minutes(2),
-            description=f"Karpenter/Multus teardown of EKS {self._props.cluster_name}",
-            log_group=log_group,
-            vpc=cluster.vpc if in_vpc else None,
-            vpc_subnets=ec2.SubnetSelection(subnets=list(self._props.node_subnets))
+            timeout=Duration.seconds(TEARDOWN_FUNCTION_TIMEOUT_SECONDS),
+            description=f"Karpenter/Multus teardown of EKS {props.cluster_name}",
+            logs_to=log_group,
+            placement=kit.VpcPlacement(
+                props.cluster.vpc, props.node_subnets, props.api_clients.security_group
+            )
             if in_vpc
             else None,
-            security_groups=[cluster.cluster_security_group] if in_vpc else None,
         )
 
     def _grant_ec2_cleanup(self, function: lambda_.Function) -> None:
@@ -231,23 +227,8 @@ class KarpenterTeardown(Construct):
         )
         return [entry, rbac]
 
-    def _acknowledge_findings(self, provider: cr.Provider) -> None:
-        framework = {
-            name: provider.node.find_child(name)
-            for name in ("framework-isComplete", "framework-onTimeout")
-        }
+    def _acknowledge_findings(self) -> None:
         Validations.of(self).acknowledge(
-            Acknowledgment(
-                id=LAMBDA_BASIC_EXECUTION_FINDING,
-                reason="Lets the teardown functions write their own CloudWatch logs; CDK's Lambda "
-                "and Provider constructs attach it.",
-            ),
-            Acknowledgment(
-                id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
-                "service-role/AWSLambdaVPCAccessExecutionRole]",
-                reason="The isComplete function runs in the node subnets to reach a private or "
-                "CIDR-restricted API endpoint and manages its own ENIs there.",
-            ),
             Acknowledgment(
                 id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
                 reason="ec2:DescribeInstances and ec2:DescribeNetworkInterfaces have no "
@@ -264,26 +245,5 @@ class KarpenterTeardown(Construct):
                 f"[Resource::{finding_text(self, self._any_ec2('network-interface'))}]",
                 reason="Leaked Multus ENI IDs are not known in advance; only ENIs the node "
                 "bootstrap tagged for this cluster may be deleted.",
-            ),
-            *(
-                Acknowledgment(
-                    id=any_version_finding(self, function),
-                    reason="The Provider framework may invoke any version of its own handlers.",
-                )
-                for function in (
-                    provider.on_event_handler,
-                    self.is_complete,
-                    *(f for f in framework.values() if isinstance(f, lambda_.Function)),
-                )
-            ),
-            Acknowledgment(
-                id="AwsSolutions::AwsSolutions-SF1",
-                reason="The waiter state machine only re-invokes isComplete; the handler logs "
-                "every decision and what is left to its own log group.",
-            ),
-            Acknowledgment(
-                id="AwsSolutions::AwsSolutions-SF2",
-                reason="A poll loop of one Lambda function every 30 s; its logs say more than a "
-                "trace would.",
             ),
         )

@@ -15,19 +15,12 @@ from typing import Literal
 from aws_cdk import Acknowledgment, Aws, CustomResource, Duration, Stack, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
-from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from cdk_constructs.nag_findings import (
-    LAMBDA_BASIC_EXECUTION_FINDING,
-    any_version_finding,
-)
+from cdk_constructs import custom_resource_kit as kit
 
 HANDLER_DIR = Path(__file__).parent / "subnet_cidr_reservation_handler"
 RESOURCE_TYPE = "Custom::SubnetCidrReservation"
-HANDLER_RUNTIME = lambda_.Runtime.PYTHON_3_14
 
 
 ReservationType = Literal["explicit", "prefix"]
@@ -74,15 +67,14 @@ class SubnetCidrReservationProvider(Construct):
             stack.format_arn(service="ec2", resource="subnet", resource_name=subnet.subnet_id)
             for subnet in subnets
         ]
-        self.handler = lambda_.Function(
+        self.handler = kit.handler_function(
             self,
             "Handler",
-            runtime=HANDLER_RUNTIME,
+            code=HANDLER_DIR,
             handler="index.on_event",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR)),
             timeout=Duration.minutes(2),
             description="Creates, adopts and deletes subnet CIDR reservations for Multus",
-            log_group=logs.LogGroup(self, "HandlerLogs", retention=logs.RetentionDays.ONE_MONTH),
+            logs_to=kit.log_group(self, "HandlerLogs"),
         )
         assert self.handler.role is not None
         # A policy of its own that every reservation depends on: a reservation created before
@@ -93,13 +85,11 @@ class SubnetCidrReservationProvider(Construct):
             roles=[self.handler.role],
             statements=handler_statements(subnet_arns),
         )
-        self.provider = cr.Provider(
-            self,
-            "Provider",
-            on_event_handler=self.handler,
-            log_group=logs.LogGroup(self, "ProviderLogs", retention=logs.RetentionDays.ONE_MONTH),
+        self.provider = kit.provider(
+            self, on_event=self.handler, logs_to=kit.log_group(self, "ProviderLogs")
         )
-        self._acknowledge_framework_findings()
+        kit.acknowledge_provider_findings(self, self.provider)
+        self._acknowledge_policy_findings()
 
     def reserve(self, construct_id: str, spec: ReservationSpec) -> CustomResource:
         reservation = CustomResource(
@@ -107,6 +97,7 @@ class SubnetCidrReservationProvider(Construct):
             construct_id,
             service_token=self.provider.service_token,
             resource_type=RESOURCE_TYPE,
+            service_timeout=kit.synchronous_service_timeout(self.handler),
             properties={
                 "SubnetId": spec.subnet.subnet_id,
                 "Cidr": spec.cidr,
@@ -117,19 +108,7 @@ class SubnetCidrReservationProvider(Construct):
         reservation.node.add_dependency(self.policy)
         return reservation
 
-    def _acknowledge_framework_findings(self) -> None:
-        Validations.of(self).acknowledge(
-            Acknowledgment(
-                id=LAMBDA_BASIC_EXECUTION_FINDING,
-                reason="Only lets the two functions write their own CloudWatch logs; CDK's Lambda "
-                "and Provider constructs attach it.",
-            ),
-            Acknowledgment(
-                id=any_version_finding(self, self.handler),
-                reason="The Provider framework may invoke any version of its own on-event "
-                "handler (<arn>:*) and no other function.",
-            ),
-        )
+    def _acknowledge_policy_findings(self) -> None:
         Validations.of(self.policy).acknowledge(
             Acknowledgment(
                 id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",

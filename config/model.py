@@ -21,6 +21,11 @@ from pydantic import (
     model_validator,
 )
 
+from cdk_constructs.custom_resource_timing import (
+    LONGEST_TEARDOWN_TIMEOUT_MINUTES,
+    SERVICE_TIMEOUT_LIMIT_SECONDS,
+    TEARDOWN_MARGIN_MINUTES,
+)
 from config import aws_regions, instance_types, karpenter_releases, patterns
 from config.cluster_access import (
     RENAMED_KEYS,
@@ -68,9 +73,9 @@ UNUSABLE_VPC_RANGES: dict[str, ipaddress.IPv4Network] = {
     "reserved": ipaddress.IPv4Network("240.0.0.0/4"),
 }
 
-# custom_resources.Provider polls isComplete for at most two hours; keep a margin for its
-# own retries and the ENI sweep after the wait.
-TEARDOWN_TIMEOUT_LIMIT_MINUTES = 110
+# CloudFormation waits at most an hour for a custom resource, whatever the Provider's own
+# timeout; the teardown's ServiceTimeout is its bound plus the framework's margin.
+TEARDOWN_TIMEOUT_LIMIT_MINUTES = LONGEST_TEARDOWN_TIMEOUT_MINUTES
 # Between a NodeClaim's drain deadline and its instance being gone: EC2 shutdown and Karpenter's
 # finalizers take a few minutes; the teardown bound must leave room for them.
 NODE_TERMINATION_MARGIN_MINUTES = 10
@@ -477,9 +482,10 @@ class ClusterConfig(StrictModel):
     teardown_timeout_minutes: int = Field(
         default=30,
         ge=10,
-        le=TEARDOWN_TIMEOUT_LIMIT_MINUTES,
         description="How long `cdk destroy` waits for Karpenter's nodes and the Multus ENIs to "
-        "go before it fails listing what is left.",
+        f"go before it fails listing what is left; at most {TEARDOWN_TIMEOUT_LIMIT_MINUTES}: "
+        "CloudFormation waits at most an hour for a custom resource, and the Provider "
+        f"framework needs {TEARDOWN_MARGIN_MINUTES:g} minutes of it.",
     )
 
     @field_validator("public_access_cidrs")
@@ -693,6 +699,7 @@ class AppConfig(StrictModel):
         self._check_karpenter_supports_kubernetes()
         self._check_enis_fit_instances()
         self._check_controllers_fit_system_nodes()
+        self._check_teardown_fits_cloudformation()
         self._check_drain_fits_teardown()
         self._check_user_data_fits()
         check_node_prefix_reservations(self)
@@ -755,6 +762,20 @@ class AppConfig(StrictModel):
         """The EKS cluster name: cluster.name, or derived from the app name (unique per app)."""
         return self.cluster.name or f"eks-{self.name}"
 
+    def _check_teardown_fits_cloudformation(self) -> None:
+        minutes = self.cluster.teardown_timeout_minutes
+        longest = TEARDOWN_TIMEOUT_LIMIT_MINUTES
+        if minutes > longest:
+            raise ValueError(
+                f"cluster.teardown_timeout_minutes: {minutes} minutes plus the "
+                f"{TEARDOWN_MARGIN_MINUTES:g} the Provider framework needs exceed the "
+                "hour CloudFormation waits for a custom resource (ServiceTimeout at most "
+                f"{SERVICE_TIMEOUT_LIMIT_SECONDS} s); use at most {longest}, with "
+                "node_pool.termination_grace_period at most "
+                f"{longest - NODE_TERMINATION_MARGIN_MINUTES}m (the drain must end "
+                f"{NODE_TERMINATION_MARGIN_MINUTES} minutes before the teardown bound)"
+            )
+
     def _check_drain_fits_teardown(self) -> None:
         # A teardown must outlast the longest drain plus the instance shutdown after it.
         grace_minutes = duration_seconds(self.node_pool.termination_grace_period) / 60
@@ -765,7 +786,7 @@ class AppConfig(StrictModel):
                 f"plus {NODE_TERMINATION_MARGIN_MINUTES} minutes for instance shutdown exceeds "
                 f"cluster.teardown_timeout_minutes ({self.cluster.teardown_timeout_minutes}); "
                 "shorten the grace period or raise the teardown timeout (at most "
-                f"{TEARDOWN_TIMEOUT_LIMIT_MINUTES})"
+                f"{TEARDOWN_TIMEOUT_LIMIT_MINUTES}, the longest CloudFormation waits for)"
             )
 
     def prefixes_per_node(self, network: MultusNetworkConfig) -> int:

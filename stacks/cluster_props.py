@@ -14,6 +14,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from cdk_constructs.ami_release_check import AmiReleaseCheckProps
+from cdk_constructs.api_clients_security_group import ApiClientsSecurityGroup
 from cdk_constructs.cluster_workloads import ClusterWorkloadsProps
 from cdk_constructs.eks_cluster import EksClusterProps
 from cdk_constructs.karpenter_controller import KarpenterControllerProps
@@ -125,13 +126,18 @@ def ami_release_check_props(config: AppConfig) -> AmiReleaseCheckProps:
 
 
 def karpenter_teardown_props(
-    config: AppConfig, *, cluster: eks.Cluster, node_subnets: Sequence[ec2.ISubnet]
+    config: AppConfig,
+    *,
+    cluster: eks.Cluster,
+    node_subnets: Sequence[ec2.ISubnet],
+    api_clients: ApiClientsSecurityGroup,
 ) -> KarpenterTeardownProps:
     timeout = config.cluster.teardown_timeout_minutes
     return KarpenterTeardownProps(
         cluster=cluster,
         cluster_name=config.cluster_name,
         node_subnets=node_subnets,
+        api_clients=api_clients,
         cluster_tag_key=CLUSTER_TAG_KEY,
         eni_network_tag_key=NETWORK_TAG_KEY,
         timeout_minutes=timeout,

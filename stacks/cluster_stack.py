@@ -117,7 +117,10 @@ class ClusterStack(ConfiguredAzStack):
             self,
             "Teardown",
             cluster_props.karpenter_teardown_props(
-                config, cluster=self.cluster, node_subnets=node_subnets
+                config,
+                cluster=self.cluster,
+                node_subnets=node_subnets,
+                api_clients=eks_cluster.api_clients,
             ),
         )
         # Deleted first: the drain needs the controller (and the system nodes it runs on), the

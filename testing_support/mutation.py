@@ -150,6 +150,14 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
         # The Kubernetes schema: a misspelt or missing field of the admission policy.
         ["tests/unit/charts/test_chart_validation.py", "-k", "cleartaints"],
     ],
+    # The numbers behind the ServiceTimeouts, then the config rule built on them.
+    "cdk_constructs/custom_resource_timing.py": [
+        [
+            "--confcutdir=tests/unit/cdk_constructs",
+            "tests/unit/cdk_constructs/test_custom_resource_timing.py",
+        ],
+        _CONFIG_TESTS[1],
+    ],
     "cdk_constructs/subnet_cidr_reservation_handler/index.py": [
         [
             "--confcutdir=tests/unit/cdk_constructs",

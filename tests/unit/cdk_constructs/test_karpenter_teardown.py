@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from typing import Any
 
 import pytest
 
 from cdk_constructs import karpenter_teardown
 from cdk_constructs.karpenter_teardown_handler import index as handler
+from config import parse_config
+from config.model import TEARDOWN_TIMEOUT_LIMIT_MINUTES as LONGEST_TEARDOWN
 from node_bootstrap.renderer import CLUSTER_TAG_KEY, NETWORK_TAG_KEY
+from stacks import cluster_props
 from tests.conftest import SynthesizedApp
-from tests.helpers import resources
+from tests.helpers import bare_eks_cluster, bare_stack, joined_text, resources
 
 KUBECTL_RESOURCES = ("Custom::AWSCDK-EKS-KubernetesResource", "Custom::AWSCDK-EKS-HelmChart")
 
@@ -64,6 +69,60 @@ def test_bound_and_force_time_come_from_the_config(cluster: dict[str, Any]) -> N
     assert '"IntervalSeconds":30,"MaxAttempts":62' in definition
 
 
+def test_cloudformation_waits_for_the_handlers_own_answer(cluster: dict[str, Any]) -> None:
+    """CloudFormation waits at most ServiceTimeout (template reference,
+    AWS::CloudFormation::CustomResource; 3600 s when unset), whatever the Provider's total
+    timeout. The handler fixes its deadline when onEvent starts and reports what is left from
+    the first poll past it: the template's ServiceTimeout must cover the bound, one poll
+    interval, one isComplete run and the framework's activation wait before onEvent (300 s,
+    aws-cdk-lib custom-resources runtime outbound.ts)."""
+    resource = teardown(cluster)["Properties"]
+    (machine,) = resources(cluster, "AWS::StepFunctions::StateMachine").values()
+    interval = int(
+        re.findall(
+            r'"IntervalSeconds":(\d+)', joined_text(machine["Properties"]["DefinitionString"])
+        )[0]
+    )
+    (is_complete,) = [
+        r
+        for k, r in resources(cluster, "AWS::Lambda::Function").items()
+        if k.startswith("TeardownIsComplete")
+    ]
+    answer = (
+        300 + int(resource["TimeoutMinutes"]) * 60 + interval + is_complete["Properties"]["Timeout"]
+    )
+    assert answer <= int(resource["ServiceTimeout"]) <= 3600
+
+
+def bare_teardown(timeout_minutes: int) -> None:
+    stack = bare_stack()
+    eks_cluster = bare_eks_cluster(stack)
+    props = cluster_props.karpenter_teardown_props(
+        parse_config({}),
+        cluster=eks_cluster.cluster,
+        node_subnets=eks_cluster.cluster.vpc.private_subnets,
+        api_clients=eks_cluster.api_clients,
+    )
+    karpenter_teardown.KarpenterTeardown(
+        stack, "Teardown", dataclasses.replace(props, timeout_minutes=timeout_minutes)
+    )
+
+
+@pytest.mark.parametrize(
+    ("minutes", "accepted"), [(LONGEST_TEARDOWN, True), (LONGEST_TEARDOWN + 1, False)]
+)
+def test_the_configs_longest_bound_is_the_longest_cloudformation_takes(
+    minutes: int, accepted: bool
+) -> None:
+    """aws-cdk-lib's CustomResource refuses a serviceTimeout over 3600 s (core/lib/
+    custom-resource.ts): the config's limit is exactly the last bound that synthesizes."""
+    if accepted:
+        bare_teardown(minutes)
+    else:
+        with pytest.raises(RuntimeError, match="between 1 and 3600 seconds"):
+            bare_teardown(minutes)
+
+
 def test_kubernetes_access_is_limited_to_what_the_teardown_does(cluster: dict[str, Any]) -> None:
     (entry,) = [
         r
@@ -102,9 +161,10 @@ def test_ec2_rights_are_scoped_to_this_clusters_tags(cluster: dict[str, Any]) ->
     }
 
 
-def test_is_complete_runs_in_the_node_subnets_with_the_cluster_security_group(
+def test_is_complete_runs_where_the_kubectl_handler_does(
     cluster: dict[str, Any],
 ) -> None:
+    """Node subnets and the API clients' security group (test_api_clients_security_group)."""
     functions = resources(cluster, "AWS::Lambda::Function")
     (is_complete,) = [r for k, r in functions.items() if k.startswith("TeardownIsComplete")]
     (kubectl,) = [

@@ -300,6 +300,28 @@ ACCEPTED = [
         {"config.multus.security_group_ingress_cidrs": "[]"},
         ("multus.security_group_ingress_cidrs", "omit the key", '["10.0.0.0/16"]'),
     ),
+    # CloudFormation waits at most ServiceTimeout, 3600 s, for a custom resource (template
+    # reference, AWS::CloudFormation::CustomResource); the old limit was 110 minutes.
+    BadInput(
+        "teardown-bound-past-cloudformations-hour",
+        "accepted",
+        {"config.cluster.teardown_timeout_minutes": "60"},
+        (
+            "cluster.teardown_timeout_minutes",
+            "ServiceTimeout at most 3600 s",
+            "use at most 51",
+            "node_pool.termination_grace_period at most 41m",
+        ),
+    ),
+    BadInput(
+        "drain-that-needs-a-teardown-past-the-hour",
+        "accepted",
+        {
+            "config.cluster.teardown_timeout_minutes": "51",
+            "config.node_pool.termination_grace_period": "45m",
+        },
+        ("node_pool.termination_grace_period 45m", "cluster.teardown_timeout_minutes (51)"),
+    ),
 ]
 
 TRACEBACKS = [

@@ -100,7 +100,12 @@ def test_karpenter_reserves_one_eni_per_multus_network() -> None:
 
 def test_teardown_forces_termination_before_its_own_timeout() -> None:
     config = parse_config({"cluster": {"teardown_timeout_minutes": 45}})
-    props = cluster_props.karpenter_teardown_props(config, cluster=None, node_subnets=[])  # type: ignore[arg-type]
+    props = cluster_props.karpenter_teardown_props(
+        config,
+        cluster=None,  # type: ignore[arg-type]
+        node_subnets=[],
+        api_clients=None,  # type: ignore[arg-type]
+    )
     assert props.timeout_minutes == 45
     # Ten minutes for EC2 shutdown and Karpenter's finalizers after the forced drain.
     assert props.force_after_minutes == 35
