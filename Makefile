@@ -73,12 +73,14 @@ mutation: $(VENV)/.installed
 # distribution's containernetworking-plugins (Debian and Ubuntu both put them in /usr/lib/cni),
 # installed with apt-get as root unless already there. Each distribution has its own version,
 # pinned per ID-VERSION_CODENAME of os-release: this machine's Debian 12 and the pipeline's build
-# image (CodeBuild standard:7.0, Ubuntu 22.04). When apt no longer finds a pinned version (a
+# image (CodeBuild standard:8.0, Ubuntu 24.04). When apt no longer finds a pinned version (a
 # security update replaced it), take the new one from packages.debian.org / packages.ubuntu.com.
+# Only releases from 1.0.0 on: before, host-local's ADD loops forever once a range set of
+# several ranges is used up (the node_prefix test does that), so Ubuntu 22.04 (0.9.1) has none.
 OS_RELEASE ?= /etc/os-release
 DISTRIBUTION = $(shell . $(OS_RELEASE) && echo "$$ID-$$VERSION_CODENAME")
 CNI_PLUGINS_VERSION.debian-bookworm := 1.1.1+ds1-3+b5
-CNI_PLUGINS_VERSION.ubuntu-jammy := 0.9.1+ds1-1ubuntu0.1
+CNI_PLUGINS_VERSION.ubuntu-noble := 1.1.1+ds1-3ubuntu0.24.04.3
 CNI_PLUGINS_VERSION = $(CNI_PLUGINS_VERSION.$(DISTRIBUTION))
 CNI_PLUGINS_UNPINNED = no containernetworking-plugins version is pinned for $(DISTRIBUTION): \
 	add CNI_PLUGINS_VERSION.$(DISTRIBUTION) to the Makefile

@@ -2,7 +2,7 @@
 CodeBuild commands and the Makefile's package pins against them.
 
 Sources, read 2026-12 (update the entry, not the test, when an image or an archive moves on):
-- aws/aws-codebuild-docker-images, ubuntu/standard/7.0/Dockerfile and runtimes.yml: the base
+- aws/aws-codebuild-docker-images, ubuntu/standard/8.0/Dockerfile and runtimes.yml: the base
   OS, the packages and tools the image installs, the runtime versions `runtime-versions` selects.
 - packages.debian.org and packages.ubuntu.com: the containernetworking-plugins version each
   distribution's archive offers (both install the plugins in /usr/lib/cni).
@@ -32,10 +32,10 @@ class Distribution:
 DEBIAN_BOOKWORM = Distribution(
     "debian", "bookworm", {"containernetworking-plugins": "1.1.1+ds1-3+b5"}
 )
-# packages.ubuntu.com/jammy-updates/containernetworking-plugins (universe, which the image's
+# packages.ubuntu.com/noble-updates/containernetworking-plugins (universe, which the image's
 # sources enable: its Dockerfile installs universe packages such as shellcheck).
-UBUNTU_JAMMY = Distribution(
-    "ubuntu", "jammy", {"containernetworking-plugins": "0.9.1+ds1-1ubuntu0.1"}
+UBUNTU_NOBLE = Distribution(
+    "ubuntu", "noble", {"containernetworking-plugins": "1.1.1+ds1-3ubuntu0.24.04.3"}
 )
 
 
@@ -58,9 +58,9 @@ def _pyenv_python(version: str) -> frozenset[str]:
 _NODE = frozenset({"node", "npm", "npx"})
 
 BUILD_IMAGES = {
-    "aws/codebuild/standard:7.0": BuildImage(
-        # Dockerfile: FROM public.ecr.aws/ubuntu/ubuntu:22.04
-        distribution=UBUNTU_JAMMY,
+    "aws/codebuild/standard:8.0": BuildImage(
+        # Dockerfile: FROM public.ecr.aws/ubuntu/ubuntu:24.04
+        distribution=UBUNTU_NOBLE,
         # The base image's apt-get, bash and coreutils; make, curl, jq and tar from the core
         # stage's apt-get install; git, built from source in the tools stage.
         programs=frozenset(
@@ -69,9 +69,9 @@ BUILD_IMAGES = {
         runtimes={
             "python": {
                 version: _pyenv_python(version)
-                for version in ("3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
+                for version in ("3.10", "3.11", "3.12", "3.13", "3.14")
             },
-            "nodejs": {version: _NODE for version in ("18", "20", "22", "24")},
+            "nodejs": {version: _NODE for version in ("22", "24")},
         },
     ),
 }

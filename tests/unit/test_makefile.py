@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from testing_support.build_images import DEBIAN_BOOKWORM, UBUNTU_JAMMY, Distribution
+from testing_support.build_images import DEBIAN_BOOKWORM, UBUNTU_NOBLE, Distribution
 from tests.conftest import REPO, SynthesizedApp
 
 
@@ -72,11 +72,11 @@ def run_cni_plugins(
     return completed, apt_calls
 
 
-@pytest.mark.parametrize("distribution", [DEBIAN_BOOKWORM, UBUNTU_JAMMY], ids=lambda d: d.codename)
+@pytest.mark.parametrize("distribution", [DEBIAN_BOOKWORM, UBUNTU_NOBLE], ids=lambda d: d.codename)
 def test_cni_plugins_installs_the_version_its_distributions_archive_offers(
     tmp_path: Path, distribution: Distribution
 ) -> None:
-    """packages.debian.org (bookworm) and packages.ubuntu.com (jammy-updates): apt installs
+    """packages.debian.org (bookworm) and packages.ubuntu.com (noble-updates): apt installs
     `name=version` only when that distribution's archive has that exact version."""
     completed, apt_calls = run_cni_plugins(tmp_path, distribution)
 
@@ -88,20 +88,43 @@ def test_cni_plugins_installs_the_version_its_distributions_archive_offers(
     ]
 
 
+# Ubuntu 22.04 (CodeBuild standard:7.0) has no pin: its 0.9.1 is older than PLUGINS_FIXED.
+JAMMY = Distribution("ubuntu", "jammy", {})
+
+
 def test_cni_plugins_refuses_a_distribution_without_a_pin_naming_the_variable(
     tmp_path: Path,
 ) -> None:
-    noble = Distribution("ubuntu", "noble", {})
-    completed, apt_calls = run_cni_plugins(tmp_path, noble)
+    completed, apt_calls = run_cni_plugins(tmp_path, JAMMY)
 
     assert completed.returncode != 0
-    assert "add CNI_PLUGINS_VERSION.ubuntu-noble to the Makefile" in completed.stderr
+    assert "add CNI_PLUGINS_VERSION.ubuntu-jammy to the Makefile" in completed.stderr
     assert not apt_calls.exists()
 
 
 def test_cni_plugins_needs_no_pin_where_host_local_is_installed(tmp_path: Path) -> None:
-    noble = Distribution("ubuntu", "noble", {})
-    completed, apt_calls = run_cni_plugins(tmp_path, noble, host_local=True)
+    completed, apt_calls = run_cni_plugins(tmp_path, JAMMY, host_local=True)
 
     assert completed.returncode == 0, completed.stderr
     assert not apt_calls.exists()
+
+
+# containernetworking/plugins v0.9.1, plugins/ipam/host-local/backend/allocator/allocator.go
+# (RangeIter.Next): when the last reserved address ends a range, iteration starts in the next
+# range but keeps the previous range's index as where it began, so once every address is taken
+# the "looped back" check never holds and ADD never returns (the node_prefix test fills two
+# ranges: a host-local built from v0.9.1 hangs there). Fixed by b8119674, first in v1.0.0.
+PLUGINS_FIXED = (1, 0, 0)
+
+
+def test_every_pinned_cni_plugins_release_has_a_host_local_that_answers_when_full() -> None:
+    pins = re.findall(
+        r"^CNI_PLUGINS_VERSION\.([\w-]+) := (\d+)\.(\d+)\.(\d+)\+",
+        (REPO / "Makefile").read_text(),
+        re.MULTILINE,
+    )
+    assert {distribution for distribution, *_ in pins} >= {"debian-bookworm", "ubuntu-noble"}
+    assert {
+        distribution: tuple(int(part) for part in upstream) >= PLUGINS_FIXED
+        for distribution, *upstream in pins
+    } == {distribution: True for distribution, *_ in pins}

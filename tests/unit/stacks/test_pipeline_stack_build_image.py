@@ -3,7 +3,7 @@ runtime versions it selects, each program its commands (and the make recipes the
 and each apt package at the version the image's distribution offers.
 
 The image facts are testing_support/build_images.py (aws/aws-codebuild-docker-images,
-ubuntu/standard/7.0/Dockerfile and runtimes.yml; packages.ubuntu.com)."""
+ubuntu/standard/8.0/Dockerfile and runtimes.yml; packages.ubuntu.com)."""
 
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ def test_every_runtime_version_a_step_selects_is_one_its_image_offers(
     projects: dict[str, dict[str, Any]],
 ) -> None:
     """CodeBuild user guide, "Available runtimes": a version the image does not list fails the
-    install phase (runtimes.yml lists what standard:7.0 installs)."""
+    install phase (runtimes.yml lists what the image installs)."""
     for key, project in projects.items():
         offered = image_of(project).runtimes
         selected = buildspec(project)["phases"]["install"]["runtime-versions"]
