@@ -6,6 +6,7 @@ AmazonEKS_CNI_Policy on a node role, fails) and compares it with the synthesized
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Any
@@ -182,9 +183,13 @@ def test_the_karpenter_charts_come_from_the_stated_repository_at_the_stated_vers
 
 
 def default_images_rows(page: Path) -> dict[str, str]:
-    """images.md's table: config key -> the row, for images the default app deploys (not the
-    optional charts' and not those a Helm chart picks)."""
-    rows = [line for line in page.read_text().splitlines() if line.startswith("| `images.")]
+    """images.md's table of default images: config key -> its default image cell, for images
+    the default app deploys (not the optional charts' and not those a Helm chart picks)."""
+    lines = page.read_text().splitlines()
+    table_header = "| config key | default image |"
+    (header,) = [n for n, line in enumerate(lines) if line.startswith(table_header)]
+    table = itertools.takewhile(lambda line: line.startswith("|"), lines[header + 2 :])
+    rows = [line for line in table if line.startswith("| `images.")]
     return {
         row.split("`")[1]: row.split(" | ")[1]
         for row in rows
