@@ -70,14 +70,27 @@ MODULES ?= --all
 mutation: $(VENV)/.installed
 	$(BIN)/python -m testing_support.mutation $(MODULES)
 
-# The real CNI plugins (host-local) that tests run the node_prefix CNI config with: Debian's
-# containernetworking-plugins, installed with apt-get as root unless already there.
-CNI_PLUGINS_DEB := containernetworking-plugins=1.1.1+ds1-3+b5
+# The real CNI plugins (host-local) that tests run the node_prefix CNI config with: the
+# distribution's containernetworking-plugins (Debian and Ubuntu both put them in /usr/lib/cni),
+# installed with apt-get as root unless already there. Each distribution has its own version,
+# pinned per ID-VERSION_CODENAME of os-release: this machine's Debian 12 and the pipeline's build
+# image (CodeBuild standard:8.0, Ubuntu 24.04). When apt no longer finds a pinned version (a
+# security update replaced it), take the new one from packages.debian.org / packages.ubuntu.com.
+# Only releases from 1.0.0 on: before, host-local's ADD loops forever once a range set of
+# several ranges is used up (the node_prefix test does that), so Ubuntu 22.04 (0.9.1) has none.
+OS_RELEASE ?= /etc/os-release
+DISTRIBUTION = $(shell . $(OS_RELEASE) && echo "$$ID-$$VERSION_CODENAME")
+CNI_PLUGINS_VERSION.debian-bookworm := 1.1.1+ds1-3+b5
+CNI_PLUGINS_VERSION.ubuntu-noble := 1.1.1+ds1-3ubuntu0.24.04.3
+CNI_PLUGINS_VERSION = $(CNI_PLUGINS_VERSION.$(DISTRIBUTION))
+CNI_PLUGINS_UNPINNED = no containernetworking-plugins version is pinned for $(DISTRIBUTION): \
+	add CNI_PLUGINS_VERSION.$(DISTRIBUTION) to the Makefile
 CNI_PLUGIN_DIR := /usr/lib/cni
 cni-plugins:
-	@test -x $(CNI_PLUGIN_DIR)/host-local || { apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	  $(CNI_PLUGINS_DEB); }
+	@test -x $(CNI_PLUGIN_DIR)/host-local || { \
+	  test -n "$(CNI_PLUGINS_VERSION)" || { echo "cni-plugins: $(CNI_PLUGINS_UNPINNED)" >&2; exit 1; }; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	  --no-install-recommends containernetworking-plugins=$(CNI_PLUGINS_VERSION); }
 
 # The virtualenv holds exactly the lock: every direct and indirect dependency, pinned, each
 # download checked against its hashes.

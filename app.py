@@ -16,10 +16,9 @@ from stages.environment_stage import EnvironmentStage
 
 
 def build_app(app: cdk.App) -> cdk.App:
-    loaded = load_config(app.node.get_all_context(), Path(__file__).parent)
-    print_access_warnings(loaded)
     base_dir = Path(__file__).parent
     loaded = load_config(app.node.get_all_context(), base_dir)
+    print_access_warnings(loaded)
     if loaded.pipeline is None:
         EnvironmentStage(app, loaded.base.name, config=loaded.base)
         return app

@@ -22,10 +22,12 @@ from stages.environment_stage import EnvironmentStage
 # The synth step runs the README's two commands: the whole test suite, then the synth itself.
 TEST_COMMAND = "make test"
 SYNTH_COMMAND = "make synth"
-# Every CodeBuild step (synth, self-mutation, asset publishing) runs these runtimes, not the
-# image's defaults (Node 18 on standard:7.0): the Python the project supports and a Node.js
-# release the pinned CDK CLI supports.
-BUILD_IMAGE = codebuild.LinuxBuildImage.STANDARD_7_0
+# Ubuntu 24.04, whose CNI plugins (1.1.1) the synth step's `make test` can run: standard:7.0's
+# Ubuntu 22.04 has 0.9.1, whose host-local never answers once its ranges are used up (see the
+# Makefile's cni-plugins). Every CodeBuild step (synth, self-mutation, asset publishing) runs
+# these runtimes, not the image's defaults (Python 3.14 and Node 24 on standard:8.0): the Python
+# the project supports and a Node.js release the pinned CDK CLI supports.
+BUILD_IMAGE = codebuild.LinuxBuildImage.STANDARD_8_0
 RUNTIME_VERSIONS = {"python": "3.11", "nodejs": "22"}
 
 

@@ -7,12 +7,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import aws_cdk as cdk
 import pytest
 
+import app
 from app import print_access_warnings
 from config import load_config
-from tests.conftest import REPO
+from config.loader import LoadedConfig
+from tests.conftest import PIPELINE_SAMPLE, REPO
 
 
 def run_app(context: dict[str, str], outdir: str) -> subprocess.CompletedProcess[str]:
@@ -53,3 +57,29 @@ def test_old_admin_key_stops_synth_naming_the_new_one(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert "admin_principal_arn was replaced by admin_principal_arns" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "context", [{}, {"config_file": PIPELINE_SAMPLE}], ids=["direct", "pipeline"]
+)
+def test_the_app_loads_its_config_once_and_builds_from_that_load(
+    context: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loads: list[LoadedConfig] = []
+    built: list[Any] = []
+
+    def counting_load(*args: Any) -> LoadedConfig:
+        loads.append(load_config(*args))
+        return loads[-1]
+
+    def record(*_: Any, **kwargs: Any) -> None:
+        built.append(kwargs.get("config") or kwargs["environments"])
+
+    monkeypatch.setattr(app, "load_config", counting_load)
+    monkeypatch.setattr(app, "EnvironmentStage", record)
+    monkeypatch.setattr(app, "PipelineStack", record)
+
+    app.build_app(cdk.App(context=context))
+
+    (loaded,) = loads
+    assert built == [loaded.environments if loaded.pipeline else loaded.base]

@@ -180,7 +180,7 @@ def codebuild_buildspecs(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_every_codebuild_step_pins_its_runtimes(pipeline_template: dict[str, Any]) -> None:
-    """Not the image's defaults (Node 18 on standard:7.0): the project's Python, a Node.js the
+    """Not the image's defaults (Node 24 on standard:8.0): the project's Python, a Node.js the
     CLI supports, in synth, self-mutation and every asset step alike."""
     buildspecs = codebuild_buildspecs(pipeline_template)
     assert len(buildspecs) >= 3
