@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from cdk_constructs import karpenter_teardown
 from cdk_constructs.karpenter_teardown_handler import index as handler
 from node_bootstrap.renderer import CLUSTER_TAG_KEY, NETWORK_TAG_KEY
 from tests.conftest import SynthesizedApp
@@ -100,6 +99,14 @@ def test_ec2_rights_are_scoped_to_this_clusters_tags(cluster: dict[str, Any]) ->
         "StringEquals": {"aws:ResourceTag/eks:eks-cluster-name": "eks-karpenterwithmultus"},
         "Null": {"aws:ResourceTag/multus-eni/network": "false"},
     }
+    vpc_cni = statements["DeleteVpcCniEnisOfThisCluster"]
+    assert vpc_cni["Action"] == "ec2:DeleteNetworkInterface"
+    assert vpc_cni["Condition"] == {
+        "StringEquals": {
+            "aws:ResourceTag/cluster.k8s.amazonaws.com/name": "eks-karpenterwithmultus"
+        },
+        "Null": {"aws:ResourceTag/node.k8s.amazonaws.com/instance_id": "false"},
+    }
 
 
 def test_is_complete_runs_in_the_node_subnets_with_the_cluster_security_group(
@@ -114,8 +121,42 @@ def test_is_complete_runs_in_the_node_subnets_with_the_cluster_security_group(
     assert is_complete["Properties"]["Handler"] == "index.is_complete"
 
 
-def test_handler_tag_keys_match_the_node_bootstrap_and_the_iam_conditions() -> None:
-    assert handler.CLUSTER_TAG == CLUSTER_TAG_KEY
-    assert handler.MULTUS_NETWORK_TAG == NETWORK_TAG_KEY
-    assert handler.NODEPOOL_TAG == karpenter_teardown.KARPENTER_NODEPOOL_TAG
-    assert handler.KARPENTER_CLUSTER_TAG_PREFIX == karpenter_teardown.KARPENTER_CLUSTER_TAG_PREFIX
+def test_the_handler_gets_its_tag_keys_from_the_template(cluster: dict[str, Any]) -> None:
+    """One source for each tag key: the handler reads them from its properties, which hold the
+    node bootstrap's keys (node_bootstrap.renderer), Karpenter's instance tags and the VPC
+    CNI's ENI tags and description (amazon-vpc-cni-k8s pkg/awsutils/awsutils.go: eniNodeTagKey,
+    eniClusterTagKey, eniDescriptionPrefix)."""
+    properties = teardown(cluster)["Properties"]
+    keys = handler.TagKeys.of(properties)
+    assert keys == handler.TagKeys(
+        karpenter_cluster="kubernetes.io/cluster/eks-karpenterwithmultus",
+        node_pool="karpenter.sh/nodepool",
+        multus_cluster=CLUSTER_TAG_KEY,
+        multus_network=NETWORK_TAG_KEY,
+        vpc_cni_cluster="cluster.k8s.amazonaws.com/name",
+        vpc_cni_instance="node.k8s.amazonaws.com/instance_id",
+        vpc_cni_description_prefix="aws-K8S-",
+    )
+    statements = {
+        s.get("Sid"): s
+        for policy in resources(cluster, "AWS::IAM::Policy").values()
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    }
+    conditioned = {
+        key.removeprefix("aws:ResourceTag/")
+        for sid in (
+            "TerminateKarpenterInstancesOfThisCluster",
+            "DeleteMultusEnisOfThisCluster",
+            "DeleteVpcCniEnisOfThisCluster",
+        )
+        for condition in statements[sid]["Condition"].values()
+        for key in condition
+    }
+    assert conditioned == {
+        keys.karpenter_cluster,
+        keys.node_pool,
+        keys.multus_cluster,
+        keys.multus_network,
+        keys.vpc_cni_cluster,
+        keys.vpc_cni_instance,
+    }
