@@ -114,16 +114,16 @@ def leaked_eni(ec2: Any, subnet_id: str, cluster: str) -> str:
 def vpc_cni_eni(
     ec2: Any,
     subnet_id: str,
-    cluster: str = CLUSTER,
+    cluster: str | None = CLUSTER,
     *,
     description: str = f"{VPC_CNI_DESCRIPTION_PREFIX}i-0123456789abcdef0",
     instance_tag: bool = True,
 ) -> str:
-    """An ENI as the VPC CNI creates it for a node (tags and description), not attached."""
-    pairs = {
-        VPC_CNI_CLUSTER_TAG: cluster,
-        "node.k8s.amazonaws.com/createdAt": "2026-11-30T12:00:00Z",
-    }
+    """An ENI as the VPC CNI creates it for a node (tags and description), not attached; with
+    `cluster` None as it creates them when aws-node has no CLUSTER_NAME."""
+    pairs = {"node.k8s.amazonaws.com/createdAt": "2026-11-30T12:00:00Z"}
+    if cluster is not None:
+        pairs[VPC_CNI_CLUSTER_TAG] = cluster
     if instance_tag:
         pairs[VPC_CNI_INSTANCE_TAG] = "i-0123456789abcdef0"
     eni = ec2.create_network_interface(
@@ -555,6 +555,7 @@ def test_available_vpc_cni_enis_of_this_cluster_are_deleted(
     deleted (aws/aws-k8s-tester#416, aws/aws-cdk#18650)."""
     leaked = vpc_cni_eni(ec2, subnet_id)
     other_cluster = vpc_cni_eni(ec2, subnet_id, OTHER_CLUSTER)
+    no_cluster_name = vpc_cni_eni(ec2, subnet_id, None)
     not_the_cnis = vpc_cni_eni(ec2, subnet_id, description="an operator's own ENI")
     no_instance_tag = vpc_cni_eni(ec2, subnet_id, instance_tag=False)
     on_a_live_node = vpc_cni_eni(ec2, subnet_id)
@@ -567,7 +568,7 @@ def test_available_vpc_cni_enis_of_this_cluster_are_deleted(
     assert run_until_complete(delete_event(kubernetes.url))
     left = eni_ids(ec2)
     assert leaked not in left
-    assert {other_cluster, not_the_cnis, no_instance_tag, on_a_live_node} <= left
+    assert {other_cluster, no_cluster_name, not_the_cnis, no_instance_tag, on_a_live_node} <= left
 
 
 def test_vpc_cni_enis_wait_until_no_karpenter_instance_is_left(
