@@ -168,8 +168,9 @@ class TagKeys:
 
 @dataclass
 class Leftovers:
-    """What still exists, and what could not be asked this poll."""
+    """What still exists, and what could not be asked this poll (`forced`: past ForceAfter)."""
 
+    forced: bool
     node_claims: list[str] = field(default_factory=list)
     node_classes: list[str] = field(default_factory=list)
     instances: list[str] = field(default_factory=list)
@@ -179,7 +180,6 @@ class Leftovers:
     kubernetes_error: str | None = None
     # An EC2 call failed transiently: this poll saw only part of what is left.
     ec2_error: str | None = None
-    forced: bool = False
 
     @property
     def empty(self) -> bool:

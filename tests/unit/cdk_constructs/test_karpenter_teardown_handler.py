@@ -433,8 +433,10 @@ def test_failure_response_fits_cloudformations_4096_bytes_whatever_is_left(
 
 def test_each_kind_lists_up_to_twenty_ids_then_counts_the_rest() -> None:
     twenty = [f"i-{n:017d}" for n in range(20)]
-    assert handler.Leftovers(instances=twenty).describe() == "instances " + ", ".join(twenty)
-    shown = handler.Leftovers(instances=[*twenty, "i-99999999999999999"]).describe()
+    assert handler.Leftovers(forced=False, instances=twenty).describe() == "instances " + ", ".join(
+        twenty
+    )
+    shown = handler.Leftovers(forced=False, instances=[*twenty, "i-99999999999999999"]).describe()
     assert shown == "instances " + ", ".join(twenty) + " and 1 more"
 
 
@@ -507,6 +509,7 @@ def test_a_response_url_that_never_answers_does_not_hold_the_poll(
 
 def test_the_reason_names_each_kind_left_and_why_kubernetes_could_not_be_asked() -> None:
     left = handler.Leftovers(
+        forced=False,
         node_claims=["multus-x7k2p"],
         node_classes=["multus"],
         instances=["i-0123"],
