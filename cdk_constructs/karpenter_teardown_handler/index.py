@@ -68,9 +68,10 @@ MAX_LISTED = 20
 MAX_REASON_CHARS = 2000
 HTTP_TIMEOUT_SECONDS = 10
 # A poll must end well inside the function's 2 minutes (a Lambda timeout is an error, which the
-# framework answers FAILED): short connect/read timeouts, few attempts; the next poll is 30 s on.
+# framework answers FAILED): short connect/read timeouts, few attempts, and a poll stops at the
+# first call that fails transiently; the next poll is 30 s on.
 EC2_CONFIG = Config(
-    connect_timeout=5, read_timeout=20, retries={"mode": "standard", "max_attempts": 3}
+    connect_timeout=5, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 3}
 )
 # EC2 throttles with RequestLimitExceeded (EC2 API reference, "Error codes for the Amazon EC2
 # API"); the others are the throttling codes of AWS's other query and JSON APIs.
@@ -340,13 +341,13 @@ def sweep(ec2: Any, network_interfaces: list[str]) -> None:
 
 
 def _per_resource(what: str, call: Callable[[], object]) -> None:
-    """One call about one resource: a refusal about that resource (or a transient error) leaves
-    it listed for the next poll; a permanent refusal fails the delete."""
+    """One call about one resource: a refusal about that resource leaves it listed for the next
+    poll; a transient error ends this poll, a permanent one fails the delete (both raised)."""
     try:
         call()
         LOG.info("%s: done", what)
     except (ClientError, *UNANSWERED) as error:
-        if isinstance(error, ClientError) and is_permanent(error):
+        if is_transient(error) or (isinstance(error, ClientError) and is_permanent(error)):
             raise
         LOG.warning("cannot %s: %s", what, error)
 

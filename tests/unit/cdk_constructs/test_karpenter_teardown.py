@@ -160,3 +160,21 @@ def test_the_handler_gets_its_tag_keys_from_the_template(cluster: dict[str, Any]
         keys.vpc_cni_cluster,
         keys.vpc_cni_instance,
     }
+
+
+def test_a_poll_ends_inside_the_functions_timeout(cluster: dict[str, Any]) -> None:
+    """A Lambda timeout is an error, which the Provider framework answers FAILED
+    (provider-framework runtime/framework.ts, invokeUserFunction: FunctionError): the slowest
+    poll (every Kubernetes request at its timeout, then one EC2 call timing out on each attempt,
+    which ends the poll) must leave room in the function's timeout."""
+    functions = resources(cluster, "AWS::Lambda::Function")
+    (is_complete,) = [r for k, r in functions.items() if k.startswith("TeardownIsComplete")]
+    config = handler.EC2_CONFIG
+    attempts = config.retries["total_max_attempts"]  # the first request and the retries
+    # standard retry mode: a random backoff of at most 2**(attempt-1) s between attempts
+    backoff = sum(2**attempt for attempt in range(attempts - 1))
+    one_ec2_call = attempts * (config.connect_timeout + config.read_timeout) + backoff
+    # per poll: list NodePools and EC2NodeClasses, delete one of each, list NodeClaims and
+    # EC2NodeClasses
+    kubernetes = 6 * handler.HTTP_TIMEOUT_SECONDS
+    assert one_ec2_call + kubernetes < is_complete["Properties"]["Timeout"]

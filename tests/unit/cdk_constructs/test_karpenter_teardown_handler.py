@@ -640,7 +640,8 @@ def test_a_transient_ec2_error_on_any_call_means_poll_again(
     event = delete_event(kubernetes.url)
     with failing_calls("ec2", operation, fault) as answered:
         assert handler.is_complete(event) == {"IsComplete": False}
-    assert answered  # the call was made, and failed
+    # made, failed, and the poll stopped there (two ENIs to delete: one attempt)
+    assert answered == [operation]
     assert kubernetes.responses == []  # nothing answered to CloudFormation before the bound
 
     assert run_until_complete(event)  # the next polls finish the job
