@@ -591,13 +591,17 @@ def test_vpc_cni_enis_wait_until_no_karpenter_instance_is_left(
 
 # --- transient errors: poll again; permanent ones: fail at once ---------------------------------
 
-THROTTLED: Fault = ("RequestLimitExceeded", 503)  # EC2's throttling answer
+# EC2's throttling answer, among its client errors (EC2 API reference, "Error codes for the
+# Amazon EC2 API"): the code, not a 5xx status, makes it transient.
+THROTTLED: Fault = ("RequestLimitExceeded", 400)
 SERVER_ERROR: Fault = ("InternalError", 500)
+UNAVAILABLE: Fault = ("Unavailable", 503)
 REFUSED: Fault = EndpointConnectionError(endpoint_url="https://ec2.us-west-2.amazonaws.com/")
 TIMED_OUT: Fault = ReadTimeoutError(endpoint_url="https://ec2.us-west-2.amazonaws.com/")
 TRANSIENT_FAULTS = {
     "throttled": THROTTLED,
     "server-error": SERVER_ERROR,
+    "unavailable": UNAVAILABLE,
     "connection-refused": REFUSED,
     "read-timeout": TIMED_OUT,
 }
