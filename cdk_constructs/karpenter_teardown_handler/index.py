@@ -73,13 +73,10 @@ HTTP_TIMEOUT_SECONDS = 10
 EC2_CONFIG = Config(
     connect_timeout=5, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 3}
 )
-# EC2 throttles with RequestLimitExceeded (EC2 API reference, "Error codes for the Amazon EC2
-# API"); the others are the throttling codes of AWS's other query and JSON APIs.
-THROTTLING_CODES = frozenset(
-    {"RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled"}
-)
-# Refusals that no later poll can change: the role may not make the call, or EC2 calls the
-# request itself wrong (EC2 API reference, "Common client error codes").
+# EC2's answer to a throttled request (EC2 API reference, "Error codes for the Amazon EC2 API").
+EC2_THROTTLING_CODE = "RequestLimitExceeded"
+# Refusals of a call about one resource that no later poll can change: the role may not make
+# it, or EC2 calls the request itself wrong (EC2 API reference, "Common client error codes").
 PERMANENT_CODES = frozenset(
     {
         "UnauthorizedOperation",
@@ -224,13 +221,12 @@ def is_transient(error: Exception) -> bool:
     if isinstance(error, ClientError):
         code = error.response.get("Error", {}).get("Code", "")
         status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        return code in THROTTLING_CODES or status >= 500
+        return code == EC2_THROTTLING_CODE or status >= 500
     return isinstance(error, UNANSWERED)
 
 
 def is_permanent(error: ClientError) -> bool:
-    code = str(error.response.get("Error", {}).get("Code", ""))
-    return code in PERMANENT_CODES or code.startswith("AccessDenied")
+    return error.response.get("Error", {}).get("Code") in PERMANENT_CODES
 
 
 def teardown_step(cluster: Cluster, tags: TagKeys, force: bool, ec2: Any) -> Leftovers:

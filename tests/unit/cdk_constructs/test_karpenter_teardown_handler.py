@@ -669,21 +669,61 @@ def test_a_transient_error_at_the_deadline_fails_listing_what_is_known(
 
 
 @pytest.mark.parametrize("operation", EC2_CALLS)
-@pytest.mark.parametrize(
-    "code", ["UnauthorizedOperation", "InvalidParameterValue", "AccessDeniedException"]
-)
-def test_a_permanent_ec2_error_fails_the_delete_at_once(
+def test_a_refused_permission_fails_the_delete_at_once(
     operation: str,
-    code: str,
     ec2: Any,
     kubernetes: FakeKubernetes,
     everything_to_remove: tuple[str, list[str]],
 ) -> None:
-    """No later poll can change a refused permission or an invalid request: raised, so the
-    framework answers FAILED with it now instead of after the whole bound."""
+    """No later poll can change a refused permission: raised, so the framework answers FAILED
+    with it now instead of after the whole bound."""
     event = delete_event(kubernetes.url)
-    with failing_calls("ec2", operation, (code, 400)), pytest.raises(ClientError, match=code):
+    with (
+        failing_calls("ec2", operation, ("UnauthorizedOperation", 403)),
+        pytest.raises(ClientError, match="UnauthorizedOperation"),
+    ):
         handler.is_complete(event)
+
+
+# EC2's common client errors that say the caller or the request is wrong, not the resource's
+# state (EC2 API reference, "Error codes for the Amazon EC2 API").
+PERMANENT_CODES = [
+    "UnauthorizedOperation",
+    "AuthFailure",
+    "InvalidParameter",
+    "InvalidParameterValue",
+    "InvalidParameterCombination",
+    "MissingParameter",
+    "UnknownParameter",
+]
+
+
+@pytest.mark.parametrize("code", PERMANENT_CODES)
+def test_a_permanent_refusal_about_one_eni_fails_the_delete(
+    code: str, ec2: Any, kubernetes: FakeKubernetes, everything_to_remove: tuple[str, list[str]]
+) -> None:
+    event = delete_event(kubernetes.url)
+    with (
+        failing_calls("ec2", "DeleteNetworkInterface", (code, 400)),
+        pytest.raises(ClientError, match=code),
+    ):
+        handler.is_complete(event)
+
+
+def test_a_refusal_about_the_state_of_one_eni_waits_for_the_next_poll(
+    ec2: Any, kubernetes: FakeKubernetes, everything_to_remove: tuple[str, list[str]]
+) -> None:
+    """InvalidNetworkInterface.InUse: attached again since it was listed; the other ENI still
+    goes in the same poll."""
+    _, enis = everything_to_remove
+    event = delete_event(kubernetes.url)
+    with failing_calls(
+        "ec2", "DeleteNetworkInterface", ("InvalidNetworkInterface.InUse", 400)
+    ) as answered:
+        assert not handler.is_complete(event)["IsComplete"]
+    assert len(answered) == 2
+    assert set(enis) <= eni_ids(ec2)
+    assert kubernetes.responses == []
 
 
 KUBERNETES_CALLS = [
