@@ -219,14 +219,14 @@ def _listing(items: list[str]) -> str:
 def is_transient(error: Exception) -> bool:
     """Throttling, a server error (5xx), or no answer at all: the same call may succeed later."""
     if isinstance(error, ClientError):
-        code = error.response.get("Error", {}).get("Code", "")
-        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        code = error.response["Error"]["Code"]
+        status: int = error.response["ResponseMetadata"]["HTTPStatusCode"]
         return code == EC2_THROTTLING_CODE or status >= 500
     return isinstance(error, UNANSWERED)
 
 
 def is_permanent(error: ClientError) -> bool:
-    return error.response.get("Error", {}).get("Code") in PERMANENT_CODES
+    return error.response["Error"]["Code"] in PERMANENT_CODES
 
 
 def teardown_step(cluster: Cluster, tags: TagKeys, force: bool, ec2: Any) -> Leftovers:
