@@ -763,3 +763,14 @@ def test_an_unreachable_api_with_nothing_in_ec2_completes_from_the_force_second(
     monkeypatch.setattr(time, "time", lambda: 5000.0)
     event["Data"] = {"ForceAfter": str(5000 - seconds_past_force), "Deadline": "9000"}
     assert handler.is_complete(event)["IsComplete"] is (seconds_past_force == 0)
+
+
+@pytest.mark.parametrize(("status", "transient"), [(499, False), (500, True), (503, True)])
+def test_a_server_error_is_any_5xx_and_nothing_below(status: int, transient: bool) -> None:
+    """5xx: the server failed, the same request may succeed (RFC 9110, 15.6); a 4xx other than
+    EC2's throttling code is the request's own fault."""
+    error = ClientError(
+        {"Error": {"Code": "SomeError"}, "ResponseMetadata": {"HTTPStatusCode": status}},
+        "DescribeInstances",
+    )
+    assert handler.is_transient(error) is transient
