@@ -2,9 +2,9 @@
 
 A custom resource whose delete (handler: karpenter_teardown_handler/index.py) removes the
 NodePools and EC2NodeClasses through the Kubernetes API, waits for Karpenter to terminate its
-nodes, terminates what no NodeClaim accounts for, sweeps leaked Multus ENIs, and fails listing
-what is left once the bound runs out. custom_resources.Provider polls isComplete, so the wait is
-not limited by Lambda's 15 minutes.
+nodes, terminates what no NodeClaim accounts for, sweeps the leaked ENIs of the node bootstrap
+(Multus) and of the VPC CNI, and fails listing what is left once the bound runs out.
+custom_resources.Provider polls isComplete, so the wait is not limited by Lambda's 15 minutes.
 
 The handler reaches the API server like the kubectl handler does: from the node subnets, in the
 security group CloudFormation owns for the cluster's API clients (the endpoint may be private or
@@ -46,10 +46,15 @@ KUBERNETES_GROUP = "karpenter-teardown"
 # After the handler's own deadline: two more polls, so its FAILED answer (listing what is left)
 # reaches CloudFormation before the framework's generic "Operation timed out".
 FRAMEWORK_GRACE_MINUTES = 1
-# Tags Karpenter puts on its instances and the node bootstrap on its ENIs (the handler filters
-# on the same keys; a test keeps the two in step).
+# Tags Karpenter puts on its instances (its controller policy requires them; its deletion
+# statement, and ours, condition on these two).
 KARPENTER_NODEPOOL_TAG = "karpenter.sh/nodepool"
 KARPENTER_CLUSTER_TAG_PREFIX = "kubernetes.io/cluster/"
+# What the VPC CNI puts on every ENI it creates (amazon-vpc-cni-k8s pkg/awsutils/awsutils.go:
+# eniNodeTagKey, eniClusterTagKey when aws-node has CLUSTER_NAME, eniDescriptionPrefix).
+VPC_CNI_INSTANCE_TAG = "node.k8s.amazonaws.com/instance_id"
+VPC_CNI_CLUSTER_TAG = "cluster.k8s.amazonaws.com/name"
+VPC_CNI_DESCRIPTION_PREFIX = "aws-K8S-"
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,8 @@ class KarpenterTeardownProps:
 
 
 class KarpenterTeardown(Construct):
-    """On delete: no NodeClaim, EC2NodeClass, Karpenter instance or Multus ENI is left."""
+    """On delete: no NodeClaim, EC2NodeClass, Karpenter instance or available ENI of the
+    cluster (Multus or VPC CNI) is left."""
 
     def __init__(self, scope: Construct, construct_id: str, props: KarpenterTeardownProps) -> None:
         super().__init__(scope, construct_id)
@@ -105,6 +111,14 @@ class KarpenterTeardown(Construct):
                 "ClusterCertificateAuthority": props.cluster.cluster_certificate_authority_data,
                 "TimeoutMinutes": str(props.timeout_minutes),
                 "ForceAfterMinutes": str(props.force_after_minutes),
+                # the handler filters on the tags the IAM statements below condition on
+                "KarpenterClusterTagKey": self._karpenter_cluster_tag,
+                "NodePoolTagKey": KARPENTER_NODEPOOL_TAG,
+                "MultusClusterTagKey": props.cluster_tag_key,
+                "MultusNetworkTagKey": props.eni_network_tag_key,
+                "VpcCniClusterTagKey": VPC_CNI_CLUSTER_TAG,
+                "VpcCniInstanceTagKey": VPC_CNI_INSTANCE_TAG,
+                "VpcCniDescriptionPrefix": VPC_CNI_DESCRIPTION_PREFIX,
             },
         )
         self.resource.node.add_dependency(*self.access)
@@ -150,11 +164,7 @@ class KarpenterTeardown(Construct):
                 resources=[self._any_ec2("instance")],
                 # the conditions of Karpenter's own deletion statement
                 conditions={
-                    "StringEquals": {
-                        f"aws:ResourceTag/{KARPENTER_CLUSTER_TAG_PREFIX}{props.cluster_name}": (
-                            "owned"
-                        )
-                    },
+                    "StringEquals": {f"aws:ResourceTag/{self._karpenter_cluster_tag}": "owned"},
                     "StringLike": {f"aws:ResourceTag/{KARPENTER_NODEPOOL_TAG}": "*"},
                 },
             )
@@ -170,6 +180,21 @@ class KarpenterTeardown(Construct):
                 },
             )
         )
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="DeleteVpcCniEnisOfThisCluster",
+                actions=["ec2:DeleteNetworkInterface"],
+                resources=[self._any_ec2("network-interface")],
+                conditions={
+                    "StringEquals": {f"aws:ResourceTag/{VPC_CNI_CLUSTER_TAG}": props.cluster_name},
+                    "Null": {f"aws:ResourceTag/{VPC_CNI_INSTANCE_TAG}": "false"},
+                },
+            )
+        )
+
+    @property
+    def _karpenter_cluster_tag(self) -> str:
+        return f"{KARPENTER_CLUSTER_TAG_PREFIX}{self._props.cluster_name}"
 
     def _any_ec2(self, resource: str) -> str:
         return Stack.of(self).format_arn(service="ec2", resource=resource, resource_name="*")
@@ -243,7 +268,7 @@ class KarpenterTeardown(Construct):
             Acknowledgment(
                 id="AwsSolutions::AwsSolutions-IAM5"
                 f"[Resource::{finding_text(self, self._any_ec2('network-interface'))}]",
-                reason="Leaked Multus ENI IDs are not known in advance; only ENIs the node "
-                "bootstrap tagged for this cluster may be deleted.",
+                reason="Leaked ENI IDs are not known in advance; only ENIs the node bootstrap "
+                "(Multus) or the VPC CNI tagged for this cluster may be deleted.",
             ),
         )

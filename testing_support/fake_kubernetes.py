@@ -5,7 +5,8 @@ over plain HTTP, or over HTTPS under a CA of its own as an EKS cluster does. Ref
 without an EKS-style bearer token, and (406, like the API server) requests that accept no JSON.
 Accepts the PUT of a CloudFormation response, so a test can read what the handler answered and
 with which Content-Type. `on_delete` lets a test play the Karpenter controller: it runs after an
-object is deleted.
+object is deleted. `failing` answers chosen requests with an error status instead (429 as the
+API server's priority and fairness throttles, 5xx), as long as the entry stays.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class FakeKubernetes:
     response_content_types: list[str | None] = field(default_factory=list)
     missing_collections: set[str] = field(default_factory=set)
     certificate_authority: str = ""
+    #: (method, path) -> HTTP status to answer instead.
+    failing: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def add(self, collection: str, name: str, **metadata: Any) -> None:
         self.objects.setdefault(collection, {})[name] = {"metadata": {"name": name, **metadata}}
@@ -78,7 +81,11 @@ def _handler(state: FakeKubernetes) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(payload)
 
-        def _authorized(self) -> bool:
+        def _admitted(self) -> bool:
+            status = state.failing.get((self.command, self.path))
+            if status:
+                self._answer(status, {"kind": "Status", "code": status})
+                return False
             token = self.headers.get("Authorization", "").removeprefix("Bearer ")
             if not is_eks_token(token):
                 self._answer(401, {"kind": "Status", "code": 401})
@@ -99,7 +106,7 @@ def _handler(state: FakeKubernetes) -> type[BaseHTTPRequestHandler]:
                 self._answer(404, {})
 
         def do_GET(self) -> None:
-            if not self._authorized():
+            if not self._admitted():
                 return
             if self.path in state.missing_collections:
                 self._answer(404, {"kind": "Status", "code": 404})
@@ -108,7 +115,7 @@ def _handler(state: FakeKubernetes) -> type[BaseHTTPRequestHandler]:
             self._answer(200, {"kind": "List", "items": items})
 
         def do_DELETE(self) -> None:
-            if not self._authorized():
+            if not self._admitted():
                 return
             collection, _, name = self.path.rpartition("/")
             if name not in state.objects.get(collection, {}):

@@ -8,7 +8,9 @@ requests) and can add latency or answer with injected errors. The fake IMDS serv
 the script reads, deriving network/interfaces/macs/ from moto's view of the instance's
 attachments. IPv4 prefixes on CreateNetworkInterface, which moto ignores, are modelled beside
 it (testing_support/ipv4_prefixes.py): the proxy assigns them, adds them to the answer, serves
-them at IMDS's ipv4-prefix path and releases them when the ENI is deleted.
+them at IMDS's ipv4-prefix path and releases them when the ENI is deleted. So is what EC2 does
+to an instance's ENIs when it terminates, which moto leaves attached (Ec2Emulator.terminated):
+the primary ENI and those attached with DeleteOnTermination are deleted, the others detached.
 """
 
 from __future__ import annotations
@@ -175,6 +177,10 @@ class Ec2Proxy:
         #: Consulted before forwarding a well-formed request: an (HTTP status, EC2 error code,
         #: message) answer instead of moto's, or None to forward (see EniAddressModel).
         self.model: Callable[[str, dict[str, str]], tuple[int, str, str] | None] | None = None
+        #: Attachment IDs a request set to DeleteOnTermination (moto does not keep it).
+        self.delete_on_termination: set[str] = set()
+        #: Called with the instance IDs of a TerminateInstances that EC2 carried out.
+        self.on_terminated: Callable[[list[str]], None] | None = None
         self._upstream_port = upstream_port
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
@@ -261,8 +267,16 @@ class Ec2Proxy:
                 if action == "CreateNetworkInterface":
                     return self._create_network_interface(params)
                 status, payload = self._forward(body)
-                if action == "DeleteNetworkInterface" and status == 200:
+                if status != 200:
+                    return status, payload
+                if action == "DeleteNetworkInterface":
                     proxy.prefixes.release(params.get("NetworkInterfaceId", ""))
+                if params.get("Attachment.DeleteOnTermination") == "true":
+                    proxy.delete_on_termination.add(params.get("Attachment.AttachmentId", ""))
+                if action == "TerminateInstances" and proxy.on_terminated:
+                    proxy.on_terminated(
+                        [value for name, value in params.items() if name.startswith("InstanceId.")]
+                    )
                 return status, payload
 
             def _create_network_interface(self, params: dict[str, str]) -> tuple[int, bytes]:
@@ -549,8 +563,15 @@ class Ec2Emulator:
         return EmulatedVpc(vpc_id, private, multus, group_id, networks)
 
     def launch_instance(
-        self, vpc: EmulatedVpc, az: str, cluster_name: str, instance_type: str = "m5.large"
+        self,
+        vpc: EmulatedVpc,
+        az: str,
+        cluster_name: str,
+        instance_type: str = "m5.large",
+        tags: Mapping[str, str] | None = None,
     ) -> str:
+        """An instance in the AZ's node subnet, tagged with the cluster (and `tags`)."""
+        instance_tags = {CLUSTER_TAG_KEY: cluster_name, **(tags or {})}
         reservation = self.ec2.run_instances(
             ImageId="ami-12c6146b",
             InstanceType=instance_type,
@@ -560,11 +581,34 @@ class Ec2Emulator:
             TagSpecifications=[
                 {
                     "ResourceType": "instance",
-                    "Tags": [{"Key": CLUSTER_TAG_KEY, "Value": cluster_name}],
+                    "Tags": [{"Key": k, "Value": v} for k, v in instance_tags.items()],
                 }
             ],
         )
         return str(reservation["Instances"][0]["InstanceId"])
+
+    def terminate_instances(self, instance_ids: list[str]) -> None:
+        """Terminates them as EC2 does (moto, then terminated's ENI model)."""
+        self.ec2.terminate_instances(InstanceIds=instance_ids)
+        self.terminated(instance_ids)
+
+    def terminated(self, instance_ids: list[str]) -> None:
+        """What EC2 does to the ENIs of terminated instances (EC2 user guide, "Elastic network
+        interfaces": the primary one and any attached with DeleteOnTermination are deleted,
+        the others detached), which moto leaves attached."""
+        attached = self.ec2.describe_network_interfaces(
+            Filters=[{"Name": "attachment.instance-id", "Values": instance_ids}]
+        )["NetworkInterfaces"]
+        for eni in attached:
+            attachment = eni["Attachment"]
+            if (
+                attachment["DeviceIndex"] == 0
+                or attachment["AttachmentId"] in self.proxy.delete_on_termination
+            ):
+                self.ec2.delete_network_interface(NetworkInterfaceId=eni["NetworkInterfaceId"])
+                self.proxy.prefixes.release(eni["NetworkInterfaceId"])
+            else:
+                self.ec2.detach_network_interface(AttachmentId=attachment["AttachmentId"])
 
     def ec2_state(self, _action: str, params: dict[str, str]) -> Ec2State:
         """The state IAM would consult for a call with these parameters (a state_probe)."""
@@ -582,7 +626,9 @@ class Ec2Emulator:
             )["NetworkInterfaces"]
         attached = {e["NetworkInterfaceId"]: e["Attachment"] for e in enis if e.get("Attachment")}
         instance_ids = {a["InstanceId"] for a in attached.values()}
-        instance_ids |= {params["InstanceId"]} if "InstanceId" in params else set()
+        instance_ids |= {
+            value for name, value in params.items() if name in {"InstanceId", "InstanceId.1"}
+        }
         instances = (
             self.ec2.describe_instances(InstanceIds=sorted(instance_ids))["Reservations"]
             if instance_ids
@@ -714,7 +760,9 @@ def running_emulator() -> Iterator[Ec2Emulator]:
         proxy = Ec2Proxy(port, prefixes)
         imds = FakeImds(ec2, prefixes)
         with tempfile.TemporaryDirectory(prefix="multus-emulator-") as work_dir:
-            yield Ec2Emulator(ec2=ec2, proxy=proxy, imds=imds, work_dir=Path(work_dir))
+            emulator = Ec2Emulator(ec2=ec2, proxy=proxy, imds=imds, work_dir=Path(work_dir))
+            proxy.on_terminated = emulator.terminated
+            yield emulator
     finally:
         for server in (proxy, imds):
             if server:

@@ -9,8 +9,12 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.awsrequest import AWSResponse
 from moto import mock_aws
 from moto.core.models import MockAWS
+
+#: An injected answer: (EC2 error code, HTTP status), or the exception botocore would raise.
+Fault = tuple[str, int] | Exception
 
 
 def fake_aws_credentials(monkeypatch: pytest.MonkeyPatch, region: str) -> None:
@@ -53,3 +57,34 @@ def moto_ec2_fixtures(region: str) -> tuple[Any, Any]:
         return boto3.client("ec2", region_name=region)
 
     return aws, ec2
+
+
+@contextmanager
+def failing_calls(service: str, operation: str, answer: Fault) -> Iterator[list[str]]:
+    """While active, every `operation` call of clients created from boto3's default session
+    fails as it does once botocore's own retries are spent: with the EC2 error `answer` names,
+    or with the exception botocore raises for a refused connection or a timeout. The call never
+    reaches moto. Yields the operations that failed so."""
+    if boto3.DEFAULT_SESSION is None:
+        boto3.setup_default_session()
+    session = boto3.DEFAULT_SESSION
+    assert session is not None
+    answered: list[str] = []
+
+    def fail(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        answered.append(operation)
+        if isinstance(answer, Exception):
+            raise answer
+        code, status = answer
+        parsed = {
+            "Error": {"Code": code, "Message": "injected"},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        }
+        return AWSResponse("https://injected", status, {}, None), parsed
+
+    event = f"before-call.{service}.{operation}"
+    session.events.register_first(event, fail, unique_id=f"failing-{event}")
+    try:
+        yield answered
+    finally:
+        session.events.unregister(event, unique_id=f"failing-{event}")

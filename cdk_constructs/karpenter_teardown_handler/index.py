@@ -1,9 +1,9 @@
 """Lambda handlers behind the KarpenterTeardown custom resource (custom_resources.Provider).
 
-Karpenter's instances and the Multus ENIs of the node bootstrap are not CloudFormation
-resources, so nothing else removes them before the cluster and network go. This resource is
-deleted first (it depends on the Karpenter controller, the node role's access entry and the
-in-cluster charts), and on delete:
+Karpenter's instances, the Multus ENIs of the node bootstrap and the ENIs the VPC CNI leaks are
+not CloudFormation resources, so nothing else removes them before the cluster and network go.
+This resource is deleted first (it depends on the Karpenter controller, the node role's access
+entry and the in-cluster charts), and on delete:
 
 1. deletes every NodePool and EC2NodeClass through the Kubernetes API, so the still running
    controller drains and terminates its nodes (bounded by the NodePool's
@@ -11,14 +11,27 @@ in-cluster charts), and on delete:
 2. terminates through EC2 any instance tagged for this cluster by Karpenter that no NodeClaim
    accounts for any more (Karpenter gone, or the drain past its time);
 3. once no such instance is left, deletes the available ENIs the node bootstrap tagged for this
-   cluster (those whose node died before DeleteOnTermination was set);
+   cluster (those whose node died before DeleteOnTermination was set) and the available ENIs
+   the VPC CNI tagged for it (detached but never deleted, e.g. when their node went first);
 4. completes when no NodeClaim, EC2NodeClass, tagged instance or tagged ENI remains, and fails
    listing what is left once the configured bound has passed.
+
+Errors: the Provider framework answers FAILED to CloudFormation for every exception isComplete
+raises; only its own Retry, which it raises when isComplete answers IsComplete false, means
+"poll again" (aws-cdk-lib custom-resources/lib/provider-framework/runtime/framework.ts and
+cfn-response.ts, safeHandler). So a throttled, 5xx, refused or timed-out EC2 call is logged and
+answered "not complete"; so is a Kubernetes API that does not answer, until ForceAfter, when EC2
+alone decides. An error no later poll can change (access denied, a request EC2 calls invalid) is
+raised and fails the delete at once. A refusal about one resource (a termination-protected
+instance, an ENI in use) leaves that resource listed until the bound.
 
 Create and Update do nothing; the physical ID never changes, so updates never tear down.
 
 Resource properties: ClusterName, ClusterEndpoint, ClusterCertificateAuthority (base64 PEM),
-TimeoutMinutes, ForceAfterMinutes (when EC2 termination stops waiting for Karpenter).
+TimeoutMinutes, ForceAfterMinutes (when EC2 termination stops waiting for Karpenter), and the
+tag contract of what it removes (TagKeys): KarpenterClusterTagKey, NodePoolTagKey,
+MultusClusterTagKey, MultusNetworkTagKey, VpcCniClusterTagKey, VpcCniInstanceTagKey,
+VpcCniDescriptionPrefix.
 """
 
 from __future__ import annotations
@@ -31,24 +44,20 @@ import ssl
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import boto3
-from botocore.exceptions import ClientError
+from botocore.config import Config
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotocoreConnectionError
 from botocore.model import ServiceId
 from botocore.signers import RequestSigner
 
 LOG = logging.getLogger()
 LOG.setLevel(logging.INFO)
-
-# Tags Karpenter puts on every instance it launches (its controller policy requires them;
-# its deletion statement, and ours, condition on these two).
-KARPENTER_CLUSTER_TAG_PREFIX = "kubernetes.io/cluster/"
-NODEPOOL_TAG = "karpenter.sh/nodepool"
-# Tag keys the node bootstrap puts on every Multus ENI (node_bootstrap.renderer).
-CLUSTER_TAG = "eks:eks-cluster-name"
-MULTUS_NETWORK_TAG = "multus-eni/network"
 
 NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
 NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
@@ -58,6 +67,29 @@ LIVE_INSTANCE_STATES = ["pending", "running", "stopping", "stopped", "shutting-d
 MAX_LISTED = 20
 MAX_REASON_CHARS = 2000
 HTTP_TIMEOUT_SECONDS = 10
+# A poll must end well inside the function's 2 minutes (a Lambda timeout is an error, which the
+# framework answers FAILED): short connect/read timeouts, few attempts, and a poll stops at the
+# first call that fails transiently; the next poll is 30 s on.
+EC2_CONFIG = Config(
+    connect_timeout=5, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 3}
+)
+# EC2's answer to a throttled request (EC2 API reference, "Error codes for the Amazon EC2 API").
+EC2_THROTTLING_CODE = "RequestLimitExceeded"
+# Refusals of a call about one resource that no later poll can change: the role may not make
+# it, or EC2 calls the request itself wrong (EC2 API reference, "Common client error codes").
+PERMANENT_CODES = frozenset(
+    {
+        "UnauthorizedOperation",
+        "AuthFailure",
+        "InvalidParameter",
+        "InvalidParameterValue",
+        "InvalidParameterCombination",
+        "MissingParameter",
+        "UnknownParameter",
+    }
+)
+# Errors of a call that never got EC2's answer: refused or dropped connections, timeouts.
+UNANSWERED = (BotocoreConnectionError, HTTPClientError)
 
 
 def on_event(event: dict[str, Any], _context: object = None) -> dict[str, Any]:
@@ -82,10 +114,12 @@ def is_complete(event: dict[str, Any], _context: object = None) -> dict[str, Any
     props = event["ResourceProperties"]
     data = event["Data"]
     leftovers = teardown_step(
-        cluster=Cluster(
+        Cluster(
             props["ClusterName"], props["ClusterEndpoint"], props["ClusterCertificateAuthority"]
         ),
+        TagKeys.of(props),
         force=time.time() >= float(data["ForceAfter"]),
+        ec2=boto3.client("ec2", config=EC2_CONFIG),
     )
     if leftovers.empty:
         LOG.info("teardown complete: nothing of %s left", props["ClusterName"])
@@ -105,20 +139,56 @@ class Cluster:
     certificate_authority: str
 
 
+@dataclass(frozen=True)
+class TagKeys:
+    """The tags that mark what the teardown may remove, as the construct passes them."""
+
+    karpenter_cluster: str  # kubernetes.io/cluster/<name>=owned on Karpenter's instances
+    node_pool: str  # on every instance Karpenter launches
+    multus_cluster: str  # value: the cluster name, on the node bootstrap's Multus ENIs
+    multus_network: str  # on the Multus ENIs only
+    vpc_cni_cluster: str  # value: the cluster name, on the VPC CNI's ENIs
+    vpc_cni_instance: str  # on every ENI the VPC CNI creates
+    vpc_cni_description_prefix: str
+
+    @classmethod
+    def of(cls, props: dict[str, Any]) -> TagKeys:
+        return cls(
+            karpenter_cluster=props["KarpenterClusterTagKey"],
+            node_pool=props["NodePoolTagKey"],
+            multus_cluster=props["MultusClusterTagKey"],
+            multus_network=props["MultusNetworkTagKey"],
+            vpc_cni_cluster=props["VpcCniClusterTagKey"],
+            vpc_cni_instance=props["VpcCniInstanceTagKey"],
+            vpc_cni_description_prefix=props["VpcCniDescriptionPrefix"],
+        )
+
+
 @dataclass
 class Leftovers:
-    """What still exists; `kubernetes_error` when the API could not be asked."""
+    """What still exists, and what could not be asked this poll (`forced`: past ForceAfter)."""
 
+    forced: bool
     node_claims: list[str] = field(default_factory=list)
     node_classes: list[str] = field(default_factory=list)
     instances: list[str] = field(default_factory=list)
     network_interfaces: list[str] = field(default_factory=list)
+    vpc_cni_network_interfaces: list[str] = field(default_factory=list)
+    # The Kubernetes API did not answer: unknown until `forced`, then EC2 alone decides.
     kubernetes_error: str | None = None
+    # An EC2 call failed transiently: this poll saw only part of what is left.
+    ec2_error: str | None = None
 
     @property
     def empty(self) -> bool:
+        unknown = self.ec2_error or (self.kubernetes_error and not self.forced)
         return not (
-            self.node_claims or self.node_classes or self.instances or self.network_interfaces
+            unknown
+            or self.node_claims
+            or self.node_classes
+            or self.instances
+            or self.network_interfaces
+            or self.vpc_cni_network_interfaces
         )
 
     def describe(self) -> str:
@@ -129,11 +199,14 @@ class Leftovers:
                 ("EC2NodeClasses", self.node_classes),
                 ("instances", self.instances),
                 ("ENIs", self.network_interfaces),
+                ("VPC CNI ENIs", self.vpc_cni_network_interfaces),
             )
             if items
         ]
         if self.kubernetes_error:
             parts.append(f"(Kubernetes API: {self.kubernetes_error})")
+        if self.ec2_error:
+            parts.append(f"(EC2, polling again: {self.ec2_error})")
         return "; ".join(parts)
 
 
@@ -143,36 +216,61 @@ def _listing(items: list[str]) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-def teardown_step(cluster: Cluster, force: bool) -> Leftovers:
+def is_transient(error: Exception) -> bool:
+    """Throttling, a server error (5xx), or no answer at all: the same call may succeed later."""
+    if isinstance(error, ClientError):
+        code = error.response["Error"]["Code"]
+        status: int = error.response["ResponseMetadata"]["HTTPStatusCode"]
+        return code == EC2_THROTTLING_CODE or status >= 500
+    return isinstance(error, UNANSWERED)
+
+
+def is_permanent(error: ClientError) -> bool:
+    return error.response["Error"]["Code"] in PERMANENT_CODES
+
+
+def teardown_step(cluster: Cluster, tags: TagKeys, force: bool, ec2: Any) -> Leftovers:
     """One pass: ask Karpenter to let go, take over what it no longer accounts for, sweep ENIs."""
-    leftovers = Leftovers()
+    leftovers = Leftovers(forced=force)
     try:
         kubernetes = KubernetesApi(cluster)
         leftovers.node_claims, leftovers.node_classes = kubernetes.delete_node_pools_and_classes()
     except (OSError, ValueError, urllib.error.URLError) as error:
-        # Unreachable API or a cluster that never came up: EC2 alone decides.
+        # Unreachable or refusing API: poll again; once forced, EC2 alone decides.
         leftovers.kubernetes_error = str(error)
         LOG.warning("Kubernetes API unavailable: %s", error)
-    ec2 = boto3.client("ec2")
-    leftovers.instances = karpenter_instances(ec2, cluster.name)
-    # Karpenter accounts for an instance through its NodeClaim; without NodeClaims (or when
-    # the drain has had its time) what is left is ours to terminate.
-    karpenter_done = leftovers.kubernetes_error is None and not leftovers.node_claims
-    if leftovers.instances and (karpenter_done or force):
-        terminate(ec2, leftovers.instances)
-        leftovers.instances = karpenter_instances(ec2, cluster.name)
-    leftovers.network_interfaces = multus_network_interfaces(ec2, cluster.name)
-    if not leftovers.instances:
-        sweep(ec2, leftovers.network_interfaces)
-        leftovers.network_interfaces = multus_network_interfaces(ec2, cluster.name)
+    try:
+        _ec2_step(ec2, cluster.name, tags, leftovers)
+    except (ClientError, *UNANSWERED) as error:
+        if not is_transient(error):
+            raise
+        leftovers.ec2_error = str(error)
+        LOG.warning("EC2 did not answer, polling again: %s", error)
     return leftovers
 
 
-def karpenter_instances(ec2: Any, cluster_name: str) -> list[str]:
+def _ec2_step(ec2: Any, cluster_name: str, tags: TagKeys, leftovers: Leftovers) -> None:
+    leftovers.instances = karpenter_instances(ec2, tags)
+    # Karpenter accounts for an instance through its NodeClaim; without NodeClaims (or when
+    # the drain has had its time) what is left is ours to terminate.
+    karpenter_done = leftovers.kubernetes_error is None and not leftovers.node_claims
+    if leftovers.instances and (karpenter_done or leftovers.forced):
+        terminate(ec2, leftovers.instances)
+        leftovers.instances = karpenter_instances(ec2, tags)
+    leftovers.network_interfaces = multus_network_interfaces(ec2, cluster_name, tags)
+    leftovers.vpc_cni_network_interfaces = vpc_cni_network_interfaces(ec2, cluster_name, tags)
+    if not leftovers.instances:
+        # Only once no instance of ours is left: until then an ENI may be on its way to one.
+        sweep(ec2, [*leftovers.network_interfaces, *leftovers.vpc_cni_network_interfaces])
+        leftovers.network_interfaces = multus_network_interfaces(ec2, cluster_name, tags)
+        leftovers.vpc_cni_network_interfaces = vpc_cni_network_interfaces(ec2, cluster_name, tags)
+
+
+def karpenter_instances(ec2: Any, tags: TagKeys) -> list[str]:
     pages = ec2.get_paginator("describe_instances").paginate(
         Filters=[
-            {"Name": f"tag:{KARPENTER_CLUSTER_TAG_PREFIX}{cluster_name}", "Values": ["owned"]},
-            {"Name": "tag-key", "Values": [NODEPOOL_TAG]},
+            {"Name": f"tag:{tags.karpenter_cluster}", "Values": ["owned"]},
+            {"Name": "tag-key", "Values": [tags.node_pool]},
             {"Name": "instance-state-name", "Values": LIVE_INSTANCE_STATES},
         ]
     )
@@ -184,13 +282,35 @@ def karpenter_instances(ec2: Any, cluster_name: str) -> list[str]:
     ]
 
 
-def multus_network_interfaces(ec2: Any, cluster_name: str) -> list[str]:
-    pages = ec2.get_paginator("describe_network_interfaces").paginate(
-        Filters=[
-            {"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster_name]},
-            {"Name": "tag-key", "Values": [MULTUS_NETWORK_TAG]},
-        ]
+def multus_network_interfaces(ec2: Any, cluster_name: str, tags: TagKeys) -> list[str]:
+    """Every Multus ENI of the cluster, attached or not: an attached one outlives the sweep
+    only while its instance lives."""
+    return _network_interfaces(
+        ec2,
+        [
+            {"Name": f"tag:{tags.multus_cluster}", "Values": [cluster_name]},
+            {"Name": "tag-key", "Values": [tags.multus_network]},
+        ],
     )
+
+
+def vpc_cni_network_interfaces(ec2: Any, cluster_name: str, tags: TagKeys) -> list[str]:
+    """The VPC CNI's available ENIs of the cluster, found as its own leaked-ENI cleanup finds
+    them (amazon-vpc-cni-k8s pkg/awsutils/awsutils.go, getLeakedENIs): its instance tag, its
+    cluster tag and its description. Attached ones belong to live nodes and go with them."""
+    return _network_interfaces(
+        ec2,
+        [
+            {"Name": f"tag:{tags.vpc_cni_cluster}", "Values": [cluster_name]},
+            {"Name": "tag-key", "Values": [tags.vpc_cni_instance]},
+            {"Name": "description", "Values": [f"{tags.vpc_cni_description_prefix}*"]},
+            {"Name": "status", "Values": ["available"]},
+        ],
+    )
+
+
+def _network_interfaces(ec2: Any, filters: list[dict[str, Any]]) -> list[str]:
+    pages = ec2.get_paginator("describe_network_interfaces").paginate(Filters=filters)
     return [
         f"{eni['NetworkInterfaceId']} ({eni['Status']})"
         for page in pages
@@ -201,23 +321,31 @@ def multus_network_interfaces(ec2: Any, cluster_name: str) -> list[str]:
 def terminate(ec2: Any, instance_ids: list[str]) -> None:
     # One call per instance: EC2 refuses a whole batch when one member is protected.
     for instance_id in instance_ids:
-        try:
-            ec2.terminate_instances(InstanceIds=[instance_id])
-            LOG.info("terminating %s", instance_id)
-        except ClientError as error:
-            LOG.warning("cannot terminate %s: %s", instance_id, error)
+        _per_resource(
+            f"terminate {instance_id}", partial(ec2.terminate_instances, InstanceIds=[instance_id])
+        )
 
 
 def sweep(ec2: Any, network_interfaces: list[str]) -> None:
     for described in network_interfaces:
         eni_id, status = described.split(" ", 1)
-        if status != "(available)":
-            continue
-        try:
-            ec2.delete_network_interface(NetworkInterfaceId=eni_id)
-            LOG.info("deleted leaked Multus ENI %s", eni_id)
-        except ClientError as error:
-            LOG.warning("cannot delete %s: %s", eni_id, error)
+        if status == "(available)":
+            _per_resource(
+                f"delete leaked ENI {eni_id}",
+                partial(ec2.delete_network_interface, NetworkInterfaceId=eni_id),
+            )
+
+
+def _per_resource(what: str, call: Callable[[], object]) -> None:
+    """One call about one resource: a refusal about that resource leaves it listed for the next
+    poll; a transient error ends this poll, a permanent one fails the delete (both raised)."""
+    try:
+        call()
+        LOG.info("%s: done", what)
+    except (ClientError, *UNANSWERED) as error:
+        if is_transient(error) or (isinstance(error, ClientError) and is_permanent(error)):
+            raise
+        LOG.warning("cannot %s: %s", what, error)
 
 
 class KubernetesApi:
@@ -293,9 +421,11 @@ def eks_token(cluster_name: str) -> str:
 def fail(event: dict[str, Any], reason: str) -> None:
     """Answers CloudFormation FAILED with `reason` through the request's presigned URL.
 
-    The Provider framework's own timeout answer always says "Operation timed out" and an
-    exception here would only be retried, so the teardown reports its leftovers itself; the
-    framework's later timeout answer finds the resource already failed.
+    Raising would fail the delete too (the framework answers FAILED for any exception), but
+    with the whole stack trace as the reason, uncut, where CloudFormation takes a response of
+    at most 4096 bytes; the framework's own timeout answer only says "Operation timed out".
+    So the teardown reports its leftovers itself; the framework's later answers find the
+    resource already failed.
     """
     LOG.error(reason)
     body = json.dumps(

@@ -1,12 +1,13 @@
-"""Call-level IAM: every EC2 call the node bootstrap, the Multus pod IP agent and the
-CIDR-reservation handler make, evaluated against the synthesized policy of the role that makes
-it.
+"""Call-level IAM: every EC2 call the node bootstrap, the Multus pod IP agent, the
+CIDR-reservation handler and the Karpenter teardown handler make, evaluated against the
+synthesized policy of the role that makes it.
 
-The bootstrap and the agent (both on the node role) run against the emulator (moto_server
-behind the recording proxy), which notes for each call the EC2 state IAM would consult (tags,
-subnet and VPC of the ENIs, attachments). The handler runs in-process against moto, its boto3
-calls recorded through a botocore event hook. The policies come from the default app's
-templates, with the Multus subnets and security group resolved to the emulator's IDs.
+The bootstrap, the agent (both on the node role) and the teardown run against the emulator
+(moto_server behind the recording proxy), which notes for each call the EC2 state IAM would
+consult (tags, subnet and VPC of the ENIs, attachments). The reservation handler runs
+in-process against moto, its boto3 calls recorded through a botocore event hook. The policies
+come from the default app's templates, with the Multus subnets and security group resolved to
+the emulator's IDs.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from cdk_constructs import karpenter_teardown
 from cdk_constructs.subnet_cidr_reservation import HANDLER_DIR
 from cdk_constructs.subnet_cidr_reservation_handler import index as handler
 from config import parse_config
@@ -51,6 +53,7 @@ from testing_support.multus_emulator import (
     running_emulator,
 )
 from testing_support.pod_ip_node import EMULATOR_RANGES, PodIpNode, pod_ip_vpc, wait_until
+from testing_support.teardown_emulation import TeardownRun, destroy_a_cluster
 from tests.conftest import REPO, SynthesizedApp
 from tests.moto_helpers import fake_aws_credentials
 
@@ -400,6 +403,139 @@ def test_the_handler_role_allows_every_handler_call(
         if not (decision := evaluate(handler_statements, request)).allowed
     ]
     assert denied == []
+
+
+# --- the teardown's calls ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def teardown_run(templates: dict[str, dict[str, Any]]) -> TeardownRun:
+    """A destroy on an emulator of its own (the teardown terminates and deletes what it finds
+    of the cluster, which the other runs here must keep)."""
+    (resource,) = _resources(templates[CLUSTER_STACK], "Custom::KarpenterTeardown").values()
+    with running_emulator() as own:
+        own.proxy.state_probe = own.ec2_state
+        run = destroy_a_cluster(own, own.create_multus_vpc(), CLUSTER, resource["Properties"])
+    assert run.complete
+    return run
+
+
+@pytest.fixture(scope="module")
+def teardown_statements(templates: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    cluster = templates[CLUSTER_STACK]
+    (function,) = [
+        f
+        for f in _resources(cluster, "AWS::Lambda::Function").values()
+        if f["Properties"].get("Handler") == "index.is_complete"
+    ]
+    role_id = function["Properties"]["Role"]["Fn::GetAtt"][0]
+    return role_statements(cluster, role_id, _resolver(templates, CLUSTER_STACK, {}))
+
+
+def _teardown_requests(run: TeardownRun) -> list[tuple[RecordedCall, AuthorizationRequest]]:
+    return [
+        (call, request)
+        for call in run.calls
+        for request in authorization_requests(
+            Ec2Call(call.action, call.params, call.observed), Caller(REGION)
+        )
+    ]
+
+
+def _teardown_actions() -> set[str]:
+    source = (REPO / karpenter_teardown.HANDLER_DIR / "index.py").read_text()
+    methods = set(re.findall(r"ec2\.(\w+)\b", source)) - {"get_paginator"}
+    methods |= set(re.findall(r'get_paginator\("(\w+)"\)', source))
+    return {"".join(part.title() for part in method.split("_")) for method in methods}
+
+
+def test_the_teardown_run_makes_every_ec2_call_in_the_handler(teardown_run: TeardownRun) -> None:
+    assert {call.action for call in teardown_run.calls} == _teardown_actions()
+
+
+def test_the_teardown_role_allows_every_teardown_call(
+    teardown_run: TeardownRun, teardown_statements: list[dict[str, Any]]
+) -> None:
+    requests = _teardown_requests(teardown_run)
+    denied = [
+        f"{request.describe()}: {decision.reason}"
+        for _, request in requests
+        if not (decision := evaluate(teardown_statements, request)).allowed
+    ]
+    assert denied == []
+    deleted = {
+        c.params["NetworkInterfaceId"] for c, _ in requests if c.action == "DeleteNetworkInterface"
+    }
+    assert len(deleted) == 2  # the leaked Multus ENI and the leaked VPC CNI ENI
+
+
+TEARDOWN_SIDS = [
+    "DescribeWhatIsLeft",
+    "TerminateKarpenterInstancesOfThisCluster",
+    "DeleteMultusEnisOfThisCluster",
+    "DeleteVpcCniEnisOfThisCluster",
+]
+
+
+def test_the_teardown_statements_under_test_are_the_synthesized_ones(
+    teardown_statements: list[dict[str, Any]],
+) -> None:
+    assert sorted(_sids(teardown_statements)) == sorted(TEARDOWN_SIDS)
+
+
+@pytest.mark.parametrize("sid", TEARDOWN_SIDS)
+def test_removing_any_teardown_statement_denies_a_teardown_call(
+    sid: str, teardown_run: TeardownRun, teardown_statements: list[dict[str, Any]]
+) -> None:
+    remaining = [s for s in teardown_statements if s.get("Sid") != sid]
+    assert any(
+        not evaluate(remaining, request).allowed for _, request in _teardown_requests(teardown_run)
+    ), f"nothing needs {sid}"
+
+
+@pytest.mark.parametrize(
+    "tags",
+    [
+        pytest.param(
+            {"cluster.k8s.amazonaws.com/name": "other-cluster"}, id="other-clusters-vpc-cni-eni"
+        ),
+        pytest.param({"cluster.k8s.amazonaws.com/name": CLUSTER}, id="no-vpc-cni-instance-tag"),
+        pytest.param({CLUSTER_TAG_KEY: CLUSTER}, id="cluster-tag-but-no-multus-network"),
+        pytest.param({}, id="untagged"),
+    ],
+)
+def test_the_teardown_deletes_only_enis_tagged_for_this_cluster(
+    tags: dict[str, str], teardown_run: TeardownRun, teardown_statements: list[dict[str, Any]]
+) -> None:
+    """IAM allows ec2:DeleteNetworkInterface to condition on aws:ResourceTag of the
+    network-interface (IAM service reference, Amazon EC2); both delete statements do."""
+    deletes = [c for c in teardown_run.calls if c.action == "DeleteNetworkInterface"]
+    for call in deletes:
+        state: Ec2State = call.observed
+        retagged = replace(state, eni_tags={eni: tags for eni in state.eni_tags})
+        (request,) = authorization_requests(
+            Ec2Call(call.action, call.params, retagged), Caller(REGION)
+        )
+        assert not evaluate(teardown_statements, request).allowed, call
+
+
+def test_the_teardown_terminates_only_karpenters_instances_of_this_cluster(
+    teardown_run: TeardownRun, teardown_statements: list[dict[str, Any]]
+) -> None:
+    terminations = [c for c in teardown_run.calls if c.action == "TerminateInstances"]
+    assert terminations
+    for call in terminations:
+        state: Ec2State = call.observed
+        other = replace(
+            state,
+            instance_tags={
+                i: {"kubernetes.io/cluster/other": "owned"} for i in state.instance_tags
+            },
+        )
+        (request,) = authorization_requests(
+            Ec2Call(call.action, call.params, other), Caller(REGION)
+        )
+        assert not evaluate(teardown_statements, request).allowed
 
 
 # --- every statement is needed, and the scoping holds ------------------------------------------

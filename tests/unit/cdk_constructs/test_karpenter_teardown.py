@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from cdk_constructs import karpenter_teardown
 from cdk_constructs.karpenter_teardown_handler import index as handler
 from config import parse_config
 from config.model import TEARDOWN_TIMEOUT_LIMIT_MINUTES as LONGEST_TEARDOWN
@@ -159,6 +158,14 @@ def test_ec2_rights_are_scoped_to_this_clusters_tags(cluster: dict[str, Any]) ->
         "StringEquals": {"aws:ResourceTag/eks:eks-cluster-name": "eks-karpenterwithmultus"},
         "Null": {"aws:ResourceTag/multus-eni/network": "false"},
     }
+    vpc_cni = statements["DeleteVpcCniEnisOfThisCluster"]
+    assert vpc_cni["Action"] == "ec2:DeleteNetworkInterface"
+    assert vpc_cni["Condition"] == {
+        "StringEquals": {
+            "aws:ResourceTag/cluster.k8s.amazonaws.com/name": "eks-karpenterwithmultus"
+        },
+        "Null": {"aws:ResourceTag/node.k8s.amazonaws.com/instance_id": "false"},
+    }
 
 
 def test_is_complete_runs_where_the_kubectl_handler_does(
@@ -174,8 +181,60 @@ def test_is_complete_runs_where_the_kubectl_handler_does(
     assert is_complete["Properties"]["Handler"] == "index.is_complete"
 
 
-def test_handler_tag_keys_match_the_node_bootstrap_and_the_iam_conditions() -> None:
-    assert handler.CLUSTER_TAG == CLUSTER_TAG_KEY
-    assert handler.MULTUS_NETWORK_TAG == NETWORK_TAG_KEY
-    assert handler.NODEPOOL_TAG == karpenter_teardown.KARPENTER_NODEPOOL_TAG
-    assert handler.KARPENTER_CLUSTER_TAG_PREFIX == karpenter_teardown.KARPENTER_CLUSTER_TAG_PREFIX
+def test_the_handler_gets_its_tag_keys_from_the_template(cluster: dict[str, Any]) -> None:
+    """One source for each tag key: the handler reads them from its properties, which hold the
+    node bootstrap's keys (node_bootstrap.renderer), Karpenter's instance tags and the VPC
+    CNI's ENI tags and description (amazon-vpc-cni-k8s pkg/awsutils/awsutils.go: eniNodeTagKey,
+    eniClusterTagKey, eniDescriptionPrefix)."""
+    properties = teardown(cluster)["Properties"]
+    keys = handler.TagKeys.of(properties)
+    assert keys == handler.TagKeys(
+        karpenter_cluster="kubernetes.io/cluster/eks-karpenterwithmultus",
+        node_pool="karpenter.sh/nodepool",
+        multus_cluster=CLUSTER_TAG_KEY,
+        multus_network=NETWORK_TAG_KEY,
+        vpc_cni_cluster="cluster.k8s.amazonaws.com/name",
+        vpc_cni_instance="node.k8s.amazonaws.com/instance_id",
+        vpc_cni_description_prefix="aws-K8S-",
+    )
+    statements = {
+        s.get("Sid"): s
+        for policy in resources(cluster, "AWS::IAM::Policy").values()
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    }
+    conditioned = {
+        key.removeprefix("aws:ResourceTag/")
+        for sid in (
+            "TerminateKarpenterInstancesOfThisCluster",
+            "DeleteMultusEnisOfThisCluster",
+            "DeleteVpcCniEnisOfThisCluster",
+        )
+        for condition in statements[sid]["Condition"].values()
+        for key in condition
+    }
+    assert conditioned == {
+        keys.karpenter_cluster,
+        keys.node_pool,
+        keys.multus_cluster,
+        keys.multus_network,
+        keys.vpc_cni_cluster,
+        keys.vpc_cni_instance,
+    }
+
+
+def test_a_poll_ends_inside_the_functions_timeout(cluster: dict[str, Any]) -> None:
+    """A Lambda timeout is an error, which the Provider framework answers FAILED
+    (provider-framework runtime/framework.ts, invokeUserFunction: FunctionError): the slowest
+    poll (every Kubernetes request at its timeout, then one EC2 call timing out on each attempt,
+    which ends the poll) must leave room in the function's timeout."""
+    functions = resources(cluster, "AWS::Lambda::Function")
+    (is_complete,) = [r for k, r in functions.items() if k.startswith("TeardownIsComplete")]
+    config = handler.EC2_CONFIG
+    attempts = config.retries["total_max_attempts"]  # the first request and the retries
+    # standard retry mode: a random backoff of at most 2**(attempt-1) s between attempts
+    backoff = sum(2**attempt for attempt in range(attempts - 1))
+    one_ec2_call = attempts * (config.connect_timeout + config.read_timeout) + backoff
+    # per poll: list NodePools and EC2NodeClasses, delete one of each, list NodeClaims and
+    # EC2NodeClasses
+    kubernetes = 6 * handler.HTTP_TIMEOUT_SECONDS
+    assert one_ec2_call + kubernetes < is_complete["Properties"]["Timeout"]

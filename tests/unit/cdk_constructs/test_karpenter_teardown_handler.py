@@ -14,6 +14,7 @@ from typing import Any
 import boto3
 import botocore.auth
 import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
 from cdk_constructs.karpenter_teardown_handler import index as handler
 from node_bootstrap.renderer import CLUSTER_TAG_KEY, NETWORK_TAG_KEY
@@ -25,7 +26,7 @@ from testing_support.fake_kubernetes import (
     running_fake_kubernetes,
     self_signed_authority,
 )
-from tests.moto_helpers import moto_ec2_fixtures
+from tests.moto_helpers import Fault, failing_calls, moto_ec2_fixtures
 
 REGION = "us-west-2"
 CLUSTER = "eks-telco"
@@ -38,6 +39,22 @@ NODEPOOLS, NODECLAIMS, NODECLASSES = (
 # moto terminates an instance at once, so a teardown that can finish does so in one poll here;
 # two more show that waiting changes nothing.
 MAX_POLLS = 3
+# What the VPC CNI puts on the ENIs it creates (amazon-vpc-cni-k8s pkg/awsutils/awsutils.go:
+# eniNodeTagKey, eniClusterTagKey, eniDescriptionPrefix + instance ID).
+VPC_CNI_INSTANCE_TAG = "node.k8s.amazonaws.com/instance_id"
+VPC_CNI_CLUSTER_TAG = "cluster.k8s.amazonaws.com/name"
+VPC_CNI_DESCRIPTION_PREFIX = "aws-K8S-"
+TAG_PROPERTIES = {
+    # Karpenter's instance tags (its controller policy requires them on every launch)
+    "KarpenterClusterTagKey": f"kubernetes.io/cluster/{CLUSTER}",
+    "NodePoolTagKey": "karpenter.sh/nodepool",
+    "MultusClusterTagKey": CLUSTER_TAG_KEY,
+    "MultusNetworkTagKey": NETWORK_TAG_KEY,
+    "VpcCniClusterTagKey": VPC_CNI_CLUSTER_TAG,
+    "VpcCniInstanceTagKey": VPC_CNI_INSTANCE_TAG,
+    "VpcCniDescriptionPrefix": VPC_CNI_DESCRIPTION_PREFIX,
+}
+TAGS = handler.TagKeys.of(TAG_PROPERTIES)
 
 
 aws, ec2 = moto_ec2_fixtures(REGION)
@@ -94,6 +111,29 @@ def leaked_eni(ec2: Any, subnet_id: str, cluster: str) -> str:
     return str(eni["NetworkInterfaceId"])
 
 
+def vpc_cni_eni(
+    ec2: Any,
+    subnet_id: str,
+    cluster: str | None = CLUSTER,
+    *,
+    description: str = f"{VPC_CNI_DESCRIPTION_PREFIX}i-0123456789abcdef0",
+    instance_tag: bool = True,
+) -> str:
+    """An ENI as the VPC CNI creates it for a node (tags and description), not attached; with
+    `cluster` None as it creates them when aws-node has no CLUSTER_NAME."""
+    pairs = {"node.k8s.amazonaws.com/createdAt": "2026-11-30T12:00:00Z"}
+    if cluster is not None:
+        pairs[VPC_CNI_CLUSTER_TAG] = cluster
+    if instance_tag:
+        pairs[VPC_CNI_INSTANCE_TAG] = "i-0123456789abcdef0"
+    eni = ec2.create_network_interface(
+        SubnetId=subnet_id,
+        Description=description,
+        TagSpecifications=tags(pairs, "network-interface"),
+    )["NetworkInterface"]
+    return str(eni["NetworkInterfaceId"])
+
+
 def state(ec2: Any, instance_id: str) -> str:
     reservation = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]
     return str(reservation["Instances"][0]["State"]["Name"])
@@ -117,6 +157,7 @@ def delete_event(endpoint: str, **overrides: Any) -> dict[str, Any]:
             "ClusterCertificateAuthority": "",
             "TimeoutMinutes": "30",
             "ForceAfterMinutes": "20",
+            **TAG_PROPERTIES,
         },
     }
     event.update(handler.on_event(event))
@@ -267,7 +308,7 @@ def test_every_instance_state_but_terminated_is_a_leftover(ec2: Any) -> None:
     ec2.meta.events.register(
         "provide-client-params.ec2.DescribeInstances", lambda params, **_: sent.append(params)
     )
-    handler.karpenter_instances(ec2, CLUSTER)
+    handler.karpenter_instances(ec2, TAGS)
 
     (params,) = sent
     every_state = ec2.meta.service_model.shape_for("InstanceStateName").enum
@@ -392,8 +433,10 @@ def test_failure_response_fits_cloudformations_4096_bytes_whatever_is_left(
 
 def test_each_kind_lists_up_to_twenty_ids_then_counts_the_rest() -> None:
     twenty = [f"i-{n:017d}" for n in range(20)]
-    assert handler.Leftovers(instances=twenty).describe() == "instances " + ", ".join(twenty)
-    shown = handler.Leftovers(instances=[*twenty, "i-99999999999999999"]).describe()
+    assert handler.Leftovers(forced=False, instances=twenty).describe() == "instances " + ", ".join(
+        twenty
+    )
+    shown = handler.Leftovers(forced=False, instances=[*twenty, "i-99999999999999999"]).describe()
     assert shown == "instances " + ", ".join(twenty) + " and 1 more"
 
 
@@ -466,18 +509,23 @@ def test_a_response_url_that_never_answers_does_not_hold_the_poll(
 
 def test_the_reason_names_each_kind_left_and_why_kubernetes_could_not_be_asked() -> None:
     left = handler.Leftovers(
+        forced=False,
         node_claims=["multus-x7k2p"],
         node_classes=["multus"],
         instances=["i-0123"],
         network_interfaces=["eni-0456 (available)"],
+        vpc_cni_network_interfaces=["eni-0789 (available)"],
         kubernetes_error="connection refused",
+        ec2_error="RequestLimitExceeded",
     )
     assert left.describe().split("; ") == [
         "NodeClaims multus-x7k2p",
         "EC2NodeClasses multus",
         "instances i-0123",
         "ENIs eni-0456 (available)",
+        "VPC CNI ENIs eni-0789 (available)",
         "(Kubernetes API: connection refused)",
+        "(EC2, polling again: RequestLimitExceeded)",
     ]
 
 
@@ -496,3 +544,233 @@ def test_the_api_servers_certificate_is_checked_against_the_clusters_ca(ec2: Any
         event["ResourceProperties"] = {**properties, "ClusterCertificateAuthority": trusted}
         handler.is_complete(event)
         assert kubernetes.deleted == [(NODEPOOLS, "multus")]
+
+
+# --- the VPC CNI's leaked ENIs ------------------------------------------------------------------
+
+
+def test_available_vpc_cni_enis_of_this_cluster_are_deleted(
+    ec2: Any, kubernetes: FakeKubernetes, subnet_id: str
+) -> None:
+    """The VPC CNI's own cleanup finds its leaked ENIs by status available, its instance tag and
+    its description (amazon-vpc-cni-k8s pkg/awsutils/awsutils.go, getLeakedENIs), scoped to the
+    cluster by its cluster tag; they keep the cluster security group and the subnets from being
+    deleted (aws/aws-k8s-tester#416, aws/aws-cdk#18650)."""
+    leaked = vpc_cni_eni(ec2, subnet_id)
+    other_cluster = vpc_cni_eni(ec2, subnet_id, OTHER_CLUSTER)
+    no_cluster_name = vpc_cni_eni(ec2, subnet_id, None)
+    not_the_cnis = vpc_cni_eni(ec2, subnet_id, description="an operator's own ENI")
+    no_instance_tag = vpc_cni_eni(ec2, subnet_id, instance_tag=False)
+    on_a_live_node = vpc_cni_eni(ec2, subnet_id)
+    node = ec2.run_instances(
+        ImageId="ami-12c6146b", InstanceType="m5.large", MinCount=1, MaxCount=1, SubnetId=subnet_id
+    )["Instances"][0]["InstanceId"]
+    ec2.attach_network_interface(NetworkInterfaceId=on_a_live_node, InstanceId=node, DeviceIndex=1)
+    kubernetes.missing_collections.update({NODEPOOLS, NODECLAIMS, NODECLASSES})
+
+    assert run_until_complete(delete_event(kubernetes.url))
+    left = eni_ids(ec2)
+    assert leaked not in left
+    assert {other_cluster, no_cluster_name, not_the_cnis, no_instance_tag, on_a_live_node} <= left
+
+
+def test_vpc_cni_enis_wait_until_no_karpenter_instance_is_left(
+    ec2: Any, kubernetes: FakeKubernetes, subnet_id: str
+) -> None:
+    stuck = launch(ec2, subnet_id, CLUSTER, protected=True)
+    leaked = vpc_cni_eni(ec2, subnet_id)
+    event = delete_event(kubernetes.url)
+    event["Data"] = {**event["Data"], "Deadline": str(time.time() - 1)}
+
+    assert not handler.is_complete(event)["IsComplete"]
+    assert leaked in eni_ids(ec2)
+    (response,) = kubernetes.responses
+    assert stuck in response["Reason"]
+    assert f"VPC CNI ENIs {leaked} (available)" in response["Reason"]
+
+
+# --- transient errors: poll again; permanent ones: fail at once ---------------------------------
+
+# EC2's throttling answer, among its client errors (EC2 API reference, "Error codes for the
+# Amazon EC2 API"): the code, not a 5xx status, makes it transient.
+THROTTLED: Fault = ("RequestLimitExceeded", 400)
+SERVER_ERROR: Fault = ("InternalError", 500)
+UNAVAILABLE: Fault = ("Unavailable", 503)
+REFUSED: Fault = EndpointConnectionError(endpoint_url="https://ec2.us-west-2.amazonaws.com/")
+TIMED_OUT: Fault = ReadTimeoutError(endpoint_url="https://ec2.us-west-2.amazonaws.com/")
+TRANSIENT_FAULTS = {
+    "throttled": THROTTLED,
+    "server-error": SERVER_ERROR,
+    "unavailable": UNAVAILABLE,
+    "connection-refused": REFUSED,
+    "read-timeout": TIMED_OUT,
+}
+# Every EC2 call the handler makes (one poll of the scenario below makes each).
+EC2_CALLS = [
+    "DescribeInstances",
+    "TerminateInstances",
+    "DescribeNetworkInterfaces",
+    "DeleteNetworkInterface",
+]
+
+
+@pytest.fixture
+def everything_to_remove(
+    ec2: Any, kubernetes: FakeKubernetes, subnet_id: str
+) -> tuple[str, list[str]]:
+    """An orphaned Karpenter instance, a leaked Multus ENI and a leaked VPC CNI ENI; the
+    Karpenter CRDs are gone, so one poll makes every EC2 call of the handler."""
+    kubernetes.missing_collections.update({NODEPOOLS, NODECLAIMS, NODECLASSES})
+    return launch(ec2, subnet_id, CLUSTER), [
+        leaked_eni(ec2, subnet_id, CLUSTER),
+        vpc_cni_eni(ec2, subnet_id),
+    ]
+
+
+@pytest.mark.parametrize("operation", EC2_CALLS)
+@pytest.mark.parametrize("fault", TRANSIENT_FAULTS.values(), ids=TRANSIENT_FAULTS.keys())
+def test_a_transient_ec2_error_on_any_call_means_poll_again(
+    operation: str,
+    fault: Fault,
+    ec2: Any,
+    kubernetes: FakeKubernetes,
+    everything_to_remove: tuple[str, list[str]],
+) -> None:
+    """The Provider framework answers FAILED for any exception isComplete raises, and polls
+    again only on IsComplete false (aws-cdk-lib custom-resources provider-framework
+    runtime/framework.ts isComplete, cfn-response.ts safeHandler and Retry): throttling, 5xx,
+    a refused connection and a timeout are answered "not complete", never raised."""
+    node, enis = everything_to_remove
+    event = delete_event(kubernetes.url)
+    with failing_calls("ec2", operation, fault) as answered:
+        assert handler.is_complete(event) == {"IsComplete": False}
+    # made, failed, and the poll stopped there (two ENIs to delete: one attempt)
+    assert answered == [operation]
+    assert kubernetes.responses == []  # nothing answered to CloudFormation before the bound
+
+    assert run_until_complete(event)  # the next polls finish the job
+    assert state(ec2, node) == "terminated"
+    assert not set(enis) & eni_ids(ec2)
+
+
+@pytest.mark.parametrize("fault", TRANSIENT_FAULTS.values(), ids=TRANSIENT_FAULTS.keys())
+def test_a_transient_error_at_the_deadline_fails_listing_what_is_known(
+    fault: Fault, ec2: Any, kubernetes: FakeKubernetes, subnet_id: str
+) -> None:
+    stuck = launch(ec2, subnet_id, CLUSTER, protected=True)
+    event = delete_event(kubernetes.url)
+    event["Data"] = {**event["Data"], "Deadline": str(time.time() - 1)}
+    with failing_calls("ec2", "DescribeNetworkInterfaces", fault):
+        assert not handler.is_complete(event)["IsComplete"]
+    (response,) = kubernetes.responses
+    assert response["Status"] == "FAILED"
+    assert stuck in response["Reason"]
+    assert "(EC2, polling again: " in response["Reason"]
+
+
+@pytest.mark.parametrize("operation", EC2_CALLS)
+def test_a_refused_permission_fails_the_delete_at_once(
+    operation: str,
+    ec2: Any,
+    kubernetes: FakeKubernetes,
+    everything_to_remove: tuple[str, list[str]],
+) -> None:
+    """No later poll can change a refused permission: raised, so the framework answers FAILED
+    with it now instead of after the whole bound."""
+    event = delete_event(kubernetes.url)
+    with (
+        failing_calls("ec2", operation, ("UnauthorizedOperation", 403)),
+        pytest.raises(ClientError, match="UnauthorizedOperation"),
+    ):
+        handler.is_complete(event)
+
+
+# EC2's common client errors that say the caller or the request is wrong, not the resource's
+# state (EC2 API reference, "Error codes for the Amazon EC2 API").
+PERMANENT_CODES = [
+    "UnauthorizedOperation",
+    "AuthFailure",
+    "InvalidParameter",
+    "InvalidParameterValue",
+    "InvalidParameterCombination",
+    "MissingParameter",
+    "UnknownParameter",
+]
+
+
+@pytest.mark.parametrize("code", PERMANENT_CODES)
+def test_a_permanent_refusal_about_one_eni_fails_the_delete(
+    code: str, ec2: Any, kubernetes: FakeKubernetes, everything_to_remove: tuple[str, list[str]]
+) -> None:
+    event = delete_event(kubernetes.url)
+    with (
+        failing_calls("ec2", "DeleteNetworkInterface", (code, 400)),
+        pytest.raises(ClientError, match=code),
+    ):
+        handler.is_complete(event)
+
+
+def test_a_refusal_about_the_state_of_one_eni_waits_for_the_next_poll(
+    ec2: Any, kubernetes: FakeKubernetes, everything_to_remove: tuple[str, list[str]]
+) -> None:
+    """InvalidNetworkInterface.InUse: attached again since it was listed; the other ENI still
+    goes in the same poll."""
+    _, enis = everything_to_remove
+    event = delete_event(kubernetes.url)
+    with failing_calls(
+        "ec2", "DeleteNetworkInterface", ("InvalidNetworkInterface.InUse", 400)
+    ) as answered:
+        assert not handler.is_complete(event)["IsComplete"]
+    assert len(answered) == 2
+    assert set(enis) <= eni_ids(ec2)
+    assert kubernetes.responses == []
+
+
+KUBERNETES_CALLS = [
+    ("GET", NODEPOOLS),
+    ("DELETE", f"{NODEPOOLS}/multus"),
+    ("GET", NODECLASSES),
+    ("DELETE", f"{NODECLASSES}/multus"),
+    ("GET", NODECLAIMS),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), KUBERNETES_CALLS)
+@pytest.mark.parametrize("status", [429, 500, 503])
+def test_a_failing_kubernetes_call_means_poll_again_even_with_nothing_left_in_ec2(
+    method: str, path: str, status: int, ec2: Any, kubernetes: FakeKubernetes
+) -> None:
+    """429 (API priority and fairness) and 5xx: the EC2NodeClass may still hold Karpenter's
+    instance profiles, so an API that does not answer is no "nothing left" before ForceAfter."""
+    kubernetes.add(NODEPOOLS, "multus")
+    kubernetes.add(NODECLASSES, "multus")
+    event = delete_event(kubernetes.url)
+    kubernetes.failing[method, path] = status
+
+    assert not handler.is_complete(event)["IsComplete"]
+    assert kubernetes.responses == []
+    del kubernetes.failing[method, path]
+    assert run_until_complete(event)
+    assert kubernetes.names(NODEPOOLS) == kubernetes.names(NODECLASSES) == []
+
+
+@pytest.mark.parametrize("seconds_past_force", [-1, 0])
+def test_an_unreachable_api_with_nothing_in_ec2_completes_from_the_force_second(
+    seconds_past_force: int, ec2: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    closed_port = "http://127.0.0.1:9"  # connection refused
+    event = delete_event(closed_port)
+    monkeypatch.setattr(time, "time", lambda: 5000.0)
+    event["Data"] = {"ForceAfter": str(5000 - seconds_past_force), "Deadline": "9000"}
+    assert handler.is_complete(event)["IsComplete"] is (seconds_past_force == 0)
+
+
+@pytest.mark.parametrize(("status", "transient"), [(499, False), (500, True), (503, True)])
+def test_a_server_error_is_any_5xx_and_nothing_below(status: int, transient: bool) -> None:
+    """5xx: the server failed, the same request may succeed (RFC 9110, 15.6); a 4xx other than
+    EC2's throttling code is the request's own fault."""
+    error = ClientError(
+        {"Error": {"Code": "SomeError"}, "ResponseMetadata": {"HTTPStatusCode": status}},
+        "DescribeInstances",
+    )
+    assert handler.is_transient(error) is transient
