@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from cdk_constructs import karpenter_teardown
 from cdk_constructs.karpenter_teardown_handler import index as handler
 from config import parse_config
 from config.model import TEARDOWN_TIMEOUT_LIMIT_MINUTES as LONGEST_TEARDOWN
