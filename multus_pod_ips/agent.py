@@ -5,7 +5,8 @@ Runs once per node (DaemonSet, host network, so IMDS answers with hop limit 1 an
 carry the node role). The CNI plugin `multus-pod-ip`, chained after ipvlan and sbr in every
 NetworkAttachmentDefinition, asks over a unix socket:
 
-  ADD    assign the pod's address to the ENI of the NAD's master interface, and wait for it;
+  ADD    assign the pod's address to the ENI of the NAD's master interface, and wait until
+         IMDS lists it on that ENI (a move from another ENI completes asynchronously);
   DEL    unassign it;
   CHECK  is it still assigned?
 
@@ -86,6 +87,9 @@ class AgentConfig:
     batch_window_seconds: float = 0.02
     add_timeout_seconds: float = 50.0
     del_timeout_seconds: float = 20.0
+    #: How often IMDS is asked whether assigned addresses are on the ENI yet (IMDS reads cost
+    #: no EC2 request budget).
+    remap_poll_seconds: float = 0.2
 
     @staticmethod
     def load(path: str) -> AgentConfig:
@@ -297,6 +301,7 @@ class EniWorker(threading.Thread):
         self.ranges = [ipaddress.ip_network(cidr) for cidr in agent.config.interfaces[interface]]
         self.held: set[str] | None = None  # every private IPv4 address of the ENI
         self.primary = ""
+        self.mac = ""  # the ENI's key under IMDS network/interfaces/macs/, found on first use
         self.reconciled = threading.Event()
         self._queue: queue.Queue[Operation] = queue.Queue()
         self._changed_at: dict[str, float] = {}
@@ -443,9 +448,71 @@ class EniWorker(threading.Thread):
                     code = ERROR_ENI_FULL if "LimitExceeded" in error.code else ERROR_EC2
                     self._fail(operations, code, error)
                     return
+        else:
+            if allow_reassignment:
+                self._await_remap(operations, deadline)
         for op in operations:
             if not op.done.is_set():
                 op.finish()
+
+    def _await_remap(self, operations: list[Operation], deadline: float) -> None:
+        """Waits until IMDS lists every address of `operations` on this ENI, at most until
+        `deadline`. Moving an address from another ENI is asynchronous: the EC2 API reference
+        (AssignPrivateIpAddresses) says to check network/interfaces/macs/<mac>/local-ipv4s to
+        confirm that the remapping is complete; until then the VPC may still deliver it to the
+        old node. Addresses that do not appear in time are unassigned again and their
+        operations fail: the ADD fails (Agent._add drops the pod's record), and neither this
+        ENI nor the records keep an address no pod here uses."""
+        started = time.monotonic()
+        waiting = {op.ip for op in operations}
+        while True:
+            waiting -= self._addresses_in_imds()
+            poll = self.agent.config.remap_poll_seconds
+            if not waiting or time.monotonic() + poll > deadline:
+                break
+            time.sleep(poll)
+        if not waiting:
+            LOG.info("%s: on the ENI after %.1f s", self.eni_id, time.monotonic() - started)
+            return
+        late = sorted(waiting)
+        LOG.warning("%s: %s not in IMDS local-ipv4s in time; unassigning", self.eni_id, late)
+        try:
+            self._change("UnassignPrivateIpAddresses", late, deadline)
+        except Ec2Error as error:
+            LOG.warning(
+                "%s: unassigning %s failed (%s); left to the reconcile", self.eni_id, late, error
+            )
+        for op in operations:
+            if op.ip in waiting:
+                op.finish(
+                    AgentError(
+                        CNI_TRY_AGAIN_LATER,
+                        f"{op.ip} assigned to {self.eni_id} ({self.interface}), but IMDS "
+                        f"network/interfaces/macs/{self.mac or '?'}/local-ipv4s did not list it "
+                        f"within {time.monotonic() - started:.0f} s: the move from its previous "
+                        "ENI is not complete; released again",
+                    )
+                )
+
+    def _addresses_in_imds(self) -> set[str]:
+        """The private IPv4 addresses IMDS lists for this ENI (none while IMDS cannot say)."""
+        imds = self.agent.imds
+        try:
+            if not self.mac:
+                for entry in imds.get("network/interfaces/macs/").split():
+                    mac = entry.rstrip("/")
+                    if (
+                        imds.get(f"network/interfaces/macs/{mac}/interface-id").strip()
+                        == self.eni_id
+                    ):
+                        self.mac = mac
+                        break
+                else:
+                    return set()
+            return set(imds.get(f"network/interfaces/macs/{self.mac}/local-ipv4s").split())
+        except OSError as error:  # urllib's URLError and HTTPError are OSErrors
+            LOG.info("%s: IMDS: %s", self.eni_id, error)
+            return set()
 
     def _change(
         self, action: str, ips: list[str], deadline: float, extra: dict[str, str] | None = None

@@ -107,7 +107,8 @@ class ChainRun:
                 "CNI_NETNS": self.netns,
                 "CNI_IFNAME": self.ifname,
                 "CNI_PATH": str(self.plugin_dir),
-                "CNI_ARGS": "K8S_POD_NAMESPACE=default;K8S_POD_NAME=pod-routes-test",
+                # As containerd passes them: IgnoreUnknown=1 lets plugins skip the K8S_ ones.
+                "CNI_ARGS": "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=routes",
                 "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
             },
             capture_output=True,

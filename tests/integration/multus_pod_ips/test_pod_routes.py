@@ -84,9 +84,22 @@ class Namespaces:
 
 
 def kernel_has_ipvlan(node: str) -> bool:
-    made = ip("-n", node, "link", "add", "ipvlan-probe", "type", "ipvlan", check=False)
-    if made.returncode == 0:
-        ip("-n", node, "link", "del", "ipvlan-probe")
+    """Whether an ipvlan link can be made (on a throw-away veth: ipvlan needs a parent)."""
+    ip("-n", node, "link", "add", "probe-parent", "type", "veth", "peer", "name", "probe-peer")
+    made = ip(
+        "-n",
+        node,
+        "link",
+        "add",
+        "link",
+        "probe-parent",
+        "name",
+        "probe",
+        "type",
+        "ipvlan",
+        check=False,
+    )
+    ip("-n", node, "link", "del", "probe-parent")  # takes its peer and ipvlan slave along
     return made.returncode == 0
 
 
