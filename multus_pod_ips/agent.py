@@ -448,53 +448,11 @@ class EniWorker(threading.Thread):
                     code = ERROR_ENI_FULL if "LimitExceeded" in error.code else ERROR_EC2
                     self._fail(operations, code, error)
                     return
-        else:
-            if allow_reassignment:
-                self._await_remap(operations, deadline)
         for op in operations:
             if not op.done.is_set():
                 op.finish()
 
-    def _await_remap(self, operations: list[Operation], deadline: float) -> None:
-        """Waits until IMDS lists every address of `operations` on this ENI, at most until
-        `deadline`. Moving an address from another ENI is asynchronous: the EC2 API reference
-        (AssignPrivateIpAddresses) says to check network/interfaces/macs/<mac>/local-ipv4s to
-        confirm that the remapping is complete; until then the VPC may still deliver it to the
-        old node. Addresses that do not appear in time are unassigned again and their
-        operations fail: the ADD fails (Agent._add drops the pod's record), and neither this
-        ENI nor the records keep an address no pod here uses."""
-        started = time.monotonic()
-        waiting = {op.ip for op in operations}
-        while True:
-            waiting -= self._addresses_in_imds()
-            poll = self.agent.config.remap_poll_seconds
-            if not waiting or time.monotonic() + poll > deadline:
-                break
-            time.sleep(poll)
-        if not waiting:
-            LOG.info("%s: on the ENI after %.1f s", self.eni_id, time.monotonic() - started)
-            return
-        late = sorted(waiting)
-        LOG.warning("%s: %s not in IMDS local-ipv4s in time; unassigning", self.eni_id, late)
-        try:
-            self._change("UnassignPrivateIpAddresses", late, deadline)
-        except Ec2Error as error:
-            LOG.warning(
-                "%s: unassigning %s failed (%s); left to the reconcile", self.eni_id, late, error
-            )
-        for op in operations:
-            if op.ip in waiting:
-                op.finish(
-                    AgentError(
-                        CNI_TRY_AGAIN_LATER,
-                        f"{op.ip} assigned to {self.eni_id} ({self.interface}), but IMDS "
-                        f"network/interfaces/macs/{self.mac or '?'}/local-ipv4s did not list it "
-                        f"within {time.monotonic() - started:.0f} s: the move from its previous "
-                        "ENI is not complete; released again",
-                    )
-                )
-
-    def _addresses_in_imds(self) -> set[str]:
+    def addresses_in_imds(self) -> set[str]:
         """The private IPv4 addresses IMDS lists for this ENI (none while IMDS cannot say)."""
         imds = self.agent.imds
         try:
@@ -745,10 +703,51 @@ class Agent:
         self.records.put(attachment)
         deadline = time.monotonic() + self.config.add_timeout_seconds
         operations = [worker.submit(Operation("assign", ip, deadline)) for ip in attachment.ips]
-        error = _wait(operations, deadline)
+        error = _wait(operations, deadline) or self._await_remap(worker, attachment, deadline)
         if error:
             self.records.remove(attachment.key)
             raise error
+
+    def _await_remap(
+        self, worker: EniWorker, attachment: PodAttachment, deadline: float
+    ) -> AgentError | None:
+        """Waits, at most until `deadline`, until IMDS lists the pod's addresses on the ENI.
+
+        ADD assigns with AllowReassignment, and moving an address from another ENI is
+        asynchronous: the EC2 API reference (AssignPrivateIpAddresses) says to check
+        network/interfaces/macs/<mac>/local-ipv4s to confirm that the remapping is complete;
+        until then the VPC may still deliver the address to the old node. Addresses that do not
+        appear in time are unassigned again (queued on the worker, ahead of any retried ADD)
+        and the ADD fails, so no address stays on the ENI for a pod that did not start. The
+        wait runs in the request's thread: the worker goes on serving the ENI's other pods."""
+        started = time.monotonic()
+        waiting = set(attachment.ips)
+        while True:
+            waiting -= worker.addresses_in_imds()
+            poll = self.config.remap_poll_seconds
+            if not waiting or time.monotonic() + poll > deadline:
+                break
+            time.sleep(poll)
+        if not waiting:
+            LOG.info(
+                "%s: %s on the ENI after %.1f s",
+                attachment.pod,
+                attachment.ips,
+                time.monotonic() - started,
+            )
+            return None
+        late = sorted(waiting)
+        LOG.warning("%s: %s not in IMDS local-ipv4s in time; unassigning", attachment.pod, late)
+        release = time.monotonic() + self.config.del_timeout_seconds
+        for ip in late:
+            worker.submit(Operation("unassign", ip, release))
+        return AgentError(
+            CNI_TRY_AGAIN_LATER,
+            f"{', '.join(late)} assigned to {worker.eni_id} ({worker.interface}), but IMDS "
+            f"network/interfaces/macs/{worker.mac or '?'}/local-ipv4s did not list it within "
+            f"{time.monotonic() - started:.0f} s: the move from its previous ENI is not "
+            "complete; it is released again",
+        )
 
     def _delete(self, attachment: PodAttachment) -> None:
         record = self.records.get(attachment.key)

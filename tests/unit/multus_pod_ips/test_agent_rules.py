@@ -501,12 +501,37 @@ def test_an_address_imds_never_lists_fails_the_add_and_leaves_nothing_behind(
     assert raised.value.code == CNI_TRY_AGAIN_LATER  # kubelet retries the sandbox
     assert "10.0.4.40" in raised.value.message and "local-ipv4s" in raised.value.message
     assert 0.3 - 0.02 <= time.monotonic() - started < 5  # waited out the ADD deadline, no more
-    # Released again, and the pod is not recorded: nothing holds an address no pod uses.
-    assert ec2_of(agent).addresses_sent("UnassignPrivateIpAddresses") == [["10.0.4.40"]]
-    assert ec2_of(agent).secondaries == set()
-    assert agent.workers["multus1"].held == {PRIMARY_IP}
+    # The pod is not recorded, and the address is released again: nothing holds an address
+    # no pod uses.
     assert agent.records.all() == []
+    assert wait_for(lambda: ec2_of(agent).secondaries == set())
+    assert ec2_of(agent).addresses_sent("UnassignPrivateIpAddresses") == [["10.0.4.40"]]
     assert list((tmp_path / "pods").iterdir()) == []
+
+
+def test_a_pod_waiting_for_its_move_does_not_hold_up_the_enis_other_pods(
+    tmp_path: Path,
+) -> None:
+    agent = worker_for(
+        tmp_path, ScriptedEc2(), add_timeout_seconds=2.0, remap_poll_seconds=0.01
+    ).agent
+    imds_of(agent).moving = {"10.0.4.40"}
+
+    def add_moving_pod() -> None:
+        with contextlib.suppress(AgentError):  # it times out: the previous test's case
+            agent.handle(request("ADD", ["10.0.4.40"]))
+
+    waiting = threading.Thread(target=add_moving_pod, daemon=True)
+    waiting.start()
+    assert wait_for(lambda: imds_of(agent).reads.get(LOCAL_IPV4S, 0) >= 2)
+    started = time.monotonic()
+
+    agent.handle(request("ADD", ["10.0.4.41"], container_id="c2"))
+    agent.handle(request("DEL", ["10.0.4.41"], container_id="c2"))
+
+    assert time.monotonic() - started < 1.0  # well before the first pod's 2 s deadline
+    assert waiting.is_alive()
+    waiting.join(5)
 
 
 def test_the_wait_looks_up_the_enis_own_mac_once(tmp_path: Path) -> None:
