@@ -284,9 +284,11 @@ class Operation:
     deadline: float
     done: threading.Event = field(default_factory=threading.Event)
     error: AgentError | None = None
+    finished_at = 0.0  # time.monotonic() when it was settled
 
     def finish(self, error: AgentError | None = None) -> None:
         self.error = error
+        self.finished_at = time.monotonic()
         self.done.set()
 
 
@@ -302,6 +304,8 @@ class EniWorker(threading.Thread):
         self.held: set[str] | None = None  # every private IPv4 address of the ENI
         self.primary = ""
         self.mac = ""  # the ENI's key under IMDS network/interfaces/macs/, found on first use
+        self._imds_read_lock = threading.Lock()
+        self._imds_read: tuple[float, set[str]] = (-1.0, set())  # (started at, addresses)
         self.reconciled = threading.Event()
         self._queue: queue.Queue[Operation] = queue.Queue()
         self._changed_at: dict[str, float] = {}
@@ -452,25 +456,35 @@ class EniWorker(threading.Thread):
             if not op.done.is_set():
                 op.finish()
 
-    def addresses_in_imds(self) -> set[str]:
-        """The private IPv4 addresses IMDS lists for this ENI (none while IMDS cannot say)."""
+    def addresses_in_imds(self, read_after: float) -> set[str]:
+        """The private IPv4 addresses IMDS lists for this ENI (none while IMDS cannot say), from
+        a read that started at `read_after` (time.monotonic()) or later. Concurrent waiters
+        share one read: IMDS throttles queries per instance (EC2 User Guide, "Query
+        throttling" of the instance metadata service), and a burst of pods waits at once."""
+        with self._imds_read_lock:
+            if self._imds_read[0] < read_after:
+                self._imds_read = (time.monotonic(), self._read_local_ipv4s())
+            return self._imds_read[1]
+
+    def _read_local_ipv4s(self) -> set[str]:
         imds = self.agent.imds
         try:
             if not self.mac:
-                for entry in imds.get("network/interfaces/macs/").split():
-                    mac = entry.rstrip("/")
-                    if (
-                        imds.get(f"network/interfaces/macs/{mac}/interface-id").strip()
-                        == self.eni_id
-                    ):
-                        self.mac = mac
-                        break
-                else:
-                    return set()
+                self.mac = self._find_mac()
+            if not self.mac:
+                return set()
             return set(imds.get(f"network/interfaces/macs/{self.mac}/local-ipv4s").split())
         except OSError as error:  # urllib's URLError and HTTPError are OSErrors
             LOG.info("%s: IMDS: %s", self.eni_id, error)
             return set()
+
+    def _find_mac(self) -> str:
+        imds = self.agent.imds
+        for entry in imds.get("network/interfaces/macs/").split():
+            mac = entry.rstrip("/")
+            if imds.get(f"network/interfaces/macs/{mac}/interface-id").strip() == self.eni_id:
+                return mac
+        return ""
 
     def _change(
         self, action: str, ips: list[str], deadline: float, extra: dict[str, str] | None = None
@@ -703,13 +717,13 @@ class Agent:
         self.records.put(attachment)
         deadline = time.monotonic() + self.config.add_timeout_seconds
         operations = [worker.submit(Operation("assign", ip, deadline)) for ip in attachment.ips]
-        error = _wait(operations, deadline) or self._await_remap(worker, attachment, deadline)
+        error = _wait(operations, deadline) or self._await_remap(worker, operations, deadline)
         if error:
             self.records.remove(attachment.key)
             raise error
 
     def _await_remap(
-        self, worker: EniWorker, attachment: PodAttachment, deadline: float
+        self, worker: EniWorker, assigned: list[Operation], deadline: float
     ) -> AgentError | None:
         """Waits, at most until `deadline`, until IMDS lists the pod's addresses on the ENI.
 
@@ -721,23 +735,25 @@ class Agent:
         and the ADD fails, so no address stays on the ENI for a pod that did not start. The
         wait runs in the request's thread: the worker goes on serving the ENI's other pods."""
         started = time.monotonic()
-        waiting = set(attachment.ips)
+        waiting = {op.ip for op in assigned}
+        read_after = max((op.finished_at for op in assigned), default=started)
         while True:
-            waiting -= worker.addresses_in_imds()
+            waiting -= worker.addresses_in_imds(read_after)
             poll = self.config.remap_poll_seconds
             if not waiting or time.monotonic() + poll > deadline:
                 break
             time.sleep(poll)
+            read_after = time.monotonic()
         if not waiting:
             LOG.info(
                 "%s: %s on the ENI after %.1f s",
-                attachment.pod,
-                attachment.ips,
+                worker.eni_id,
+                " ".join(sorted(op.ip for op in assigned)),
                 time.monotonic() - started,
             )
             return None
         late = sorted(waiting)
-        LOG.warning("%s: %s not in IMDS local-ipv4s in time; unassigning", attachment.pod, late)
+        LOG.warning("%s: %s not in IMDS local-ipv4s in time; unassigning", worker.eni_id, late)
         release = time.monotonic() + self.config.del_timeout_seconds
         for ip in late:
             worker.submit(Operation("unassign", ip, release))

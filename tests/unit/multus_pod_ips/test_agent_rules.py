@@ -534,6 +534,29 @@ def test_a_pod_waiting_for_its_move_does_not_hold_up_the_enis_other_pods(
     waiting.join(5)
 
 
+def test_a_burst_of_adds_shares_its_imds_reads(tmp_path: Path) -> None:
+    # IMDS throttles queries per instance (EC2 User Guide, instance metadata "Query
+    # throttling"): pods whose addresses went out in one Assign call wait on one read.
+    ec2 = ScriptedEc2()
+    agent = worker_for(tmp_path, ec2, limit=50).agent
+    ec2.gate.clear()  # hold EC2 so that the ADDs queue up behind the first call
+    ips = [f"10.0.4.{host}" for host in range(40, 50)]
+    threads = [
+        threading.Thread(target=agent.handle, args=(request("ADD", [ip], container_id=ip),))
+        for ip in ips
+    ]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.2)
+    ec2.gate.set()
+    for thread in threads:
+        thread.join(10)
+
+    assert ec2.secondaries == set(ips)
+    assert ec2.actions().count("AssignPrivateIpAddresses") <= 2  # the first batch, the rest
+    assert imds_of(agent).reads[LOCAL_IPV4S] < len(ips)
+
+
 def test_the_wait_looks_up_the_enis_own_mac_once(tmp_path: Path) -> None:
     agent = worker_for(tmp_path, ScriptedEc2()).agent
 
