@@ -459,8 +459,8 @@ class EniWorker(threading.Thread):
     def addresses_in_imds(self, read_after: float) -> set[str]:
         """The private IPv4 addresses IMDS lists for this ENI (none while IMDS cannot say), from
         a read that started at `read_after` (time.monotonic()) or later. Concurrent waiters
-        share one read: IMDS throttles queries per instance (EC2 User Guide, "Query
-        throttling" of the instance metadata service), and a burst of pods waits at once."""
+        share one read: IMDS throttles queries per instance (EC2 User Guide, "Retrieve instance
+        metadata", Query throttling), and a burst of pods waits at once."""
         with self._imds_read_lock:
             if self._imds_read[0] < read_after:
                 self._imds_read = (time.monotonic(), self._read_local_ipv4s())

@@ -535,8 +535,8 @@ def test_a_pod_waiting_for_its_move_does_not_hold_up_the_enis_other_pods(
 
 
 def test_a_burst_of_adds_shares_its_imds_reads(tmp_path: Path) -> None:
-    # IMDS throttles queries per instance (EC2 User Guide, instance metadata "Query
-    # throttling"): pods whose addresses went out in one Assign call wait on one read.
+    # IMDS throttles queries per instance (EC2 User Guide, "Retrieve instance metadata", Query
+    # throttling): pods whose addresses were assigned together wait on shared reads.
     ec2 = ScriptedEc2()
     agent = worker_for(tmp_path, ec2, limit=50).agent
     ec2.gate.clear()  # hold EC2 so that the ADDs queue up behind the first call
