@@ -190,11 +190,11 @@ def _route_subnet_in_main_table(subnet: Any, addresses: list[str], ifname: str, 
         raise CniError(
             ROUTE_FAILURE, f"cannot open the pod's network namespace {netns!r}", str(error)
         ) from None
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = ctypes.CDLL(None)
 
-    def enter_namespace() -> None:
+    def enter_namespace() -> None:  # subprocess reports only that it failed, not why
         if libc.setns(namespace, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), "setns")
+            raise OSError("setns")
 
     try:
         done = subprocess.run(

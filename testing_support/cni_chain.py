@@ -9,6 +9,7 @@ object, and the previous plugin's result as prevResult; the last result is the c
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from multus_pod_ips import CNI_PLUGIN_SCRIPT, CNI_PLUGIN_TYPE
 
 #: Debian's containernetworking-plugins (make cni-plugins installs it).
 DEBIAN_CNI_PLUGIN_DIR = Path("/usr/lib/cni")
+IP_COMMAND = shutil.which("ip") or "/usr/sbin/ip"
 
 
 class StandInAgent:
@@ -53,7 +55,11 @@ class StandInAgent:
 
 
 class CniChainError(Exception):
-    """A plugin of the chain answered ADD with an error."""
+    """A plugin of the chain answered ADD with an error (its CNI error JSON on stdout)."""
+
+    def __init__(self, plugin_type: str, stdout: str, stderr: str) -> None:
+        super().__init__(f"{plugin_type} ADD failed: {stdout} {stderr}")
+        self.stdout = stdout
 
 
 @dataclass(frozen=True)
@@ -99,7 +105,7 @@ class ChainRun:
             else [str(self.plugin_dir / plugin_type)]
         )
         done = subprocess.run(
-            ["ip", "netns", "exec", self.node_netns, *plugin],
+            [IP_COMMAND, "netns", "exec", self.node_netns, *plugin],
             input=json.dumps(stdin),
             env={
                 "CNI_COMMAND": "ADD",
@@ -109,7 +115,9 @@ class ChainRun:
                 "CNI_PATH": str(self.plugin_dir),
                 # As containerd passes them: IgnoreUnknown=1 lets plugins skip the K8S_ ones.
                 "CNI_ARGS": "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=routes",
-                "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+                # A delegate inherits its caller's PATH (Multus thick: its own container's),
+                # which says nothing about the host: plugins must find their tools themselves.
+                "PATH": "/nonexistent",
             },
             capture_output=True,
             text=True,
@@ -117,6 +125,6 @@ class ChainRun:
             check=False,
         )
         if done.returncode != 0:
-            raise CniChainError(f"{plugin_type} ADD failed: {done.stdout} {done.stderr}")
+            raise CniChainError(plugin_type, done.stdout, done.stderr)
         result: dict[str, Any] = json.loads(done.stdout)
         return result

@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 from charts.network_attachments import NetworkAttachment, cni_config, whereabouts_range_and_gateway
-from testing_support.cni_chain import DEBIAN_CNI_PLUGIN_DIR, ChainRun, StandInAgent
+from testing_support.cni_chain import DEBIAN_CNI_PLUGIN_DIR, ChainRun, CniChainError, StandInAgent
 
 pytestmark = pytest.mark.integration
 
@@ -268,3 +268,25 @@ def test_the_subnet_route_is_the_only_net1_route_in_the_main_table(
     assert [(r["dst"], r.get("prefsrc"), r.get("scope")) for r in main_table] == [
         (SUBNET, POD_ADDRESS, "link")
     ]
+
+
+def test_a_route_the_kernel_refuses_fails_the_add_with_ips_reason(
+    namespaces: Namespaces, tmp_path: Path
+) -> None:
+    # The pod has no net1 (ipvlan's part is missing): multus-pod-ip alone, after "sbr".
+    network = rendered_network()
+    *_, pod_ip = network["plugins"]
+    chain = ChainRun(namespaces.pod_path, "net1", tmp_path / "agent.sock", namespaces.node)
+    previous = {
+        "cniVersion": network["cniVersion"],
+        "interfaces": [{"name": "net1", "sandbox": namespaces.pod_path}],
+        "ips": [{"version": "4", "address": f"{POD_ADDRESS}/24", "interface": 0}],
+    }
+
+    with pytest.raises(CniChainError) as failed:
+        chain.add(network, [pod_ip], previous)
+
+    error = json.loads(failed.value.stdout)
+    assert error["code"] == 104
+    assert error["msg"].startswith(f"route replace {SUBNET} dev net1 src {POD_ADDRESS} scope link")
+    assert "Cannot find device" in error["details"]

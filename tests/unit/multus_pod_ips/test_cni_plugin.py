@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from multus_pod_ips import AGENT_SOCKET, CNI_PLUGIN_SCRIPT
+from multus_pod_ips import AGENT_SOCKET, CNI_PLUGIN_SCRIPT, cni_plugin
 from multus_pod_ips.cni_plugin import SUPPORTED_VERSIONS, main
 from testing_support.cni_chain import StandInAgent
 
@@ -340,4 +340,53 @@ def test_the_route_is_set_before_the_agent_is_asked(agent: StandInAgent, tmp_pat
 
     assert (status, error["code"]) == (1, 104)
     assert str(tmp_path / "gone") in error["msg"] and error["details"]
+    assert agent.requests == []
+
+
+def test_without_ip_on_the_host_the_add_fails_before_the_agent_is_asked(
+    agent: StandInAgent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cni_plugin, "IP_COMMAND_DIRS", str(tmp_path))
+    config = network(agent.path, prevResult=PREV_RESULT, mainTableSubnet="10.0.4.0/24")
+
+    status, error = run("ADD", config)
+
+    assert (status, error["code"]) == (1, 104)
+    assert "iproute2" in error["msg"]
+    assert agent.requests == []
+
+
+def test_an_interface_without_ipv4_addresses_names_none(agent: StandInAgent) -> None:
+    net1_ipv6 = {"version": "6", "address": "2600:1f14::40/64", "interface": 0}
+    previous = {**PREV_RESULT, "ips": [net1_ipv6]}  # no IPv4 address on net1
+    config = network(agent.path, prevResult=previous, mainTableSubnet="10.0.4.0/24")
+
+    status, error = run("ADD", config)
+
+    assert (status, error["code"]) == (1, 7)
+    assert "(addresses: none)" in error["msg"]
+
+
+def test_a_netns_path_that_is_no_network_namespace_fails_the_add(
+    agent: StandInAgent, tmp_path: Path
+) -> None:
+    # setns(2) refuses a file that is not a namespace; run as the runtime runs it: a process
+    # of its own (the plugin enters the namespace in the child it starts for `ip`).
+    not_a_namespace = tmp_path / "netns"
+    not_a_namespace.write_text("")
+    config = network(agent.path, prevResult=PREV_RESULT, mainTableSubnet="10.0.4.0/24")
+
+    done = subprocess.run(
+        [sys.executable, str(CNI_PLUGIN_SCRIPT)],
+        input=config,
+        env={**ENV, "CNI_COMMAND": "ADD", "CNI_NETNS": str(not_a_namespace), "PATH": "/usr/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+
+    assert done.returncode == 1
+    error = json.loads(done.stdout)
+    assert error["code"] == 104 and str(not_a_namespace) in error["msg"], error
     assert agent.requests == []
