@@ -737,7 +737,7 @@ class Agent:
         started = time.monotonic()
         waiting = {op.ip for op in assigned}
         read_after = max((op.finished_at for op in assigned), default=started)
-        while True:
+        while waiting:
             waiting -= worker.addresses_in_imds(read_after)
             poll = self.config.remap_poll_seconds
             if not waiting or time.monotonic() + poll > deadline:

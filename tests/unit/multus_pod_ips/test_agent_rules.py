@@ -557,6 +557,13 @@ def test_a_burst_of_adds_shares_its_imds_reads(tmp_path: Path) -> None:
     assert imds_of(agent).reads[LOCAL_IPV4S] < len(ips)
 
 
+def test_an_add_without_addresses_has_nothing_to_wait_for(served: Agent) -> None:
+    served.handle(request("ADD", []))  # e.g. an IPv6-only result: nothing to assign
+
+    assert ec2_of(served).calls == []
+    assert LOCAL_IPV4S not in imds_of(served).reads
+
+
 def test_the_wait_looks_up_the_enis_own_mac_once(tmp_path: Path) -> None:
     agent = worker_for(tmp_path, ScriptedEc2()).agent
 
