@@ -3,8 +3,11 @@
 Each attaches an ipvlan interface on the node's ENI of that network, with addresses from
 Whereabouts taken only out of the subnet's explicit CIDR reservation, so EC2 never hands the
 same addresses to an ENI. Pods reach other subnets through the VPC router via source-based
-routing (sbr), so replies leave on the interface they came in on. Networks in node_prefix
-mode get a NAD without config instead (docs/node-prefix-mode.md).
+routing (sbr), so replies leave on the interface they came in on; the last plugin puts the
+subnet back into the pod's main table, which sbr empties of the interface's routes, so a
+connection to another address of the subnet leaves over the Multus interface even when the
+pod does not bind its source. Networks in node_prefix mode get a NAD without config instead
+(docs/node-prefix-mode.md).
 """
 
 from __future__ import annotations
@@ -61,6 +64,13 @@ class NetworkAttachment:
     whereabouts_range: str
     gateway: str
 
+    @property
+    def subnet_cidr(self) -> str:
+        """The interface's on-link network: the prefix the Whereabouts range carries."""
+        first_address = self.whereabouts_range.split("-", 1)[0]
+        prefix_length = self.whereabouts_range.rsplit("/", 1)[1]
+        return str(ipaddress.IPv4Interface(f"{first_address}/{prefix_length}").network)
+
 
 @dataclass(frozen=True)
 class NetworkAttachmentsProps:
@@ -102,8 +112,14 @@ def cni_config(attachment: NetworkAttachment) -> dict[str, Any]:
 def pod_ip_assignment(attachment: NetworkAttachment) -> dict[str, Any]:
     """Last in the chain: makes the pod's address a secondary IP of the node's ENI of this
     network (multus-pod-ips agent) before the pod's containers start, so the VPC delivers
-    to it from other nodes and subnets. Whereabouts-mode networks only."""
-    return {"type": CNI_PLUGIN_TYPE, "master": attachment.master_interface}
+    to it from other nodes and subnets, and routes the subnet via the pod's interface in its
+    main table (after sbr, which moves every route of the interface out of it: see
+    multus_pod_ips/cni_plugin.py). Whereabouts-mode networks only."""
+    return {
+        "type": CNI_PLUGIN_TYPE,
+        "master": attachment.master_interface,
+        "mainTableSubnet": attachment.subnet_cidr,
+    }
 
 
 def cni_binaries(attachments: Sequence[NetworkAttachment]) -> list[str]:

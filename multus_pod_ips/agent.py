@@ -5,7 +5,8 @@ Runs once per node (DaemonSet, host network, so IMDS answers with hop limit 1 an
 carry the node role). The CNI plugin `multus-pod-ip`, chained after ipvlan and sbr in every
 NetworkAttachmentDefinition, asks over a unix socket:
 
-  ADD    assign the pod's address to the ENI of the NAD's master interface, and wait for it;
+  ADD    assign the pod's address to the ENI of the NAD's master interface, and wait until
+         IMDS lists it on that ENI (a move from another ENI completes asynchronously);
   DEL    unassign it;
   CHECK  is it still assigned?
 
@@ -86,6 +87,9 @@ class AgentConfig:
     batch_window_seconds: float = 0.02
     add_timeout_seconds: float = 50.0
     del_timeout_seconds: float = 20.0
+    #: How often IMDS is asked whether assigned addresses are on the ENI yet (IMDS reads cost
+    #: no EC2 request budget).
+    remap_poll_seconds: float = 0.2
 
     @staticmethod
     def load(path: str) -> AgentConfig:
@@ -280,9 +284,11 @@ class Operation:
     deadline: float
     done: threading.Event = field(default_factory=threading.Event)
     error: AgentError | None = None
+    finished_at = 0.0  # time.monotonic() when it was settled
 
     def finish(self, error: AgentError | None = None) -> None:
         self.error = error
+        self.finished_at = time.monotonic()
         self.done.set()
 
 
@@ -297,6 +303,9 @@ class EniWorker(threading.Thread):
         self.ranges = [ipaddress.ip_network(cidr) for cidr in agent.config.interfaces[interface]]
         self.held: set[str] | None = None  # every private IPv4 address of the ENI
         self.primary = ""
+        self.mac = ""  # the ENI's key under IMDS network/interfaces/macs/, found on first use
+        self._imds_read_lock = threading.Lock()
+        self._imds_read: tuple[float, set[str]] = (-1.0, set())  # (started at, addresses)
         self.reconciled = threading.Event()
         self._queue: queue.Queue[Operation] = queue.Queue()
         self._changed_at: dict[str, float] = {}
@@ -446,6 +455,36 @@ class EniWorker(threading.Thread):
         for op in operations:
             if not op.done.is_set():
                 op.finish()
+
+    def addresses_in_imds(self, read_after: float) -> set[str]:
+        """The private IPv4 addresses IMDS lists for this ENI (none while IMDS cannot say), from
+        a read that started at `read_after` (time.monotonic()) or later. Concurrent waiters
+        share one read: IMDS throttles queries per instance (EC2 User Guide, "Retrieve instance
+        metadata", Query throttling), and a burst of pods waits at once."""
+        with self._imds_read_lock:
+            if self._imds_read[0] < read_after:
+                self._imds_read = (time.monotonic(), self._read_local_ipv4s())
+            return self._imds_read[1]
+
+    def _read_local_ipv4s(self) -> set[str]:
+        imds = self.agent.imds
+        try:
+            if not self.mac:
+                self.mac = self._find_mac()
+            if not self.mac:
+                return set()
+            return set(imds.get(f"network/interfaces/macs/{self.mac}/local-ipv4s").split())
+        except OSError as error:  # urllib's URLError and HTTPError are OSErrors
+            LOG.info("%s: IMDS: %s", self.eni_id, error)
+            return set()
+
+    def _find_mac(self) -> str:
+        imds = self.agent.imds
+        for entry in imds.get("network/interfaces/macs/").split():
+            mac = entry.rstrip("/")
+            if imds.get(f"network/interfaces/macs/{mac}/interface-id").strip() == self.eni_id:
+                return mac
+        return ""
 
     def _change(
         self, action: str, ips: list[str], deadline: float, extra: dict[str, str] | None = None
@@ -678,10 +717,53 @@ class Agent:
         self.records.put(attachment)
         deadline = time.monotonic() + self.config.add_timeout_seconds
         operations = [worker.submit(Operation("assign", ip, deadline)) for ip in attachment.ips]
-        error = _wait(operations, deadline)
+        error = _wait(operations, deadline) or self._await_remap(worker, operations, deadline)
         if error:
             self.records.remove(attachment.key)
             raise error
+
+    def _await_remap(
+        self, worker: EniWorker, assigned: list[Operation], deadline: float
+    ) -> AgentError | None:
+        """Waits, at most until `deadline`, until IMDS lists the pod's addresses on the ENI.
+
+        ADD assigns with AllowReassignment, and moving an address from another ENI is
+        asynchronous: the EC2 API reference (AssignPrivateIpAddresses) says to check
+        network/interfaces/macs/<mac>/local-ipv4s to confirm that the remapping is complete;
+        until then the VPC may still deliver the address to the old node. Addresses that do not
+        appear in time are unassigned again (queued on the worker, ahead of any retried ADD)
+        and the ADD fails, so no address stays on the ENI for a pod that did not start. The
+        wait runs in the request's thread: the worker goes on serving the ENI's other pods."""
+        started = time.monotonic()
+        waiting = {op.ip for op in assigned}
+        read_after = max((op.finished_at for op in assigned), default=started)
+        while waiting:
+            waiting -= worker.addresses_in_imds(read_after)
+            poll = self.config.remap_poll_seconds
+            if not waiting or time.monotonic() + poll > deadline:
+                break
+            time.sleep(poll)
+            read_after = time.monotonic()
+        if not waiting:
+            LOG.info(
+                "%s: %s on the ENI after %.1f s",
+                worker.eni_id,
+                " ".join(sorted(op.ip for op in assigned)),
+                time.monotonic() - started,
+            )
+            return None
+        late = sorted(waiting)
+        LOG.warning("%s: %s not in IMDS local-ipv4s in time; unassigning", worker.eni_id, late)
+        release = time.monotonic() + self.config.del_timeout_seconds
+        for ip in late:
+            worker.submit(Operation("unassign", ip, release))
+        return AgentError(
+            CNI_TRY_AGAIN_LATER,
+            f"{', '.join(late)} assigned to {worker.eni_id} ({worker.interface}), but IMDS "
+            f"network/interfaces/macs/{worker.mac or '?'}/local-ipv4s did not list it within "
+            f"{time.monotonic() - started:.0f} s: the move from its previous ENI is not "
+            "complete; it is released again",
+        )
 
     def _delete(self, attachment: PodAttachment) -> None:
         record = self.records.get(attachment.key)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""CNI plugin `multus-pod-ip`: chained after ipvlan (and sbr) in each Multus NAD.
+"""CNI plugin `multus-pod-ip`: chained after ipvlan and sbr in each Multus NAD.
 
 Multus (thick) runs delegate plugins chrooted into the host's root filesystem, so this file is
 executed by the host's /usr/bin/python3 (Amazon Linux 2023: Python 3.9, standard library only).
@@ -7,7 +7,9 @@ It hands the pod's address to the node agent over a unix socket and waits for th
 assign it to the node's Multus ENI, so the pod's containers start only once the VPC delivers
 to it. Follows the CNI spec (https://www.cni.dev/docs/spec/):
 
-  ADD    needs prevResult; prints it unchanged (with this config's cniVersion) on success.
+  ADD    needs prevResult; routes "mainTableSubnet" (when given) via the container interface
+         in the pod's main table, then asks the agent; prints prevResult unchanged (with
+         this config's cniVersion) on success.
   DEL    best effort and idempotent: an unreachable agent is not an error, the agent's
          reconcile releases the address later.
   CHECK  needs prevResult; fails unless the agent holds the address on the ENI.
@@ -15,14 +17,27 @@ to it. Follows the CNI spec (https://www.cni.dev/docs/spec/):
 
 Errors go to stdout as {"cniVersion", "code", "msg", "details"} with exit status 1.
 Network configuration keys: "master" (the ENI's interface name, as ipvlan's), optional
-"agentSocket" (default below).
+"agentSocket" (default below) and "mainTableSubnet".
+
+"mainTableSubnet": sbr (containernetworking/plugins plugins/meta/sbr, doRoutes) moves every
+route of the container interface out of the pod's main table into a table that only packets
+from the interface's own address look up. A socket that does not bind its source then routes
+by the main table, which holds only the pod network's default route (eth0), so it would reach
+another Multus address over eth0. The plugin, which runs after sbr, puts the subnet back into
+the main table as an on-link route of the container interface with the interface's address as
+its preferred source: such a connection leaves over the Multus interface, from the Multus
+address, and its replies match sbr's rule.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ipaddress
 import json
 import os
+import shutil
 import socket
+import subprocess
 import sys
 from typing import Any
 
@@ -37,9 +52,15 @@ IO_FAILURE = 5
 DECODING_FAILURE = 6
 INVALID_CONFIG = 7
 TRY_AGAIN_LATER = 11
+#: This plugin's own code (100+): the route could not be set in the pod's network namespace.
+ROUTE_FAILURE = 104
 #: Seconds to wait for the agent; its own deadline for an ADD is shorter.
 ADD_TIMEOUT = 60.0
 OTHER_TIMEOUT = 30.0
+#: Where hosts keep `ip` (Amazon Linux 2023: /usr/sbin; Debian: /usr/bin, /sbin): Multus runs
+#: delegates with its own environment, whose PATH says nothing about the host.
+IP_COMMAND_DIRS = "/usr/sbin:/usr/bin:/sbin:/bin"
+CLONE_NEWNET = 0x40000000  # <linux/sched.h>
 
 
 class CniError(Exception):
@@ -104,11 +125,19 @@ def _run(command: str, config: dict[str, Any], environ: dict[str, str]) -> str:
     previous = config.get("prevResult")
     if not isinstance(previous, dict):
         raise CniError(INVALID_CONFIG, "no prevResult: multus-pod-ip must be chained after ipvlan")
-    request["ips"] = _ipv4_addresses(previous, environ["CNI_IFNAME"])
+    addresses = _ipv4_addresses(previous, environ["CNI_IFNAME"])
+    request["ips"] = addresses
     if command == "CHECK":
         _ask_agent(socket_path, request, OTHER_TIMEOUT)
         return ""
-    if request["ips"]:
+    if "mainTableSubnet" in config:
+        _route_subnet_in_main_table(
+            config["mainTableSubnet"],
+            addresses,
+            environ["CNI_IFNAME"],
+            environ.get("CNI_NETNS", ""),
+        )
+    if addresses:
         _ask_agent(socket_path, request, ADD_TIMEOUT)
     return json.dumps({**previous, "cniVersion": config["cniVersion"]})
 
@@ -135,6 +164,57 @@ def _ipv4_addresses(previous: dict[str, Any], ifname: str) -> list[str]:
         if "." in address:  # IPv4 (IPv6 addresses are not Multus ENI secondaries here)
             addresses.append(address.split("/", 1)[0])
     return addresses
+
+
+def _route_subnet_in_main_table(subnet: Any, addresses: list[str], ifname: str, netns: str) -> None:
+    """`ip route replace <subnet> dev <ifname> src <address> scope link` in the pod's netns."""
+    try:
+        network = ipaddress.IPv4Network(subnet)
+    except (ValueError, TypeError):
+        raise CniError(INVALID_CONFIG, f"mainTableSubnet {subnet!r} is not an IPv4 CIDR") from None
+    source = next((a for a in addresses if ipaddress.IPv4Address(a) in network), None)
+    if source is None:
+        raise CniError(
+            INVALID_CONFIG,
+            f"{ifname} has no address in mainTableSubnet {network} (addresses: "
+            f"{', '.join(addresses) or 'none'}): the NAD's IPAM range is outside its subnet",
+        )
+    command = shutil.which("ip", path=IP_COMMAND_DIRS)
+    if command is None:
+        raise CniError(ROUTE_FAILURE, f"no `ip` command (iproute2) in {IP_COMMAND_DIRS}")
+    route = [str(network), "dev", ifname, "src", source, "scope", "link"]
+    argv = [command, "route", "replace", *route]
+    try:
+        namespace = os.open(netns, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as error:
+        raise CniError(
+            ROUTE_FAILURE, f"cannot open the pod's network namespace {netns!r}", str(error)
+        ) from None
+    libc = ctypes.CDLL(None)
+
+    def enter_namespace() -> None:  # subprocess reports only that it failed, not why
+        if libc.setns(namespace, CLONE_NEWNET) != 0:
+            raise OSError("setns")
+
+    try:
+        done = subprocess.run(
+            argv,
+            preexec_fn=enter_namespace,  # safe: the plugin process runs no other thread
+            capture_output=True,
+            text=True,
+            timeout=OTHER_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        raise CniError(
+            ROUTE_FAILURE, f"cannot run `ip` in the network namespace {netns}", str(error)
+        ) from None
+    finally:
+        os.close(namespace)
+    if done.returncode != 0:
+        raise CniError(
+            ROUTE_FAILURE, f"{' '.join(argv[1:])} failed in {netns}", done.stderr.strip()
+        )
 
 
 def _ask_agent(socket_path: str, request: dict[str, Any], timeout: float) -> None:

@@ -9,13 +9,29 @@ deliver to: each address on exactly one ENI.
 
 Error codes as in the EC2 API reference ("Error codes for the Amazon EC2 API"):
 PrivateIpAddressLimitExceeded, InvalidIPAddress.InUse, InvalidParameterValue.
+
+A move is asynchronous (EC2 API reference, AssignPrivateIpAddresses: "Remapping an IP address is
+an asynchronous operation ... check network/interfaces/macs/mac/local-ipv4s in the instance
+metadata to confirm that the remapping is complete"): EC2's API shows the address on its new
+ENI at once, but for `remap_seconds` after the call IMDS (`imds_addresses`, which the fake
+IMDS serves as local-ipv4s) still lists it on the old ENI and not yet on the new one.
+math.inf models a move that never completes.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import threading
+import time
+from dataclasses import dataclass
 from typing import Any
+
+
+@dataclass(frozen=True)
+class _Move:
+    source_eni: str
+    target_eni: str
+    completes_at: float  # time.monotonic()
 
 
 class EniAddressModel:
@@ -24,6 +40,9 @@ class EniAddressModel:
     def __init__(self, ec2: Any) -> None:
         self._ec2 = ec2  # boto3 client talking to moto directly (unsigned by the proxy)
         self._lock = threading.Lock()
+        #: How long a moved address takes to show on its new ENI in IMDS.
+        self.remap_seconds = 0.0
+        self._moves: dict[str, _Move] = {}  # address -> its latest move
 
     def __call__(self, action: str, params: dict[str, str]) -> tuple[int, str, str] | None:
         if action not in ("AssignPrivateIpAddresses", "UnassignPrivateIpAddresses"):
@@ -34,8 +53,22 @@ class EniAddressModel:
             if eni is None or not addresses:
                 return None  # moto answers the missing ENI / parameter itself
             if action == "UnassignPrivateIpAddresses":
-                return self._check_unassign(eni, addresses)
+                refusal = self._check_unassign(eni, addresses)
+                if refusal is None:
+                    for address in addresses:  # nothing left to remap to this ENI
+                        self._moves.pop(address, None)
+                return refusal
             return self._assign(eni, addresses, params.get("AllowReassignment") == "true")
+
+    def imds_addresses(self, eni_id: str, addresses: list[str]) -> list[str]:
+        """What IMDS lists for the ENI, given what EC2's API says it holds: moves to it that
+        have not completed left out, moves away from it that have not completed kept."""
+        now = time.monotonic()
+        with self._lock:
+            pending = {a: m for a, m in self._moves.items() if now < m.completes_at}
+        arriving = {a for a, m in pending.items() if m.target_eni == eni_id}
+        leaving = [a for a, m in pending.items() if m.source_eni == eni_id]
+        return [a for a in addresses if a not in arriving] + sorted(leaving)
 
     def addresses(self, eni_id: str) -> set[str]:
         """Secondary private IPv4 addresses the ENI holds."""
@@ -87,6 +120,7 @@ class EniAddressModel:
             self._ec2.unassign_private_ip_addresses(
                 NetworkInterfaceId=holder, PrivateIpAddresses=[address]
             )
+            self._moves[address] = _Move(holder, eni_id, time.monotonic() + self.remap_seconds)
         return None
 
     def _limit(self, eni: dict[str, Any]) -> int | None:

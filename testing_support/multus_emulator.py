@@ -359,6 +359,9 @@ class FakeImds:
         self._ec2 = ec2
         #: How many more credential requests get a 404, as early in an instance's boot.
         self.credentials_missing_for = 0
+        #: (ENI ID, the private IPv4 addresses EC2's API shows on it, primary first) -> what
+        #: local-ipv4s lists; unset: the same (EniAddressModel.imds_addresses delays moves).
+        self.local_ipv4s: Callable[[str, list[str]], list[str]] | None = None
         self._lock = threading.Lock()
         self._prefixes = prefixes
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -408,14 +411,22 @@ class FakeImds:
         mac, _, leaf = path.removeprefix(prefix).partition("/")
         if not path.startswith(prefix) or mac not in enis:
             return None
-        prefixes = self._prefixes.of(enis[mac]["NetworkInterfaceId"])
+        eni_id = enis[mac]["NetworkInterfaceId"]
+        prefixes = self._prefixes.of(eni_id)
         values = {
             "device-number": str(enis[mac]["Attachment"]["DeviceIndex"]),
             "subnet-id": enis[mac]["SubnetId"],
-            "interface-id": enis[mac]["NetworkInterfaceId"],
+            "interface-id": eni_id,
             "ipv4-prefix": "\n".join(prefixes) if prefixes else None,
+            "local-ipv4s": "\n".join(self._local_ipv4s(enis[mac])),
         }
         return values.get(leaf)
+
+    def _local_ipv4s(self, eni: dict[str, Any]) -> list[str]:
+        held = sorted(eni["PrivateIpAddresses"], key=lambda item: not item["Primary"])
+        addresses = [item["PrivateIpAddress"] for item in held]
+        view = self.local_ipv4s
+        return view(eni["NetworkInterfaceId"], addresses) if view else addresses
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         imds = self

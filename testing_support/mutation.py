@@ -198,8 +198,13 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
             "tests/unit/charts/test_daemon_set_overhead.py",
         ]
     ],
+    # The plugin's unit tests, then its chain with the real sbr in network namespaces (root).
     "multus_pod_ips/cni_plugin.py": [
-        ["--confcutdir=tests/unit/multus_pod_ips", "tests/unit/multus_pod_ips/test_cni_plugin.py"]
+        ["--confcutdir=tests/unit/multus_pod_ips", "tests/unit/multus_pod_ips/test_cni_plugin.py"],
+        [
+            "--confcutdir=tests/integration/multus_pod_ips",
+            "tests/integration/multus_pod_ips/test_pod_routes.py",
+        ],
     ],
     "node_bootstrap/pod_ip_iam.py": [
         ["--confcutdir=tests/unit/node_bootstrap", "tests/unit/node_bootstrap/test_pod_ip_iam.py"]

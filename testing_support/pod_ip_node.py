@@ -33,8 +33,11 @@ EMULATOR_RANGES = {
 def pod_ip_vpc(emulator: Ec2Emulator) -> EmulatedVpc:
     """The emulator's Multus VPC with the pod ranges reserved (explicit CIDR reservations, as
     the network stack makes them, so no ENI gets a pod's address as its primary) and EC2's
-    secondary-address behaviour in the proxy."""
-    emulator.proxy.model = EniAddressModel(emulator.ec2)
+    secondary-address behaviour in the proxy (and its delay of moves in IMDS: see
+    address_model)."""
+    model = EniAddressModel(emulator.ec2)
+    emulator.proxy.model = model
+    emulator.imds.local_ipv4s = model.imds_addresses
     vpc = emulator.create_multus_vpc(network_count=len(EMULATOR_RANGES))
     for subnet_id in vpc.multus_subnets.values():
         subnet = emulator.ec2.describe_subnets(SubnetIds=[subnet_id])["Subnets"][0]
@@ -45,6 +48,14 @@ def pod_ip_vpc(emulator: Ec2Emulator) -> EmulatedVpc:
                     SubnetId=subnet_id, Cidr=cidr, ReservationType="explicit"
                 )
     return vpc
+
+
+def address_model(emulator: Ec2Emulator) -> EniAddressModel:
+    """The EniAddressModel pod_ip_vpc plugged into the emulator (set its remap_seconds)."""
+    model = emulator.proxy.model
+    if not isinstance(model, EniAddressModel):
+        raise RuntimeError("the emulator has no EniAddressModel: call pod_ip_vpc first")
+    return model
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,7 @@ class PodIpNode:
     root: Path
     reconcile_seconds: float = 1.0
     settle_seconds: float = 0.5
+    add_timeout_seconds: float = 50.0
     agent: subprocess.Popen[bytes] | None = None
     enis: dict[str, str] = field(default_factory=dict)  # interface -> ENI ID
 
@@ -119,6 +131,7 @@ class PodIpNode:
             "interfaces": EMULATOR_RANGES,
             "reconcile_seconds": self.reconcile_seconds,
             "settle_seconds": self.settle_seconds,
+            "add_timeout_seconds": self.add_timeout_seconds,
         }
         config_path = self.root / "agent-config.json"
         config_path.write_text(json.dumps(config))
@@ -224,6 +237,14 @@ class PodIpNode:
         result = self.cni("DEL", container_id, master=master, ip=ip)
         self.remove_netns(container_id)
         return result
+
+    def imds_local_ipv4s(self, interface: str = "multus1") -> list[str]:
+        """What IMDS lists as network/interfaces/macs/<mac>/local-ipv4s of the ENI."""
+        eni = self.emulator.ec2.describe_network_interfaces(
+            NetworkInterfaceIds=[self.enis[interface]]
+        )["NetworkInterfaces"][0]
+        path = f"network/interfaces/macs/{eni['MacAddress']}/local-ipv4s"
+        return (self.emulator.imds.metadata(self.instance_id, path) or "").split()
 
     def addresses(self, interface: str = "multus1") -> set[str]:
         """Secondary addresses EC2 (moto) holds on this node's ENI of `interface`."""

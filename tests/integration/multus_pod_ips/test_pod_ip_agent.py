@@ -7,6 +7,7 @@ deliver to.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 
@@ -14,6 +15,7 @@ import pytest
 
 from node_bootstrap import CLUSTER_TAG_KEY
 from node_bootstrap.pod_ip_iam import POD_IP_ACTIONS, POD_IP_READ_ACTIONS
+from testing_support.eni_addresses import EniAddressModel
 from testing_support.multus_emulator import (
     AVAILABILITY_ZONES,
     Ec2Emulator,
@@ -21,7 +23,13 @@ from testing_support.multus_emulator import (
     Fault,
     running_emulator,
 )
-from testing_support.pod_ip_node import PodIpNode, outcome, pod_ip_vpc, wait_until
+from testing_support.pod_ip_node import (
+    PodIpNode,
+    address_model,
+    outcome,
+    pod_ip_vpc,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -224,6 +232,69 @@ def test_a_pod_moved_to_another_node_takes_its_address_along(
     )
     assert new.addresses("multus1") == {"10.0.4.45"}
     assert old_node.addresses("multus1") == set()
+
+
+@pytest.fixture
+def slow_remap(emulator: Ec2Emulator, vpc: EmulatedVpc) -> Iterator[EniAddressModel]:
+    model = address_model(emulator)
+    yield model
+    model.remap_seconds = 0.0
+
+
+def test_add_of_a_moved_address_answers_once_imds_lists_it_on_the_new_node(
+    emulator: Ec2Emulator,
+    vpc: EmulatedVpc,
+    nodes: list[PodIpNode],
+    slow_remap: EniAddressModel,
+) -> None:
+    # EC2 API reference, AssignPrivateIpAddresses: remapping is asynchronous; IMDS
+    # network/interfaces/macs/<mac>/local-ipv4s confirms that it is complete. Until then the
+    # VPC may deliver to the old node, so the new pod's containers must not start yet.
+    old_node, new = new_node(nodes, emulator, vpc), new_node(nodes, emulator, vpc)
+    assert old_node.add_pod("r1", "10.0.4.46").status == 0
+    old_node.kill_agent()
+    slow_remap.remap_seconds = 1.5
+
+    started = time.monotonic()
+    pending = new.cni_command("ADD", "r2", ip="10.0.4.46")
+    new.netns("r2")
+    pending.release()
+    assert wait_until(lambda: new.addresses("multus1") == {"10.0.4.46"}, timeout=5)
+    assert "10.0.4.46" in old_node.imds_local_ipv4s()  # EC2 moved it; the VPC has not yet
+    added = outcome(pending)
+
+    assert added.status == 0, (added.stdout, new.agent_log())
+    assert time.monotonic() - started >= 1.5
+    assert "10.0.4.46" in new.imds_local_ipv4s()
+    assert "10.0.4.46" not in old_node.imds_local_ipv4s()
+
+
+def test_add_of_a_move_that_never_completes_fails_and_leaves_nothing_behind(
+    emulator: Ec2Emulator,
+    vpc: EmulatedVpc,
+    nodes: list[PodIpNode],
+    slow_remap: EniAddressModel,
+) -> None:
+    old_node = new_node(nodes, emulator, vpc)
+    new = new_node(nodes, emulator, vpc, add_timeout_seconds=2.0)
+    assert old_node.add_pod("n1", "10.0.4.47").status == 0
+    old_node.kill_agent()
+    slow_remap.remap_seconds = math.inf
+
+    added = new.add_pod("n2", "10.0.4.47")
+
+    assert added.status == 1
+    assert (added.json["code"], "local-ipv4s" in added.json["msg"]) == (11, True), added.json
+    # The new node recorded no pod and releases the address again: nothing leaks there.
+    assert list((new.root / "run/multus-pod-ips/pods").glob("*.json")) == []
+    assert wait_until(lambda: new.addresses("multus1") == set(), timeout=5), new.agent_log()
+    unassigned = [
+        c.params for c in emulator.proxy.calls if c.action == "UnassignPrivateIpAddresses"
+    ]
+    assert {
+        "NetworkInterfaceId": new.enis["multus1"],
+        "PrivateIpAddress.1": "10.0.4.47",
+    }.items() <= (unassigned[-1].items())
 
 
 def test_check_confirms_an_assigned_address_and_fails_after_delete(

@@ -124,8 +124,13 @@ def test_cni_config_is_ipvlan_with_whereabouts_then_sbr_then_pod_ip_assignment(
     }
     assert sbr == {"type": "sbr"}
     # Last, so it sees the address in prevResult and runs first on DEL (reverse order),
-    # before Whereabouts frees the address for another pod.
-    assert pod_ip == {"type": CNI_PLUGIN_TYPE, "master": ipvlan["master"]}
+    # before Whereabouts frees the address for another pod; and after sbr, which empties the
+    # pod's main table of net1's routes, so it can put multus2's subnet in us-west-2b back.
+    assert pod_ip == {
+        "type": CNI_PLUGIN_TYPE,
+        "master": ipvlan["master"],
+        "mainTableSubnet": "10.0.7.0/24",
+    }
 
 
 def test_duplicate_attachment_names_are_rejected() -> None:

@@ -121,9 +121,29 @@ def test_attachments_and_props_are_immutable() -> None:
         props.namespace = "other"  # type: ignore[misc]
 
 
-def test_the_pod_ip_plugin_is_told_the_networks_eni() -> None:
-    # multus_pod_ips/cni_plugin.py reads "master" (the ENI's interface name, as ipvlan does).
-    assert cni_config(attachment())["plugins"][-1] == {"type": CNI_PLUGIN_TYPE, "master": "multus1"}
+def test_the_pod_ip_plugin_is_told_the_networks_eni_and_subnet() -> None:
+    # multus_pod_ips/cni_plugin.py reads "master" (the ENI's interface name, as ipvlan does)
+    # and "mainTableSubnet" (the route it puts back into the pod's main table after sbr).
+    assert cni_config(attachment())["plugins"][-1] == {
+        "type": CNI_PLUGIN_TYPE,
+        "master": "multus1",
+        "mainTableSubnet": "10.0.4.0/24",
+    }
+
+
+@pytest.mark.parametrize(
+    ("subnet", "reservation"),
+    [
+        ("10.0.4.0/28", "10.0.4.0/28"),
+        ("10.1.0.0/16", "10.1.200.0/24"),
+        ("10.0.4.0/24", "10.0.4.255/32"),
+    ],
+    ids=["reservation-fills-the-subnet", "reservation-far-from-the-subnet-start", "last-address"],
+)
+def test_the_main_table_subnet_is_the_attachments_subnet(subnet: str, reservation: str) -> None:
+    whereabouts_range, gateway = whereabouts_range_and_gateway(subnet, reservation)
+    wide = NetworkAttachment("n", "multus1", "l2", whereabouts_range, gateway)
+    assert wide.subnet_cidr == subnet
 
 
 def test_node_local_nads_come_after_a_namespace_the_chart_creates() -> None:

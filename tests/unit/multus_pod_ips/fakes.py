@@ -1,6 +1,6 @@
-"""In-process stand-ins for what the agent talks to: a scripted EC2 for one ENI (ScriptedEc2), and
-IMDSv2 plus the EC2 Query API over HTTP on 127.0.0.1 (FakeAws), which checks each request's SigV4
-signature the way EC2 does."""
+"""In-process stand-ins for what the agent talks to: a scripted EC2 for one ENI (ScriptedEc2)
+and that ENI's addresses in IMDS (ScriptedImds), and IMDSv2 plus the EC2 Query API over HTTP on
+127.0.0.1 (FakeAws), which checks each request's SigV4 signature the way EC2 does."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import re
 import threading
 import time
+import urllib.error
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,6 +33,7 @@ ENI_XML = """<DescribeNetworkInterfacesResponse xmlns="http://ec2.amazonaws.com/
 </privateIpAddressesSet><ipv6AddressesSet/></item></networkInterfaceSet>
 </DescribeNetworkInterfacesResponse>"""
 PRIMARY_IP = "10.0.4.10"
+ENI_MAC = "02:00:00:00:00:01"
 OK_XML = "<Response><return>true</return></Response>"
 #: IMDSv2: a session token lives at most 6 hours (EC2 User Guide, "Use IMDSv2").
 IMDS_MAX_TOKEN_TTL = 21600
@@ -130,8 +132,33 @@ class ScriptedEc2:
         ]
 
 
+class ScriptedImds:
+    """IMDS's network/interfaces/macs/ of a node with two ENIs, its primary one first, then eni-1
+    (ENI_MAC), whose local-ipv4s lists its primary and ScriptedEc2's secondaries except the
+    `moving` ones (moves from another ENI that have not completed). `reads` counts each path."""
+
+    def __init__(self, ec2: ScriptedEc2) -> None:
+        self.ec2 = ec2
+        self.moving: set[str] = set()
+        self.reads: dict[str, int] = {}
+        self._values = {
+            "network/interfaces/macs/": f"02:00:00:00:00:aa/\n{ENI_MAC}/",
+            "network/interfaces/macs/02:00:00:00:00:aa/interface-id": "eni-primary",
+            f"network/interfaces/macs/{ENI_MAC}/interface-id": "eni-1",
+        }
+
+    def get(self, path: str) -> str:
+        self.reads[path] = self.reads.get(path, 0) + 1
+        if path == f"network/interfaces/macs/{ENI_MAC}/local-ipv4s":
+            return "\n".join([PRIMARY_IP, *sorted(self.ec2.secondaries - self.moving)])
+        if path not in self._values:
+            raise urllib.error.HTTPError(path, 404, "Not Found", None, None)  # type: ignore[arg-type]
+        return self._values[path]
+
+
 def agent_for(tmp_path: Path, ec2: ScriptedEc2, limit: int = 10, **overrides: Any) -> Agent:
-    agent = Agent(config(tmp_path, **overrides), imds=None, ec2=ec2)  # type: ignore[arg-type]
+    imds = ScriptedImds(ec2)
+    agent = Agent(config(tmp_path, **overrides), imds=imds, ec2=ec2)  # type: ignore[arg-type]
     agent.ipv4_per_eni, agent.instance_type = limit, "m5.large"
     return agent
 

@@ -54,10 +54,12 @@ from multus_pod_ips.agent import (
 )
 from testing_support.multus_emulator import NODE_CREDENTIALS
 from tests.unit.multus_pod_ips.fakes import (
+    ENI_MAC,
     ENI_XML,
     PRIMARY_IP,
     FakeAws,
     ScriptedEc2,
+    ScriptedImds,
     agent_for,
     config,
     ec2_error_xml,
@@ -444,6 +446,150 @@ def test_a_failed_add_leaves_no_record(tmp_path: Path) -> None:
 
     assert raised.value.code == ENI_FULL
     assert agent.records.all() == []
+
+
+LOCAL_IPV4S = f"network/interfaces/macs/{ENI_MAC}/local-ipv4s"
+
+
+def imds_of(agent: Agent) -> ScriptedImds:
+    imds: ScriptedImds = agent.imds  # type: ignore[assignment]
+    return imds
+
+
+def test_add_answers_only_once_imds_lists_a_moved_address_on_the_eni(tmp_path: Path) -> None:
+    # EC2 API reference, AssignPrivateIpAddresses: "Remapping an IP address is an asynchronous
+    # operation. When you move an IP address from one network interface to another, check
+    # network/interfaces/macs/mac/local-ipv4s in the instance metadata to confirm that the
+    # remapping is complete."
+    agent = worker_for(tmp_path, ScriptedEc2(), remap_poll_seconds=0.01).agent
+    imds = imds_of(agent)
+    imds.moving = {"10.0.4.40"}
+    answered = threading.Event()
+    errors: list[AgentError] = []
+
+    def add() -> None:
+        try:
+            agent.handle(request("ADD", ["10.0.4.40"]))
+        except AgentError as error:
+            errors.append(error)
+        answered.set()
+
+    threading.Thread(target=add, daemon=True).start()
+    assert wait_for(lambda: imds.reads.get(LOCAL_IPV4S, 0) >= 3)
+    assert not answered.is_set()  # EC2 said yes, but IMDS does not list it yet
+    assert ec2_of(agent).secondaries == {"10.0.4.40"}
+
+    imds.moving.clear()
+
+    assert answered.wait(5) and errors == []
+    assert [r.ips for r in agent.records.all()] == [("10.0.4.40",)]
+    assert ec2_of(agent).actions().count("UnassignPrivateIpAddresses") == 0
+
+
+def test_an_address_imds_never_lists_fails_the_add_and_leaves_nothing_behind(
+    tmp_path: Path,
+) -> None:
+    agent = worker_for(
+        tmp_path, ScriptedEc2(), add_timeout_seconds=0.3, remap_poll_seconds=0.01
+    ).agent
+    imds_of(agent).moving = {"10.0.4.40"}
+    started = time.monotonic()
+
+    with pytest.raises(AgentError) as raised:
+        agent.handle(request("ADD", ["10.0.4.40"]))
+
+    assert raised.value.code == CNI_TRY_AGAIN_LATER  # kubelet retries the sandbox
+    assert "10.0.4.40" in raised.value.message and "local-ipv4s" in raised.value.message
+    assert 0.3 - 0.02 <= time.monotonic() - started < 5  # waited out the ADD deadline, no more
+    # The pod is not recorded, and the address is released again: nothing holds an address
+    # no pod uses.
+    assert agent.records.all() == []
+    assert wait_for(lambda: ec2_of(agent).secondaries == set())
+    assert ec2_of(agent).addresses_sent("UnassignPrivateIpAddresses") == [["10.0.4.40"]]
+    assert list((tmp_path / "pods").iterdir()) == []
+
+
+def test_a_pod_waiting_for_its_move_does_not_hold_up_the_enis_other_pods(
+    tmp_path: Path,
+) -> None:
+    agent = worker_for(
+        tmp_path, ScriptedEc2(), add_timeout_seconds=2.0, remap_poll_seconds=0.01
+    ).agent
+    imds_of(agent).moving = {"10.0.4.40"}
+
+    def add_moving_pod() -> None:
+        with contextlib.suppress(AgentError):  # it times out: the previous test's case
+            agent.handle(request("ADD", ["10.0.4.40"]))
+
+    waiting = threading.Thread(target=add_moving_pod, daemon=True)
+    waiting.start()
+    assert wait_for(lambda: imds_of(agent).reads.get(LOCAL_IPV4S, 0) >= 2)
+    started = time.monotonic()
+
+    agent.handle(request("ADD", ["10.0.4.41"], container_id="c2"))
+    agent.handle(request("DEL", ["10.0.4.41"], container_id="c2"))
+
+    assert time.monotonic() - started < 1.0  # well before the first pod's 2 s deadline
+    assert waiting.is_alive()
+    waiting.join(5)
+
+
+def test_a_burst_of_adds_shares_its_imds_reads(tmp_path: Path) -> None:
+    # IMDS throttles queries per instance (EC2 User Guide, "Retrieve instance metadata", Query
+    # throttling): pods whose addresses were assigned together wait on shared reads.
+    ec2 = ScriptedEc2()
+    agent = worker_for(tmp_path, ec2, limit=50).agent
+    ec2.gate.clear()  # hold EC2 so that the ADDs queue up behind the first call
+    ips = [f"10.0.4.{host}" for host in range(40, 50)]
+    threads = [
+        threading.Thread(target=agent.handle, args=(request("ADD", [ip], container_id=ip),))
+        for ip in ips
+    ]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.2)
+    ec2.gate.set()
+    for thread in threads:
+        thread.join(10)
+
+    assert ec2.secondaries == set(ips)
+    assert ec2.actions().count("AssignPrivateIpAddresses") <= 2  # the first batch, the rest
+    assert imds_of(agent).reads[LOCAL_IPV4S] < len(ips)
+
+
+def test_an_add_without_addresses_has_nothing_to_wait_for(served: Agent) -> None:
+    served.handle(request("ADD", []))  # e.g. an IPv6-only result: nothing to assign
+
+    assert ec2_of(served).calls == []
+    assert LOCAL_IPV4S not in imds_of(served).reads
+
+
+def test_the_wait_looks_up_the_enis_own_mac_once(tmp_path: Path) -> None:
+    agent = worker_for(tmp_path, ScriptedEc2()).agent
+
+    agent.handle(request("ADD", ["10.0.4.40"]))
+    agent.handle(request("ADD", ["10.0.4.41"], container_id="c2"))
+
+    reads = imds_of(agent).reads
+    assert reads["network/interfaces/macs/"] == 1
+    assert reads[LOCAL_IPV4S] == 2
+    assert agent.workers["multus1"].mac == ENI_MAC
+
+
+def test_the_reconcile_restores_without_waiting_for_imds(tmp_path: Path) -> None:
+    # The restore never moves an address (AllowReassignment=false), so there is no remap to
+    # confirm; it must not hold the worker for an ADD's deadline either.
+    ec2 = ScriptedEc2()
+    worker = worker_for(tmp_path, ec2, settle_seconds=0.0)
+    agent = worker.agent
+    (tmp_path / "run/netns").mkdir(parents=True)
+    (tmp_path / "run/netns/cni-1").touch()
+    agent.records.put(PodAttachment("c1", "net1", "/run/netns/cni-1", "multus1", ("10.0.4.40",)))
+    imds_of(agent).moving = {"10.0.4.40"}
+
+    assert agent.reconcile_all(timeout=5) is True
+    assert ec2.secondaries == {"10.0.4.40"}
+    assert LOCAL_IPV4S not in imds_of(agent).reads
 
 
 def test_del_succeeds_and_forgets_the_pod_even_when_ec2_fails(served: Agent) -> None:

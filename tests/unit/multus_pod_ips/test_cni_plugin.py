@@ -8,15 +8,15 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from multus_pod_ips import AGENT_SOCKET, CNI_PLUGIN_SCRIPT
+from multus_pod_ips import AGENT_SOCKET, CNI_PLUGIN_SCRIPT, cni_plugin
 from multus_pod_ips.cni_plugin import SUPPORTED_VERSIONS, main
+from testing_support.cni_chain import StandInAgent
 
 PREV_RESULT = {
     "cniVersion": "0.3.1",
@@ -41,37 +41,9 @@ ENV = {
 }
 
 
-class FakeAgent:
-    """Answers the CNI plugin on a unix socket like the agent, recording each request."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.requests: list[dict[str, Any]] = []
-        self.reply: dict[str, Any] = {"ok": True}
-        self.raw_reply: bytes | None = None  # sent instead of `reply` when set
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(str(path))
-        self._server.listen(8)
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                connection, _ = self._server.accept()
-            except OSError:
-                return
-            with connection, connection.makefile("rwb") as stream:
-                self.requests.append(json.loads(stream.readline()))
-                reply = self.raw_reply
-                stream.write(json.dumps(self.reply).encode() + b"\n" if reply is None else reply)
-
-    def close(self) -> None:
-        self._server.close()
-
-
 @pytest.fixture
-def agent(tmp_path: Path) -> Iterator[FakeAgent]:
-    started = FakeAgent(tmp_path / "agent.sock")
+def agent(tmp_path: Path) -> Iterator[StandInAgent]:
+    started = StandInAgent(tmp_path / "agent.sock")
     yield started
     started.close()
 
@@ -94,7 +66,7 @@ def run(command: str, stdin: str, **env: str) -> tuple[int, Any]:
 
 
 def test_add_passes_prev_result_through_after_the_agent_assigned_the_address(
-    agent: FakeAgent,
+    agent: StandInAgent,
 ) -> None:
     status, result = run("ADD", network(agent.path, prevResult=PREV_RESULT))
 
@@ -112,7 +84,7 @@ def test_add_passes_prev_result_through_after_the_agent_assigned_the_address(
     }
 
 
-def test_add_result_carries_the_configurations_cni_version(agent: FakeAgent) -> None:
+def test_add_result_carries_the_configurations_cni_version(agent: StandInAgent) -> None:
     status, result = run(
         "ADD",
         network(agent.path, cniVersion="1.0.0", prevResult={**PREV_RESULT, "cniVersion": "1.0.0"}),
@@ -121,7 +93,7 @@ def test_add_result_carries_the_configurations_cni_version(agent: FakeAgent) -> 
     assert result["cniVersion"] == "1.0.0"
 
 
-def test_add_without_prev_result_is_a_configuration_error(agent: FakeAgent) -> None:
+def test_add_without_prev_result_is_a_configuration_error(agent: StandInAgent) -> None:
     status, error = run("ADD", network(agent.path))
 
     assert status == 1
@@ -131,7 +103,7 @@ def test_add_without_prev_result_is_a_configuration_error(agent: FakeAgent) -> N
     assert agent.requests == []
 
 
-def test_agent_refusal_becomes_a_cni_error_with_its_code_and_message(agent: FakeAgent) -> None:
+def test_agent_refusal_becomes_a_cni_error_with_its_code_and_message(agent: StandInAgent) -> None:
     agent.reply = {"ok": False, "code": 101, "msg": "ENI eni-1 already holds 10 of the 10"}
 
     status, error = run("ADD", network(agent.path, prevResult=PREV_RESULT))
@@ -156,7 +128,7 @@ def test_del_succeeds_without_an_agent_and_prints_nothing(tmp_path: Path) -> Non
     assert main(network(tmp_path / "absent.sock"), {**ENV, "CNI_COMMAND": "DEL"}) == (0, "")
 
 
-def test_del_asks_the_agent_by_container_and_interface(agent: FakeAgent) -> None:
+def test_del_asks_the_agent_by_container_and_interface(agent: StandInAgent) -> None:
     status, output = run("DEL", network(agent.path))
 
     assert (status, output) == (0, None)
@@ -168,7 +140,7 @@ def test_del_asks_the_agent_by_container_and_interface(agent: FakeAgent) -> None
     )
 
 
-def test_check_reports_the_agents_verdict(agent: FakeAgent) -> None:
+def test_check_reports_the_agents_verdict(agent: StandInAgent) -> None:
     assert run("CHECK", network(agent.path, prevResult=PREV_RESULT)) == (0, None)
     agent.reply = {"ok": False, "code": 102, "msg": "10.0.4.40 not assigned to eni-1"}
 
@@ -228,7 +200,7 @@ def test_bad_input_is_a_cni_error_json(stdin: str, env: dict[str, str], code: in
 
 
 @pytest.mark.parametrize("version", ["0.3.0", "0.3.1", "0.4.0", "1.0.0"])
-def test_add_accepts_every_version_with_indexed_results(agent: FakeAgent, version: str) -> None:
+def test_add_accepts_every_version_with_indexed_results(agent: StandInAgent, version: str) -> None:
     previous = {**PREV_RESULT, "cniVersion": version}
 
     status, result = run("ADD", network(agent.path, cniVersion=version, prevResult=previous))
@@ -238,7 +210,7 @@ def test_add_accepts_every_version_with_indexed_results(agent: FakeAgent, versio
 
 
 def test_add_result_is_in_the_configurations_version_whatever_prev_result_says(
-    agent: FakeAgent,
+    agent: StandInAgent,
 ) -> None:
     # CNI spec: the result's cniVersion must be consistent with the network configuration's.
     previous = {**PREV_RESULT, "cniVersion": "0.3.0"}
@@ -249,7 +221,7 @@ def test_add_result_is_in_the_configurations_version_whatever_prev_result_says(
     assert result == {**previous, "cniVersion": "0.4.0"}
 
 
-def test_only_addresses_of_the_container_interface_go_to_the_agent(agent: FakeAgent) -> None:
+def test_only_addresses_of_the_container_interface_go_to_the_agent(agent: StandInAgent) -> None:
     previous = {
         **PREV_RESULT,
         "interfaces": [{"name": "multus1"}, {"name": "net1", "sandbox": "/var/run/netns/cni-1"}],
@@ -265,7 +237,7 @@ def test_only_addresses_of_the_container_interface_go_to_the_agent(agent: FakeAg
 
 @pytest.mark.parametrize("index", [None, -1, 2], ids=["no-index", "negative", "past-the-end"])
 def test_an_address_without_a_valid_interface_index_is_taken_as_the_containers(
-    agent: FakeAgent, index: int | None
+    agent: StandInAgent, index: int | None
 ) -> None:
     # "interface" is optional in a result's ips; an index outside "interfaces" names none.
     address: dict[str, Any] = {"version": "4", "address": "10.0.4.41/24"}
@@ -302,7 +274,7 @@ def test_without_agent_socket_the_plugin_calls_the_socket_the_agent_serves(
     "answer", [b"", b"<html>502</html>\n", b'{"ok": false}\n'], ids=["none", "garbage", "no-code"]
 )
 def test_an_agent_answer_without_a_verdict_is_an_io_failure(
-    agent: FakeAgent, answer: bytes
+    agent: StandInAgent, answer: bytes
 ) -> None:
     agent.raw_reply = answer
 
@@ -340,3 +312,81 @@ def test_the_installed_script_prints_its_result_and_exits_with_its_status(
 
     assert done.returncode == status
     assert json.loads(done.stdout)["cniVersion"] in SUPPORTED_VERSIONS
+
+
+@pytest.mark.parametrize(
+    "subnet",
+    ["10.0.5.0/24", "10.0.6.0/24", "10.0.4.0/33", "not-a-cidr", 24],
+    ids=["other-subnet", "other-interfaces-subnet", "bad-prefix", "not-a-cidr", "not-a-string"],
+)
+def test_a_main_table_subnet_without_the_interfaces_address_is_a_configuration_error(
+    agent: StandInAgent, subnet: Any
+) -> None:
+    # net1 holds 10.0.4.40 (10.0.6.40 is net2's): a route for another subnet with net1's
+    # address as its source would not be on-link.
+    status, error = run("ADD", network(agent.path, prevResult=PREV_RESULT, mainTableSubnet=subnet))
+
+    assert (status, error["code"]) == (1, 7)
+    assert "mainTableSubnet" in error["msg"]
+    assert agent.requests == []
+
+
+def test_the_route_is_set_before_the_agent_is_asked(agent: StandInAgent, tmp_path: Path) -> None:
+    # The subnet holds net1's address, so the plugin goes on to the pod's namespace: here one
+    # that does not exist, and the ADD fails before any EC2 change is requested.
+    config = network(agent.path, prevResult=PREV_RESULT, mainTableSubnet="10.0.4.0/24")
+
+    status, error = run("ADD", config, CNI_NETNS=str(tmp_path / "gone"))
+
+    assert (status, error["code"]) == (1, 104)
+    assert str(tmp_path / "gone") in error["msg"] and error["details"]
+    assert agent.requests == []
+
+
+def test_without_ip_on_the_host_the_add_fails_before_the_agent_is_asked(
+    agent: StandInAgent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cni_plugin, "IP_COMMAND_DIRS", str(tmp_path))
+    config = network(agent.path, prevResult=PREV_RESULT, mainTableSubnet="10.0.4.0/24")
+
+    status, error = run("ADD", config)
+
+    assert (status, error["code"]) == (1, 104)
+    assert "iproute2" in error["msg"]
+    assert agent.requests == []
+
+
+def test_an_interface_without_ipv4_addresses_names_none(agent: StandInAgent) -> None:
+    net1_ipv6 = {"version": "6", "address": "2600:1f14::40/64", "interface": 0}
+    previous = {**PREV_RESULT, "ips": [net1_ipv6]}  # no IPv4 address on net1
+    config = network(agent.path, prevResult=previous, mainTableSubnet="10.0.4.0/24")
+
+    status, error = run("ADD", config)
+
+    assert (status, error["code"]) == (1, 7)
+    assert "(addresses: none)" in error["msg"]
+
+
+def test_a_netns_path_that_is_no_network_namespace_fails_the_add(
+    agent: StandInAgent, tmp_path: Path
+) -> None:
+    # setns(2) refuses a file that is not a namespace; run as the runtime runs it: a process
+    # of its own (the plugin enters the namespace in the child it starts for `ip`).
+    not_a_namespace = tmp_path / "netns"
+    not_a_namespace.write_text("")
+    config = network(agent.path, prevResult=PREV_RESULT, mainTableSubnet="10.0.4.0/24")
+
+    done = subprocess.run(
+        [sys.executable, str(CNI_PLUGIN_SCRIPT)],
+        input=config,
+        env={**ENV, "CNI_COMMAND": "ADD", "CNI_NETNS": str(not_a_namespace), "PATH": "/usr/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+
+    assert done.returncode == 1
+    error = json.loads(done.stdout)
+    assert error["code"] == 104 and str(not_a_namespace) in error["msg"], error
+    assert agent.requests == []

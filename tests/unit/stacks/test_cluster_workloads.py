@@ -80,17 +80,18 @@ def test_seed_nads_match_the_seed(cluster: dict[str, Any]) -> None:
         config = json.loads(nad["spec"]["config"])
         ipvlan, sbr, pod_ip = config["plugins"]
         assert (ipvlan["type"], ipvlan["mode"], sbr["type"]) == ("ipvlan", "l2", "sbr")
-        assert pod_ip == {"type": "multus-pod-ip", "master": ipvlan["master"]}
+        assert (pod_ip["type"], pod_ip["master"]) == ("multus-pod-ip", ipvlan["master"])
         ranges[nad["metadata"]["name"]] = (
             ipvlan["master"],
             ipvlan["ipam"]["range"],
             ipvlan["ipam"]["gateway"],
+            pod_ip["mainTableSubnet"],  # the subnet back in the pod's main table, after sbr
         )
     assert ranges == {
-        "multus1-us-west-2a": ("multus1", "10.0.4.32-10.0.4.63/24", "10.0.4.1"),
-        "multus1-us-west-2b": ("multus1", "10.0.5.32-10.0.5.63/24", "10.0.5.1"),
-        "multus2-us-west-2a": ("multus2", "10.0.6.32-10.0.6.63/24", "10.0.6.1"),
-        "multus2-us-west-2b": ("multus2", "10.0.7.32-10.0.7.63/24", "10.0.7.1"),
+        "multus1-us-west-2a": ("multus1", "10.0.4.32-10.0.4.63/24", "10.0.4.1", "10.0.4.0/24"),
+        "multus1-us-west-2b": ("multus1", "10.0.5.32-10.0.5.63/24", "10.0.5.1", "10.0.5.0/24"),
+        "multus2-us-west-2a": ("multus2", "10.0.6.32-10.0.6.63/24", "10.0.6.1", "10.0.6.0/24"),
+        "multus2-us-west-2b": ("multus2", "10.0.7.32-10.0.7.63/24", "10.0.7.1", "10.0.7.0/24"),
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -83,3 +84,34 @@ def test_addresses_outside_the_subnet_and_unassigning_foreign_ones_are_refused(
     )
     assert refusal is not None and refusal[:2] == (400, "InvalidParameterValue")
     assert vpc.model("DescribeNetworkInterfaces", {}) is None
+
+
+@pytest.mark.parametrize(
+    ("remap_seconds", "moved"), [(0.0, True), (math.inf, False)], ids=["done", "never"]
+)
+def test_imds_shows_a_moved_address_on_its_new_eni_only_once_the_remap_is_done(
+    vpc: SimpleNamespace, remap_seconds: float, moved: bool
+) -> None:
+    # EC2 API reference, AssignPrivateIpAddresses: "Remapping an IP address is an asynchronous
+    # operation"; local-ipv4s in IMDS confirms it. EC2's API shows the new owner at once.
+    first, second = vpc.node("m5.large"), vpc.node("m5.large")
+    assert assign(vpc, first, "10.0.4.40") is None
+    vpc.model.remap_seconds = remap_seconds
+
+    assert assign(vpc, second, "10.0.4.40", reassign=True) is None
+
+    assert (vpc.model.addresses(first), vpc.model.addresses(second)) == (set(), {"10.0.4.40"})
+    assert ("10.0.4.40" in vpc.model.imds_addresses(second, ["10.0.4.11", "10.0.4.40"])) is moved
+    assert ("10.0.4.40" in vpc.model.imds_addresses(first, ["10.0.4.10"])) is not moved
+
+
+def test_an_unassigned_address_is_no_longer_moving(vpc: SimpleNamespace) -> None:
+    first, second = vpc.node("m5.large"), vpc.node("m5.large")
+    assert assign(vpc, first, "10.0.4.40") is None
+    vpc.model.remap_seconds = math.inf
+    assert assign(vpc, second, "10.0.4.40", reassign=True) is None
+    params = {"NetworkInterfaceId": second, "PrivateIpAddress.1": "10.0.4.40"}
+
+    assert vpc.model("UnassignPrivateIpAddresses", params) is None
+
+    assert vpc.model.imds_addresses(first, ["10.0.4.10"]) == ["10.0.4.10"]

@@ -1,0 +1,130 @@
+"""Runs a NAD's CNI plugin chain the way Multus does, with the real plugin binaries, in a real
+network namespace; and a stand-in for the multus-pod-ips agent on a unix socket.
+
+CNI spec ("Execution of Network Configurations", https://www.cni.dev/docs/spec/): for ADD,
+each plugin of the list in order gets the network's name and cniVersion, its own plugin
+object, and the previous plugin's result as prevResult; the last result is the chain's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from multus_pod_ips import CNI_PLUGIN_SCRIPT, CNI_PLUGIN_TYPE
+
+#: Debian's containernetworking-plugins (make cni-plugins installs it).
+DEBIAN_CNI_PLUGIN_DIR = Path("/usr/lib/cni")
+IP_COMMAND = shutil.which("ip") or "/usr/sbin/ip"
+
+
+class StandInAgent:
+    """Answers the CNI plugin on a unix socket like the agent, recording each request."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.requests: list[dict[str, Any]] = []
+        self.reply: dict[str, Any] = {"ok": True}
+        self.raw_reply: bytes | None = None  # sent instead of `reply` when set
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(str(path))
+        self._server.listen(8)
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self._server.accept()
+            except OSError:
+                return
+            with connection, connection.makefile("rwb") as stream:
+                self.requests.append(json.loads(stream.readline()))
+                reply = self.raw_reply
+                stream.write(json.dumps(self.reply).encode() + b"\n" if reply is None else reply)
+
+    def close(self) -> None:
+        self._server.close()
+
+
+class CniChainError(Exception):
+    """A plugin of the chain answered ADD with an error (its CNI error JSON on stdout)."""
+
+    def __init__(self, plugin_type: str, stdout: str, stderr: str) -> None:
+        super().__init__(f"{plugin_type} ADD failed: {stdout} {stderr}")
+        self.stdout = stdout
+
+
+@dataclass(frozen=True)
+class ChainRun:
+    """Where the chain runs: the pod's namespace path, the container interface, the agent's
+    socket (given to multus-pod-ip as agentSocket), the named namespace the plugins run in
+    (the node's, where ipvlan finds its master) and the reference plugins' directory."""
+
+    netns: str
+    ifname: str
+    agent_socket: Path
+    node_netns: str
+    plugin_dir: Path = DEBIAN_CNI_PLUGIN_DIR
+
+    def add(
+        self,
+        network: dict[str, Any],
+        plugins: Sequence[dict[str, Any]],
+        prev_result: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """ADD through `plugins` (a slice of network["plugins"], possibly changed) in order,
+        starting from `prev_result`; returns the last plugin's result."""
+        result = prev_result
+        for plugin in plugins:
+            stdin: dict[str, Any] = {
+                "cniVersion": network["cniVersion"],
+                "name": network["name"],
+                **plugin,
+            }
+            if plugin["type"] == CNI_PLUGIN_TYPE:
+                stdin["agentSocket"] = str(self.agent_socket)
+            if result is not None:
+                stdin["prevResult"] = result
+            result = self._exec(plugin["type"], stdin)
+        if result is None:
+            raise ValueError("an empty chain and no prevResult have no result")
+        return result
+
+    def _exec(self, plugin_type: str, stdin: dict[str, Any]) -> dict[str, Any]:
+        plugin = (
+            [sys.executable, str(CNI_PLUGIN_SCRIPT)]
+            if plugin_type == CNI_PLUGIN_TYPE
+            else [str(self.plugin_dir / plugin_type)]
+        )
+        done = subprocess.run(
+            [IP_COMMAND, "netns", "exec", self.node_netns, *plugin],
+            input=json.dumps(stdin),
+            env={
+                "CNI_COMMAND": "ADD",
+                "CNI_CONTAINERID": "pod-routes-test",
+                "CNI_NETNS": self.netns,
+                "CNI_IFNAME": self.ifname,
+                "CNI_PATH": str(self.plugin_dir),
+                # As containerd passes them: IgnoreUnknown=1 lets plugins skip the K8S_ ones.
+                "CNI_ARGS": "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=routes",
+                # A delegate inherits its caller's PATH (Multus thick: its own container's),
+                # which says nothing about the host: plugins must find their tools themselves.
+                "PATH": "/nonexistent",
+            },
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise CniChainError(plugin_type, done.stdout, done.stderr)
+        result: dict[str, Any] = json.loads(done.stdout)
+        return result

@@ -1,0 +1,292 @@
+"""A Multus pod's routes after its NAD's chain, run with the real plugins in network namespaces.
+
+Source of the rule: containernetworking/plugins plugins/meta/sbr/main.go, doRoutes (the same
+in v1.1.1, Debian's package that runs here, and in v1.7.1/v1.9.1, which the VPC CNI add-on
+installs into /opt/cni/bin: amazon-vpc-cni-k8s Makefile target `plugins`,
+scripts/dockerfiles/Dockerfile.init): sbr copies every main-table route of the container
+interface into a table that only the rule "from <pod address>" selects, then deletes them
+from the main table. A socket that does not bind its source routes by the main table, which
+then holds only the pod network's (VPC CNI's) default route via eth0. The NAD's last plugin,
+multus-pod-ip, puts the subnet back: `<subnet> dev net1 src <pod address> scope link`.
+
+The pod gets a VPC-CNI-like eth0 (a /32 address, 169.254.1.1 as its on-link gateway, as the
+VPC CNI sets up pods) into a namespace that routes nothing else, and net1 on the Multus
+subnet, where another Multus pod (10.0.4.50) and the VPC router (10.0.4.1) live. net1 is an
+ipvlan slave when the kernel has ipvlan (the chain then runs from ipvlan, with static IPAM in
+place of Whereabouts, which needs the Kubernetes API); otherwise a veth with the address
+ipvlan and the IPAM would give it, and the chain runs from sbr on. The kernels of these build
+machines have no ipvlan: tests/integration/multus_pod_ips/pod_routes_in_kernel_vm.sh runs
+this module in a Debian kernel that has it (KERNEL_VM_REQUIRE_IPVLAN=1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from charts.network_attachments import NetworkAttachment, cni_config, whereabouts_range_and_gateway
+from testing_support.cni_chain import DEBIAN_CNI_PLUGIN_DIR, ChainRun, CniChainError, StandInAgent
+
+pytestmark = pytest.mark.integration
+
+# The seed's first Multus network in its first AZ (DESIGN.md defaults).
+SUBNET, RESERVATION = "10.0.4.0/24", "10.0.4.32/27"
+POD_ADDRESS = "10.0.4.32"  # the first address of the reservation, Whereabouts' first lease
+OTHER_MULTUS_POD = "10.0.4.50"
+POD_NETWORK_ADDRESS = "10.0.2.77"  # eth0: an address of the node subnet, as the VPC CNI gives
+VPC_CNI_GATEWAY = "169.254.1.1"
+OUTSIDE_ADDRESS = "192.0.2.10"  # TEST-NET-1: neither the Multus subnet nor the pod network
+
+
+def rendered_network() -> dict[str, Any]:
+    whereabouts_range, gateway = whereabouts_range_and_gateway(SUBNET, RESERVATION)
+    return cni_config(
+        NetworkAttachment("multus1-us-west-2a", "multus1", "l2", whereabouts_range, gateway)
+    )
+
+
+def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check, timeout=30)
+
+
+def in_netns(name: str, *command: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["ip", "netns", "exec", name, *command],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )
+
+
+@dataclass(frozen=True)
+class Namespaces:
+    """pod: the pod; node: where the plugins run (and net1's ipvlan master lives); vpc: behind
+    eth0, routes nothing but the pod's address; subnet: the Multus subnet's other hosts."""
+
+    pod: str
+    node: str
+    vpc: str
+    subnet: str
+
+    @property
+    def pod_path(self) -> str:
+        return f"/var/run/netns/{self.pod}"
+
+
+def kernel_has_ipvlan(node: str) -> bool:
+    """Whether an ipvlan link can be made (on a throw-away veth: ipvlan needs a parent)."""
+    ip("-n", node, "link", "add", "probe-parent", "type", "veth", "peer", "name", "probe-peer")
+    made = ip(
+        "-n",
+        node,
+        "link",
+        "add",
+        "link",
+        "probe-parent",
+        "name",
+        "probe",
+        "type",
+        "ipvlan",
+        check=False,
+    )
+    ip("-n", node, "link", "del", "probe-parent")  # takes its peer and ipvlan slave along
+    return made.returncode == 0
+
+
+@pytest.fixture
+def namespaces() -> Iterator[Namespaces]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root: network namespaces and veth links")
+    if not (DEBIAN_CNI_PLUGIN_DIR / "sbr").exists():
+        message = f"no sbr in {DEBIAN_CNI_PLUGIN_DIR}: run `make cni-plugins` (make test does)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    tag = uuid.uuid4().hex[:6]
+    names = Namespaces(f"pr-pod-{tag}", f"pr-node-{tag}", f"pr-vpc-{tag}", f"pr-subnet-{tag}")
+    created = []
+    try:
+        for name in (names.pod, names.node, names.vpc, names.subnet):
+            made = ip("netns", "add", name, check=False)
+            if made.returncode != 0:
+                pytest.skip(f"cannot create network namespaces here: {made.stderr.strip()}")
+            created.append(name)
+            ip("-n", name, "link", "set", "lo", "up")
+        yield names
+    finally:
+        for name in created:
+            ip("netns", "del", name, check=False)
+
+
+def veth(left_ns: str, left: str, right_ns: str, right: str) -> None:
+    ip("-n", left_ns, "link", "add", left, "type", "veth", "peer", "name", right, "netns", right_ns)
+    ip("-n", left_ns, "link", "set", left, "up")
+    ip("-n", right_ns, "link", "set", right, "up")
+
+
+def vpc_cni_eth0(ns: Namespaces) -> None:
+    """eth0 as the VPC CNI configures it in a pod, towards a side that only knows the pod."""
+    veth(ns.pod, "eth0", ns.vpc, "host-eth0")
+    ip("-n", ns.pod, "addr", "add", f"{POD_NETWORK_ADDRESS}/32", "dev", "eth0")
+    ip("-n", ns.pod, "route", "add", VPC_CNI_GATEWAY, "dev", "eth0", "scope", "link")
+    ip("-n", ns.pod, "route", "add", "default", "via", VPC_CNI_GATEWAY, "dev", "eth0")
+    ip("-n", ns.vpc, "addr", "add", f"{VPC_CNI_GATEWAY}/32", "dev", "host-eth0")
+    ip("-n", ns.vpc, "route", "add", f"{POD_NETWORK_ADDRESS}/32", "dev", "host-eth0")
+
+
+def multus_subnet(ns: Namespaces, link: str) -> None:
+    """The other end of the Multus subnet: another Multus pod and the VPC router."""
+    for address in (OTHER_MULTUS_POD, "10.0.4.1"):
+        ip("-n", ns.subnet, "addr", "add", f"{address}/24", "dev", link)
+
+
+def run_chain(ns: Namespaces, agent_socket: Path) -> dict[str, Any]:
+    """ADD through the rendered chain; returns the chain's result."""
+    network = rendered_network()
+    ipvlan, *after_ipvlan = network["plugins"]
+    chain = ChainRun(
+        netns=ns.pod_path, ifname="net1", agent_socket=agent_socket, node_netns=ns.node
+    )
+    if kernel_has_ipvlan(ns.node):
+        veth(ns.node, ipvlan["master"], ns.subnet, "lan0")
+        static = {
+            "type": "static",
+            "addresses": [{"address": f"{POD_ADDRESS}/24", "gateway": ipvlan["ipam"]["gateway"]}],
+        }
+        multus_subnet(ns, "lan0")
+        return chain.add(network, [{**ipvlan, "ipam": static}, *after_ipvlan])
+    if os.environ.get("KERNEL_VM_REQUIRE_IPVLAN"):
+        pytest.fail("KERNEL_VM_REQUIRE_IPVLAN is set but this kernel cannot create ipvlan links")
+    veth(ns.pod, "net1", ns.subnet, "lan0")
+    ip("-n", ns.pod, "addr", "add", f"{POD_ADDRESS}/24", "dev", "net1")
+    multus_subnet(ns, "lan0")
+    ipvlan_result = {
+        "cniVersion": network["cniVersion"],
+        "interfaces": [{"name": "net1", "sandbox": ns.pod_path}],
+        "ips": [
+            {
+                "version": "4",
+                "address": f"{POD_ADDRESS}/24",
+                "gateway": ipvlan["ipam"]["gateway"],
+                "interface": 0,
+            }
+        ],
+        "dns": {},
+    }
+    return chain.add(network, after_ipvlan, ipvlan_result)
+
+
+def route_get(ns: Namespaces, *args: str) -> str:
+    return ip("-n", ns.pod, "route", "get", *args).stdout
+
+
+def unbound_connection_source(ns: Namespaces) -> str:
+    """Connects from the pod to the other Multus pod without binding; the address the other
+    side saw the connection come from."""
+    server = subprocess.Popen(
+        [
+            "ip",
+            "netns",
+            "exec",
+            ns.subnet,
+            sys.executable,
+            "-c",
+            "import socket\n"
+            f"s = socket.create_server(('{OTHER_MULTUS_POD}', 8080))\n"
+            "print('listening', flush=True)\n"
+            "c, peer = s.accept()\n"
+            "c.sendall(peer[0].encode())\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().strip() == "listening"
+        client = in_netns(
+            ns.pod,
+            sys.executable,
+            "-c",
+            "import socket\n"
+            f"c = socket.create_connection(('{OTHER_MULTUS_POD}', 8080), timeout=5)\n"
+            "print(c.recv(64).decode())\n",
+        )
+        assert client.returncode == 0, f"connection failed: {client.stderr}"
+        return client.stdout.strip()
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+
+
+def test_unbound_traffic_to_the_multus_subnet_leaves_over_net1_from_the_multus_address(
+    namespaces: Namespaces, tmp_path: Path
+) -> None:
+    vpc_cni_eth0(namespaces)  # the VPC CNI's ADD runs before Multus' delegates
+    agent = StandInAgent(tmp_path / "agent.sock")
+    try:
+        result = run_chain(namespaces, agent.path)
+    finally:
+        agent.close()
+
+    assert [r["ips"] for r in agent.requests] == [[POD_ADDRESS]]
+    assert [ip_config["address"] for ip_config in result["ips"]] == [f"{POD_ADDRESS}/24"]
+    # Without a source: the main table's subnet route, with the Multus address as source.
+    unbound = route_get(namespaces, OTHER_MULTUS_POD)
+    assert "dev net1" in unbound and f"src {POD_ADDRESS}" in unbound, unbound
+    assert unbound_connection_source(namespaces) == POD_ADDRESS
+    # sbr's part stays: the Multus address goes out over net1 to any destination ...
+    from_multus = route_get(namespaces, OUTSIDE_ADDRESS, "from", POD_ADDRESS)
+    assert "via 10.0.4.1 dev net1" in from_multus, from_multus
+    # ... and everything else keeps the pod network's default route.
+    elsewhere = route_get(namespaces, OUTSIDE_ADDRESS)
+    assert f"via {VPC_CNI_GATEWAY} dev eth0" in elsewhere, elsewhere
+
+
+def test_the_subnet_route_is_the_only_net1_route_in_the_main_table(
+    namespaces: Namespaces, tmp_path: Path
+) -> None:
+    # sbr's default route via the VPC router must stay out of the main table: there it would
+    # compete with eth0's default route for every destination.
+    vpc_cni_eth0(namespaces)
+    agent = StandInAgent(tmp_path / "agent.sock")
+    try:
+        run_chain(namespaces, agent.path)
+    finally:
+        agent.close()
+
+    main_table = json.loads(ip("-n", namespaces.pod, "-j", "route", "show", "dev", "net1").stdout)
+    assert [(r["dst"], r.get("prefsrc"), r.get("scope")) for r in main_table] == [
+        (SUBNET, POD_ADDRESS, "link")
+    ]
+
+
+def test_a_route_the_kernel_refuses_fails_the_add_with_ips_reason(
+    namespaces: Namespaces, tmp_path: Path
+) -> None:
+    # The pod has no net1 (ipvlan's part is missing): multus-pod-ip alone, after "sbr".
+    network = rendered_network()
+    *_, pod_ip = network["plugins"]
+    chain = ChainRun(namespaces.pod_path, "net1", tmp_path / "agent.sock", namespaces.node)
+    previous = {
+        "cniVersion": network["cniVersion"],
+        "interfaces": [{"name": "net1", "sandbox": namespaces.pod_path}],
+        "ips": [{"version": "4", "address": f"{POD_ADDRESS}/24", "interface": 0}],
+    }
+
+    with pytest.raises(CniChainError) as failed:
+        chain.add(network, [pod_ip], previous)
+
+    error = json.loads(failed.value.stdout)
+    assert error["code"] == 104
+    assert error["msg"].startswith(f"route replace {SUBNET} dev net1 src {POD_ADDRESS} scope link")
+    assert "Cannot find device" in error["details"]
