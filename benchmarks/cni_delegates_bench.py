@@ -40,10 +40,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.multus_pod_ips_bench import INSTANCE_TYPE, TARGET_PODS, burst, pods
+from benchmarks.multus_pod_ips_bench import INSTANCE_TYPE, TARGET_PODS, benchmark_node, burst, pods
 from multus_pod_ips import CNI_PLUGIN_SCRIPT
-from testing_support.multus_emulator import AVAILABILITY_ZONES, running_emulator
-from testing_support.pod_ip_node import PendingCni, PodIpNode, outcome, pod_ip_vpc
+from testing_support.pod_ip_node import PendingCni, outcome
 
 CNI_PLUGIN_DIR = Path("/usr/lib/cni")
 SAMPLE_SECONDS = 0.005
@@ -141,26 +140,12 @@ def multus_pod_ip_bursts(pod_count: int, runs: int, latency_ms: float) -> list[F
     """ADD then DEL bursts of our plugin against the agent on one emulated node."""
     wanted = pods(pod_count)
     measured = []
-    with running_emulator() as emulator:
-        vpc = pod_ip_vpc(emulator)
-        node = PodIpNode.bootstrap(
-            emulator,
-            vpc,
-            AVAILABILITY_ZONES[0],
-            "bench-cluster",
-            instance_type=INSTANCE_TYPE,
-            reconcile_seconds=3600,  # no reconcile calls inside the measured bursts
-        )
-        node.start_agent()
-        emulator.proxy.latency_seconds = latency_ms / 1000
-        try:
-            for run in range(runs):
-                for command in ("ADD", "DEL"):
-                    with footprint(CNI_PLUGIN_SCRIPT.name, pod_count) as result:
-                        burst(node, command, run, wanted)
-                    measured.append(result())
-        finally:
-            node.stop_agent()
+    with benchmark_node(latency_ms) as node:
+        for run in range(runs):
+            for command in ("ADD", "DEL"):
+                with footprint(CNI_PLUGIN_SCRIPT.name, pod_count) as result:
+                    burst(node, command, run, wanted)
+                measured.append(result())
     return measured
 
 

@@ -15,6 +15,8 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,13 +71,13 @@ def burst(node: PodIpNode, command: str, run: int, wanted: list[tuple[str, str]]
     return seconds
 
 
-def measure(pod_count: int, runs: int, latency_ms: float) -> list[Burst]:
-    wanted = pods(pod_count)
+@contextmanager
+def benchmark_node(latency_ms: float) -> Iterator[PodIpNode]:
+    """One emulated node with a running agent, every EC2 call delayed by `latency_ms`."""
     with running_emulator() as emulator:
-        vpc = pod_ip_vpc(emulator)
         node = PodIpNode.bootstrap(
             emulator,
-            vpc,
+            pod_ip_vpc(emulator),
             AVAILABILITY_ZONES[0],
             "bench-cluster",
             instance_type=INSTANCE_TYPE,
@@ -83,19 +85,26 @@ def measure(pod_count: int, runs: int, latency_ms: float) -> list[Burst]:
         )
         node.start_agent()
         emulator.proxy.latency_seconds = latency_ms / 1000
-        results = []
         try:
-            for run in range(runs):
-                seconds = burst(node, "ADD", run, wanted)
-                calls = len(emulator.proxy.calls)
-                for master, _ in _NETWORKS:
-                    expected = {ip for m, ip in wanted if m == master}
-                    if node.addresses(master) != expected:
-                        raise SystemExit(f"{master}: EC2 holds {node.addresses(master)}")
-                delete_seconds = burst(node, "DEL", run, wanted)
-                results.append(Burst(seconds, calls, delete_seconds, len(emulator.proxy.calls)))
+            yield node
         finally:
             node.stop_agent()
+
+
+def measure(pod_count: int, runs: int, latency_ms: float) -> list[Burst]:
+    wanted = pods(pod_count)
+    results = []
+    with benchmark_node(latency_ms) as node:
+        proxy = node.emulator.proxy
+        for run in range(runs):
+            seconds = burst(node, "ADD", run, wanted)
+            calls = len(proxy.calls)
+            for master, _ in _NETWORKS:
+                expected = {ip for m, ip in wanted if m == master}
+                if node.addresses(master) != expected:
+                    raise SystemExit(f"{master}: EC2 holds {node.addresses(master)}")
+            delete_seconds = burst(node, "DEL", run, wanted)
+            results.append(Burst(seconds, calls, delete_seconds, len(proxy.calls)))
     return results
 
 

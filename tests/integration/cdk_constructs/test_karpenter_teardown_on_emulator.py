@@ -7,13 +7,12 @@ aws/aws-k8s-tester#416): after the teardown, the VPC must hold no ENI at all.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from config import parse_config
-from testing_support.multus_emulator import Ec2Emulator, EmulatedVpc, running_emulator
+from testing_support.multus_emulator import Ec2Emulator, EmulatedVpc
 from testing_support.teardown_emulation import TeardownRun, destroy_a_cluster
 from tests.conftest import SynthesizedApp
 from tests.helpers import resources
@@ -21,12 +20,6 @@ from tests.helpers import resources
 pytestmark = pytest.mark.integration
 
 CLUSTER = parse_config({}).cluster_name
-
-
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[Ec2Emulator]:
-    with running_emulator() as started:
-        yield started
 
 
 @pytest.fixture(scope="module")

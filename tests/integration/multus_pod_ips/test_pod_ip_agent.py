@@ -21,7 +21,6 @@ from testing_support.multus_emulator import (
     Ec2Emulator,
     EmulatedVpc,
     Fault,
-    running_emulator,
 )
 from testing_support.pod_ip_node import (
     PodIpNode,
@@ -35,12 +34,6 @@ pytestmark = pytest.mark.integration
 
 CLUSTER = "telco-cluster"
 AZ = AVAILABILITY_ZONES[0]
-
-
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[Ec2Emulator]:
-    with running_emulator() as started:
-        yield started
 
 
 @pytest.fixture(scope="module")

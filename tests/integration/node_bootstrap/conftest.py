@@ -3,20 +3,12 @@ user-data per module (a module may override them, as the node-prefix tests do)."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from node_bootstrap import render_user_data
-from testing_support.multus_emulator import Ec2Emulator, EmulatedVpc, running_emulator
+from testing_support.multus_emulator import Ec2Emulator, EmulatedVpc
 
 CLUSTER = "telco-cluster"
-
-
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[Ec2Emulator]:
-    with running_emulator() as started:
-        yield started
 
 
 @pytest.fixture(scope="module")
