@@ -8,6 +8,7 @@ ubuntu/standard/8.0/Dockerfile and runtimes.yml; packages.ubuntu.com)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -74,14 +75,21 @@ def simple_commands(line: str) -> list[list[str]]:
     return [command for command in commands if command]
 
 
+MAKE_ENVIRONMENT = ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")
+
+
 def make_recipe_lines(arguments: list[str], distribution: Distribution, tmp: Path) -> list[str]:
     """What `make <arguments>` runs on a fresh checkout of `distribution` (-B: every target is
     out of date, as in a new CodeBuild source directory; -n: printed, not run)."""
     os_release = tmp / f"{distribution.codename}-os-release"
     os_release.write_text(distribution.os_release())
+    # A top-level make, as in the build step: under `make test` the inherited MAKELEVEL and
+    # MAKEFLAGS would make it print "make[1]: ..." lines among the recipes.
+    top_level = {k: v for k, v in os.environ.items() if k not in MAKE_ENVIRONMENT}
     completed = subprocess.run(
         ["make", "-n", "-B", f"OS_RELEASE={os_release}", *arguments],
         cwd=REPO,
+        env=top_level,
         capture_output=True,
         text=True,
         check=False,
