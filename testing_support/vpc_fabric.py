@@ -209,7 +209,7 @@ def _eni(item: Mapping[str, Any], extra_prefixes: Sequence[str]) -> Eni:
         mac=item["MacAddress"].lower(),
         addresses=tuple(ipaddress.IPv4Address(entry["PrivateIpAddress"]) for entry in listed),
         prefixes=tuple(sorted(ipaddress.IPv4Network(p) for p in prefixes | set(extra_prefixes))),
-        source_dest_check=bool(item.get("SourceDestCheck", True)),
+        source_dest_check=bool(item["SourceDestCheck"]),
     )
 
 
