@@ -1,0 +1,282 @@
+"""Which Ethernet frames the VPC would deliver between the ENIs of a Multus subnet.
+
+The data-plane tier stands a Linux bridge in for each Multus subnet and a veth with the ENI's
+MAC in for each ENI. This module turns the emulator's ENI state (a DescribeNetworkInterfaces
+answer) into a model of the subnet, a decision function (`VpcFabric.delivers`) and an
+nftables `bridge` table that enforces the same decisions on those bridges. Both read the
+same data (`Eni.blocks`), so the unit tests of the decision function and of the rule set test
+one model.
+
+The rules and where they come from:
+
+- Delivery only to what an ENI holds. The VPC delivers to the private IPv4 addresses assigned
+  to an ENI (primary and secondary: EC2 User Guide, "Multiple IP addresses" / "Assign a
+  secondary private IPv4 address", the address is the ENI's until unassigned or moved) and to
+  addresses inside the IPv4 prefixes delegated to it (EC2 User Guide, "Prefix delegation for
+  Amazon EC2 network interfaces": a prefix is assigned to the ENI like a range of secondary
+  addresses). The DESIGN's "the VPC delivers traffic only to addresses assigned to an ENI"
+  rests on these pages; the subnet's route table only has the `local` route for the VPC CIDR
+  (VPC User Guide, "Route tables": local routes cover communication inside the VPC), which
+  targets no single ENI.
+- Source/destination check. "Each EC2 instance performs source/destination checks by
+  default. This means that the instance must be the source or destination of any traffic it
+  sends or receives" (VPC User Guide, "NAT instances", "Disable source/destination checks";
+  EC2 API reference, ModifyNetworkInterfaceAttribute, `SourceDestCheck`). An ENI with the check
+  on may send only from addresses it holds. Receiving needs no separate rule: without a route
+  that targets the ENI, the VPC delivers to an ENI only its own addresses whatever its check.
+- ARP. The VPC answers ARP itself: a request for an address an ENI of the subnet holds (or
+  for the subnet's gateway, the VPC router at the first host: VPC User Guide, "Subnet CIDR
+  blocks", the base address plus one is reserved for the VPC router) is answered, one for an
+  address nobody holds goes unanswered. The model lets such requests cross the bridge and lets
+  a reply through only from the MAC of the ENI that holds the sender address; every other ARP
+  frame is dropped.
+- No broadcast, no multicast. Amazon VPC FAQs: "Amazon VPC does not support broadcast or
+  multicast" (multicast only through a Transit Gateway multicast domain, not modelled). An IPv4
+  frame to the broadcast MAC, a subnet broadcast address or a multicast group matches no ENI's
+  address and is dropped; so is every EtherType other than IPv4 and ARP.
+
+What the model does not model: security groups and network ACLs (neither their rules nor the
+connection tracking that lets replies back in); routes whose target is an ENI (a frame for an
+address the receiver does not hold is dropped even when its check is off); the real mapping
+service (its latency, and the remap delay that `eni_addresses.py` models for IMDS only); IPv6
+and NDP (no ENI has IPv6 addresses here, so every IPv6 frame is dropped: NDP for an address
+nobody holds goes unanswered, trivially); traffic between subnets (each subnet is its own
+bridge; the VPC router that would carry it is not a bridge port: put the gateway address on the
+bridge device, whose own traffic the `forward` hook does not see).
+
+The table owns every bridge of the network namespace it is loaded into: a frame whose source
+MAC is no modelled ENI's is dropped (a veth that is not an ENI has no place on the fabric).
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+TABLE_NAME = "vpc_fabric"
+
+
+class FrameKind(enum.Enum):
+    """What a frame carries, as far as the fabric tells frames apart."""
+
+    IPV4 = "ipv4"
+    ARP_REQUEST = "arp-request"
+    ARP_REPLY = "arp-reply"
+    IPV6 = "ipv6"
+    OTHER = "other"  # any other EtherType
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame on a subnet's bridge. For ARP, the addresses are the sender and target
+    protocol addresses (`arp saddr ip` / `arp daddr ip`); for IPv4 the IP header's."""
+
+    kind: FrameKind
+    source_mac: str
+    destination_mac: str
+    source_ip: str = ""
+    destination_ip: str = ""
+
+
+@dataclass(frozen=True)
+class Eni:
+    """One ENI as DescribeNetworkInterfaces shows it, with the prefixes delegated to it."""
+
+    eni_id: str
+    mac: str  # lower case, as EC2 reports it
+    addresses: tuple[ipaddress.IPv4Address, ...]  # primary first
+    prefixes: tuple[ipaddress.IPv4Network, ...]
+    source_dest_check: bool
+
+    @property
+    def blocks(self) -> tuple[ipaddress.IPv4Network, ...]:
+        """Everything the VPC delivers to this ENI: each address as a /32, then the prefixes."""
+        return tuple(ipaddress.IPv4Network(address) for address in self.addresses) + self.prefixes
+
+    def holds(self, address: ipaddress.IPv4Address) -> bool:
+        return any(address in block for block in self.blocks)
+
+
+@dataclass(frozen=True)
+class Subnet:
+    """One Multus subnet: one bridge, one chain and its three sets in the rule set."""
+
+    subnet_id: str
+    cidr: ipaddress.IPv4Network
+    enis: tuple[Eni, ...]  # sorted by MAC
+
+    @property
+    def gateway(self) -> ipaddress.IPv4Address:
+        """The VPC router: the subnet's base address plus one."""
+        return self.cidr.network_address + 1
+
+    @property
+    def chain(self) -> str:
+        return self.subnet_id.replace("-", "_")
+
+    def eni_with_mac(self, mac: str) -> Eni | None:
+        return next((eni for eni in self.enis if eni.mac == mac.lower()), None)
+
+    def holder(self, address: ipaddress.IPv4Address) -> Eni | None:
+        return next((eni for eni in self.enis if eni.holds(address)), None)
+
+    def answers_arp_for(self, address: ipaddress.IPv4Address) -> bool:
+        return address == self.gateway or self.holder(address) is not None
+
+    def delivers(self, frame: Frame) -> bool:
+        """The decision of this subnet's chain, rule by rule in the rule set's order."""
+        if frame.kind is FrameKind.ARP_REQUEST:
+            return self.answers_arp_for(_address(frame.destination_ip))
+        if frame.kind is FrameKind.ARP_REPLY:
+            holder = self.holder(_address(frame.source_ip))
+            return holder is not None and holder.mac == frame.source_mac.lower()
+        sender = self.eni_with_mac(frame.source_mac)
+        if frame.kind is not FrameKind.IPV4 or sender is None:
+            return False
+        if sender.source_dest_check and not sender.holds(_address(frame.source_ip)):
+            return False
+        receiver = self.eni_with_mac(frame.destination_mac)
+        return receiver is not None and receiver.holds(_address(frame.destination_ip))
+
+
+@dataclass(frozen=True)
+class VpcFabric:
+    """The Multus subnets whose ENIs the data-plane tier puts on bridges."""
+
+    subnets: tuple[Subnet, ...]  # sorted by subnet ID
+
+    def delivers(self, frame: Frame) -> bool:
+        """Whether the VPC carries the frame from its source MAC's ENI to its destination."""
+        subnet = next((s for s in self.subnets if s.eni_with_mac(frame.source_mac)), None)
+        return subnet is not None and subnet.delivers(frame)
+
+    def nftables_ruleset(self) -> str:
+        """The `bridge` table enforcing `delivers` on the subnets' bridges (`nft -f`)."""
+        lines = [f"table bridge {TABLE_NAME} {{", "\tmap subnet_of_eni {"]
+        lines += ["\t\ttype ether_addr : verdict"]
+        lines += _elements(f"{eni.mac} : jump {s.chain}" for s in self.subnets for eni in s.enis)
+        lines += ["\t}"]
+        for subnet in self.subnets:
+            lines += _subnet_sets(subnet)
+        lines += [
+            "\tchain forward {",
+            "\t\ttype filter hook forward priority filter; policy drop;",
+            "\t\tether saddr vmap @subnet_of_eni",
+            "\t}",
+        ]
+        for subnet in self.subnets:
+            lines += _subnet_chains(subnet)
+        return "\n".join([*lines, "}", ""])
+
+
+def fabric_from_ec2(
+    network_interfaces: Mapping[str, Any],
+    subnets: Mapping[str, Any],
+    delegated_prefixes: Mapping[str, Sequence[str]] | None = None,
+) -> VpcFabric:
+    """The fabric of the subnets in a DescribeSubnets answer (pass only the Multus subnets),
+    with the ENIs of a DescribeNetworkInterfaces answer that are in them.
+
+    `delegated_prefixes` (ENI ID -> prefixes) adds what the emulator keeps beside moto, which
+    does not record prefixes (`Ec2Emulator.proxy.prefixes.of`); prefixes in the answer's
+    `Ipv4Prefixes` count as well."""
+    extra = delegated_prefixes or {}
+    by_subnet: dict[str, list[Eni]] = {item["SubnetId"]: [] for item in subnets["Subnets"]}
+    for item in network_interfaces["NetworkInterfaces"]:
+        if item["SubnetId"] in by_subnet:
+            by_subnet[item["SubnetId"]].append(
+                _eni(item, extra.get(item["NetworkInterfaceId"], ()))
+            )
+    cidrs = {
+        item["SubnetId"]: ipaddress.IPv4Network(item["CidrBlock"]) for item in subnets["Subnets"]
+    }
+    return VpcFabric(
+        tuple(
+            _subnet(subnet_id, cidrs[subnet_id], enis)
+            for subnet_id, enis in sorted(by_subnet.items())
+        )
+    )
+
+
+def _eni(item: Mapping[str, Any], extra_prefixes: Sequence[str]) -> Eni:
+    listed = sorted(item["PrivateIpAddresses"], key=lambda entry: not entry.get("Primary"))
+    prefixes = {entry["Ipv4Prefix"] for entry in item.get("Ipv4Prefixes") or ()}
+    return Eni(
+        eni_id=item["NetworkInterfaceId"],
+        mac=item["MacAddress"].lower(),
+        addresses=tuple(ipaddress.IPv4Address(entry["PrivateIpAddress"]) for entry in listed),
+        prefixes=tuple(sorted(ipaddress.IPv4Network(p) for p in prefixes | set(extra_prefixes))),
+        source_dest_check=bool(item["SourceDestCheck"]),
+    )
+
+
+def _subnet(subnet_id: str, cidr: ipaddress.IPv4Network, enis: Iterable[Eni]) -> Subnet:
+    """Refuses what EC2 never shows and nft could not load: an address on two ENIs (or inside
+    another's prefix), or outside the subnet."""
+    ordered = tuple(sorted(enis, key=lambda eni: eni.mac))
+    seen: list[tuple[ipaddress.IPv4Network, str]] = []
+    for eni in ordered:
+        for block in eni.blocks:
+            if not block.subnet_of(cidr):
+                raise ValueError(f"{eni.eni_id}: {block} is outside its subnet {cidr}")
+            clash = next((owner for other, owner in seen if other.overlaps(block)), None)
+            if clash:
+                raise ValueError(f"{eni.eni_id}: {block} overlaps an address of {clash}")
+            seen.append((block, eni.eni_id))
+    return Subnet(subnet_id, cidr, ordered)
+
+
+def _address(text: str) -> ipaddress.IPv4Address:
+    return ipaddress.IPv4Address(text)
+
+
+def _elements(items: Iterable[str]) -> list[str]:
+    listed = list(items)
+    return [f"\t\telements = {{ {', '.join(listed)} }}"] if listed else []
+
+
+def _subnet_sets(subnet: Subnet) -> list[str]:
+    """held: (MAC, block) the VPC delivers to; answered: addresses whose ARP the VPC answers;
+    source_checked: MACs of ENIs with the source/dest check on."""
+    answered = [subnet.gateway, *sorted(b for eni in subnet.enis for b in eni.blocks)]
+    return [
+        f"\tset {subnet.chain}_held {{",
+        "\t\ttype ether_addr . ipv4_addr",
+        "\t\tflags interval",
+        *_elements(f"{eni.mac} . {_block(b)}" for eni in subnet.enis for b in eni.blocks),
+        "\t}",
+        f"\tset {subnet.chain}_answered {{",
+        "\t\ttype ipv4_addr",
+        "\t\tflags interval",
+        *_elements(_block(ipaddress.IPv4Network(b)) for b in answered),
+        "\t}",
+        f"\tset {subnet.chain}_source_checked {{",
+        "\t\ttype ether_addr",
+        *_elements(eni.mac for eni in subnet.enis if eni.source_dest_check),
+        "\t}",
+    ]
+
+
+def _subnet_chains(subnet: Subnet) -> list[str]:
+    name = subnet.chain
+    return [
+        f"\tchain {name} {{",
+        f"\t\tarp operation request arp daddr ip @{name}_answered accept",
+        f"\t\tarp operation reply ether saddr . arp saddr ip @{name}_held accept",
+        "\t\tether type arp drop",
+        f"\t\tether saddr @{name}_source_checked jump {name}_source_check",
+        f"\t\tether daddr . ip daddr @{name}_held accept",
+        "\t\tdrop",
+        "\t}",
+        f"\tchain {name}_source_check {{",
+        f"\t\tether saddr . ip saddr @{name}_held return",
+        "\t\tdrop",
+        "\t}",
+    ]
+
+
+def _block(block: ipaddress.IPv4Network) -> str:
+    return str(block.network_address) if block.prefixlen == 32 else str(block)
