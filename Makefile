@@ -17,7 +17,7 @@ CDK := PATH="$(CURDIR)/$(BIN):$$PATH" npx --no-install cdk
 # pipeline stack is the only top-level one, and it deploys the stages itself.
 STACKS ?= '*/*'
 
-.PHONY: synth test lint bench critical-path cni-plugins clean bootstrap diff deploy destroy \
+.PHONY: synth test lint bench critical-path cni-plugins dataplane-tools clean bootstrap diff deploy destroy \
 	diagram docs mutation lock hooks
 
 # The stacks live in a Stage (or a pipeline's stages): without a selection the CLI finds no
@@ -91,6 +91,16 @@ cni-plugins:
 	  test -n "$(CNI_PLUGINS_VERSION)" || { echo "cni-plugins: $(CNI_PLUGINS_UNPINNED)" >&2; exit 1; }; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	  --no-install-recommends containernetworking-plugins=$(CNI_PLUGINS_VERSION); }
+
+# Host tools of the VPC fabric tests (tests/*/testing_support/test_vpc_fabric*.py: nft loads the
+# fabric's bridge table, ping sends through it), from Debian bookworm as root unless already
+# there. .ci/run installs them, so under CI=true those tests fail instead of skipping without
+# them; elsewhere they skip and say which package is missing.
+DATAPLANE_TOOLS := nftables=1.0.6-2+deb12u2 iputils-ping=3:20221126-1+deb12u1
+dataplane-tools:
+	@command -v nft >/dev/null && command -v ping >/dev/null || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	  $(DATAPLANE_TOOLS); }
 
 # The virtualenv holds exactly the lock: every direct and indirect dependency, pinned, each
 # download checked against its hashes.

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from testing_support.vpc_fabric import fabric_from_ec2
+from tests.helpers import unavailable_here
 
 MAC_A, MAC_B = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
 SUBNETS = {"Subnets": [{"SubnetId": "subnet-0f0f0f0f0f0f0f0f0", "CidrBlock": "10.0.4.0/24"}]}
@@ -87,10 +88,10 @@ def echo_requests_from(fabric: Fabric, node: str, source: str) -> int:
 @pytest.fixture
 def fabric() -> Iterator[Fabric]:
     if os.geteuid() != 0:
-        pytest.skip("needs root: network namespaces, a bridge and veth links")
+        unavailable_here("needs root: network namespaces, a bridge and veth links")
     for tool, package in (("nft", "nftables"), ("ping", "iputils-ping")):
         if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is not installed (Debian package {package})")
+            unavailable_here(f"{tool} is not installed (Debian package {package})")
     tag = uuid.uuid4().hex[:6]
     made = Fabric(f"vf-br-{tag}", {"a": f"vf-a-{tag}", "b": f"vf-b-{tag}"})
     created: list[str] = []
@@ -98,7 +99,7 @@ def fabric() -> Iterator[Fabric]:
         for namespace in (made.bridge_namespace, *made.nodes.values()):
             added = run("ip", "netns", "add", namespace, check=False)
             if added.returncode != 0:
-                pytest.skip(f"cannot create network namespaces here: {added.stderr.strip()}")
+                unavailable_here(f"cannot create network namespaces here: {added.stderr.strip()}")
             created.append(namespace)
         _wire(made)
         yield made

@@ -25,6 +25,7 @@ import pytest
 from moto import mock_aws
 
 from testing_support.vpc_fabric import Frame, FrameKind, VpcFabric, fabric_from_ec2
+from tests.helpers import unavailable_here
 
 BROADCAST = "ff:ff:ff:ff:ff:ff"
 
@@ -270,10 +271,10 @@ def test_nft_accepts_the_ruleset(vpc: SimpleNamespace, tmp_path: Path) -> None:
     sets, verdict maps, ARP and bridge expressions) without loading it."""
     nft = shutil.which("nft")
     if nft is None:
-        pytest.skip("nft is not installed (Debian package nftables)")
+        unavailable_here("nft is not installed (Debian package nftables)")
     path = tmp_path / "fabric.nft"
     path.write_text(vpc.fabric().nftables_ruleset())
     checked = subprocess.run([nft, "-c", "-f", str(path)], capture_output=True, text=True)
     if "Operation not permitted" in checked.stderr:
-        pytest.skip(f"nft -c needs CAP_NET_ADMIN: {checked.stderr.strip()}")
+        unavailable_here(f"nft -c needs CAP_NET_ADMIN: {checked.stderr.strip()}")
     assert checked.returncode == 0, checked.stderr
