@@ -13,7 +13,7 @@ the emulator's IDs.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,17 @@ MULTUS_SG_DESCRIPTION = "Multus ENIs: traffic from the configured sources"
 
 
 # --- the synthesized policies, resolved to the emulator's resources --------------------------
+
+
+def _denied(
+    statements: list[dict[str, Any]], requests: Iterable[AuthorizationRequest]
+) -> list[str]:
+    """Each request the statements do not allow, with the evaluator's reason."""
+    return [
+        f"{request.describe()}: {decision.reason}"
+        for request in requests
+        if not (decision := evaluate(statements, request)).allowed
+    ]
 
 
 def _resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
@@ -235,12 +246,7 @@ def test_the_node_role_allows_every_bootstrap_call(
     bootstrap_calls: list[tuple[str, RecordedCall]], node_statements: list[dict[str, Any]]
 ) -> None:
     requests = _bootstrap_requests(bootstrap_calls)
-    denied = [
-        f"{request.describe()}: {decision.reason}"
-        for _, request in requests
-        if not (decision := evaluate(node_statements, request)).allowed
-    ]
-    assert denied == []
+    assert _denied(node_statements, (request for _, request in requests)) == []
     # Tag-on-create's implied ec2:CreateTags is evaluated too.
     assert "ec2:CreateTags" in {request.action for _, request in requests}
 
@@ -312,12 +318,7 @@ def test_the_node_role_allows_every_agent_call(
     agent_run: AgentRun, node_statements: list[dict[str, Any]]
 ) -> None:
     requests = _agent_requests(agent_run)
-    denied = [
-        f"{request.describe()}: {decision.reason}"
-        for request in requests
-        if not (decision := evaluate(node_statements, request)).allowed
-    ]
-    assert denied == []
+    assert _denied(node_statements, requests) == []
     assert len(requests) == len(agent_run.calls)  # one authorization per call
 
 
@@ -396,13 +397,8 @@ def test_the_handler_paths_make_every_ec2_call_in_the_handler(handler_calls: lis
 def test_the_handler_role_allows_every_handler_call(
     handler_calls: list[Ec2Call], handler_statements: list[dict[str, Any]]
 ) -> None:
-    denied = [
-        f"{request.describe()}: {decision.reason}"
-        for call in handler_calls
-        for request in authorization_requests(call, Caller(REGION))
-        if not (decision := evaluate(handler_statements, request)).allowed
-    ]
-    assert denied == []
+    requests = (r for call in handler_calls for r in authorization_requests(call, Caller(REGION)))
+    assert _denied(handler_statements, requests) == []
 
 
 # --- the teardown's calls ----------------------------------------------------------------------
@@ -457,12 +453,7 @@ def test_the_teardown_role_allows_every_teardown_call(
     teardown_run: TeardownRun, teardown_statements: list[dict[str, Any]]
 ) -> None:
     requests = _teardown_requests(teardown_run)
-    denied = [
-        f"{request.describe()}: {decision.reason}"
-        for _, request in requests
-        if not (decision := evaluate(teardown_statements, request)).allowed
-    ]
-    assert denied == []
+    assert _denied(teardown_statements, (request for _, request in requests)) == []
     deleted = {
         c.params["NetworkInterfaceId"] for c, _ in requests if c.action == "DeleteNetworkInterface"
     }
