@@ -35,14 +35,22 @@ The rules and where they come from:
   frame to the broadcast MAC, a subnet broadcast address or a multicast group matches no ENI's
   address and is dropped; so is every EtherType other than IPv4 and ARP.
 
+- The VPC router. Traffic between subnets goes through the router at each subnet's base
+  address plus one (VPC User Guide, "Route tables": the `local` route), so the same rules hold
+  on that path: what an ENI sends to the router passes its source check first, and the router
+  delivers to an ENI only what it holds. In the kernel the router is the network namespace of
+  the bridges, the gateway address sits on each bridge device and the device's MAC is
+  `Subnet.router_mac`; its frames pass the `input` and `output` hooks of the bridge family,
+  not `forward`, so the table has a chain on each.
+
 What the model does not model: security groups and network ACLs (neither their rules nor the
 connection tracking that lets replies back in); routes whose target is an ENI (a frame for an
 address the receiver does not hold is dropped even when its check is off); the real mapping
-service (its latency, and the remap delay that `eni_addresses.py` models for IMDS only); IPv6
-and NDP (no ENI has IPv6 addresses here, so every IPv6 frame is dropped: NDP for an address
-nobody holds goes unanswered, trivially); traffic between subnets (each subnet is its own
-bridge; the VPC router that would carry it is not a bridge port: put the gateway address on the
-bridge device, whose own traffic the `forward` hook does not see).
+service (its latency, and the remap delay that `eni_addresses.py` models for IMDS only); that
+it delivers by destination address whatever the destination MAC (the model delivers by MAC: a
+peer's stale neighbour entry for an address that moved to another ENI is dropped, where the VPC
+would deliver to the new holder); IPv6 and NDP (no ENI has IPv6 addresses here, so every IPv6
+frame is dropped: NDP for an address nobody holds goes unanswered, trivially).
 
 The table owns every bridge of the network namespace it is loaded into: a frame whose source
 MAC is no modelled ENI's is dropped (a veth that is not an ENI has no place on the fabric).
@@ -51,6 +59,7 @@ MAC is no modelled ENI's is dropped (a veth that is not an ENI has no place on t
 from __future__ import annotations
 
 import enum
+import hashlib
 import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -117,17 +126,28 @@ class Subnet:
     def chain(self) -> str:
         return self.subnet_id.replace("-", "_")
 
+    @property
+    def router_mac(self) -> str:
+        """The VPC router's MAC on this subnet: locally administered, stable per subnet ID."""
+        digest = hashlib.sha256(self.subnet_id.encode()).digest()[:5]
+        return ":".join(f"{byte:02x}" for byte in (0x02, *digest))
+
     def eni_with_mac(self, mac: str) -> Eni | None:
         return next((eni for eni in self.enis if eni.mac == mac.lower()), None)
 
     def holder(self, address: ipaddress.IPv4Address) -> Eni | None:
         return next((eni for eni in self.enis if eni.holds(address)), None)
 
+    def sends_from(self, mac: str) -> bool:
+        return mac.lower() == self.router_mac or self.eni_with_mac(mac) is not None
+
     def answers_arp_for(self, address: ipaddress.IPv4Address) -> bool:
         return address == self.gateway or self.holder(address) is not None
 
     def delivers(self, frame: Frame) -> bool:
-        """The decision of this subnet's chain, rule by rule in the rule set's order."""
+        """The decision of this subnet's chains, rule by rule in the rule set's order."""
+        if frame.source_mac.lower() == self.router_mac:
+            return self._router_sends(frame)
         if frame.kind is FrameKind.ARP_REQUEST:
             return self.answers_arp_for(_address(frame.destination_ip))
         if frame.kind is FrameKind.ARP_REPLY:
@@ -138,6 +158,20 @@ class Subnet:
             return False
         if sender.source_dest_check and not sender.holds(_address(frame.source_ip)):
             return False
+        if frame.destination_mac.lower() == self.router_mac:
+            return True
+        return self._held_by_receiver(frame)
+
+    def _router_sends(self, frame: Frame) -> bool:
+        """The router asks for any address and answers for its own; it forwards to an ENI only
+        what that ENI holds."""
+        if frame.kind is FrameKind.ARP_REQUEST:
+            return True
+        if frame.kind is FrameKind.ARP_REPLY:
+            return _address(frame.source_ip) == self.gateway
+        return frame.kind is FrameKind.IPV4 and self._held_by_receiver(frame)
+
+    def _held_by_receiver(self, frame: Frame) -> bool:
         receiver = self.eni_with_mac(frame.destination_mac)
         return receiver is not None and receiver.holds(_address(frame.destination_ip))
 
@@ -149,8 +183,8 @@ class VpcFabric:
     subnets: tuple[Subnet, ...]  # sorted by subnet ID
 
     def delivers(self, frame: Frame) -> bool:
-        """Whether the VPC carries the frame from its source MAC's ENI to its destination."""
-        subnet = next((s for s in self.subnets if s.eni_with_mac(frame.source_mac)), None)
+        """Whether the VPC carries the frame from its source MAC's ENI (or router) on."""
+        subnet = next((s for s in self.subnets if s.sends_from(frame.source_mac)), None)
         return subnet is not None and subnet.delivers(frame)
 
     def nftables_ruleset(self) -> str:
@@ -158,15 +192,23 @@ class VpcFabric:
         lines = [f"table bridge {TABLE_NAME} {{", "\tmap subnet_of_eni {"]
         lines += ["\t\ttype ether_addr : verdict"]
         lines += _elements(f"{eni.mac} : jump {s.chain}" for s in self.subnets for eni in s.enis)
+        lines += ["\t}", "\tmap subnet_of_router {", "\t\ttype ether_addr : verdict"]
+        lines += _elements(f"{s.router_mac} : jump {s.chain}_router" for s in self.subnets)
         lines += ["\t}"]
         for subnet in self.subnets:
             lines += _subnet_sets(subnet)
-        lines += [
-            "\tchain forward {",
-            "\t\ttype filter hook forward priority filter; policy drop;",
-            "\t\tether saddr vmap @subnet_of_eni",
-            "\t}",
-        ]
+        # forward: ENI to ENI; input: ENI to the router; output: the router to an ENI.
+        for hook, verdicts in (
+            ("forward", "subnet_of_eni"),
+            ("input", "subnet_of_eni"),
+            ("output", "subnet_of_router"),
+        ):
+            lines += [
+                f"\tchain {hook} {{",
+                f"\t\ttype filter hook {hook} priority filter; policy drop;",
+                f"\t\tether saddr vmap @{verdicts}",
+                "\t}",
+            ]
         for subnet in self.subnets:
             lines += _subnet_chains(subnet)
         return "\n".join([*lines, "}", ""])
@@ -268,11 +310,19 @@ def _subnet_chains(subnet: Subnet) -> list[str]:
         f"\t\tarp operation reply ether saddr . arp saddr ip @{name}_held accept",
         "\t\tether type arp drop",
         f"\t\tether saddr @{name}_source_checked jump {name}_source_check",
+        f"\t\tether daddr {subnet.router_mac} meta protocol ip accept",
         f"\t\tether daddr . ip daddr @{name}_held accept",
         "\t\tdrop",
         "\t}",
         f"\tchain {name}_source_check {{",
         f"\t\tether saddr . ip saddr @{name}_held return",
+        "\t\tdrop",
+        "\t}",
+        f"\tchain {name}_router {{",
+        "\t\tarp operation request accept",
+        f"\t\tarp operation reply arp saddr ip {subnet.gateway} accept",
+        "\t\tether type arp drop",
+        f"\t\tether daddr . ip daddr @{name}_held accept",
         "\t\tdrop",
         "\t}",
     ]

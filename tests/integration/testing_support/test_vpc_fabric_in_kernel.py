@@ -77,8 +77,9 @@ def ping(fabric: Fabric, node: str, destination: str, source: str = "") -> bool:
 
 
 def echo_requests_from(fabric: Fabric, node: str, source: str) -> int:
-    """Echo requests from `source` that reached the node (an input counter), replies aside."""
-    namespace = fabric.nodes[node]
+    """Echo requests from `source` that reached the node, or the router for node "router" (an
+    input counter), replies aside."""
+    namespace = fabric.bridge_namespace if node == "router" else fabric.nodes[node]
     listed = run("ip", "netns", "exec", namespace, "nft", "list", "chain", "inet", "probe", "input")
     counted = re.search(rf"ip saddr {re.escape(source)} .*counter packets (\d+)", listed.stdout)
     assert counted, listed.stdout
@@ -142,7 +143,25 @@ def _wire(fabric: Fabric) -> None:
             "}\n"
         )
         load(namespace, probe)
-    load(bridge, fabric_from_ec2(ENIS, SUBNETS, {"eni-a": ["10.0.4.128/28"]}).nftables_ruleset())
+    vpc_fabric = fabric_from_ec2(ENIS, SUBNETS, {"eni-a": ["10.0.4.128/28"]})
+    (subnet,) = vpc_fabric.subnets
+    # The bridge's own namespace plays the VPC router, at the subnet's gateway address.
+    run("ip", "-n", bridge, "link", "set", "br0", "address", subnet.router_mac)
+    run("ip", "-n", bridge, "address", "add", f"{subnet.gateway}/24", "dev", "br0")
+    load(bridge, ROUTER_PROBE)
+    load(bridge, vpc_fabric.nftables_ruleset())
+
+
+#: Counts echo requests the router receives from each source (its replies aside).
+ROUTER_PROBE = (
+    "table inet probe {\n"
+    "\tchain input {\n"
+    "\t\ttype filter hook input priority filter;\n"
+    "\t\ticmp type echo-request ip saddr 10.0.4.98 counter\n"
+    "\t\ticmp type echo-request ip saddr 10.0.4.99 counter\n"
+    "\t}\n"
+    "}\n"
+)
 
 
 def load(namespace: str, ruleset: str) -> None:
@@ -191,3 +210,14 @@ def test_the_source_check_drops_what_a_checked_eni_sends_from_others(fabric: Fab
     assert echo_requests_from(fabric, "b", "10.0.4.99") == 0
     ping(fabric, "b", "10.0.4.10", source="10.0.4.98")  # check off: sent (the reply is not)
     assert echo_requests_from(fabric, "a", "10.0.4.98") == 1
+
+
+def test_the_router_sees_only_what_passes_the_source_check(fabric: Fabric) -> None:
+    assert ping(fabric, "a", "10.0.4.1", source="10.0.4.40")  # check on, its own address
+    assert not ping(fabric, "a", "10.0.4.1", source="10.0.4.99")  # check on, not its own
+    assert echo_requests_from(fabric, "router", "10.0.4.99") == 0
+    # Check off: the request reaches the router, whose reply the VPC does not deliver to b,
+    # which does not hold 10.0.4.98.
+    assert not ping(fabric, "b", "10.0.4.1", source="10.0.4.98")
+    assert echo_requests_from(fabric, "router", "10.0.4.98") == 1
+    assert ping(fabric, "b", "10.0.4.1", source="10.0.4.11")

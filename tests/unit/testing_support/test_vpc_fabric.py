@@ -6,7 +6,8 @@ Sources (as in testing_support/vpc_fabric.py): EC2 User Guide, "Multiple IP addr
 delegated prefixes); VPC User Guide, "NAT instances" ("the instance must be the source or
 destination of any traffic it sends or receives") and EC2 API reference,
 ModifyNetworkInterfaceAttribute `SourceDestCheck`; VPC User Guide, "Subnet CIDR blocks" (the
-base address plus one is the VPC router); Amazon VPC FAQs ("Amazon VPC does not support
+base address plus one is the VPC router) and "Route tables" (the local route: traffic between
+subnets goes through that router); Amazon VPC FAQs ("Amazon VPC does not support
 broadcast or multicast")."""
 
 from __future__ import annotations
@@ -178,6 +179,59 @@ def test_no_broadcast_multicast_or_other_traffic(vpc: SimpleNamespace, frame: Fr
     assert not vpc.fabric().delivers(placed)
 
 
+def router(vpc: SimpleNamespace) -> str:
+    (subnet,) = vpc.fabric().subnets
+    return str(subnet.router_mac)
+
+
+@pytest.mark.parametrize(
+    ("sender", "source", "delivered"),
+    [
+        ("a", "10.0.4.40", True),  # check on, its own address: routed on
+        ("a", "10.0.4.144", False),  # check on, not its address: the router never sees it
+        ("b", "10.0.4.144", True),  # check off
+    ],
+)
+def test_what_an_eni_sends_to_the_router_passes_its_source_check(
+    vpc: SimpleNamespace, sender: str, source: str, delivered: bool
+) -> None:
+    mac = {"a": vpc.mac_a, "b": vpc.mac_b}[sender]
+    frame = ipv4(mac, router(vpc), source, "10.0.2.10")
+    assert vpc.fabric().delivers(frame) is delivered
+
+
+@pytest.mark.parametrize(
+    ("destination", "delivered"),
+    [("10.0.4.40", True), ("10.0.4.130", True), ("10.0.4.41", False), ("10.0.4.11", False)],
+)
+def test_the_router_delivers_to_an_eni_only_what_it_holds(
+    vpc: SimpleNamespace, destination: str, delivered: bool
+) -> None:
+    frame = ipv4(router(vpc), vpc.mac_a, "10.0.2.10", destination)
+    assert vpc.fabric().delivers(frame) is delivered
+
+
+def test_the_router_asks_for_any_address_and_answers_only_for_itself(
+    vpc: SimpleNamespace,
+) -> None:
+    fabric, mac = vpc.fabric(), router(vpc)
+    assert fabric.delivers(arp_request(mac, "10.0.4.1", "10.0.4.41"))
+    assert fabric.delivers(arp_reply(mac, vpc.mac_a, "10.0.4.1", "10.0.4.10"))
+    assert not fabric.delivers(arp_reply(mac, vpc.mac_a, "10.0.4.40", "10.0.4.10"))
+    assert not fabric.delivers(Frame(FrameKind.IPV6, mac, vpc.mac_a))
+
+
+def test_each_subnet_has_its_own_unicast_router_mac() -> None:
+    two = {"Subnets": [*SUBNET["Subnets"], {"SubnetId": "subnet-2", "CidrBlock": "10.0.5.0/24"}]}
+    macs = [subnet.router_mac for subnet in fabric_from_ec2(_answer(), two).subnets]
+    assert len(set(macs)) == 2
+    for mac in macs:
+        first = int(mac.split(":")[0], 16)
+        assert first & 0b10 and not first & 0b01  # locally administered, unicast
+    again = fabric_from_ec2(_answer(), two).subnets
+    assert [subnet.router_mac for subnet in again] == macs
+
+
 def _set_elements(ruleset: str, name: str) -> set[str]:
     found = re.search(rf"\t(?:set|map) {name} {{\n(.*?)\n\t}}", ruleset, re.DOTALL)
     assert found, f"no set {name}"
@@ -206,6 +260,14 @@ def test_the_ruleset_holds_exactly_each_enis_addresses(vpc: SimpleNamespace) -> 
     }
     assert _set_elements(ruleset, f"{chain}_source_checked") == {a}
     assert _set_elements(ruleset, "subnet_of_eni") == {f"{a} : jump {chain}", f"{b} : jump {chain}"}
+    assert _set_elements(ruleset, "subnet_of_router") == {
+        f"{subnet.router_mac} : jump {chain}_router"
+    }
+    for hook, verdicts in (("forward", "eni"), ("input", "eni"), ("output", "router")):
+        assert (
+            f"type filter hook {hook} priority filter; policy drop;\n"
+            f"\t\tether saddr vmap @subnet_of_{verdicts}"
+        ) in ruleset
     assert vpc.mac_other not in ruleset  # the node subnet is not part of the fabric
 
 
