@@ -3,7 +3,9 @@ network namespace; and a stand-in for the multus-pod-ips agent on a unix socket.
 
 CNI spec ("Execution of Network Configurations", https://www.cni.dev/docs/spec/): for ADD,
 each plugin of the list in order gets the network's name and cniVersion, its own plugin
-object, and the previous plugin's result as prevResult; the last result is the chain's.
+object, and the previous plugin's result as prevResult; the last result is the chain's. DEL
+runs the plugins in reverse order, each given the chain's cached ADD result as prevResult
+(libcni keeps it for them).
 """
 
 from __future__ import annotations
@@ -55,10 +57,10 @@ class StandInAgent:
 
 
 class CniChainError(Exception):
-    """A plugin of the chain answered ADD with an error (its CNI error JSON on stdout)."""
+    """A plugin of the chain answered with an error (its CNI error JSON on stdout)."""
 
-    def __init__(self, plugin_type: str, stdout: str, stderr: str) -> None:
-        super().__init__(f"{plugin_type} ADD failed: {stdout} {stderr}")
+    def __init__(self, plugin_type: str, command: str, stdout: str, stderr: str) -> None:
+        super().__init__(f"{plugin_type} {command} failed: {stdout} {stderr}")
         self.stdout = stdout
 
 
@@ -66,13 +68,16 @@ class CniChainError(Exception):
 class ChainRun:
     """Where the chain runs: the pod's namespace path, the container interface, the agent's
     socket (given to multus-pod-ip as agentSocket), the named namespace the plugins run in
-    (the node's, where ipvlan finds its master) and the reference plugins' directory."""
+    (the node's, where ipvlan finds its master), the reference plugins' directory and the
+    container's ID and pod name as the runtime passes them."""
 
     netns: str
     ifname: str
     agent_socket: Path
     node_netns: str
     plugin_dir: Path = DEBIAN_CNI_PLUGIN_DIR
+    container_id: str = "pod-routes-test"
+    pod_name: str = "routes"
 
     def add(
         self,
@@ -84,37 +89,52 @@ class ChainRun:
         starting from `prev_result`; returns the last plugin's result."""
         result = prev_result
         for plugin in plugins:
-            stdin: dict[str, Any] = {
-                "cniVersion": network["cniVersion"],
-                "name": network["name"],
-                **plugin,
-            }
-            if plugin["type"] == CNI_PLUGIN_TYPE:
-                stdin["agentSocket"] = str(self.agent_socket)
-            if result is not None:
-                stdin["prevResult"] = result
-            result = self._exec(plugin["type"], stdin)
+            result = self._exec("ADD", network, plugin, result)
         if result is None:
             raise ValueError("an empty chain and no prevResult have no result")
         return result
 
-    def _exec(self, plugin_type: str, stdin: dict[str, Any]) -> dict[str, Any]:
+    def delete(
+        self, network: dict[str, Any], plugins: Sequence[dict[str, Any]], result: dict[str, Any]
+    ) -> None:
+        """DEL through `plugins` in reverse order, each given the chain's ADD result."""
+        for plugin in reversed(plugins):
+            self._exec("DEL", network, plugin, result)
+
+    def _exec(
+        self,
+        command: str,
+        network: dict[str, Any],
+        plugin_config: dict[str, Any],
+        prev_result: dict[str, Any] | None,
+    ) -> dict[str, Any] | None:
+        plugin_type = plugin_config["type"]
+        stdin: dict[str, Any] = {
+            "cniVersion": network["cniVersion"],
+            "name": network["name"],
+            **plugin_config,
+        }
+        if plugin_type == CNI_PLUGIN_TYPE:
+            stdin["agentSocket"] = str(self.agent_socket)
+        if prev_result is not None:
+            stdin["prevResult"] = prev_result
         plugin = (
             [sys.executable, str(CNI_PLUGIN_SCRIPT)]
             if plugin_type == CNI_PLUGIN_TYPE
             else [str(self.plugin_dir / plugin_type)]
         )
+        pod = self.pod_name
         done = subprocess.run(
             [IP_COMMAND, "netns", "exec", self.node_netns, *plugin],
             input=json.dumps(stdin),
             env={
-                "CNI_COMMAND": "ADD",
-                "CNI_CONTAINERID": "pod-routes-test",
+                "CNI_COMMAND": command,
+                "CNI_CONTAINERID": self.container_id,
                 "CNI_NETNS": self.netns,
                 "CNI_IFNAME": self.ifname,
                 "CNI_PATH": str(self.plugin_dir),
                 # As containerd passes them: IgnoreUnknown=1 lets plugins skip the K8S_ ones.
-                "CNI_ARGS": "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=routes",
+                "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod}",
                 # A delegate inherits its caller's PATH (Multus thick: its own container's),
                 # which says nothing about the host: plugins must find their tools themselves.
                 "PATH": "/nonexistent",
@@ -125,6 +145,8 @@ class ChainRun:
             check=False,
         )
         if done.returncode != 0:
-            raise CniChainError(plugin_type, done.stdout, done.stderr)
+            raise CniChainError(plugin_type, command, done.stdout, done.stderr)
+        if command != "ADD":
+            return None
         result: dict[str, Any] = json.loads(done.stdout)
         return result

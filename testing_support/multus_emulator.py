@@ -167,7 +167,9 @@ def _query_names(shape: Shape, prefix: str) -> Iterator[str]:
 class Ec2Proxy:
     """Checking, recording, latency-adding, fault-injecting proxy in front of moto_server."""
 
-    def __init__(self, upstream_port: int, prefixes: Ipv4PrefixDelegation) -> None:
+    def __init__(
+        self, upstream_port: int, prefixes: Ipv4PrefixDelegation, host: str = "127.0.0.1"
+    ) -> None:
         self.latency_seconds = 0.0
         self.prefixes = prefixes
         #: The credentials requests must be signed with (a test may swap them).
@@ -186,8 +188,8 @@ class Ec2Proxy:
         self._faults: list[Fault] = []
         self._remaining: list[int] = []  # how often each fault still fires
         self._calls: list[RecordedCall] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._server = ThreadingHTTPServer((host, 0), self._handler_class())
+        self.url = f"http://{host}:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 
     def reset(self, faults: Sequence[Fault] = ()) -> None:
@@ -355,7 +357,7 @@ def _credentials_document(credentials: Credentials) -> str:
 class FakeImds:
     """IMDSv2 for any moto instance: the base URL for instance i-x is <url>/i-x."""
 
-    def __init__(self, ec2: Any, prefixes: Ipv4PrefixDelegation) -> None:
+    def __init__(self, ec2: Any, prefixes: Ipv4PrefixDelegation, host: str = "127.0.0.1") -> None:
         self._ec2 = ec2
         #: How many more credential requests get a 404, as early in an instance's boot.
         self.credentials_missing_for = 0
@@ -364,8 +366,8 @@ class FakeImds:
         self.local_ipv4s: Callable[[str, list[str]], list[str]] | None = None
         self._lock = threading.Lock()
         self._prefixes = prefixes
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._server = ThreadingHTTPServer((host, 0), self._handler_class())
+        self.url = f"http://{host}:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 
     def base_url(self, instance_id: str) -> str:
@@ -681,31 +683,41 @@ class Ec2Emulator:
         root: Path | None = None,
         faults: Sequence[Fault] = (),
         env: Mapping[str, str] | None = None,
+        netns: str | None = None,
     ) -> BootstrapRun:
-        """Runs the user-data's shell part with bash in dry-host mode against the emulator;
-        `env` adds or overrides the script's environment (MULTUS_* knobs)."""
+        """Runs the user-data's shell part with bash against the emulator; `env` adds or
+        overrides the script's environment (MULTUS_* knobs).
+
+        Without `netns`, in dry-host mode. With it, as root inside that network namespace
+        with host changes on (sysctl and ip act on the namespace's links; its sysfs shows
+        them), as the data-plane tier runs a node: udevadm, networkctl and systemctl, which
+        a namespace has no daemons for, are logged to $PROCESS_LOG instead."""
         root = root or Path(tempfile.mkdtemp(prefix="node-root-", dir=self.work_dir))
         script = root / "user-data.sh"
         script.write_text(shell_part(user_data))
         process_log = root / "processes.log"
         process_log.write_text("")
         # No AWS_* variables: the script must take its credentials from IMDS, as on a node.
+        wrappers = str(self._counting_wrapper_dir())
+        if netns is not None:
+            wrappers += f":{self._host_daemon_stub_dir()}"
         script_env = {
-            "PATH": f"{self._counting_wrapper_dir()}:/usr/bin:/bin:/usr/sbin:/sbin",
+            "PATH": f"{wrappers}:/usr/bin:/bin:/usr/sbin:/sbin",
             "HOME": str(root),
             "LANG": "C.UTF-8",
             "PROCESS_LOG": str(process_log),
             "MULTUS_IMDS_URL": self.imds.base_url(instance_id),
             "MULTUS_EC2_ENDPOINT": self.proxy.url,
             "MULTUS_ROOT": str(root),
-            "MULTUS_HOST_CHANGES": "0",
+            "MULTUS_HOST_CHANGES": "0" if netns is None else "1",
             "MULTUS_WAIT_SECONDS": "10",
             **(env or {}),
         }
+        in_netns = [] if netns is None else ["ip", "netns", "exec", netns]
         self.proxy.reset(faults)
         started = time.monotonic()
         completed = subprocess.run(
-            ["bash", str(script)],
+            [*in_netns, "bash", str(script)],
             env=script_env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -725,6 +737,17 @@ class Ec2Emulator:
             seconds=seconds,
             root=root,
         )
+
+    def _host_daemon_stub_dir(self) -> Path:
+        """A directory whose udevadm, networkctl and systemctl log their command line."""
+        stub_dir = self.work_dir / "host-daemon-stubs"
+        if not stub_dir.exists():
+            stub_dir.mkdir(parents=True)
+            for name in ("udevadm", "networkctl", "systemctl"):
+                stub = stub_dir / name
+                stub.write_text(f'#!/bin/sh\necho "{name} $*" >>"$PROCESS_LOG"\n')
+                stub.chmod(0o755)
+        return stub_dir
 
     def _counting_wrapper_dir(self) -> Path:
         """A directory whose `curl` and `aws` log each command line to $PROCESS_LOG.
@@ -753,8 +776,10 @@ class Ec2Emulator:
 
 
 @contextmanager
-def running_emulator() -> Iterator[Ec2Emulator]:
-    """Starts moto_server, the proxy and the fake IMDS; stops them on exit."""
+def running_emulator(host: str = "127.0.0.1") -> Iterator[Ec2Emulator]:
+    """Starts moto_server, the proxy and the fake IMDS; stops them on exit. The proxy and the
+    fake IMDS listen on `host` (the data-plane tier's nodes reach them over their eth0);
+    moto_server, which only the proxy talks to, on 127.0.0.1."""
     port = _free_port()
     moto = subprocess.Popen(
         [str(_VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
@@ -768,8 +793,8 @@ def running_emulator() -> Iterator[Ec2Emulator]:
             "ec2", endpoint_url=f"http://127.0.0.1:{port}", region_name=REGION, **DUMMY_CREDENTIALS
         )
         prefixes = Ipv4PrefixDelegation(ec2)
-        proxy = Ec2Proxy(port, prefixes)
-        imds = FakeImds(ec2, prefixes)
+        proxy = Ec2Proxy(port, prefixes, host)
+        imds = FakeImds(ec2, prefixes, host)
         with tempfile.TemporaryDirectory(prefix="multus-emulator-") as work_dir:
             emulator = Ec2Emulator(ec2=ec2, proxy=proxy, imds=imds, work_dir=Path(work_dir))
             proxy.on_terminated = emulator.terminated

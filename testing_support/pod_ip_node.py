@@ -21,7 +21,7 @@ from typing import Any
 from multus_pod_ips import AGENT_SCRIPT, CNI_PLUGIN_SCRIPT
 from node_bootstrap import render_user_data
 from testing_support.eni_addresses import EniAddressModel
-from testing_support.multus_emulator import Ec2Emulator, EmulatedVpc
+from testing_support.multus_emulator import BootstrapRun, Ec2Emulator, EmulatedVpc
 
 #: Whereabouts ranges per Multus network on the emulator's subnets (10.0.4.0/24 onwards).
 EMULATOR_RANGES = {
@@ -91,6 +91,9 @@ class PodIpNode:
     reconcile_seconds: float = 1.0
     settle_seconds: float = 0.5
     add_timeout_seconds: float = 50.0
+    #: Where the agent looks for pods' network namespaces: under root by default; "" for the
+    #: real /run/netns, where the data-plane tier's pods live.
+    netns_root: str | None = None
     agent: subprocess.Popen[bytes] | None = None
     enis: dict[str, str] = field(default_factory=dict)  # interface -> ENI ID
 
@@ -104,8 +107,16 @@ class PodIpNode:
         instance_type: str = "m5.large",
         **options: Any,
     ) -> PodIpNode:
+        """Launches the instance and runs its bootstrap in dry-host mode."""
         instance_id = emulator.launch_instance(vpc, az, cluster, instance_type)
         run = emulator.run_bootstrap(render_user_data(vpc.bootstrap_props(cluster)), instance_id)
+        return cls.bootstrapped(emulator, instance_id, run, **options)
+
+    @classmethod
+    def bootstrapped(
+        cls, emulator: Ec2Emulator, instance_id: str, run: BootstrapRun, **options: Any
+    ) -> PodIpNode:
+        """The node of an instance whose bootstrap has run (and must have succeeded)."""
         if run.returncode != 0:
             raise RuntimeError(f"bootstrap failed:\n{run.output}")
         node = cls(emulator, instance_id, run.root, **options)
@@ -127,7 +138,7 @@ class PodIpNode:
             "records_dir": str(self.root / "run/multus-pod-ips/pods"),
             "ready_marker": str(self.ready_marker),
             "eni_state_dir": str(self.root / "var/lib/multus-eni"),
-            "netns_root": str(self.root),
+            "netns_root": str(self.root) if self.netns_root is None else self.netns_root,
             "interfaces": EMULATOR_RANGES,
             "reconcile_seconds": self.reconcile_seconds,
             "settle_seconds": self.settle_seconds,

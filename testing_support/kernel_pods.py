@@ -1,0 +1,183 @@
+"""Pods of the data-plane tier: a network namespace each, with eth0 as the VPC CNI sets it up
+and net1 by the real plugin chain of the NAD our chart renders.
+
+eth0 (amazon-vpc-cni-k8s, docs/cni-proposal.md, "Pod to Pod communication" and cmd/routed-eni-
+cni-plugin/driver/driver.go): the pod's address is a secondary IPv4 address of the node's
+primary ENI (ipamd assigns its warm pool that way), set as a /32 on eth0, with 169.254.1.1 as
+an on-link gateway whose neighbour entry is the host veth's MAC, and a default route via it;
+the node routes the address to the host veth.
+
+net1: the NAD's chain (charts/network_attachments.py: ipvlan, sbr, multus-pod-ip) with its
+IPAM replaced by `static` at an address of the same Whereabouts range (Whereabouts needs the
+Kubernetes API; the range check keeps the address where Whereabouts could have leased it),
+run with CNI_COMMAND ADD and DEL as libcni does (no CHECK: the NAD's cniVersion 0.3.1 predates
+it, and libcni refuses CHECK for such a config) (testing_support/cni_chain.py).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from testing_support.cni_chain import ChainRun
+from testing_support.kernel_vpc import KernelNode, in_netns, ip, sysctl
+from testing_support.pod_ip_node import PodIpNode
+
+VPC_CNI_GATEWAY = "169.254.1.1"
+IDENTITY_PORT = 7007
+
+#: Answers each UDP datagram with "<pod name> <the source address it came from>".
+_IDENTITY_SERVER = (
+    "import socket, sys\n"
+    "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+    f"s.bind(('0.0.0.0', {IDENTITY_PORT}))\n"
+    "print('ready', flush=True)\n"
+    "while True:\n"
+    "    data, peer = s.recvfrom(64)\n"
+    "    s.sendto(f'{sys.argv[1]} {peer[0]}'.encode(), peer)\n"
+)
+_IDENTITY_CLIENT = (
+    "import socket, sys\n"
+    "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+    "s.settimeout(float(sys.argv[2]))\n"
+    f"s.sendto(b'who', (sys.argv[1], {IDENTITY_PORT}))\n"
+    "try:\n"
+    "    print(s.recvfrom(64)[0].decode())\n"
+    "except TimeoutError:\n"
+    "    sys.exit(1)\n"
+)
+
+
+def with_static_ipam(network: dict[str, Any], address: str) -> dict[str, Any]:
+    """The NAD's config with its Whereabouts IPAM replaced by static IPAM at `address`, which
+    must lie in the Whereabouts range (first-last/prefix)."""
+    ipvlan, *rest = network["plugins"]
+    ipam = ipvlan["ipam"]
+    span, prefix_length = ipam["range"].rsplit("/", 1)
+    first, last = (ipaddress.IPv4Address(end) for end in span.split("-"))
+    if not first <= ipaddress.IPv4Address(address) <= last:
+        raise ValueError(f"{address} is outside the NAD's range {ipam['range']}")
+    static = {
+        "type": "static",
+        "addresses": [{"address": f"{address}/{prefix_length}", "gateway": ipam["gateway"]}],
+    }
+    return {**network, "plugins": [{**ipvlan, "ipam": static}, *rest]}
+
+
+@dataclass
+class KernelPod:
+    """One pod: its namespace, the node it runs on and net1's chain and result."""
+
+    name: str
+    node: KernelNode
+    agent: PodIpNode
+    network: dict[str, Any]
+    plugins: list[dict[str, Any]]
+    eth0_address: str
+    result: dict[str, Any] | None = None
+    server: subprocess.Popen[str] | None = None
+
+    @property
+    def netns_path(self) -> str:
+        return f"/var/run/netns/{self.name}"
+
+    @property
+    def chain(self) -> ChainRun:
+        return ChainRun(
+            netns=self.netns_path,
+            ifname="net1",
+            agent_socket=self.agent.socket_path,
+            node_netns=self.node.name,
+            container_id=self.name,
+            pod_name=self.name,
+        )
+
+    @property
+    def net1_address(self) -> str:
+        assert self.result is not None, "net1 is not set up"
+        return str(self.result["ips"][0]["address"]).split("/")[0]
+
+    def add(self, plugins: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """ADD through `plugins` (default: the whole chain), continuing from any earlier
+        partial ADD's result."""
+        self.result = self.chain.add(self.network, plugins or self.plugins, self.result)
+        return self.result
+
+    def delete(self, plugins: Sequence[dict[str, Any]] | None = None) -> None:
+        assert self.result is not None
+        self.chain.delete(self.network, plugins or self.plugins, self.result)
+
+    def serve_identity(self) -> None:
+        self.server = subprocess.Popen(
+            ["ip", "netns", "exec", self.name, "python3", "-I", "-S", "-c", _IDENTITY_SERVER,
+             self.name],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.server.stdout is not None
+        if self.server.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"{self.name}: the identity server did not start")
+
+    def ask(self, address: str, timeout: float = 3) -> tuple[str, str] | None:
+        """Which pod answers at `address` over UDP, and the source it saw; None if nobody."""
+        asked = in_netns(
+            self.name, "python3", "-I", "-S", "-c", _IDENTITY_CLIENT, address, str(timeout),
+            check=False, timeout=timeout + 30,
+        )
+        if asked.returncode != 0:
+            return None
+        pod, source = asked.stdout.split()
+        return pod, source
+
+    def ping(self, address: str) -> bool:
+        return ping_from(self.name, address)
+
+    def route_get(self, *args: str) -> str:
+        return ip("-n", self.name, "route", "get", *args).stdout.strip()
+
+    def remove(self) -> None:
+        if self.server is not None:
+            self.server.kill()
+            self.server.wait(timeout=10)
+        ip("netns", "del", self.name, check=False)
+
+
+def ping_from(namespace: str, address: str, count: int = 2) -> bool:
+    sent = in_netns(
+        namespace, "ping", "-c", str(count), "-W", "2", "-i", "0.3", address, check=False
+    )
+    return sent.returncode == 0
+
+
+def start_pod(
+    name: str,
+    node: KernelNode,
+    agent: PodIpNode,
+    network: dict[str, Any],
+    eth0_address: str,
+) -> KernelPod:
+    """The pod's namespace with eth0 as the VPC CNI sets it up (its address assigned to the
+    node's primary ENI first); net1 comes with `KernelPod.add`."""
+    agent.emulator.ec2.assign_private_ip_addresses(
+        NetworkInterfaceId=node.primary_eni_id, PrivateIpAddresses=[eth0_address]
+    )
+    ip("netns", "add", name)
+    ip("-n", name, "link", "set", "lo", "up")
+    host_veth = f"v-{name}"[:15]
+    ip("-n", node.name, "link", "add", host_veth, "type", "veth", "peer", "name", "eth0",
+       "netns", name)
+    ip("-n", node.name, "link", "set", host_veth, "up")
+    host_mac = ip("-n", node.name, "-br", "link", "show", host_veth).stdout.split()[2]
+    sysctl(node.name, "net.ipv4.ip_forward=1")
+    ip("-n", node.name, "route", "add", f"{eth0_address}/32", "dev", host_veth)
+    ip("-n", name, "address", "add", f"{eth0_address}/32", "dev", "eth0")
+    ip("-n", name, "link", "set", "eth0", "up")
+    ip("-n", name, "neigh", "add", VPC_CNI_GATEWAY, "lladdr", host_mac, "dev", "eth0",
+       "nud", "permanent")
+    ip("-n", name, "route", "add", VPC_CNI_GATEWAY, "dev", "eth0", "scope", "link")
+    ip("-n", name, "route", "add", "default", "via", VPC_CNI_GATEWAY, "dev", "eth0")
+    plugins = list(network["plugins"])
+    return KernelPod(name, node, agent, network, plugins, eth0_address)

@@ -1,0 +1,155 @@
+"""The data-plane tier: packet exchanges between Multus pods in a real Linux kernel.
+
+The kernels of these machines have no ipvlan, so the tier runs inside Debian's kernel under
+QEMU (../shared/tools/kernel-vm/run), in one VM for the whole tier. On the host, each collected
+test of this directory becomes a `VmOutcome`: the first one boots the VM, which runs pytest on
+the same test IDs (MULTUS_DATAPLANE_IN_VM=1, so this file then provides the real fixtures) and
+records each outcome; every `VmOutcome` then reports its test's outcome and failure text.
+Where the VM cannot run (its Debian packages missing: `make dataplane-tools`), the tests skip
+with that reason, except under CI=true, where they fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+IN_VM = os.environ.get("MULTUS_DATAPLANE_IN_VM") == "1"
+REPO = Path(__file__).resolve().parents[2]
+KERNEL_VM = REPO.parent / "shared" / "tools" / "kernel-vm" / "run"
+VM_TIMEOUT_SECONDS = 900
+#: Exit status of kernel-vm/run when the VM could not run the command (missing packages...).
+VM_COULD_NOT_RUN = 125
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}: CI must provide it (make dataplane-tools, run as root)")
+    pytest.skip(reason)
+
+
+# Host side -------------------------------------------------------------------------------
+
+
+@dataclass
+class VmRun:
+    """The tier's single VM run: each test's outcome, or why the VM did not run them."""
+
+    outcomes: dict[str, dict[str, Any]]
+    output: str
+    unavailable: str = ""
+
+
+class VmOutcome(pytest.Item):
+    """A test of this tier as seen from the host: it reports what the VM recorded for it."""
+
+    def runtest(self) -> None:
+        run = _vm_run(self.session)
+        if run.unavailable:
+            _unavailable(run.unavailable)
+        outcome = run.outcomes.get(self.nodeid)
+        if outcome is None:
+            pytest.fail(f"the VM recorded no outcome for this test; its output:\n{run.output}")
+        if outcome["outcome"] == "skipped":
+            _unavailable(f"skipped in the VM: {outcome['text']}")
+        if outcome["outcome"] != "passed":
+            pytest.fail(f"failed in the VM:\n{outcome['text']}", pytrace=False)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, f"{self.name} (in the kernel VM)"
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    if IN_VM:
+        return
+    here = Path(__file__).parent
+    for index, item in enumerate(items):
+        if here in item.path.parents and isinstance(item, pytest.Function):
+            assert item.parent is not None
+            items[index] = VmOutcome.from_parent(item.parent, name=item.name)
+    session.stash[_SELECTED] = [item.nodeid for item in items if isinstance(item, VmOutcome)]
+
+
+_SELECTED = pytest.StashKey[list[str]]()
+_RUN = pytest.StashKey[VmRun]()
+
+
+def _vm_run(session: pytest.Session) -> VmRun:
+    if _RUN not in session.stash:
+        session.stash[_RUN] = _run_in_vm(session.stash[_SELECTED])
+    return session.stash[_RUN]
+
+
+def _run_in_vm(node_ids: list[str]) -> VmRun:
+    if os.geteuid() != 0:
+        return VmRun({}, "", "the kernel VM's tests need root (network namespaces)")
+    if not KERNEL_VM.exists():
+        return VmRun({}, "", f"the kernel VM tool is missing at {KERNEL_VM} (../shared/tools)")
+    for tool, package in (("nft", "nftables"), ("ping", "iputils-ping")):
+        if shutil.which(tool) is None:
+            return VmRun({}, "", f"{tool} is not installed (Debian package {package})")
+    with tempfile.TemporaryDirectory(prefix="dataplane-vm-") as out:
+        results = Path(out) / "outcomes.jsonl"
+        command = [
+            str(KERNEL_VM), "--out", out, "--timeout", str(VM_TIMEOUT_SECONDS), "--",
+            "env", "MULTUS_DATAPLANE_IN_VM=1", f"MULTUS_DATAPLANE_OUTCOMES={results}",
+            sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+            "--confcutdir", str(Path(__file__).parent), *node_ids,
+        ]  # fmt: skip
+        done = subprocess.run(
+            command,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=VM_TIMEOUT_SECONDS + 60,
+            check=False,
+        )
+        output = done.stdout + done.stderr
+        if done.returncode == VM_COULD_NOT_RUN and not results.exists():
+            return VmRun({}, output, f"the kernel VM could not run: {output.strip()[-400:]}")
+        outcomes: dict[str, dict[str, Any]] = {}
+        if results.exists():
+            for line in results.read_text().splitlines():
+                record = json.loads(line)
+                if record["outcome"] != "passed" or record["nodeid"] not in outcomes:
+                    outcomes[record["nodeid"]] = record
+        return VmRun(outcomes, output)
+
+
+# Inside the VM ---------------------------------------------------------------------------
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Records each phase's outcome for the host (a failed setup or teardown counts)."""
+    path = os.environ.get("MULTUS_DATAPLANE_OUTCOMES")
+    if not IN_VM or not path or (report.when != "call" and report.passed):
+        return
+    text = report.longreprtext if report.failed else ""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        text = str(report.longrepr[2])
+    record = {"nodeid": report.nodeid, "outcome": report.outcome, "text": text}
+    with open(path, "a", encoding="utf-8") as stream:
+        stream.write(json.dumps(record) + "\n")
+
+
+if IN_VM:
+    from tests.dataplane.fixtures import *  # noqa: F403  (the tier's fixtures)
+
+
+@pytest.fixture(autouse=True)
+def _only_in_the_vm() -> Iterator[None]:
+    if not IN_VM:
+        pytest.fail("a data-plane test ran outside the kernel VM")
+    yield

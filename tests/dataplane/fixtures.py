@@ -1,0 +1,129 @@
+"""The tier's fixtures inside the kernel VM: one emulated VPC as a kernel network, three nodes
+bootstrapped by the real user-data script in their namespaces, each with its pod IP agent."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from charts.network_attachments import (
+    NetworkAttachment,
+    cni_config,
+    network_attachment_name,
+    whereabouts_range_and_gateway,
+)
+from node_bootstrap import render_user_data
+from testing_support.kernel_pods import KernelPod, start_pod
+from testing_support.kernel_vpc import (
+    SERVICES_HOST,
+    EniHotplug,
+    KernelNode,
+    KernelVpc,
+    in_netns,
+    services_link,
+)
+from testing_support.multus_emulator import AVAILABILITY_ZONES, running_emulator
+from testing_support.pod_ip_node import EMULATOR_RANGES, PodIpNode, pod_ip_vpc
+
+CLUSTER = "dataplane"
+AZ = AVAILABILITY_ZONES[0]
+NODES = ("node-a", "node-b", "node-c")
+NETWORK = "multus1"
+SUBNET_CIDR = "10.0.4.0/24"  # multus1 in the first AZ (Ec2Emulator.create_multus_vpc)
+
+
+@dataclass
+class DataPlane:
+    """The VPC in the kernel, its nodes (namespace + agent) and the pods tests start."""
+
+    vpc: KernelVpc
+    nodes: dict[str, tuple[KernelNode, PodIpNode]]
+    network: dict[str, Any]  # the rendered NAD config of multus1 in the AZ
+    pods: list[KernelPod] = field(default_factory=list)
+    _eth0_next: int = 100
+
+    def pod(self, name: str, node: str, network: dict[str, Any] | None = None) -> KernelPod:
+        """A pod on `node` with eth0 set up; net1 follows with `KernelPod.add`."""
+        kernel_node, agent = self.nodes[node]
+        self._eth0_next += 1
+        eth0 = f"10.0.2.{self._eth0_next}"  # the node subnet, as ipamd would assign
+        started = start_pod(name, kernel_node, agent, network or self.network, eth0)
+        self.pods.append(started)
+        return started
+
+    def sync(self) -> None:
+        self.vpc.sync()
+
+    def host(self, node: str) -> KernelNode:
+        return self.nodes[node][0]
+
+    def agent(self, node: str) -> PodIpNode:
+        return self.nodes[node][1]
+
+
+def rendered_network() -> dict[str, Any]:
+    """multus1's NAD config in the AZ as the chart renders it, over the emulator's subnet and
+    the reservation the pod IP agent's ranges start with."""
+    whereabouts_range, gateway = whereabouts_range_and_gateway(
+        SUBNET_CIDR, EMULATOR_RANGES[NETWORK][0]
+    )
+    name = network_attachment_name(NETWORK, AZ)
+    return cni_config(NetworkAttachment(name, NETWORK, "l2", whereabouts_range, gateway))
+
+
+@pytest.fixture(scope="session")
+def data_plane() -> Iterator[DataPlane]:
+    # The VM's /dev is a bare devtmpfs; bash's process substitution (the bootstrap's log tee)
+    # needs /dev/fd, which a host's udev or systemd links.
+    if not Path("/dev/fd").exists():
+        Path("/dev/fd").symlink_to("/proc/self/fd")
+    services_link()
+    with running_emulator(host=SERVICES_HOST) as emulator:
+        vpc = pod_ip_vpc(emulator)
+        subnets = [vpc.private_subnets[AZ], *(vpc.multus_subnets[n, AZ] for n in vpc.networks)]
+        kernel_vpc = KernelVpc(emulator, subnets)
+        user_data = render_user_data(vpc.bootstrap_props(CLUSTER))
+        instances = {name: emulator.launch_instance(vpc, AZ, CLUSTER) for name in NODES}
+
+        def bootstrap(name: str) -> tuple[KernelNode, PodIpNode]:
+            root = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=emulator.work_dir))
+            kernel_node = kernel_vpc.add_node(name, instances[name], root)
+            run = emulator.run_bootstrap(user_data, instances[name], root=root, netns=name)
+            agent = PodIpNode.bootstrapped(emulator, instances[name], run, netns_root="")
+            agent.start_agent(wait_ready=False)
+            return kernel_node, agent
+
+        # One after the other: the VM has one vCPU, and under TCG parallel boots only make
+        # each slower (past the script's curl timeouts).
+        with EniHotplug(kernel_vpc):
+            nodes = {name: bootstrap(name) for name in NODES}
+        for _, agent in nodes.values():
+            agent.wait_ready(timeout=120)
+        plane = DataPlane(kernel_vpc, nodes, rendered_network())
+        try:
+            yield plane
+        finally:
+            for pod in plane.pods:
+                pod.remove()
+            for _, agent in nodes.values():
+                agent.stop_agent()
+
+
+@pytest.fixture
+def plane(data_plane: DataPlane) -> Iterator[DataPlane]:
+    """The session's data plane; the pods a test started are removed after it."""
+    started = len(data_plane.pods)
+    yield data_plane
+    for pod in data_plane.pods[started:]:
+        pod.remove()
+    del data_plane.pods[started:]
+    data_plane.sync()
+
+
+def flush_neighbours(namespace: str) -> None:
+    in_netns(namespace, "ip", "neigh", "flush", "all")
