@@ -92,15 +92,21 @@ cni-plugins:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	  --no-install-recommends containernetworking-plugins=$(CNI_PLUGINS_VERSION); }
 
-# Host tools of the VPC fabric tests (tests/*/testing_support/test_vpc_fabric*.py: nft loads the
-# fabric's bridge table, ping sends through it), from Debian bookworm as root unless already
-# there. .ci/run installs them, so under CI=true those tests fail instead of skipping without
-# them; elsewhere they skip and say which package is missing.
-DATAPLANE_TOOLS := nftables=1.0.6-2+deb12u2 iputils-ping=3:20221126-1+deb12u1
-dataplane-tools:
-	@command -v nft >/dev/null && command -v ping >/dev/null || { apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	  $(DATAPLANE_TOOLS); }
+# Host tools of the data-plane tests, from Debian bookworm as root unless already there at these
+# versions: nft and ping for the VPC fabric tests (tests/*/testing_support/test_vpc_fabric*.py),
+# and QEMU, Debian's kernel and a static busybox for ../shared/tools/kernel-vm/run, in which
+# tests/dataplane runs (with iproute2, nft, ping and the CNI plugins). .ci/run installs them, so
+# under CI=true those tests fail instead of skipping without them; elsewhere they skip and say
+# which package is missing.
+DATAPLANE_TOOLS := nftables=1.0.6-2+deb12u2 iputils-ping=3:20221126-1+deb12u1 iproute2=6.1.0-3 \
+	qemu-system-x86=1:7.2+dfsg-7+deb12u18+b3 linux-image-amd64=6.1.192-3 \
+	busybox-static=1:1.35.0-4+deb12u1+b1
+dataplane-tools: cni-plugins
+	@missing=; for pinned in $(DATAPLANE_TOOLS); do \
+	  dpkg-query -W -f '$${Package}=$${Version}\n' "$${pinned%%=*}" 2>/dev/null | \
+	    grep -qxF "$$pinned" || missing="$$missing $$pinned"; done; \
+	test -z "$$missing" || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; }
 
 # The virtualenv holds exactly the lock: every direct and indirect dependency, pinned, each
 # download checked against its hashes.

@@ -11,8 +11,9 @@ shows the exchange failing when the piece it proves is missing.
 
 from __future__ import annotations
 
+from testing_support.kernel_pods import ping_from, with_static_ipam
+from testing_support.kernel_vpc import in_netns
 from tests.dataplane.fixtures import DataPlane, flush_neighbours
-from testing_support.kernel_pods import with_static_ipam
 
 IPVLAN, SBR, POD_IP = 0, 1, 2  # positions in the NAD's chain
 
@@ -39,6 +40,70 @@ def test_pods_reach_each_other_only_while_both_addresses_are_assigned(plane: Dat
     b.delete(b.plugins[POD_IP:])
     plane.sync()
     assert "10.0.4.41" not in plane.agent("node-b").addresses()
-    assert "10.0.4.41/24" in b.route_get("10.0.4.41") or b.net1_address == "10.0.4.41"
+    assert "10.0.4.41/24" in in_netns(b.name, "ip", "-br", "address", "show", "net1").stdout
     flush_neighbours(a.name)
     assert not a.ping("10.0.4.41")
+
+
+def test_a_pod_that_moved_answers_on_its_new_node_and_not_the_old(plane: DataPlane) -> None:
+    """The agent on the new node takes the address over (AllowReassignment): the VPC then
+    delivers it there, even while a leftover of the pod on the old node still holds it, and
+    that leftover's DEL does not take it back."""
+    peer = plane.pod("peer", "node-b", with_static_ipam(plane.network, "10.0.4.45"))
+    old = plane.pod("moving-old", "node-a", with_static_ipam(plane.network, "10.0.4.46"))
+    for pod in (peer, old):
+        pod.add()
+    old.serve_identity()
+    plane.sync()
+    assert peer.ask("10.0.4.46") == ("moving-old", "10.0.4.45")
+
+    new = plane.pod("moving-new", "node-c", with_static_ipam(plane.network, "10.0.4.46"))
+    new.add()
+    new.serve_identity()
+    plane.sync()
+    flush_neighbours(peer.name)
+    assert peer.ask("10.0.4.46") == ("moving-new", "10.0.4.45")
+
+    old.delete()
+    plane.sync()
+    assert "10.0.4.46" in plane.agent("node-c").addresses()
+    flush_neighbours(peer.name)
+    assert peer.ask("10.0.4.46") == ("moving-new", "10.0.4.45")
+
+
+def test_an_unbound_connection_to_the_subnet_leaves_over_net1(plane: DataPlane) -> None:
+    """The sbr question: sbr moves net1's routes out of the main table; multus-pod-ip puts the
+    subnet back (mainTableSubnet), so a socket that does not bind reaches another Multus
+    address over net1, from its net1 address. Without that route it would leave over eth0,
+    from the pod's VPC CNI address."""
+    client = plane.pod("client", "node-a", with_static_ipam(plane.network, "10.0.4.50"))
+    server = plane.pod("server", "node-b", with_static_ipam(plane.network, "10.0.4.51"))
+    for pod in (client, server):
+        pod.add()
+    server.serve_identity()
+    plane.sync()
+    assert "dev net1 src 10.0.4.50" in client.route_get("10.0.4.51")
+    assert client.ask("10.0.4.51") == ("server", "10.0.4.50")
+
+    ip_route = ("route", "del", "10.0.4.0/24", "dev", "net1", "table", "main")
+    in_netns(client.name, "ip", *ip_route)
+    assert "dev eth0" in client.route_get("10.0.4.51")
+    assert client.ask("10.0.4.51") != ("server", "10.0.4.50")
+
+
+def test_replies_to_a_node_vpc_cni_address_leave_over_net1(plane: DataPlane) -> None:
+    """Node B's host (its VPC CNI / primary address, on the node subnet) reaches a pod's net1
+    address through the VPC router; the reply follows sbr's table back over net1. A pod whose
+    chain lacks sbr answers over eth0 instead, from an address the node's primary ENI does not
+    hold: its source check drops the reply."""
+    pod = plane.pod("answering", "node-a", with_static_ipam(plane.network, "10.0.4.55"))
+    pod.add()
+    without_sbr = plane.pod("no-sbr", "node-a", with_static_ipam(plane.network, "10.0.4.56"))
+    without_sbr.add([without_sbr.plugins[IPVLAN], without_sbr.plugins[POD_IP]])
+    plane.sync()
+    node_b = plane.host("node-b")
+    assert "dev net1" in pod.route_get(node_b.primary_address, "from", "10.0.4.55")
+    assert ping_from(node_b.name, "10.0.4.55")
+
+    assert "dev eth0" in without_sbr.route_get(node_b.primary_address, "from", "10.0.4.56")
+    assert not ping_from(node_b.name, "10.0.4.56")

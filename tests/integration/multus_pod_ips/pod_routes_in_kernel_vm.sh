@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs test_pod_routes.py in a Debian kernel that has ipvlan (../shared/tools/kernel-vm/run, QEMU),
 # so the NAD's chain runs from ipvlan on, as on a node, instead of sbr on a veth stand-in.
-# Manual: the VM needs Debian packages that CI does not install (qemu-system-x86,
-# linux-image-amd64, busybox-static; the tool names what is missing). Run from the repository.
+# Manual (the data-plane tier, tests/dataplane, runs the chain from ipvlan in CI): the VM needs
+# the Debian packages `make dataplane-tools` installs. Run from the repository.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 vm=${KERNEL_VM_RUN:-../shared/tools/kernel-vm/run}
