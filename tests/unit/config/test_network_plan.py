@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
 from config import parse_config
+from config.model import MultusNetworkConfig
 from config.network_plan import (
     IP_MANAGEMENT_MODES,
     NODE_PREFIX,
@@ -143,6 +144,9 @@ def test_each_config_value_names_its_mode() -> None:
         "whereabouts": "whereabouts",
         "node_prefix": "node_prefix",
     }
+    # The config's Literal lists exactly the modes (the generated docs show its values).
+    field = MultusNetworkConfig.model_fields["ip_management"]
+    assert get_args(field.annotation) == tuple(IP_MANAGEMENT_MODES)
     network = parse_config({}).multus.networks[0]
     assert network.mode is WHEREABOUTS
 
