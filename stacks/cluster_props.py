@@ -141,16 +141,13 @@ def node_bootstrap_props(
     config: AppConfig, attachments: Sequence[MultusAttachment]
 ) -> NodeBootstrapProps:
     """The node user-data's data: each network's interface and, per AZ, its Multus subnets."""
-    placed = {(a.plan.network, a.plan.availability_zone): a for a in attachments}
-
-    def attachment(row: NetworkPlanRow) -> MultusAttachment:
-        return placed[row.network, row.availability_zone]
-
+    subnet_ids = {a.plan: a.subnet.subnet_id for a in attachments}
+    security_group_ids = {a.plan: a.security_group.security_group_id for a in attachments}
     return plan_bootstrap_props(
         config.cluster_name,
-        tuple(a.plan for a in attachments),
-        subnet_id=lambda row: attachment(row).subnet.subnet_id,
-        security_group_id=lambda row: attachment(row).security_group.security_group_id,
+        tuple(subnet_ids),
+        subnet_id=subnet_ids.__getitem__,
+        security_group_id=security_group_ids.__getitem__,
     )
 
 
