@@ -152,8 +152,9 @@ def test_each_config_value_names_its_mode() -> None:
 
 
 def test_whereabouts_mode_assigns_each_pod_address_from_an_explicit_reservation() -> None:
-    """EC2 API reference, CreateSubnetCidrReservation: "explicit" reserves addresses that only
-    you assign (Whereabouts picks, the pod IP agent assigns them to the ENI)."""
+    """EC2 API Reference, CreateSubnetCidrReservation, ReservationType: "explicit - You assign
+    the reserved IP addresses to network interfaces" (Whereabouts picks one per pod, the pod IP
+    agent assigns it to the node's ENI)."""
     assert WHEREABOUTS.reservation_type == "explicit"
     assert WHEREABOUTS.pod_ip_agent
     assert not WHEREABOUTS.node_local_config
@@ -161,9 +162,10 @@ def test_whereabouts_mode_assigns_each_pod_address_from_an_explicit_reservation(
 
 
 def test_node_prefix_mode_lets_ec2_pick_prefixes_and_configures_the_node() -> None:
-    """EC2 API reference, CreateSubnetCidrReservation: "prefix" reserves the block for /28
-    prefixes EC2 assigns automatically (CreateNetworkInterface Ipv4PrefixCount); the node's
-    host-local IPAM hands addresses out of them, so no agent assigns per pod."""
+    """EC2 API Reference, CreateSubnetCidrReservation, ReservationType: "prefix - AWS assigns
+    the reserved IP addresses to network interfaces" (the /28 prefixes the bootstrap asks for
+    with CreateNetworkInterface Ipv4PrefixCount); the node's host-local IPAM hands addresses
+    out of them, so no agent assigns them per pod."""
     assert NODE_PREFIX.reservation_type == "prefix"
     assert not NODE_PREFIX.pod_ip_agent
     assert NODE_PREFIX.node_local_config
