@@ -203,3 +203,16 @@ def test_only_node_local_modes_add_a_bootstrap_line_per_zone() -> None:
     ]
     # One shared group today: named once per AZ, not once per network.
     assert props.placements["us-west-2b"].security_group_ids == ["sg-multus"]
+
+
+def test_a_network_without_a_subnet_for_every_zone_has_no_plan() -> None:
+    # The config refuses such a network (one subnet per AZ); a plan of a copy that skipped
+    # validation must not silently drop the zone without a subnet.
+    config = parse_config({})
+    first = config.multus.networks[0]
+    short = first.model_copy(update={"subnets": first.subnets[:1]})
+    unchecked = config.model_copy(
+        update={"multus": config.multus.model_copy(update={"networks": [short]})}
+    )
+    with pytest.raises(ValueError, match="shorter"):
+        network_plan(unchecked)
