@@ -47,13 +47,12 @@ def node_bootstrap_props(
 
 
 def _node_prefix_network(row: NetworkPlanRow) -> NodePrefixNetwork:
-    if row.prefixes_per_node is None:
-        raise ValueError(f"{row.network_path}: a node-local network's row needs its prefixes")
     return NodePrefixNetwork(
         availability_zone=row.availability_zone,
         interface_name=row.interface_name,
         device_index=row.device_index,
-        prefix_count=row.prefixes_per_node,
+        # The plan gives every node-local row its prefixes; without, the renderer refuses 0.
+        prefix_count=row.prefixes_per_node or 0,
         cni_network_name=row.nad_name,
         subnet_cidr=row.subnet_cidr,
         reservation_cidr=row.reservation_cidr,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, get_args
 
@@ -22,6 +23,7 @@ from config.network_plan import (
 )
 from config.node_bootstrap_plan import node_bootstrap_props
 from config.node_prefix import check_node_prefix_settings
+from node_bootstrap.renderer import deployed_size
 
 # Not tests.conftest's REPO: importing it starts the CDK (jsii), which these cases do not need.
 REPO = Path(__file__).resolve().parents[3]
@@ -216,3 +218,17 @@ def test_a_network_without_a_subnet_for_every_zone_has_no_plan() -> None:
     )
     with pytest.raises(ValueError, match="shorter"):
         network_plan(unchecked)
+
+
+def test_a_node_local_row_without_prefixes_renders_no_user_data() -> None:
+    # The plan always sizes node-local rows; a hand-built one without prefixes must not reach a
+    # node as a request for zero prefixes (its pods would get no address).
+    row = network_plan(parse_config(example_raw("node-prefix.json")))[2]
+    props = node_bootstrap_props(
+        "cluster",
+        (replace(row, prefixes_per_node=None),),
+        subnet_id=lambda _: "subnet",
+        security_group_id=lambda _: "sg",
+    )
+    with pytest.raises(ValueError, match="prefix_count must be at least 1"):
+        deployed_size(props)
