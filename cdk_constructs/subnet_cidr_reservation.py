@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from aws_cdk import Acknowledgment, Aws, CustomResource, Duration, Stack, Validations
 from aws_cdk import aws_ec2 as ec2
@@ -18,12 +17,10 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from cdk_constructs import custom_resource_kit as kit
+from config.network_plan import ReservationType
 
 HANDLER_DIR = Path(__file__).parent / "subnet_cidr_reservation_handler"
 RESOURCE_TYPE = "Custom::SubnetCidrReservation"
-
-
-ReservationType = Literal["explicit", "prefix"]
 
 
 @dataclass(frozen=True)

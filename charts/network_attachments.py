@@ -31,11 +31,6 @@ CNI_VERSION = "0.3.1"
 IpvlanMode = Literal["l2", "l3", "l3s"]
 
 
-def network_attachment_name(network: str, availability_zone: str) -> str:
-    """The NAD name pods use in their k8s.v1.cni.cncf.io/networks annotation."""
-    return f"{network}-{availability_zone}"
-
-
 def whereabouts_range_and_gateway(subnet_cidr: str, reservation_cidr: str) -> tuple[str, str]:
     """Whereabouts range covering exactly the reservation, and the subnet's VPC router.
 
@@ -53,7 +48,7 @@ def whereabouts_range_and_gateway(subnet_cidr: str, reservation_cidr: str) -> tu
 
 @dataclass(frozen=True)
 class NetworkAttachment:
-    """name: NAD name (see network_attachment_name).
+    """name: NAD name (config.network_plan.network_attachment_name).
     master_interface: the stable Linux name the node bootstrap gives this network's ENI.
     ipvlan_mode: l2, l3 or l3s.
     whereabouts_range / gateway: see whereabouts_range_and_gateway."""

@@ -34,6 +34,8 @@ from config.cluster_access import (
 )
 from config.coercion import number_as_version
 from config.images import ImagesConfig
+from config.network_plan import IP_MANAGEMENT_MODES, IpManagementMode, network_plan
+from config.node_bootstrap_plan import node_bootstrap_props
 from config.node_pool_rules import node_pool_requirement_problems
 from config.node_prefix import (
     check_node_prefix_reservations,
@@ -41,14 +43,7 @@ from config.node_prefix import (
     default_prefixes_per_node,
 )
 from node_bootstrap.interface_names import reserved_interface_reason
-from node_bootstrap.node_prefix import NodePrefixNetwork
-from node_bootstrap.renderer import (
-    USER_DATA_LIMIT_BYTES,
-    AzPlacement,
-    MultusInterface,
-    NodeBootstrapProps,
-    deployed_size,
-)
+from node_bootstrap.renderer import USER_DATA_LIMIT_BYTES, deployed_size
 
 # AWS keeps the first four addresses and the last one of every subnet for itself.
 AWS_RESERVED_HEAD = 4
@@ -246,6 +241,10 @@ class MultusNetworkConfig(StrictModel):
     def device_name(self) -> str:
         return self.interface_name or self.name
 
+    @property
+    def mode(self) -> IpManagementMode:
+        return IP_MANAGEMENT_MODES[self.ip_management]
+
     @field_validator("ipvlan_mode", mode="before")
     @classmethod
     def _no_host_routed_ipvlan_mode(cls, mode: object) -> object:
@@ -262,7 +261,12 @@ class MultusNetworkConfig(StrictModel):
 
     @model_validator(mode="after")
     def _node_prefix_settings(self) -> MultusNetworkConfig:
-        check_node_prefix_settings(self)
+        check_node_prefix_settings(
+            self.name,
+            self.mode,
+            self.prefixes_per_node,
+            [subnet.reservation for subnet in self.subnets],
+        )
         return self
 
     @model_validator(mode="after")
@@ -702,60 +706,26 @@ class AppConfig(StrictModel):
         self._check_teardown_fits_cloudformation()
         self._check_drain_fits_teardown()
         self._check_user_data_fits()
-        check_node_prefix_reservations(self)
+        check_node_prefix_reservations(network_plan(self), self.node_pool)
         return self
 
     def _check_user_data_fits(self) -> None:
         # Every node's user-data carries each AZ's Multus subnet IDs and a line per node_prefix
-        # network and AZ; EC2 caps it at 16 KB.
-        size = deployed_size(self._node_bootstrap_shape())
+        # network and AZ; EC2 caps it at 16 KB. Placeholder IDs: deployed_size puts the longest
+        # ones in.
+        shape = node_bootstrap_props(
+            self.cluster_name,
+            network_plan(self),
+            subnet_id=lambda _: "subnet",
+            security_group_id=lambda _: "sg",
+        )
+        size = deployed_size(shape)
         if size > USER_DATA_LIMIT_BYTES:
             raise ValueError(
                 f"availability_zones x multus.networks: the node user-data would be {size} "
                 f"bytes, over the {USER_DATA_LIMIT_BYTES} bytes left next to Karpenter's part "
                 "within EC2's 16 KB limit; use fewer availability zones or Multus networks"
             )
-
-    def _node_bootstrap_shape(self) -> NodeBootstrapProps:
-        """What stacks/cluster_props.py renders, with placeholder IDs (deployed_size puts the
-        longest ones in)."""
-        indexed = list(enumerate(self.multus.networks, start=1))
-        return NodeBootstrapProps(
-            cluster_name=self.cluster_name,
-            interfaces=self.multus_interfaces,
-            placements={
-                az: AzPlacement(subnet_ids=["subnet"] * len(indexed), security_group_ids=["sg"])
-                for az in self.availability_zones
-            },
-            node_prefix=[
-                NodePrefixNetwork(
-                    availability_zone=az,
-                    interface_name=n.device_name,
-                    device_index=index,
-                    prefix_count=self.prefixes_per_node(n),
-                    cni_network_name=f"{n.name}-{az}",  # its NAD's name
-                    subnet_cidr=subnet.cidr,
-                    reservation_cidr=subnet.reservation,
-                    ipvlan_mode=n.ipvlan_mode,
-                )
-                for index, n in indexed
-                if n.ip_management == "node_prefix"
-                for az, subnet in zip(self.availability_zones, n.subnets, strict=True)
-            ],
-        )
-
-    @property
-    def multus_interfaces(self) -> list[MultusInterface]:
-        """Each Multus network's ENI on a node, at device index 1, 2, ... in network order."""
-        return [
-            MultusInterface(
-                network=n.name,
-                interface_name=n.device_name,
-                device_index=index,
-                source_dest_check=n.source_dest_check,
-            )
-            for index, n in enumerate(self.multus.networks, start=1)
-        ]
 
     @property
     def cluster_name(self) -> str:
@@ -789,9 +759,10 @@ class AppConfig(StrictModel):
                 f"{TEARDOWN_TIMEOUT_LIMIT_MINUTES}, the longest CloudFormation waits for)"
             )
 
-    def prefixes_per_node(self, network: MultusNetworkConfig) -> int:
-        """K for a node_prefix network: its own value, else the node_prefix module's default."""
-        return network.prefixes_per_node or default_prefixes_per_node(self.node_pool)
+    @property
+    def default_prefixes_per_node(self) -> int:
+        """K of a node_prefix network without prefixes_per_node (config/node_prefix.py)."""
+        return default_prefixes_per_node(self.node_pool)
 
     def _check_controllers_fit_system_nodes(self) -> None:
         # Each controller replica needs its own system node (required anti-affinity, never on

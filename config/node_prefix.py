@@ -9,19 +9,26 @@ from __future__ import annotations
 
 import ipaddress
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from config.interface_addresses import IPV4_ADDRESSES_PER_INTERFACE
-
-if TYPE_CHECKING:
-    from config.model import AppConfig, MultusNetworkConfig, NodePoolConfig
+from config.network_plan import NODE_PREFIX, IpManagementMode, NetworkPlan
 
 #: EC2 delegates IPv4 prefixes of this length only.
 PREFIX_LENGTH = 28
 ADDRESSES_PER_PREFIX: int = 2 ** (32 - PREFIX_LENGTH)
 
 
-def max_pods(pool: NodePoolConfig) -> int:
+class NodePool(Protocol):
+    """What the sizing reads of a node pool (config.model.NodePoolConfig)."""
+
+    @property
+    def cpu_limit(self) -> str: ...
+    def allowed_sizes(self) -> list[tuple[str, int, int]]: ...
+
+
+def max_pods(pool: NodePool) -> int:
     """The most pods a node of the pool can run: Karpenter's ENI-limited default,
     ENIs x (IPv4 addresses per ENI - 1) + 2, of the pool's largest size (an upper bound:
     Karpenter also subtracts reserved ENIs)."""
@@ -31,7 +38,7 @@ def max_pods(pool: NodePoolConfig) -> int:
     )
 
 
-def prefix_slots_per_eni(pool: NodePoolConfig) -> int:
+def prefix_slots_per_eni(pool: NodePool) -> int:
     """/28 prefixes one ENI of every size of the pool can hold (the primary address takes a
     slot as well)."""
     return min(
@@ -39,14 +46,14 @@ def prefix_slots_per_eni(pool: NodePoolConfig) -> int:
     )
 
 
-def max_nodes(pool: NodePoolConfig) -> int:
+def max_nodes(pool: NodePool) -> int:
     """The most nodes the pool can hold: cpu_limit over the vCPUs of its smallest size."""
     limit = pool.cpu_limit
     cores = int(limit[:-1]) / 1000 if limit.endswith("m") else float(limit)
     return int(cores // min(cpus for _, cpus, _ in pool.allowed_sizes()))
 
 
-def default_prefixes_per_node(pool: NodePoolConfig) -> int:
+def default_prefixes_per_node(pool: NodePool) -> int:
     """Enough prefixes for every pod a node of the largest size can run, as long as an ENI of
     every size can hold them; otherwise as many as the smallest holds."""
     return min(math.ceil(max_pods(pool) / ADDRESSES_PER_PREFIX), prefix_slots_per_eni(pool))
@@ -58,50 +65,52 @@ def prefixes_in(cidr: str) -> int:
     return 2 ** (PREFIX_LENGTH - length) if length <= PREFIX_LENGTH else 0
 
 
-def check_node_prefix_settings(network: MultusNetworkConfig) -> None:
-    if network.ip_management != "node_prefix":
-        if network.prefixes_per_node is not None:
+def check_node_prefix_settings(
+    name: str, mode: IpManagementMode, prefixes_per_node: int | None, reservations: Sequence[str]
+) -> None:
+    """A network's own node_prefix rules (multus.networks[]): prefixes_per_node only in a mode
+    that puts prefixes on the node, and reservations of whole /28 prefixes."""
+    if not mode.node_local_config:
+        if prefixes_per_node is not None:
             raise ValueError(
-                f"prefixes_per_node applies to ip_management 'node_prefix' only; network "
-                f"{network.name!r} uses {network.ip_management!r}: remove prefixes_per_node"
+                f"prefixes_per_node applies to ip_management {NODE_PREFIX.name!r} only; network "
+                f"{name!r} uses {mode.name!r}: remove prefixes_per_node"
             )
         return
-    for index, subnet in enumerate(network.subnets):
-        if prefixes_in(subnet.reservation) == 0:
+    for index, reservation in enumerate(reservations):
+        if prefixes_in(reservation) == 0:
             raise ValueError(
-                f"subnets[{index}].reservation {subnet.reservation}: a node_prefix network's "
+                f"subnets[{index}].reservation {reservation}: a node_prefix network's "
                 f"reservation must hold whole /{PREFIX_LENGTH} prefixes; use a "
                 f"/{PREFIX_LENGTH} or larger block"
             )
 
 
-def check_node_prefix_reservations(config: AppConfig) -> None:
+def check_node_prefix_reservations(plan: NetworkPlan, pool: NodePool) -> None:
     """Each node_prefix reservation must hold K prefixes for every node the NodePool can run in
     its AZ. Karpenter may put every node in one AZ, so that is node_pool.max_nodes per AZ."""
-    pool = config.node_pool
     smallest = min(cpus for _, cpus, _ in pool.allowed_sizes())
-    for n, network in enumerate(config.multus.networks):
-        if network.ip_management != "node_prefix":
+    slots = prefix_slots_per_eni(pool)
+    nodes = max_nodes(pool)
+    for row in plan:
+        per_node = row.prefixes_per_node
+        if per_node is None:
             continue
-        per_node = config.prefixes_per_node(network)
-        slots = prefix_slots_per_eni(pool)
         if per_node > slots:
             raise ValueError(
-                f"multus.networks[{n}] ({network.name}).prefixes_per_node: {per_node} /28 "
+                f"{row.network_path}.prefixes_per_node: {per_node} /28 "
                 f"prefixes do not fit on one ENI of the smallest size in node_pool.instance_cpus "
                 f"({smallest} vCPUs, {slots} prefixes); lower prefixes_per_node or drop small "
                 "sizes from node_pool.instance_cpus"
             )
-        nodes = max_nodes(pool)
         needed = nodes * per_node
-        for i, subnet in enumerate(network.subnets):
-            held = prefixes_in(subnet.reservation)
-            if held < needed:
-                raise ValueError(
-                    f"multus.networks[{n}] ({network.name}).subnets[{i}].reservation: "
-                    f"{subnet.reservation} holds {held} /{PREFIX_LENGTH} prefixes, but up to "
-                    f"{nodes} nodes (node_pool.cpu_limit {pool.cpu_limit} / smallest "
-                    f"node_pool.instance_cpus {smallest}) can run in its AZ with "
-                    f"{per_node} prefixes each, {needed} in all; enlarge the reservation "
-                    f"(and its subnet), lower node_pool.cpu_limit or prefixes_per_node"
-                )
+        held = prefixes_in(row.reservation_cidr)
+        if held < needed:
+            raise ValueError(
+                f"{row.subnet_path}.reservation: "
+                f"{row.reservation_cidr} holds {held} /{PREFIX_LENGTH} prefixes, but up to "
+                f"{nodes} nodes (node_pool.cpu_limit {pool.cpu_limit} / smallest "
+                f"node_pool.instance_cpus {smallest}) can run in its AZ with "
+                f"{per_node} prefixes each, {needed} in all; enlarge the reservation "
+                f"(and its subnet), lower node_pool.cpu_limit or prefixes_per_node"
+            )

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from charts.network_attachments import network_attachment_name, whereabouts_range_and_gateway
+from charts.network_attachments import whereabouts_range_and_gateway
 from config import AppConfig, ConfigError
-from config.model import MultusNetworkConfig, MultusSubnetConfig
+from config.network_plan import NetworkPlanRow, network_plan, networks_in_order
 from config.node_prefix import PREFIX_LENGTH
 from docs_tools.context import REPO, load_from_cli
 
@@ -70,34 +70,26 @@ class Row:
         return MULTUS_ROW_HEIGHT if self.reservation else PLAIN_ROW_HEIGHT
 
 
-def multus_row(
-    config: AppConfig, network: MultusNetworkConfig, subnet: MultusSubnetConfig, zone: str
-) -> Row:
+def multus_row(row: NetworkPlanRow, nat_egress: bool) -> Row:
     return Row(
         kind="multus",
-        title=f"{network.name}  {subnet.cidr}" + ("" if network.nat_egress else "  (no NAT route)"),
-        details=(
-            f"reservation {subnet.reservation}",
-            *address_plan(config, network, subnet, zone),
-        ),
-        subnet=subnet.cidr,
-        reservation=subnet.reservation,
+        title=f"{row.network}  {row.subnet_cidr}" + ("" if nat_egress else "  (no NAT route)"),
+        details=(f"reservation {row.reservation_cidr}", *address_plan(row)),
+        subnet=row.subnet_cidr,
+        reservation=row.reservation_cidr,
     )
 
 
-def address_plan(
-    config: AppConfig, network: MultusNetworkConfig, subnet: MultusSubnetConfig, zone: str
-) -> tuple[str, str]:
+def address_plan(row: NetworkPlanRow) -> tuple[str, str]:
     """How pods get addresses on this subnet: the NAD, and its Whereabouts range or the
-    prefixes each node takes from the reservation (node_prefix)."""
-    nad = f"NAD {network_attachment_name(network.name, zone)}"
-    if network.ip_management == "node_prefix":
-        prefixes = config.prefixes_per_node(network)
+    prefixes each node takes from the reservation (node-local config)."""
+    nad = f"NAD {row.nad_name}"
+    if row.ip_management.node_local_config:
         return (
             f"{nad} (node-local config)",
-            f"{prefixes} x /{PREFIX_LENGTH} prefix(es) per node, host-local",
+            f"{row.prefixes_per_node} x /{PREFIX_LENGTH} prefix(es) per node, host-local",
         )
-    ip_range, gateway = whereabouts_range_and_gateway(subnet.cidr, subnet.reservation)
+    ip_range, gateway = whereabouts_range_and_gateway(row.subnet_cidr, row.reservation_cidr)
     return (nad, f"range {ip_range} via {gateway}")
 
 
@@ -116,9 +108,11 @@ def zone_rows(config: AppConfig, index: int) -> list[Row]:
             details=("system and Karpenter nodes (primary ENI)",),
         ),
     ]
+    nat_egress = {network.name: network.nat_egress for network in config.multus.networks}
     rows += [
-        multus_row(config, network, network.subnets[index], zone)
-        for network in config.multus.networks
+        multus_row(row, nat_egress[row.network])
+        for row in network_plan(config)
+        if row.availability_zone == zone
     ]
     return rows
 
@@ -215,8 +209,8 @@ def render_svg(config: AppConfig) -> str:
 
 def _legend(x: float, y: float, config: AppConfig) -> list[str]:
     interfaces = ", ".join(
-        f"{network.device_name} (ipvlan {network.ipvlan_mode})"
-        for network in config.multus.networks
+        f"{row.interface_name} (ipvlan {row.ipvlan_mode})"
+        for row in networks_in_order(network_plan(config))
     )
     return [
         _rect(x, y - 10, 24, BAR_HEIGHT, COLORS["reservation"]),

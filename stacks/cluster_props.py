@@ -6,7 +6,7 @@ once an earlier construct is built, and return the typed props; ClusterStack onl
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
@@ -31,25 +31,17 @@ from charts.network_attachments import (
     NetworkAttachmentsProps,
     cni_binaries,
     cni_host_files,
-    network_attachment_name,
     whereabouts_range_and_gateway,
 )
 from charts.sample_workloads import SampleWorkloadsProps, ZoneWorkload
 from charts.whereabouts import WhereaboutsProps
 from config import AppConfig
-from config.model import NODE_TERMINATION_MARGIN_MINUTES, MultusNetworkConfig
+from config.model import NODE_TERMINATION_MARGIN_MINUTES
+from config.network_plan import NetworkPlanRow, network_plan
+from config.node_bootstrap_plan import node_bootstrap_props as plan_bootstrap_props
 from node_bootstrap.node_prefix import CNI_CONFIG_DIR as NODE_CNI_CONFIG_DIR
-from node_bootstrap.node_prefix import (
-    NODE_PREFIX_CNI_PLUGINS,
-    NodePrefixNetwork,
-    cni_config_file_name,
-)
-from node_bootstrap.renderer import (
-    CLUSTER_TAG_KEY,
-    NETWORK_TAG_KEY,
-    AzPlacement,
-    NodeBootstrapProps,
-)
+from node_bootstrap.node_prefix import NODE_PREFIX_CNI_PLUGINS, cni_config_file_name
+from node_bootstrap.renderer import CLUSTER_TAG_KEY, NETWORK_TAG_KEY, NodeBootstrapProps
 from stacks.network_stack import MultusAttachment
 
 # The seed's marker of the nodes that run the Karpenter controller and CoreDNS.
@@ -146,20 +138,16 @@ def karpenter_teardown_props(
 
 
 def node_bootstrap_props(
-    config: AppConfig, attachments: Sequence[MultusAttachment], security_group_id: str
+    config: AppConfig, attachments: Sequence[MultusAttachment]
 ) -> NodeBootstrapProps:
     """The node user-data's data: each network's interface and, per AZ, its Multus subnets."""
-    return NodeBootstrapProps(
-        cluster_name=config.cluster_name,
-        interfaces=config.multus_interfaces,
-        placements={
-            az: AzPlacement(
-                subnet_ids=[a.subnet.subnet_id for a in attachments if a.availability_zone == az],
-                security_group_ids=[security_group_id],
-            )
-            for az in config.availability_zones
-        },
-        node_prefix=node_prefix_networks(config, attachments),
+    subnet_ids = {a.plan: a.subnet.subnet_id for a in attachments}
+    security_group_ids = {a.plan: a.security_group.security_group_id for a in attachments}
+    return plan_bootstrap_props(
+        config.cluster_name,
+        tuple(subnet_ids),
+        subnet_id=subnet_ids.__getitem__,
+        security_group_id=security_group_ids.__getitem__,
     )
 
 
@@ -194,19 +182,18 @@ def cluster_workloads_props(
     karpenter_release: Construct,
     node_pool: KarpenterNodePoolProps,
 ) -> ClusterWorkloadsProps:
-    networks = {n.name: n for n in config.multus.networks}
     images = config.images
     nads = [
-        network_attachment(a, networks[a.network])
+        network_attachment(a.plan)
         for a in attachments
-        if networks[a.network].ip_management == "whereabouts"
+        if not a.plan.ip_management.node_local_config
     ]
+    node_local = [a.plan for a in attachments if a.plan.ip_management.node_local_config]
     node_prefix_files = [
-        cni_config_file_name(index + 1)
-        for index, n in enumerate(config.multus.networks)
-        if n.ip_management == "node_prefix"
+        cni_config_file_name(index)
+        for index in dict.fromkeys(row.device_index for row in node_local)
     ]
-    pod_ips = pod_ips_props(attachments, networks, images.multus_pod_ips.reference)
+    pod_ips = pod_ips_props(attachments, images.multus_pod_ips.reference)
     return ClusterWorkloadsProps(
         cluster=cluster,
         karpenter_release=karpenter_release,
@@ -225,11 +212,7 @@ def cluster_workloads_props(
         network_attachments=NetworkAttachmentsProps(
             namespace=config.multus.nad_namespace,
             attachments=nads,
-            node_local_names=[
-                network_attachment_name(a.network, a.availability_zone)
-                for a in attachments
-                if networks[a.network].ip_management == "node_prefix"
-            ],
+            node_local_names=[row.nad_name for row in node_local],
             create_namespace=config.multus.creates_nad_namespace,
         ),
         clear_taints=ClearTaintsProps(
@@ -250,6 +233,7 @@ def cluster_workloads_props(
 
 
 def sample_workloads_props(config: AppConfig) -> SampleWorkloadsProps:
+    plan = network_plan(config)
     return SampleWorkloadsProps(
         namespace=config.multus.nad_namespace,
         image=config.images.sample_workloads.reference,
@@ -257,7 +241,7 @@ def sample_workloads_props(config: AppConfig) -> SampleWorkloadsProps:
             ZoneWorkload(
                 availability_zone=az,
                 network_attachment_names=[
-                    network_attachment_name(n.name, az) for n in config.multus.networks
+                    row.nad_name for row in plan if row.availability_zone == az
                 ],
             )
             for az in config.availability_zones
@@ -265,53 +249,24 @@ def sample_workloads_props(config: AppConfig) -> SampleWorkloadsProps:
     )
 
 
-def pod_ips_props(
-    attachments: Sequence[MultusAttachment],
-    networks: Mapping[str, MultusNetworkConfig],
-    image: str,
-) -> MultusPodIpsProps | None:
-    """Per Multus interface of a whereabouts network, the reservations its pods' addresses come
-    from (one per AZ); None when no network assigns addresses per pod."""
+def pod_ips_props(attachments: Sequence[MultusAttachment], image: str) -> MultusPodIpsProps | None:
+    """Per Multus interface of a network whose mode runs the pod IP agent, the reservations its
+    pods' addresses come from (one per AZ); None when no network assigns addresses per pod."""
     ranges: dict[str, list[str]] = {}
-    for attachment in attachments:
-        network = networks[attachment.network]
-        if network.ip_management == "whereabouts":
-            ranges.setdefault(network.device_name, []).append(attachment.reservation_cidr)
+    for row in (a.plan for a in attachments):
+        if row.ip_management.pod_ip_agent:
+            ranges.setdefault(row.interface_name, []).append(row.reservation_cidr)
     return MultusPodIpsProps(image=image, interfaces=ranges) if ranges else None
 
 
-def network_attachment(
-    attachment: MultusAttachment, network: MultusNetworkConfig
-) -> NetworkAttachment:
+def network_attachment(row: NetworkPlanRow) -> NetworkAttachment:
     whereabouts_range, gateway = whereabouts_range_and_gateway(
-        attachment.subnet_cidr, attachment.reservation_cidr
+        row.subnet_cidr, row.reservation_cidr
     )
     return NetworkAttachment(
-        name=network_attachment_name(attachment.network, attachment.availability_zone),
-        master_interface=network.device_name,
-        ipvlan_mode=network.ipvlan_mode,
+        name=row.nad_name,
+        master_interface=row.interface_name,
+        ipvlan_mode=row.ipvlan_mode,
         whereabouts_range=whereabouts_range,
         gateway=gateway,
     )
-
-
-def node_prefix_networks(
-    config: AppConfig, attachments: Sequence[MultusAttachment]
-) -> list[NodePrefixNetwork]:
-    """What the node bootstrap needs per (AZ, network) in node_prefix mode."""
-    indexes = {n.name: index + 1 for index, n in enumerate(config.multus.networks)}
-    networks = {n.name: n for n in config.multus.networks}
-    return [
-        NodePrefixNetwork(
-            availability_zone=a.availability_zone,
-            interface_name=networks[a.network].device_name,
-            device_index=indexes[a.network],
-            prefix_count=config.prefixes_per_node(networks[a.network]),
-            cni_network_name=network_attachment_name(a.network, a.availability_zone),
-            subnet_cidr=a.subnet_cidr,
-            reservation_cidr=a.reservation_cidr,
-            ipvlan_mode=networks[a.network].ipvlan_mode,
-        )
-        for a in attachments
-        if networks[a.network].ip_management == "node_prefix"
-    ]

@@ -96,9 +96,7 @@ class ClusterStack(ConfiguredAzStack):
             multus_subnet_ids=[a.subnet.subnet_id for a in attachments],
             security_group_id=security_group_id,
         )
-        user_data = render_user_data(
-            cluster_props.node_bootstrap_props(config, attachments, security_group_id)
-        )
+        user_data = render_user_data(cluster_props.node_bootstrap_props(config, attachments))
         self.workloads = ClusterWorkloads(
             self,
             "Multus",

@@ -11,36 +11,19 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from cdk_constructs.multus_vpc import MultusNetworkLayout, MultusVpc, MultusVpcProps
-from cdk_constructs.subnet_cidr_reservation import (
-    ReservationSpec,
-    ReservationType,
-    SubnetCidrReservationProvider,
-)
+from cdk_constructs.subnet_cidr_reservation import ReservationSpec, SubnetCidrReservationProvider
 from config import AppConfig
+from config.network_plan import SHARED_SECURITY_GROUP, NetworkPlanRow, network_plan
 from stacks.base import ConfiguredAzStack
-
-# Whereabouts assigns addresses of an explicit reservation itself; in node_prefix mode EC2 picks
-# each node's /28 prefixes out of a prefix reservation.
-RESERVATION_TYPES: dict[str, ReservationType] = {
-    "whereabouts": "explicit",
-    "node_prefix": "prefix",
-}
-RESERVATION_PURPOSES: dict[ReservationType, str] = {
-    "explicit": "Whereabouts",
-    "prefix": "node /28 prefixes",
-}
 
 
 @dataclass(frozen=True)
 class MultusAttachment:
-    """Where one Multus network lands in one AZ: what NADs and node bootstrap need."""
+    """Where one Multus network lands in one AZ: its plan row, subnet and security group."""
 
-    network: str
-    availability_zone: str
+    plan: NetworkPlanRow
     subnet: ec2.ISubnet
-    subnet_cidr: str
-    reservation_cidr: str
-    reservation_type: ReservationType = "explicit"
+    security_group: ec2.ISecurityGroup
 
 
 class NetworkStack(ConfiguredAzStack):
@@ -57,22 +40,23 @@ class NetworkStack(ConfiguredAzStack):
         self.node_subnets = multus_vpc.node_subnets
         self.public_subnets = multus_vpc.public_subnets
         self.multus_security_group = self._multus_security_group(config)
-        self.multus_attachments = [
-            MultusAttachment(
-                network=network.name,
-                availability_zone=az,
-                subnet=subnet,
-                subnet_cidr=planned.cidr,
-                reservation_cidr=planned.reservation,
-                reservation_type=RESERVATION_TYPES[network.ip_management],
-            )
+        security_groups = {SHARED_SECURITY_GROUP: self.multus_security_group}
+        subnets = {
+            (network.name, az): subnet
             for network in config.multus.networks
-            for az, subnet, planned in zip(
+            for az, subnet in zip(
                 config.availability_zones,
                 multus_vpc.multus_subnets(network.name),
-                network.subnets,
                 strict=True,
             )
+        }
+        self.multus_attachments = [
+            MultusAttachment(
+                plan=row,
+                subnet=subnets[row.network, row.availability_zone],
+                security_group=security_groups[row.security_group],
+            )
+            for row in network_plan(config)
         ]
         self._reserve_multus_ranges()
         self._outputs()
@@ -96,14 +80,15 @@ class NetworkStack(ConfiguredAzStack):
             subnets=[attachment.subnet for attachment in self.multus_attachments],
         )
         for attachment in self.multus_attachments:
+            row = attachment.plan
             provider.reserve(
-                f"{attachment.network}-{attachment.availability_zone}",
+                f"{row.network}-{row.availability_zone}",
                 ReservationSpec(
                     subnet=attachment.subnet,
-                    cidr=attachment.reservation_cidr,
-                    description=f"Multus {attachment.network} pod addresses "
-                    f"({RESERVATION_PURPOSES[attachment.reservation_type]})",
-                    reservation_type=attachment.reservation_type,
+                    cidr=row.reservation_cidr,
+                    description=f"Multus {row.network} pod addresses "
+                    f"({row.ip_management.reservation_purpose})",
+                    reservation_type=row.reservation_type,
                 ),
             )
 
@@ -120,11 +105,11 @@ class NetworkStack(ConfiguredAzStack):
             value=Fn.join(",", [s.subnet_id for s in self.public_subnets]),
         )
         for attachment in self.multus_attachments:
+            row = attachment.plan
             CfnOutput(
                 self,
-                f"MultusSubnet-{attachment.network}-{attachment.availability_zone}",
-                description=f"Multus subnet of {attachment.network} in "
-                f"{attachment.availability_zone}",
+                f"MultusSubnet-{row.network}-{row.availability_zone}",
+                description=f"Multus subnet of {row.network} in {row.availability_zone}",
                 value=attachment.subnet.subnet_id,
             )
         CfnOutput(self, "MultusSecurityGroupId", value=self.multus_security_group.security_group_id)

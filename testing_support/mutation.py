@@ -136,6 +136,15 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
         ["--confcutdir=tests/unit/config", "tests/unit/config/test_node_prefix.py"],
         _CONFIG_TESTS[1],
     ],
+    # The plan's rows and modes first, then the config rules and the cluster props built on it.
+    "config/network_plan.py": [
+        *_config_tests_after("tests/unit/config/test_network_plan.py"),
+        ["tests/unit/stacks/test_cluster_props.py"],
+    ],
+    "config/node_bootstrap_plan.py": [
+        *_config_tests_after("tests/unit/config/test_network_plan.py"),
+        ["tests/unit/stacks/test_cluster_props.py"],
+    ],
     # The section's rules and reference forms in-process, then the synthesized app's images.
     "config/images.py": [
         ["--confcutdir=tests/unit/config", "tests/unit/config/test_images.py"],

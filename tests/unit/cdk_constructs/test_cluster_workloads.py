@@ -21,12 +21,12 @@ from charts.network_attachments import (
     NetworkAttachmentsProps,
     cni_binaries,
     cni_host_files,
-    network_attachment_name,
     whereabouts_range_and_gateway,
 )
 from charts.whereabouts import WhereaboutsProps
 from config import AppConfig
 from config.images import ImagesConfig
+from config.network_plan import network_attachment_name
 from stacks.cluster_props import node_pool_props, sample_workloads_props
 from tests.helpers import BARE_AZS as AZS
 from tests.helpers import bare_eks_cluster, bare_stack

@@ -24,13 +24,13 @@ from charts.network_attachments import (
     NetworkAttachmentsProps,
     cni_binaries,
     cni_host_files,
-    network_attachment_name,
     whereabouts_range_and_gateway,
 )
 from charts.sample_workloads import SampleWorkloadsChart, SampleWorkloadsProps, ZoneWorkload
 from charts.whereabouts import WhereaboutsChart, WhereaboutsProps
 from config import AppConfig
 from config.images import ImagesConfig
+from config.network_plan import network_attachment_name
 from stacks.cluster_props import node_pool_props as cluster_node_pool_props
 from tests.helpers import STRINGIFIED_TOKEN as TOKEN
 from tests.helpers import shared_reference

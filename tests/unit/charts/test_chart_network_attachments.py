@@ -14,9 +14,9 @@ from charts.network_attachments import (
     NetworkAttachment,
     NetworkAttachmentsChart,
     NetworkAttachmentsProps,
-    network_attachment_name,
     whereabouts_range_and_gateway,
 )
+from config.network_plan import network_attachment_name
 from multus_pod_ips import CNI_PLUGIN_TYPE
 
 DNS_1123_SUBDOMAIN = re.compile(

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from config import ConfigError, parse_config
+from config import AppConfig, ConfigError, parse_config
 from config.instance_types import NODE_POOL_FAMILIES
 from config.interface_addresses import IPV4_ADDRESSES_PER_INTERFACE
 from config.model import NodePoolConfig
+from config.network_plan import network_plan
 from config.node_prefix import max_nodes, max_pods, prefixes_in
 
 # Not tests.conftest's REPO: importing it starts the CDK (jsii), which these cases do not need.
@@ -36,6 +37,12 @@ def node_prefix_seed(**network_changes: Any) -> dict[str, Any]:
     return raw
 
 
+def prefixes_per_node(config: AppConfig) -> int | None:
+    """K of the second network (the node_prefix one), the same in every AZ."""
+    (per_node,) = {row.prefixes_per_node for row in network_plan(config) if row.device_index == 2}
+    return per_node
+
+
 def test_whereabouts_stays_the_default() -> None:
     assert {n.ip_management for n in parse_config({}).multus.networks} == {"whereabouts"}
 
@@ -55,8 +62,7 @@ def test_whereabouts_stays_the_default() -> None:
 def test_default_prefixes_per_node_follow_max_pods(instance_cpus: list[int], expected: int) -> None:
     raw = example_raw()
     raw["node_pool"] = {"instance_cpus": instance_cpus, "cpu_limit": "1"}
-    config = parse_config(raw)
-    assert config.prefixes_per_node(config.multus.networks[1]) == expected
+    assert prefixes_per_node(parse_config(raw)) == expected
 
 
 @pytest.mark.parametrize(
@@ -101,9 +107,8 @@ def test_a_reservation_holds_its_whole_28_prefixes(reservation: str, prefixes: i
 
 def test_example_reservation_holds_exactly_the_pools_nodes() -> None:
     config = parse_config(example_raw())
-    network = config.multus.networks[1]
     # cpu_limit 32 / 4 vCPUs = 8 nodes, all possibly in one AZ, x 4 prefixes = 32 = a /23.
-    assert (max_nodes(config.node_pool), config.prefixes_per_node(network)) == (8, 4)
+    assert (max_nodes(config.node_pool), prefixes_per_node(config)) == (8, 4)
     raw = example_raw()
     raw["node_pool"]["cpu_limit"] = "36"  # a ninth node
     message = error_for(raw)
@@ -122,8 +127,7 @@ def test_explicit_prefixes_per_node_is_used_for_sizing() -> None:
     raw = example_raw()
     raw["multus"]["networks"][1]["prefixes_per_node"] = 1
     raw["node_pool"]["cpu_limit"] = "128"  # 32 nodes x 1 prefix still fits the /23
-    config = parse_config(raw)
-    assert config.prefixes_per_node(config.multus.networks[1]) == 1
+    assert prefixes_per_node(parse_config(raw)) == 1
 
 
 def test_prefixes_per_node_is_at_least_one() -> None:
@@ -179,8 +183,7 @@ def test_newer_families_with_more_addresses_raise_the_default() -> None:
         "instance_cpus": [4, 8],
         "cpu_limit": "4",
     }
-    config = parse_config(raw)
-    assert config.prefixes_per_node(config.multus.networks[1]) == 8
+    assert prefixes_per_node(parse_config(raw)) == 8
 
 
 def six_zone_node_prefix_layout(networks: int) -> dict[str, Any]:

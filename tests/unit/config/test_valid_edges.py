@@ -15,6 +15,8 @@ import pytest
 
 from config import ConfigError, parse_config
 from config.model import LogRetention, MultusSubnetConfig, VpcConfig
+from config.network_plan import network_plan
+from config.node_bootstrap_plan import node_bootstrap_props
 
 
 def seed_raw() -> dict[str, Any]:
@@ -202,7 +204,13 @@ def test_host_routed_ipvlan_modes_are_refused_naming_the_field_and_l2(mode: str)
 def test_source_dest_check_is_a_per_network_choice(value: bool) -> None:
     config = parse_config(changed("multus.networks.1.source_dest_check", value))
     assert [n.source_dest_check for n in config.multus.networks] == [False, value]
-    assert [i.source_dest_check for i in config.multus_interfaces] == [False, value]
+    props = node_bootstrap_props(
+        config.cluster_name,
+        network_plan(config),
+        subnet_id=lambda _: "subnet",
+        security_group_id=lambda _: "sg",
+    )
+    assert [i.source_dest_check for i in props.interfaces] == [False, value]
 
 
 def test_a_network_name_of_40_characters_passes_with_an_interface_name() -> None:

@@ -12,10 +12,11 @@ from aws_cdk import aws_ec2 as ec2
 
 from config import AppConfig, ConfigError, parse_config
 from config import model as config_model
+from config.network_plan import network_plan
 from node_bootstrap.node_prefix import CNI_CONFIG_DIR, cni_config_file_name
 from node_bootstrap.renderer import deployed_size
 from stacks import cluster_props
-from stacks.network_stack import RESERVATION_TYPES, MultusAttachment
+from stacks.network_stack import MultusAttachment
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -29,21 +30,22 @@ def example_config(name: str) -> AppConfig:
 
 
 def attachments_of(config: AppConfig) -> list[MultusAttachment]:
-    """What NetworkStack hands over, with literal subnet IDs subnet-<network>-<az>."""
+    """What NetworkStack hands over, with literal subnet IDs subnet-<network>-<az> and the
+    security group sg-<group>."""
     stack = cdk.Stack(cdk.App(), "Network")
     return [
         MultusAttachment(
-            network=network.name,
-            availability_zone=az,
+            plan=row,
             subnet=ec2.Subnet.from_subnet_attributes(
-                stack, f"{network.name}-{az}", subnet_id=f"subnet-{network.name}-{az}"
+                stack,
+                f"{row.network}-{row.availability_zone}",
+                subnet_id=f"subnet-{row.network}-{row.availability_zone}",
             ),
-            subnet_cidr=subnet.cidr,
-            reservation_cidr=subnet.reservation,
-            reservation_type=RESERVATION_TYPES[network.ip_management],
+            security_group=ec2.SecurityGroup.from_security_group_id(
+                stack, f"{row.network}-{row.availability_zone}-sg", f"sg-{row.security_group}"
+            ),
         )
-        for network in config.multus.networks
-        for az, subnet in zip(config.availability_zones, network.subnets, strict=True)
+        for row in network_plan(config)
     ]
 
 
@@ -128,7 +130,7 @@ def test_coredns_tolerates_the_controller_nodes() -> None:
 
 def test_node_bootstrap_places_each_network_at_its_device_index_per_az() -> None:
     config = AppConfig()
-    props = cluster_props.node_bootstrap_props(config, attachments_of(config), "sg-1")
+    props = cluster_props.node_bootstrap_props(config, attachments_of(config))
     assert [(i.network, i.interface_name, i.device_index) for i in props.interfaces] == [
         ("multus1", "multus1", 1),
         ("multus2", "multus2", 2),
@@ -137,7 +139,7 @@ def test_node_bootstrap_places_each_network_at_its_device_index_per_az() -> None
         "subnet-multus1-us-west-2b",
         "subnet-multus2-us-west-2b",
     ]
-    assert props.placements["us-west-2b"].security_group_ids == ["sg-1"]
+    assert props.placements["us-west-2b"].security_group_ids == ["sg-multus"]
     assert props.node_prefix == []
 
 
@@ -163,7 +165,7 @@ def test_whereabouts_networks_get_nads_and_pod_ips_node_prefix_networks_local_na
 
 def test_node_prefix_network_gets_its_prefixes_at_boot() -> None:
     config = example_config("node-prefix.json")
-    networks = cluster_props.node_prefix_networks(config, attachments_of(config))
+    networks = cluster_props.node_bootstrap_props(config, attachments_of(config)).node_prefix
     assert [(n.availability_zone, n.interface_name, n.device_index) for n in networks] == [
         ("us-west-2a", "userplane", 2),
         ("us-west-2b", "userplane", 2),
@@ -200,7 +202,7 @@ def test_sample_workloads_only_when_asked_with_every_network_of_their_az(enabled
 
 def deployed_user_data_size(config: AppConfig) -> int:
     """Bytes of the user-data the cluster stack renders for `config`, with the longest IDs."""
-    return deployed_size(cluster_props.node_bootstrap_props(config, attachments_of(config), "sg-1"))
+    return deployed_size(cluster_props.node_bootstrap_props(config, attachments_of(config)))
 
 
 def ten_networks() -> dict[str, Any]:

@@ -1,0 +1,198 @@
+"""The network plan: one row per (Multus network, AZ) with every fact derived from the config.
+
+The network stack, the cluster props, the node bootstrap, the user-data size check, the NAD
+chart and the diagram all read these rows, so none of them derives a device index, an interface
+or NAD name, a reservation type or a security group by itself.
+
+The module imports nothing from config.model: model validation builds the plan (the user-data
+size and the node_prefix reservation checks read it), so the plan takes the config by its shape
+(the Protocols below, which AppConfig satisfies) rather than by its class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+#: CreateSubnetCidrReservation's ReservationType: "explicit" keeps the addresses for whoever
+#: assigns them itself, "prefix" lets EC2 pick ENIs' /28 prefixes from it.
+ReservationType = Literal["explicit", "prefix"]
+#: The kernel's ipvlan modes (the config allows l2 only: config.model explains why).
+IpvlanMode = Literal["l2", "l3", "l3s"]
+
+#: Every Multus ENI shares one security group (today's only choice; a row names it, so that a
+#: group per network is a change of this field alone).
+SHARED_SECURITY_GROUP = "multus"
+
+
+@dataclass(frozen=True)
+class IpManagementMode:
+    """What a network's multus.networks[].ip_management value means for everything it touches.
+
+    reservation_type / reservation_purpose: the subnet's CIDR reservation (and its description).
+    pod_ip_agent: each pod address becomes a secondary IP of the node's ENI (multus-pod-ips
+    agent); the NAD's chain is ipvlan + Whereabouts IPAM over the reservation + sbr + the agent's
+    plugin.
+    node_local_config: the node bootstrap requests the network's /28 prefixes on its ENI and
+    writes the NAD's CNI config on the node (host-local IPAM over them); the NAD carries no
+    config and each row has prefixes_per_node.
+    """
+
+    name: str
+    reservation_type: ReservationType
+    reservation_purpose: str
+    pod_ip_agent: bool
+    node_local_config: bool
+
+
+WHEREABOUTS = IpManagementMode(
+    name="whereabouts",
+    reservation_type="explicit",
+    reservation_purpose="Whereabouts",
+    pod_ip_agent=True,
+    node_local_config=False,
+)
+NODE_PREFIX = IpManagementMode(
+    name="node_prefix",
+    reservation_type="prefix",
+    reservation_purpose="node /28 prefixes",
+    pod_ip_agent=False,
+    node_local_config=True,
+)
+IP_MANAGEMENT_MODES: dict[str, IpManagementMode] = {
+    mode.name: mode for mode in (WHEREABOUTS, NODE_PREFIX)
+}
+
+
+def network_attachment_name(network: str, availability_zone: str) -> str:
+    """The NAD name pods use in their k8s.v1.cni.cncf.io/networks annotation."""
+    return f"{network}-{availability_zone}"
+
+
+@dataclass(frozen=True)
+class NetworkPlanRow:
+    """One Multus network in one AZ.
+
+    device_index: EC2 device index of the network's ENI (1, 2, ... in multus.networks order;
+    0 is the node's primary ENI). interface_name: the ENI's stable Linux name on the node.
+    prefixes_per_node: /28 prefixes on each node's ENI (node_local_config modes only, else None).
+    network_path / subnet_path: where the row comes from in the config, for error messages.
+    """
+
+    network: str
+    availability_zone: str
+    device_index: int
+    interface_name: str
+    nad_name: str
+    ip_management: IpManagementMode
+    subnet_cidr: str
+    reservation_cidr: str
+    prefixes_per_node: int | None
+    ipvlan_mode: IpvlanMode
+    source_dest_check: bool
+    security_group: str
+    network_path: str
+    subnet_path: str
+
+    @property
+    def reservation_type(self) -> ReservationType:
+        return self.ip_management.reservation_type
+
+
+NetworkPlan = tuple[NetworkPlanRow, ...]
+
+
+class PlannedSubnet(Protocol):
+    """What the plan reads of a Multus subnet (config.model.MultusSubnetConfig)."""
+
+    @property
+    def cidr(self) -> str: ...
+    @property
+    def reservation(self) -> str: ...
+
+
+class PlannedNetwork(Protocol):
+    """What the plan reads of a Multus network (config.model.MultusNetworkConfig)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def device_name(self) -> str: ...
+    @property
+    def ip_management(self) -> str: ...
+    @property
+    def ipvlan_mode(self) -> IpvlanMode: ...
+    @property
+    def source_dest_check(self) -> bool: ...
+    @property
+    def prefixes_per_node(self) -> int | None: ...
+    @property
+    def subnets(self) -> Sequence[PlannedSubnet]: ...
+
+
+class PlannedNetworks(Protocol):
+    """What the plan reads of the multus section (config.model.MultusConfig)."""
+
+    @property
+    def networks(self) -> Sequence[PlannedNetwork]: ...
+
+
+class PlannedConfig(Protocol):
+    """What the plan reads of an AppConfig."""
+
+    @property
+    def availability_zones(self) -> Sequence[str]: ...
+    @property
+    def multus(self) -> PlannedNetworks: ...
+    @property
+    def default_prefixes_per_node(self) -> int: ...
+
+
+def network_plan(config: PlannedConfig) -> NetworkPlan:
+    """The rows in multus.networks order, each network's rows in availability_zones order."""
+    return tuple(
+        _row(config, network, index, az_index, az, subnet)
+        for index, network in enumerate(config.multus.networks)
+        for az_index, (az, subnet) in enumerate(
+            zip(config.availability_zones, network.subnets, strict=True)
+        )
+    )
+
+
+def _row(
+    config: PlannedConfig,
+    network: PlannedNetwork,
+    index: int,
+    az_index: int,
+    az: str,
+    subnet: PlannedSubnet,
+) -> NetworkPlanRow:
+    mode = IP_MANAGEMENT_MODES[network.ip_management]
+    network_path = f"multus.networks[{index}] ({network.name})"
+    return NetworkPlanRow(
+        network=network.name,
+        availability_zone=az,
+        device_index=index + 1,
+        interface_name=network.device_name,
+        nad_name=network_attachment_name(network.name, az),
+        ip_management=mode,
+        subnet_cidr=subnet.cidr,
+        reservation_cidr=subnet.reservation,
+        prefixes_per_node=(network.prefixes_per_node or config.default_prefixes_per_node)
+        if mode.node_local_config
+        else None,
+        ipvlan_mode=network.ipvlan_mode,
+        source_dest_check=network.source_dest_check,
+        security_group=SHARED_SECURITY_GROUP,
+        network_path=network_path,
+        subnet_path=f"{network_path}.subnets[{az_index}]",
+    )
+
+
+def networks_in_order(plan: NetworkPlan) -> list[NetworkPlanRow]:
+    """The first row of each network, in device-index order (per-network facts)."""
+    seen: dict[str, NetworkPlanRow] = {}
+    for row in plan:
+        seen.setdefault(row.network, row)
+    return sorted(seen.values(), key=lambda row: row.device_index)
