@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
-from multus_pod_ips.agent import Agent, AgentConfig, AgentError, Ec2Error, EniWorker, Operation
+from multus_pod_ips.agent.config import AgentConfig, AgentError
+from multus_pod_ips.agent.ec2_query import Ec2Error
+from multus_pod_ips.agent.eni_worker import EniWorker, Operation
+from multus_pod_ips.agent.node_agent import Agent
 from testing_support.multus_emulator import NODE_CREDENTIALS, NODE_ROLE, signature_error
 
 #: DescribeNetworkInterfaces' answer for eni-1 (EC2 API reference, NetworkInterface): the ENI's own

@@ -36,22 +36,14 @@ from typing import Any
 
 import pytest
 
-from multus_pod_ips.agent import (
-    Agent,
-    AgentConfig,
-    AgentError,
-    Credentials,
-    Ec2Client,
-    Ec2Error,
-    InstanceMetadata,
-    Operation,
-    PodAttachment,
-    RecordStore,
-    _Server,
-    _wait,
-    main,
-    serve,
-)
+from multus_pod_ips.agent.config import AgentConfig, AgentError
+from multus_pod_ips.agent.ec2_query import Credentials, Ec2Client, Ec2Error
+from multus_pod_ips.agent.eni_worker import Operation
+from multus_pod_ips.agent.imds import InstanceMetadata
+from multus_pod_ips.agent.node_agent import Agent, _wait
+from multus_pod_ips.agent.records import PodAttachment, RecordStore
+from multus_pod_ips.agent.service import main, serve
+from multus_pod_ips.agent.socket_server import _Server
 from testing_support.multus_emulator import NODE_CREDENTIALS
 from tests.unit.multus_pod_ips.fakes import (
     ENI_MAC,
@@ -625,7 +617,8 @@ def test_check_fails_unless_the_recorded_address_is_on_the_eni(
         served.records.put(
             PodAttachment("c1", "net1", "/var/run/netns/cni-1", "multus1", tuple(recorded))
         )
-    worker.held = {PRIMARY_IP, *on_eni}
+    ec2_of(served).secondaries = set(on_eni)
+    worker._refresh(deadline_in(5))
 
     with pytest.raises(AgentError) as raised:
         served.handle(request("CHECK", checked))
