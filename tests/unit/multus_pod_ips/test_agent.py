@@ -7,6 +7,7 @@ import threading
 import time
 from email.message import Message
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -164,8 +165,8 @@ def test_concurrent_adds_checks_deletes_and_reconciles_leave_the_eni_and_records
     def pod_lifecycle(host: int) -> None:
         container, ip = f"c{host}", f"10.0.4.{host}"
         (tmp_path / f"run/netns/cni-{container}").touch()
-        request = {"container_id": container, "ifname": "net1", "interface": "multus1"}
-        request |= {"netns": f"/run/netns/cni-{container}", "ips": [ip]}
+        request: dict[str, Any] = {"container_id": container, "ifname": "net1", "ips": [ip]}
+        request |= {"interface": "multus1", "netns": f"/run/netns/cni-{container}"}
         try:
             for _ in range(3):
                 agent.handle({**request, "command": "ADD"})
