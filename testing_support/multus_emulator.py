@@ -240,16 +240,16 @@ class Ec2Proxy:
                 fault = None if refused or unknown else proxy._injected_fault(action, params)
                 observed = proxy.state_probe(action, params) if proxy.state_probe else None
                 if refused:
-                    status, payload = 403, _ec2_error("AuthFailure", refused).encode()
+                    status, payload = 403, ec2_error_xml("AuthFailure", refused).encode()
                 elif unknown:
                     message = f"The parameter {unknown[0]} is not recognized"
-                    status, payload = 400, _ec2_error("UnknownParameter", message).encode()
+                    status, payload = 400, ec2_error_xml("UnknownParameter", message).encode()
                 elif fault:
                     if fault.after_forward:
                         self._act(action, params, body)
-                    status, payload = fault.status, _ec2_error(fault.code).encode()
+                    status, payload = fault.status, ec2_error_xml(fault.code).encode()
                 elif proxy.model and (refusal := proxy.model(action, params)):
-                    status, payload = refusal[0], _ec2_error(refusal[1], refusal[2]).encode()
+                    status, payload = refusal[0], ec2_error_xml(refusal[1], refusal[2]).encode()
                 else:
                     status, payload = self._act(action, params, body)
                 proxy._record(RecordedCall(action, params, status, received_at, observed))
@@ -287,7 +287,7 @@ class Ec2Proxy:
                     try:
                         planned = proxy.prefixes.plan(request.get("SubnetId", ""), count, explicit)
                     except PrefixRequestError as error:
-                        return 400, _ec2_error(error.code, error.message).encode()
+                        return 400, ec2_error_xml(error.code, error.message).encode()
                     request["PrivateIpAddress"] = planned.private_ip
                     status, payload = self._forward(urlencode(request).encode())
                     created = re.search(
@@ -327,7 +327,8 @@ def _tags(tag_list: list[dict[str, str]]) -> dict[str, str]:
     return {tag["Key"]: tag["Value"] for tag in tag_list}
 
 
-def _ec2_error(code: str, message: str = "") -> str:
+def ec2_error_xml(code: str, message: str = "") -> str:
+    """EC2's error answer ("Error codes for the Amazon EC2 API": example error response)."""
     message = message or f"injected {code}"
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -336,8 +337,8 @@ def _ec2_error(code: str, message: str = "") -> str:
     )
 
 
-def _credentials_document(credentials: Credentials) -> str:
-    """IMDS's answer for iam/security-credentials/<role>."""
+def credentials_document(credentials: Credentials, expiration: str = "2099-01-01T00:00:00Z") -> str:
+    """IMDS's answer for iam/security-credentials/<role> (Expiration: ISO 8601, UTC)."""
     return json.dumps(
         {
             "Code": "Success",
@@ -346,7 +347,7 @@ def _credentials_document(credentials: Credentials) -> str:
             "AccessKeyId": credentials.access_key,
             "SecretAccessKey": credentials.secret_key,
             "Token": credentials.token,
-            "Expiration": "2099-01-01T00:00:00Z",
+            "Expiration": expiration,
         },
         indent=2,
     )
@@ -392,7 +393,7 @@ class FakeImds:
         if path == "iam/security-credentials/":
             return NODE_ROLE
         if path == f"iam/security-credentials/{NODE_ROLE}":
-            return _credentials_document(NODE_CREDENTIALS)
+            return credentials_document(NODE_CREDENTIALS)
         if path in ("placement/availability-zone", "instance-type"):
             reservations = self._ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
             instance = reservations[0]["Instances"][0]

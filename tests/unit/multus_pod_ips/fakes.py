@@ -4,7 +4,6 @@ and that ENI's addresses in IMDS (ScriptedImds), and IMDSv2 plus the EC2 Query A
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -20,7 +19,13 @@ from multus_pod_ips.agent.config import AgentConfig, AgentError
 from multus_pod_ips.agent.ec2_query import Ec2Error
 from multus_pod_ips.agent.eni_worker import EniWorker, Operation
 from multus_pod_ips.agent.node_agent import Agent
-from testing_support.multus_emulator import NODE_CREDENTIALS, NODE_ROLE, signature_error
+from testing_support.multus_emulator import (
+    NODE_CREDENTIALS,
+    NODE_ROLE,
+    credentials_document,
+    ec2_error_xml,
+    signature_error,
+)
 
 #: DescribeNetworkInterfaces' answer for eni-1 (EC2 API reference, NetworkInterface): the ENI's own
 #: privateIpAddress, then one item per address in privateIpAddressesSet; other sets have items too.
@@ -180,15 +185,6 @@ def settle(operations: list[Operation]) -> list[AgentError | None]:
     return [operation.error for operation in operations]
 
 
-def ec2_error_xml(code: str, message: str) -> str:
-    """EC2's error answer ("Error codes for the Amazon EC2 API": example error response)."""
-    return (
-        '<?xml version="1.0" encoding="UTF-8"?>\n'
-        f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error>"
-        "</Errors><RequestID>ea966190-f9aa-478e-9ede-example</RequestID></Response>"
-    )
-
-
 class FakeAws:
     """IMDSv2 (PUT /latest/api/token, then GETs carrying the token) and the EC2 Query API (POST /,
     a form-encoded body, SigV4-signed with the node role's credentials) on one local port.
@@ -238,16 +234,7 @@ class FakeAws:
 
     def _metadata(self, path: str) -> str | None:
         if path == f"iam/security-credentials/{NODE_ROLE}":
-            return json.dumps(
-                {
-                    "Code": "Success",
-                    "Type": "AWS-HMAC",
-                    "AccessKeyId": NODE_CREDENTIALS.access_key,
-                    "SecretAccessKey": NODE_CREDENTIALS.secret_key,
-                    "Token": NODE_CREDENTIALS.token,
-                    "Expiration": self.credentials_expire_at,
-                }
-            )
+            return credentials_document(NODE_CREDENTIALS, self.credentials_expire_at)
         return self.metadata.get(path)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

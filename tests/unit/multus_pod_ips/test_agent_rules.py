@@ -44,7 +44,7 @@ from multus_pod_ips.agent.node_agent import Agent, _wait
 from multus_pod_ips.agent.records import PodAttachment, RecordStore
 from multus_pod_ips.agent.service import main, serve
 from multus_pod_ips.agent.socket_server import _Server
-from testing_support.multus_emulator import NODE_CREDENTIALS
+from testing_support.multus_emulator import NODE_CREDENTIALS, ec2_error_xml
 from tests.unit.multus_pod_ips.fakes import (
     ENI_MAC,
     ENI_XML,
@@ -54,7 +54,6 @@ from tests.unit.multus_pod_ips.fakes import (
     ScriptedImds,
     agent_for,
     config,
-    ec2_error_xml,
     settle,
     wait_for,
     worker_for,
