@@ -67,7 +67,6 @@ NODE_CREDENTIALS = Credentials(
     secret_key="wJalrXUtnFEMI/K7MDENG+bPxRfiCYMULTUSKEY0",
     token="IQoJb3JpZ2luX2VjEMULTUS+session/token==",
 )
-_IMDS_TOKEN = "fake-imds-token"
 _VENV_BIN = Path(sys.executable).parent
 _AUTHORIZATION = re.compile(
     r"AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/[^,]+, "
@@ -353,6 +352,69 @@ def credentials_document(credentials: Credentials, expiration: str = "2099-01-01
     )
 
 
+#: IMDSv2: a session token lives from 1 s to 6 hours (EC2 User Guide, "Use IMDSv2").
+IMDS_MAX_TOKEN_TTL = 21600
+
+
+class ImdsTokens:
+    """The IMDSv2 session tokens a fake IMDS handed out, with the TTL each request asked for."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.issued: list[tuple[str, str]] = []  # (token, requested TTL)
+
+    def issue(self, ttl: str) -> str | None:
+        """A new token, or None for a TTL IMDS refuses (400)."""
+        if not (ttl.isdigit() and 1 <= int(ttl) <= IMDS_MAX_TOKEN_TTL):
+            return None
+        with self._lock:
+            token = f"imds-token-{len(self.issued)}"
+            self.issued.append((token, ttl))
+        return token
+
+    def valid(self, token: str | None) -> bool:
+        with self._lock:
+            return any(token == issued for issued, _ in self.issued)
+
+    def clear(self) -> None:
+        with self._lock:
+            self.issued.clear()
+
+
+class ImdsV2Handler(BaseHTTPRequestHandler):
+    """IMDSv2 over HTTP, shared by the fakes: PUT .../latest/api/token with
+    X-aws-ec2-metadata-token-ttl-seconds returns a session token; a GET carrying one in
+    X-aws-ec2-metadata-token is answered with `metadata(path)` (404 when None), any other with
+    401. Subclasses name the tokens and the metadata."""
+
+    tokens: ImdsTokens
+
+    def metadata(self, path: str) -> str | None:
+        raise NotImplementedError
+
+    def log_message(self, message_format: str, *args: Any) -> None:
+        pass
+
+    def do_PUT(self) -> None:
+        ttl = self.headers.get("X-aws-ec2-metadata-token-ttl-seconds", "")
+        token = self.tokens.issue(ttl) if self.path.endswith("/latest/api/token") else None
+        self.reply(400, "") if token is None else self.reply(200, token)
+
+    def do_GET(self) -> None:
+        if not self.tokens.valid(self.headers.get("X-aws-ec2-metadata-token")):
+            self.reply(401, "")
+            return
+        value = self.metadata(self.path)
+        self.reply(404, "") if value is None else self.reply(200, value)
+
+    def reply(self, status: int, text: str) -> None:
+        payload = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
 class FakeImds:
     """IMDSv2 for any moto instance: the base URL for instance i-x is <url>/i-x."""
 
@@ -363,6 +425,7 @@ class FakeImds:
         #: (ENI ID, the private IPv4 addresses EC2's API shows on it, primary first) -> what
         #: local-ipv4s lists; unset: the same (EniAddressModel.imds_addresses delays moves).
         self.local_ipv4s: Callable[[str, list[str]], list[str]] | None = None
+        self.tokens = ImdsTokens()
         self._lock = threading.Lock()
         self._prefixes = prefixes
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -432,35 +495,12 @@ class FakeImds:
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         imds = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, message_format: str, *args: Any) -> None:
-                pass
+        class Handler(ImdsV2Handler):
+            tokens = imds.tokens
 
-            def do_PUT(self) -> None:
-                if self.path.endswith("/latest/api/token") and self.headers.get(
-                    "X-aws-ec2-metadata-token-ttl-seconds"
-                ):
-                    self._reply(200, _IMDS_TOKEN)
-                else:
-                    self._reply(400, "")
-
-            def do_GET(self) -> None:
-                if self.headers.get("X-aws-ec2-metadata-token") != _IMDS_TOKEN:
-                    self._reply(401, "")
-                    return
-                instance_id, _, rest = self.path.lstrip("/").partition("/")
-                value = imds.metadata(instance_id, rest.removeprefix("latest/meta-data/"))
-                if value is None:
-                    self._reply(404, "")
-                else:
-                    self._reply(200, value)
-
-            def _reply(self, status: int, text: str) -> None:
-                payload = text.encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+            def metadata(self, path: str) -> str | None:
+                instance_id, _, rest = path.lstrip("/").partition("/")
+                return imds.metadata(instance_id, rest.removeprefix("latest/meta-data/"))
 
         return Handler
 

@@ -22,6 +22,8 @@ from multus_pod_ips.agent.node_agent import Agent
 from testing_support.multus_emulator import (
     NODE_CREDENTIALS,
     NODE_ROLE,
+    ImdsTokens,
+    ImdsV2Handler,
     credentials_document,
     ec2_error_xml,
     signature_error,
@@ -43,8 +45,6 @@ ENI_XML = """<DescribeNetworkInterfacesResponse xmlns="http://ec2.amazonaws.com/
 PRIMARY_IP = "10.0.4.10"
 ENI_MAC = "02:00:00:00:00:01"
 OK_XML = "<Response><return>true</return></Response>"
-#: IMDSv2: a session token lives at most 6 hours (EC2 User Guide, "Use IMDSv2").
-IMDS_MAX_TOKEN_TTL = 21600
 
 
 #: The actions the agent calls and their parameters (EC2 API reference, "Request Parameters");
@@ -201,7 +201,7 @@ class FakeAws:
             "iam/security-credentials/": NODE_ROLE,
         }
         self.credentials_expire_at = "2099-01-01T00:00:00Z"
-        self.tokens: list[tuple[str, str]] = []  # (token, requested TTL)
+        self.tokens = ImdsTokens()
         self.metadata_reads: list[str] = []
         self.ec2_requests: list[dict[str, str]] = []
         self.ec2_answers: list[tuple[int, str]] = []
@@ -214,8 +214,8 @@ class FakeAws:
         threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
 
     def reset(self) -> None:
+        self.tokens.clear()
         with self._lock:
-            self.tokens.clear()
             self.metadata_reads.clear()
             self.ec2_requests.clear()
             self.ec2_answers.clear()
@@ -240,33 +240,16 @@ class FakeAws:
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, message_format: str, *args: Any) -> None:
-                pass
+        class Handler(ImdsV2Handler):
+            tokens = fake.tokens
 
-            def do_PUT(self) -> None:
-                ttl = self.headers.get("X-aws-ec2-metadata-token-ttl-seconds", "")
-                if self.path != "/latest/api/token" or not (
-                    ttl.isdigit() and 1 <= int(ttl) <= IMDS_MAX_TOKEN_TTL
-                ):
-                    self._reply(400, "")
-                    return
-                with fake._lock:
-                    token = f"token-{len(fake.tokens)}"
-                    fake.tokens.append((token, ttl))
-                self._reply(200, token)
-
-            def do_GET(self) -> None:
-                with fake._lock:
-                    valid = {token for token, _ in fake.tokens}
-                if self.headers.get("X-aws-ec2-metadata-token") not in valid:
-                    self._reply(401, "")
-                    return
-                path = self.path.removeprefix("/latest/meta-data/")
+            def metadata(self, path: str) -> str | None:
+                if not path.startswith("/latest/meta-data/"):
+                    return None
+                path = path.removeprefix("/latest/meta-data/")
                 with fake._lock:
                     fake.metadata_reads.append(path)
-                value = fake._metadata(path) if self.path.startswith("/latest/meta-data/") else None
-                self._reply(404, "") if value is None else self._reply(200, value)
+                return fake._metadata(path)
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
@@ -281,14 +264,14 @@ class FakeAws:
                 if self.path != "/" or refused:
                     with fake._lock:
                         fake.refusals.append(refused or f"path {self.path}")
-                    self._reply(403, ec2_error_xml("AuthFailure", refused))
+                    self.reply(403, ec2_error_xml("AuthFailure", refused))
                     return
                 params = dict(parse_qsl(body.decode()))
                 invalid = ec2_request_error(params)
                 if invalid:
                     with fake._lock:
                         fake.refusals.append(invalid)
-                    self._reply(400, ec2_error_xml(invalid.split()[0], invalid))
+                    self.reply(400, ec2_error_xml(invalid.split()[0], invalid))
                     return
                 with fake._lock:
                     fake.ec2_requests.append(params)
@@ -297,14 +280,7 @@ class FakeAws:
                 if status == 0:
                     self.close_connection = True
                     return
-                self._reply(status, answer)
-
-            def _reply(self, status: int, text: str) -> None:
-                payload = text.encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                self.reply(status, answer)
 
         return Handler
 

@@ -108,7 +108,7 @@ def test_metadata_is_read_with_one_imdsv2_token_of_at_most_six_hours(fake_aws: F
 
     assert imds.get("instance-id") == "i-0123456789abcdef0"
     assert imds.get("instance-type") == "m5.large"
-    assert [ttl for _, ttl in fake_aws.tokens] == ["21600"]
+    assert [ttl for _, ttl in fake_aws.tokens.issued] == ["21600"]
 
 
 def test_an_expired_imds_token_is_replaced(fake_aws: FakeAws) -> None:
@@ -118,7 +118,7 @@ def test_an_expired_imds_token_is_replaced(fake_aws: FakeAws) -> None:
 
     imds.get("instance-id")
 
-    assert len(fake_aws.tokens) == 2
+    assert len(fake_aws.tokens.issued) == 2
 
 
 # --- EC2 requests ------------------------------------------------------------------------------
