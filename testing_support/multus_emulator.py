@@ -45,7 +45,7 @@ import botocore.session
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
-from botocore.model import Shape
+from botocore.model import ServiceModel, Shape
 
 from node_bootstrap import AzPlacement, MultusInterface, NodeBootstrapProps
 from node_bootstrap.renderer import (
@@ -143,19 +143,48 @@ def unknown_parameters(action: str, params: dict[str, str]) -> list[str]:
     ]
 
 
+def ec2_request_error(params: dict[str, str]) -> str:
+    """Why EC2 would refuse this request before acting on it ("" if it would not): an action
+    or API version EC2 does not have (InvalidAction), a parameter the action does not take
+    (UnknownParameter) or a required one missing (MissingParameter), by botocore's EC2 model."""
+    action, model = params.get("Action", ""), _ec2_model()
+    if action not in model.operation_names or params.get("Version") != model.api_version:
+        return f"InvalidAction {action} (version {params.get('Version')})"
+    unknown = unknown_parameters(action, params)
+    if unknown:
+        return f"UnknownParameter {unknown[0]}"
+    shape = model.operation_model(action).input_shape
+    required = [_query_key(name, shape.members[name]) for name in shape.required_members]
+    missing = [
+        name
+        for name in required
+        if not any(key == name or key.startswith(f"{name}.") for key in params)
+    ]
+    return f"MissingParameter {missing[0]}" if missing else ""
+
+
+@cache
+def _ec2_model() -> ServiceModel:
+    return botocore.session.get_session().get_service_model("ec2")
+
+
 @cache
 def _parameter_pattern(action: str) -> re.Pattern[str]:
-    model = botocore.session.get_session().get_service_model("ec2")
+    model = _ec2_model()
     return re.compile("|".join(_query_names(model.operation_model(action).input_shape, "")))
+
+
+def _query_key(name: str, member: Shape) -> str:
+    """The EC2 query parameter name of a structure member (as botocore serializes it)."""
+    location = member.serialization.get("name", "")
+    return str(member.serialization.get("queryName") or location[:1].upper() + location[1:] or name)
 
 
 def _query_names(shape: Shape, prefix: str) -> Iterator[str]:
     """Regexes of the EC2 query parameter names a shape serializes to (as botocore does)."""
     if shape.type_name == "structure":
         for name, member in shape.members.items():
-            location = member.serialization.get("name", "")
-            key = member.serialization.get("queryName") or location[:1].upper() + location[1:]
-            key = re.escape(key or name)
+            key = re.escape(_query_key(name, member))
             yield from _query_names(member, rf"{prefix}\.{key}" if prefix else key)
     elif shape.type_name == "list":
         yield from _query_names(shape.member, rf"{prefix}\.\d+")

@@ -4,7 +4,6 @@ and that ENI's addresses in IMDS (ScriptedImds), and IMDSv2 plus the EC2 Query A
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 import urllib.error
@@ -26,6 +25,7 @@ from testing_support.multus_emulator import (
     ImdsV2Handler,
     credentials_document,
     ec2_error_xml,
+    ec2_request_error,
     signature_error,
 )
 
@@ -45,34 +45,6 @@ ENI_XML = """<DescribeNetworkInterfacesResponse xmlns="http://ec2.amazonaws.com/
 PRIMARY_IP = "10.0.4.10"
 ENI_MAC = "02:00:00:00:00:01"
 OK_XML = "<Response><return>true</return></Response>"
-
-
-#: The actions the agent calls and their parameters (EC2 API reference, "Request Parameters");
-#: True: required. Anything else EC2 answers with InvalidAction or UnknownParameter.
-EC2_PARAMETERS: dict[str, dict[str, bool]] = {
-    "DescribeInstanceTypes": {"InstanceType.N": False},
-    "DescribeNetworkInterfaces": {"NetworkInterfaceId.N": False},
-    "AssignPrivateIpAddresses": {
-        "NetworkInterfaceId": True,
-        "PrivateIpAddress.N": False,
-        "AllowReassignment": False,
-    },
-    "UnassignPrivateIpAddresses": {"NetworkInterfaceId": True, "PrivateIpAddress.N": False},
-}
-
-
-def ec2_request_error(params: dict[str, str]) -> str:
-    """Why EC2 would refuse this request ("" if it would not)."""
-    action = params.get("Action", "")
-    if action not in EC2_PARAMETERS or params.get("Version") != "2016-11-15":
-        return f"InvalidAction {action} (version {params.get('Version')})"
-    allowed = EC2_PARAMETERS[action]
-    for name in params:
-        generic = re.sub(r"\.[1-9][0-9]*$", ".N", name)
-        if name not in ("Action", "Version") and generic not in allowed:
-            return f"UnknownParameter {name}"
-    missing = [name for name, required in allowed.items() if required and name not in params]
-    return f"MissingParameter {missing[0]}" if missing else ""
 
 
 def config(tmp_path: Path, **overrides: Any) -> AgentConfig:
