@@ -7,7 +7,9 @@ no AWS rights). Its init container installs the CNI plugin `multus-pod-ip` into 
 /opt/cni/bin; Multus thick executes delegate plugins chrooted into the host's root filesystem,
 so the plugin runs with the host's Python 3. The agent container serves the plugin over a unix
 socket in the host's /run/multus-pod-ips and writes the readiness marker cleartaints waits for.
-Both programs are standard-library Python shipped in a ConfigMap: no image needs building.
+Both are standard-library Python shipped in a ConfigMap: no image needs building. ConfigMap keys
+cannot hold a "/", so each module of the multus_pod_ips package is one key (its path with dots)
+that the code volume projects back to its path below /opt/multus-pod-ips.
 """
 
 from __future__ import annotations
@@ -29,18 +31,22 @@ from charts.building_blocks import (
     select_pods,
 )
 from multus_pod_ips import (
+    AGENT_MODULE,
     AGENT_READY_MARKER,
     AGENT_RUN_DIR,
-    AGENT_SCRIPT,
     AGENT_SOCKET,
     CNI_PLUGIN_SCRIPT,
     CNI_PLUGIN_TYPE,
+    PACKAGE_DIR,
+    shipped_modules,
 )
 from node_bootstrap.renderer import READY_MARKER_DIR
 
 _CODE_DIR = "/opt/multus-pod-ips"
 _HOST_CNI_BIN = "/host/opt/cni/bin"
 _HOST_ROOT = "/host"  # the host's /run/netns is visible below it
+_CONFIG_FILE = "config.json"
+_PLUGIN_PATH = CNI_PLUGIN_SCRIPT.relative_to(PACKAGE_DIR.parent).as_posix()
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,7 @@ class MultusPodIpsProps:
 
 
 def agent_config(props: MultusPodIpsProps) -> dict[str, object]:
-    """The agent's configuration file (multus_pod_ips.agent.AgentConfig)."""
+    """The agent's configuration file (multus_pod_ips.agent.config.AgentConfig)."""
     if not props.interfaces or any(not ranges for ranges in props.interfaces.values()):
         raise ValueError("interfaces: every Multus interface needs at least one address range")
     return {
@@ -86,12 +92,19 @@ class MultusPodIpsChart(cdk8s.Chart):
             "code",
             metadata=cdk8s.ApiObjectMetadata(name="multus-pod-ips", namespace=props.namespace),
             data={
-                "agent.py": AGENT_SCRIPT.read_text(encoding="utf-8"),
-                "cni_plugin.py": CNI_PLUGIN_SCRIPT.read_text(encoding="utf-8"),
-                "config.json": json.dumps(agent_config(props), indent=2),
+                **{
+                    config_map_key(path): source.read_text(encoding="utf-8")
+                    for path, source in shipped_modules().items()
+                },
+                _CONFIG_FILE: json.dumps(agent_config(props), indent=2),
             },
         )
         _daemon_set(self, props, code)
+
+
+def config_map_key(path: str) -> str:
+    """The ConfigMap key of a file shipped at `path` below the code directory."""
+    return path.replace("/", ".")
 
 
 def _daemon_set(scope: Construct, props: MultusPodIpsProps, code: kplus.ConfigMap) -> None:
@@ -124,7 +137,15 @@ def _daemon_set(scope: Construct, props: MultusPodIpsProps, code: kplus.ConfigMa
     node_critical(daemon_set)
 
     code_volume = kplus.Volume.from_config_map(
-        scope, "code-volume", code, name="code", default_mode=0o644
+        scope,
+        "code-volume",
+        code,
+        name="code",
+        default_mode=0o644,
+        items={
+            config_map_key(path): kplus.PathMapping(path=path)
+            for path in [*shipped_modules(), _CONFIG_FILE]
+        },
     )
     cni_bin = kplus.Volume.from_host_path(
         scope,
@@ -135,7 +156,7 @@ def _daemon_set(scope: Construct, props: MultusPodIpsProps, code: kplus.ConfigMa
     )
     # Atomic install: the runtime may exec the plugin at any moment.
     install = (
-        f"install -m 0755 {_CODE_DIR}/cni_plugin.py {_HOST_CNI_BIN}/.{CNI_PLUGIN_TYPE}.new && "
+        f"install -m 0755 {_CODE_DIR}/{_PLUGIN_PATH} {_HOST_CNI_BIN}/.{CNI_PLUGIN_TYPE}.new && "
         f"mv -f {_HOST_CNI_BIN}/.{CNI_PLUGIN_TYPE}.new {_HOST_CNI_BIN}/{CNI_PLUGIN_TYPE}"
     )
     daemon_set.add_init_container(
@@ -156,7 +177,9 @@ def _daemon_set(scope: Construct, props: MultusPodIpsProps, code: kplus.ConfigMa
         name="agent",
         image=props.image,
         image_pull_policy=kplus.ImagePullPolicy.IF_NOT_PRESENT,
-        command=["python3", f"{_CODE_DIR}/agent.py", f"{_CODE_DIR}/config.json"],
+        # -m puts the working directory, the shipped tree, on sys.path.
+        command=["python3", "-m", AGENT_MODULE, f"{_CODE_DIR}/{_CONFIG_FILE}"],
+        working_dir=_CODE_DIR,
         resources=resources(
             cpu_millis=50, cpu_limit_millis=200, memory_mib=64, memory_limit_mib=128
         ),

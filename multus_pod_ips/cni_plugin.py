@@ -52,7 +52,13 @@ IO_FAILURE = 5
 DECODING_FAILURE = 6
 INVALID_CONFIG = 7
 TRY_AGAIN_LATER = 11
-#: This plugin's own code (100+): the route could not be set in the pod's network namespace.
+#: This plugin's own codes (100+). The agent answers with the first three and the plugin
+#: relays them: the ENI has no room for another address, CHECK found the address not assigned,
+#: EC2 refused the change. The last is the plugin's: the route could not be set in the pod's
+#: network namespace.
+ENI_FULL = 101
+NOT_ASSIGNED = 102
+EC2_REFUSED = 103
 ROUTE_FAILURE = 104
 #: Seconds to wait for the agent; its own deadline for an ADD is shorter.
 ADD_TIMEOUT = 60.0

@@ -18,7 +18,7 @@ from aws_cdk import aws_iam as iam
 
 from node_bootstrap.renderer import OWNER_TAG_KEY
 
-#: What the agent calls (multus_pod_ips/agent.py); tests compare with the emulator's log.
+#: What the agent calls (multus_pod_ips/agent/); tests compare with the emulator's log.
 POD_IP_ACTIONS = (
     "ec2:AssignPrivateIpAddresses",
     "ec2:UnassignPrivateIpAddresses",

@@ -45,7 +45,7 @@ import botocore.session
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
-from botocore.model import Shape
+from botocore.model import ServiceModel, Shape
 
 from node_bootstrap import AzPlacement, MultusInterface, NodeBootstrapProps
 from node_bootstrap.renderer import (
@@ -67,7 +67,6 @@ NODE_CREDENTIALS = Credentials(
     secret_key="wJalrXUtnFEMI/K7MDENG+bPxRfiCYMULTUSKEY0",
     token="IQoJb3JpZ2luX2VjEMULTUS+session/token==",
 )
-_IMDS_TOKEN = "fake-imds-token"
 _VENV_BIN = Path(sys.executable).parent
 _AUTHORIZATION = re.compile(
     r"AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/[^,]+, "
@@ -144,19 +143,48 @@ def unknown_parameters(action: str, params: dict[str, str]) -> list[str]:
     ]
 
 
+def ec2_request_error(params: dict[str, str]) -> str:
+    """Why EC2 would refuse this request before acting on it ("" if it would not): an action
+    or API version EC2 does not have (InvalidAction), a parameter the action does not take
+    (UnknownParameter) or a required one missing (MissingParameter), by botocore's EC2 model."""
+    action, model = params.get("Action", ""), _ec2_model()
+    if action not in model.operation_names or params.get("Version") != model.api_version:
+        return f"InvalidAction {action} (version {params.get('Version')})"
+    unknown = unknown_parameters(action, params)
+    if unknown:
+        return f"UnknownParameter {unknown[0]}"
+    shape = model.operation_model(action).input_shape
+    required = [_query_key(name, shape.members[name]) for name in shape.required_members]
+    missing = [
+        name
+        for name in required
+        if not any(key == name or key.startswith(f"{name}.") for key in params)
+    ]
+    return f"MissingParameter {missing[0]}" if missing else ""
+
+
+@cache
+def _ec2_model() -> ServiceModel:
+    return botocore.session.get_session().get_service_model("ec2")
+
+
 @cache
 def _parameter_pattern(action: str) -> re.Pattern[str]:
-    model = botocore.session.get_session().get_service_model("ec2")
+    model = _ec2_model()
     return re.compile("|".join(_query_names(model.operation_model(action).input_shape, "")))
+
+
+def _query_key(name: str, member: Shape) -> str:
+    """The EC2 query parameter name of a structure member (as botocore serializes it)."""
+    location = member.serialization.get("name", "")
+    return str(member.serialization.get("queryName") or location[:1].upper() + location[1:] or name)
 
 
 def _query_names(shape: Shape, prefix: str) -> Iterator[str]:
     """Regexes of the EC2 query parameter names a shape serializes to (as botocore does)."""
     if shape.type_name == "structure":
         for name, member in shape.members.items():
-            location = member.serialization.get("name", "")
-            key = member.serialization.get("queryName") or location[:1].upper() + location[1:]
-            key = re.escape(key or name)
+            key = re.escape(_query_key(name, member))
             yield from _query_names(member, rf"{prefix}\.{key}" if prefix else key)
     elif shape.type_name == "list":
         yield from _query_names(shape.member, rf"{prefix}\.\d+")
@@ -242,16 +270,16 @@ class Ec2Proxy:
                 fault = None if refused or unknown else proxy._injected_fault(action, params)
                 observed = proxy.state_probe(action, params) if proxy.state_probe else None
                 if refused:
-                    status, payload = 403, _ec2_error("AuthFailure", refused).encode()
+                    status, payload = 403, ec2_error_xml("AuthFailure", refused).encode()
                 elif unknown:
                     message = f"The parameter {unknown[0]} is not recognized"
-                    status, payload = 400, _ec2_error("UnknownParameter", message).encode()
+                    status, payload = 400, ec2_error_xml("UnknownParameter", message).encode()
                 elif fault:
                     if fault.after_forward:
                         self._act(action, params, body)
-                    status, payload = fault.status, _ec2_error(fault.code).encode()
+                    status, payload = fault.status, ec2_error_xml(fault.code).encode()
                 elif proxy.model and (refusal := proxy.model(action, params)):
-                    status, payload = refusal[0], _ec2_error(refusal[1], refusal[2]).encode()
+                    status, payload = refusal[0], ec2_error_xml(refusal[1], refusal[2]).encode()
                 else:
                     status, payload = self._act(action, params, body)
                 proxy._record(RecordedCall(action, params, status, received_at, observed))
@@ -289,7 +317,7 @@ class Ec2Proxy:
                     try:
                         planned = proxy.prefixes.plan(request.get("SubnetId", ""), count, explicit)
                     except PrefixRequestError as error:
-                        return 400, _ec2_error(error.code, error.message).encode()
+                        return 400, ec2_error_xml(error.code, error.message).encode()
                     request["PrivateIpAddress"] = planned.private_ip
                     status, payload = self._forward(urlencode(request).encode())
                     created = re.search(
@@ -329,7 +357,8 @@ def _tags(tag_list: list[dict[str, str]]) -> dict[str, str]:
     return {tag["Key"]: tag["Value"] for tag in tag_list}
 
 
-def _ec2_error(code: str, message: str = "") -> str:
+def ec2_error_xml(code: str, message: str = "") -> str:
+    """EC2's error answer ("Error codes for the Amazon EC2 API": example error response)."""
     message = message or f"injected {code}"
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -338,8 +367,8 @@ def _ec2_error(code: str, message: str = "") -> str:
     )
 
 
-def _credentials_document(credentials: Credentials) -> str:
-    """IMDS's answer for iam/security-credentials/<role>."""
+def credentials_document(credentials: Credentials, expiration: str = "2099-01-01T00:00:00Z") -> str:
+    """IMDS's answer for iam/security-credentials/<role> (Expiration: ISO 8601, UTC)."""
     return json.dumps(
         {
             "Code": "Success",
@@ -348,10 +377,73 @@ def _credentials_document(credentials: Credentials) -> str:
             "AccessKeyId": credentials.access_key,
             "SecretAccessKey": credentials.secret_key,
             "Token": credentials.token,
-            "Expiration": "2099-01-01T00:00:00Z",
+            "Expiration": expiration,
         },
         indent=2,
     )
+
+
+#: IMDSv2: a session token lives from 1 s to 6 hours (EC2 User Guide, "Use IMDSv2").
+IMDS_MAX_TOKEN_TTL = 21600
+
+
+class ImdsTokens:
+    """The IMDSv2 session tokens a fake IMDS handed out, with the TTL each request asked for."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.issued: list[tuple[str, str]] = []  # (token, requested TTL)
+
+    def issue(self, ttl: str) -> str | None:
+        """A new token, or None for a TTL IMDS refuses (400)."""
+        if not (ttl.isdigit() and 1 <= int(ttl) <= IMDS_MAX_TOKEN_TTL):
+            return None
+        with self._lock:
+            token = f"imds-token-{len(self.issued)}"
+            self.issued.append((token, ttl))
+        return token
+
+    def valid(self, token: str | None) -> bool:
+        with self._lock:
+            return any(token == issued for issued, _ in self.issued)
+
+    def clear(self) -> None:
+        with self._lock:
+            self.issued.clear()
+
+
+class ImdsV2Handler(BaseHTTPRequestHandler):
+    """IMDSv2 over HTTP, shared by the fakes: PUT .../latest/api/token with
+    X-aws-ec2-metadata-token-ttl-seconds returns a session token; a GET carrying one in
+    X-aws-ec2-metadata-token is answered with `metadata(path)` (404 when None), any other with
+    401. Subclasses name the tokens and the metadata."""
+
+    tokens: ImdsTokens
+
+    def metadata(self, path: str) -> str | None:
+        raise NotImplementedError
+
+    def log_message(self, message_format: str, *args: Any) -> None:
+        pass
+
+    def do_PUT(self) -> None:
+        ttl = self.headers.get("X-aws-ec2-metadata-token-ttl-seconds", "")
+        token = self.tokens.issue(ttl) if self.path.endswith("/latest/api/token") else None
+        self.reply(400, "") if token is None else self.reply(200, token)
+
+    def do_GET(self) -> None:
+        if not self.tokens.valid(self.headers.get("X-aws-ec2-metadata-token")):
+            self.reply(401, "")
+            return
+        value = self.metadata(self.path)
+        self.reply(404, "") if value is None else self.reply(200, value)
+
+    def reply(self, status: int, text: str) -> None:
+        payload = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
 
 
 class FakeImds:
@@ -364,6 +456,7 @@ class FakeImds:
         #: (ENI ID, the private IPv4 addresses EC2's API shows on it, primary first) -> what
         #: local-ipv4s lists; unset: the same (EniAddressModel.imds_addresses delays moves).
         self.local_ipv4s: Callable[[str, list[str]], list[str]] | None = None
+        self.tokens = ImdsTokens()
         self._lock = threading.Lock()
         self._prefixes = prefixes
         self._server = ThreadingHTTPServer((host, 0), self._handler_class())
@@ -394,7 +487,7 @@ class FakeImds:
         if path == "iam/security-credentials/":
             return NODE_ROLE
         if path == f"iam/security-credentials/{NODE_ROLE}":
-            return _credentials_document(NODE_CREDENTIALS)
+            return credentials_document(NODE_CREDENTIALS)
         if path in ("placement/availability-zone", "instance-type"):
             reservations = self._ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
             instance = reservations[0]["Instances"][0]
@@ -433,35 +526,12 @@ class FakeImds:
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         imds = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, message_format: str, *args: Any) -> None:
-                pass
+        class Handler(ImdsV2Handler):
+            tokens = imds.tokens
 
-            def do_PUT(self) -> None:
-                if self.path.endswith("/latest/api/token") and self.headers.get(
-                    "X-aws-ec2-metadata-token-ttl-seconds"
-                ):
-                    self._reply(200, _IMDS_TOKEN)
-                else:
-                    self._reply(400, "")
-
-            def do_GET(self) -> None:
-                if self.headers.get("X-aws-ec2-metadata-token") != _IMDS_TOKEN:
-                    self._reply(401, "")
-                    return
-                instance_id, _, rest = self.path.lstrip("/").partition("/")
-                value = imds.metadata(instance_id, rest.removeprefix("latest/meta-data/"))
-                if value is None:
-                    self._reply(404, "")
-                else:
-                    self._reply(200, value)
-
-            def _reply(self, status: int, text: str) -> None:
-                payload = text.encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+            def metadata(self, path: str) -> str | None:
+                instance_id, _, rest = path.lstrip("/").partition("/")
+                return imds.metadata(instance_id, rest.removeprefix("latest/meta-data/"))
 
         return Handler
 

@@ -89,6 +89,19 @@ _FACT_TABLE_TESTS = (
     "tests/unit/config/test_fact_tables.py",
     "tests/unit/config/test_fact_table_shapes.py",
 )
+# The agent's unit tests (no conftest: no jsii), then the agent as a process against the
+# emulator, which only runs for the mutants the unit tests miss.
+AGENT_TESTS = [
+    [
+        "--confcutdir=tests/unit/multus_pod_ips",
+        "tests/unit/multus_pod_ips/test_agent.py",
+        "tests/unit/multus_pod_ips/test_agent_rules.py",
+    ],
+    [
+        "--confcutdir=tests/integration/multus_pod_ips",
+        "tests/integration/multus_pod_ips/test_pod_ip_agent.py",
+    ],
+]
 MODULE_TESTS: dict[str, list[list[str]]] = {
     # The user-data check against what the cluster stack renders (config -> props, no synth).
     "config/model.py": [*_CONFIG_TESTS, ["tests/unit/stacks/test_cluster_props.py"]],
@@ -207,30 +220,32 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
             "tests/unit/charts/test_daemon_set_overhead.py",
         ]
     ],
-    # The plugin's unit tests, then its chain with the real sbr in network namespaces (root).
+    # The plugin's unit tests, its chain with the real sbr in network namespaces (root), then the
+    # agent's, which answer with the plugin's error codes.
     "multus_pod_ips/cni_plugin.py": [
         ["--confcutdir=tests/unit/multus_pod_ips", "tests/unit/multus_pod_ips/test_cni_plugin.py"],
         [
             "--confcutdir=tests/integration/multus_pod_ips",
             "tests/integration/multus_pod_ips/test_pod_routes.py",
         ],
+        AGENT_TESTS[0],
     ],
     "node_bootstrap/pod_ip_iam.py": [
         ["--confcutdir=tests/unit/node_bootstrap", "tests/unit/node_bootstrap/test_pod_ip_iam.py"]
     ],
-    # The agent's unit tests (no conftest: no jsii), then the agent as a process against the
-    # emulator, which only runs for the mutants the unit tests miss.
-    "multus_pod_ips/agent.py": [
-        [
-            "--confcutdir=tests/unit/multus_pod_ips",
-            "tests/unit/multus_pod_ips/test_agent.py",
-            "tests/unit/multus_pod_ips/test_agent_rules.py",
-        ],
-        [
-            "--confcutdir=tests/integration/multus_pod_ips",
-            "tests/integration/multus_pod_ips/test_pod_ip_agent.py",
-        ],
-    ],
+    **{
+        f"multus_pod_ips/agent/{module}.py": AGENT_TESTS
+        for module in (
+            "config",
+            "imds",
+            "ec2_query",
+            "records",
+            "eni_worker",
+            "node_agent",
+            "socket_server",
+            "service",
+        )
+    },
 }
 
 COPY_IGNORE = shutil.ignore_patterns(

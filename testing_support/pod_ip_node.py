@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from multus_pod_ips import AGENT_SCRIPT, CNI_PLUGIN_SCRIPT
+from multus_pod_ips import AGENT_MODULE, CNI_PLUGIN_SCRIPT, PACKAGE_DIR
 from node_bootstrap import render_user_data
 from testing_support.eni_addresses import EniAddressModel
 from testing_support.multus_emulator import BootstrapRun, Ec2Emulator, EmulatedVpc
@@ -149,7 +149,8 @@ class PodIpNode:
         self.ready_marker.unlink(missing_ok=True)
         log = (self.root / "agent.log").open("ab")
         self.agent = subprocess.Popen(
-            [sys.executable, str(AGENT_SCRIPT), str(config_path)],
+            [sys.executable, "-m", AGENT_MODULE, str(config_path)],
+            cwd=PACKAGE_DIR.parent,  # as the DaemonSet runs it: -m finds the package there
             env={
                 "MULTUS_IMDS_URL": self.emulator.imds.base_url(self.instance_id),
                 "MULTUS_EC2_ENDPOINT": self.emulator.proxy.url,

@@ -303,7 +303,7 @@ def _agent_requests(run: AgentRun) -> list[AuthorizationRequest]:
 
 
 def _agent_actions() -> set[str]:
-    source = (REPO / "multus_pod_ips" / "agent.py").read_text()
+    source = "".join(path.read_text() for path in (REPO / "multus_pod_ips" / "agent").glob("*.py"))
     return set(re.findall(r'(?:\.call|\._change)\(\s*"(\w+)"', source))
 
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from charts.building_blocks import KARPENTER_NODE_LABEL_KEY
-from charts.multus_pod_ips import MultusPodIpsProps, agent_config
+from charts.multus_pod_ips import MultusPodIpsProps, agent_config, config_map_key
 from charts.network_attachments import cni_config
 from config.images import ImagesConfig
-from multus_pod_ips import AGENT_SCRIPT, CNI_PLUGIN_SCRIPT, CNI_PLUGIN_TYPE
+from multus_pod_ips import CNI_PLUGIN_SCRIPT, CNI_PLUGIN_TYPE, shipped_modules
 from multus_pod_ips.cni_plugin import DEFAULT_AGENT_SOCKET
 from node_bootstrap import READY_MARKER_DIR
 from tests.unit.charts.conftest import seed_attachments
@@ -44,12 +44,14 @@ def host_path_of(pod: dict[str, Any], container: dict[str, Any], mount_path: str
     return str(volume["hostPath"]["path"])
 
 
-def test_configmap_ships_the_agent_and_plugin_unchanged(
+def test_configmap_ships_every_module_of_the_package_unchanged(
     manifests: list[dict[str, Any]], helpers: SimpleNamespace
 ) -> None:
     data = helpers.find(manifests, "ConfigMap")["data"]
-    assert data["agent.py"] == AGENT_SCRIPT.read_text()
-    assert data["cni_plugin.py"] == CNI_PLUGIN_SCRIPT.read_text()
+    modules = shipped_modules()
+    assert set(data) == {config_map_key(path) for path in modules} | {"config.json"}
+    for path, source in modules.items():
+        assert data[config_map_key(path)] == source.read_text(), path
 
 
 def test_agent_manages_exactly_the_reservations_of_each_interface(config: dict[str, Any]) -> None:
@@ -134,8 +136,9 @@ def test_init_container_installs_the_plugin_the_nads_chain_names(
     code_dir = next(m["mountPath"] for m in init["volumeMounts"] if m["name"] == "code")
     bin_mount = next(m["mountPath"] for m in init["volumeMounts"] if m["name"] != "code")
     assert host_path_of(pod, init, bin_mount) == "/opt/cni/bin"
-    (tmp_path / "code").mkdir()
-    (tmp_path / "code" / "cni_plugin.py").write_text(CNI_PLUGIN_SCRIPT.read_text())
+    plugin = tmp_path / "code" / "multus_pod_ips" / "cni_plugin.py"
+    plugin.parent.mkdir(parents=True)
+    plugin.write_text(CNI_PLUGIN_SCRIPT.read_text())
     (tmp_path / "bin").mkdir()
     command = [
         part.replace(code_dir, str(tmp_path / "code")).replace(bin_mount, str(tmp_path / "bin"))

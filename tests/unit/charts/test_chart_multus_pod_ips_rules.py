@@ -3,18 +3,21 @@ the pod spec rely on, mount paths, the agent's configuration and the props' cont
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+import subprocess
+import sys
 from dataclasses import FrozenInstanceError
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from charts.multus_pod_ips import MultusPodIpsProps, agent_config
-from multus_pod_ips import AGENT_RUN_DIR
-from multus_pod_ips.agent import AgentConfig
+from multus_pod_ips import AGENT_RUN_DIR, shipped_modules
+from multus_pod_ips.agent.config import AgentConfig
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
@@ -94,15 +97,73 @@ def test_code_files_are_readable_and_neither_writable_nor_executable_by_others(
     assert mode & 0o133 == 0
 
 
-def test_the_agent_runs_the_shipped_script_on_the_shipped_configuration(
-    manifests: list[dict[str, Any]], daemon_set: dict[str, Any], helpers: SimpleNamespace
+def materialized_code(
+    manifests: list[dict[str, Any]], daemon_set: dict[str, Any], helpers: SimpleNamespace, at: Path
 ) -> None:
-    # agent.main's usage: agent.py CONFIG.json; AL2023's python3 runs it (docs/multus-pod-ips.md).
+    """Writes the code volume's files below `at` as the kubelet projects them: each listed
+    ConfigMap key at its item's path (Kubernetes, "ConfigMaps": "Projection of keys to specific
+    paths"; unlisted keys are not projected)."""
     data = helpers.find(manifests, "ConfigMap")["data"]
+    (volume,) = [v for v in daemon_set["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
+    for item in volume["configMap"]["items"]:
+        target = at / item["path"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(data[item["key"]])
+
+
+#: Runs the agent's module as `python3 -m` does, then names the files it loaded (the first: the
+#: module -m runs, which runpy keeps out of sys.modules).
+LOADED_FILES = """
+import importlib.util, runpy, sys
+sys.argv = ["agent"]
+print(importlib.util.find_spec("multus_pod_ips.agent.__main__").origin)
+try:
+    runpy.run_module("multus_pod_ips.agent", run_name="__main__")
+except SystemExit as stop:
+    print(stop.code)
+for module in list(sys.modules.values()):
+    print(getattr(module, "__file__", None))
+"""
+
+
+def test_the_shipped_tree_runs_the_agent_with_the_standard_library_alone(
+    manifests: list[dict[str, Any]],
+    daemon_set: dict[str, Any],
+    helpers: SimpleNamespace,
+    tmp_path: Path,
+) -> None:
+    # The node has AL2023's python3 and nothing else (docs/multus-pod-ips.md): every module the
+    # agent imports must be shipped, and every shipped module is one it (or the host) runs.
     (agent,) = daemon_set["spec"]["template"]["spec"]["containers"]
     code = next(m["mountPath"] for m in agent["volumeMounts"] if m["name"] == "code")
-    assert agent["command"] == ["python3", f"{code}/agent.py", f"{code}/config.json"]
-    assert {"agent.py", "config.json"} <= set(data)
+    assert agent["command"] == ["python3", "-m", "multus_pod_ips.agent", f"{code}/config.json"]
+    assert agent["workingDir"] == code  # -m finds the package in the working directory
+    materialized_code(manifests, daemon_set, helpers, tmp_path)
+
+    # Without site-packages (-S: the standard library only), PYTHON* variables or user site.
+    isolated = [sys.executable, "-S", "-E", "-s"]
+    command = subprocess.run(
+        [*isolated, *agent["command"][1:-1]], cwd=tmp_path, capture_output=True, text=True
+    )
+    ran = subprocess.run(
+        [*isolated, "-c", LOADED_FILES], cwd=tmp_path, capture_output=True, text=True
+    )
+
+    assert command.returncode == 2 and "usage:" in command.stderr, command.stderr
+    assert ran.returncode == 0, ran.stderr
+    main_module, exit_code, *loaded = ran.stdout.splitlines()
+    assert (exit_code, ran.stderr.splitlines()[-1:]) == ("2", ["usage: agent CONFIG.json"])
+    loaded.append(main_module)
+    shipped = {f"{tmp_path}/{path}" for path in shipped_modules()}
+    assert {path for path in loaded if path.startswith(f"{tmp_path}/")} == shipped
+    assert not [path for path in loaded if "site-packages" in path]
+    assert (tmp_path / "config.json").is_file()
+
+
+@pytest.mark.parametrize("path", sorted(shipped_modules()))
+def test_every_shipped_module_is_python_3_9(path: str) -> None:
+    # The pinned AL2023 image's python3 is 3.9 (Amazon Linux 2023 release notes, Python).
+    ast.parse(shipped_modules()[path].read_text(), feature_version=(3, 9))
 
 
 def test_the_pinned_image_is_pulled_only_when_missing(daemon_set: dict[str, Any]) -> None:
@@ -167,7 +228,7 @@ def test_the_agent_loads_the_shipped_configuration(
 
     assert loaded.reconcile_seconds == 60  # docs/multus-pod-ips.md: "Every 60 s per ENI"
     # Shipped as UTF-8 text whatever the synthesizing machine's locale.
-    assert data["agent.py"].isascii() and data["cni_plugin.py"].isascii()
+    assert all(text.isascii() for text in data.values())
 
 
 def test_a_configured_reconcile_period_reaches_the_agent() -> None:

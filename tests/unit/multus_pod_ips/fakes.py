@@ -4,8 +4,6 @@ and that ENI's addresses in IMDS (ScriptedImds), and IMDSv2 plus the EC2 Query A
 
 from __future__ import annotations
 
-import json
-import re
 import threading
 import time
 import urllib.error
@@ -16,8 +14,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
-from multus_pod_ips.agent import Agent, AgentConfig, AgentError, Ec2Error, EniWorker, Operation
-from testing_support.multus_emulator import NODE_CREDENTIALS, NODE_ROLE, signature_error
+from multus_pod_ips.agent.config import AgentConfig, AgentError
+from multus_pod_ips.agent.ec2_query import Ec2Error
+from multus_pod_ips.agent.eni_worker import EniWorker, Operation
+from multus_pod_ips.agent.node_agent import Agent
+from testing_support.multus_emulator import (
+    NODE_CREDENTIALS,
+    NODE_ROLE,
+    ImdsTokens,
+    ImdsV2Handler,
+    credentials_document,
+    ec2_error_xml,
+    ec2_request_error,
+    signature_error,
+)
 
 #: DescribeNetworkInterfaces' answer for eni-1 (EC2 API reference, NetworkInterface): the ENI's own
 #: privateIpAddress, then one item per address in privateIpAddressesSet; other sets have items too.
@@ -35,36 +45,6 @@ ENI_XML = """<DescribeNetworkInterfacesResponse xmlns="http://ec2.amazonaws.com/
 PRIMARY_IP = "10.0.4.10"
 ENI_MAC = "02:00:00:00:00:01"
 OK_XML = "<Response><return>true</return></Response>"
-#: IMDSv2: a session token lives at most 6 hours (EC2 User Guide, "Use IMDSv2").
-IMDS_MAX_TOKEN_TTL = 21600
-
-
-#: The actions the agent calls and their parameters (EC2 API reference, "Request Parameters");
-#: True: required. Anything else EC2 answers with InvalidAction or UnknownParameter.
-EC2_PARAMETERS: dict[str, dict[str, bool]] = {
-    "DescribeInstanceTypes": {"InstanceType.N": False},
-    "DescribeNetworkInterfaces": {"NetworkInterfaceId.N": False},
-    "AssignPrivateIpAddresses": {
-        "NetworkInterfaceId": True,
-        "PrivateIpAddress.N": False,
-        "AllowReassignment": False,
-    },
-    "UnassignPrivateIpAddresses": {"NetworkInterfaceId": True, "PrivateIpAddress.N": False},
-}
-
-
-def ec2_request_error(params: dict[str, str]) -> str:
-    """Why EC2 would refuse this request ("" if it would not)."""
-    action = params.get("Action", "")
-    if action not in EC2_PARAMETERS or params.get("Version") != "2016-11-15":
-        return f"InvalidAction {action} (version {params.get('Version')})"
-    allowed = EC2_PARAMETERS[action]
-    for name in params:
-        generic = re.sub(r"\.[1-9][0-9]*$", ".N", name)
-        if name not in ("Action", "Version") and generic not in allowed:
-            return f"UnknownParameter {name}"
-    missing = [name for name, required in allowed.items() if required and name not in params]
-    return f"MissingParameter {missing[0]}" if missing else ""
 
 
 def config(tmp_path: Path, **overrides: Any) -> AgentConfig:
@@ -177,15 +157,6 @@ def settle(operations: list[Operation]) -> list[AgentError | None]:
     return [operation.error for operation in operations]
 
 
-def ec2_error_xml(code: str, message: str) -> str:
-    """EC2's error answer ("Error codes for the Amazon EC2 API": example error response)."""
-    return (
-        '<?xml version="1.0" encoding="UTF-8"?>\n'
-        f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error>"
-        "</Errors><RequestID>ea966190-f9aa-478e-9ede-example</RequestID></Response>"
-    )
-
-
 class FakeAws:
     """IMDSv2 (PUT /latest/api/token, then GETs carrying the token) and the EC2 Query API (POST /,
     a form-encoded body, SigV4-signed with the node role's credentials) on one local port.
@@ -202,7 +173,7 @@ class FakeAws:
             "iam/security-credentials/": NODE_ROLE,
         }
         self.credentials_expire_at = "2099-01-01T00:00:00Z"
-        self.tokens: list[tuple[str, str]] = []  # (token, requested TTL)
+        self.tokens = ImdsTokens()
         self.metadata_reads: list[str] = []
         self.ec2_requests: list[dict[str, str]] = []
         self.ec2_answers: list[tuple[int, str]] = []
@@ -215,8 +186,8 @@ class FakeAws:
         threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
 
     def reset(self) -> None:
+        self.tokens.clear()
         with self._lock:
-            self.tokens.clear()
             self.metadata_reads.clear()
             self.ec2_requests.clear()
             self.ec2_answers.clear()
@@ -235,48 +206,22 @@ class FakeAws:
 
     def _metadata(self, path: str) -> str | None:
         if path == f"iam/security-credentials/{NODE_ROLE}":
-            return json.dumps(
-                {
-                    "Code": "Success",
-                    "Type": "AWS-HMAC",
-                    "AccessKeyId": NODE_CREDENTIALS.access_key,
-                    "SecretAccessKey": NODE_CREDENTIALS.secret_key,
-                    "Token": NODE_CREDENTIALS.token,
-                    "Expiration": self.credentials_expire_at,
-                }
-            )
+            return credentials_document(NODE_CREDENTIALS, self.credentials_expire_at)
         return self.metadata.get(path)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, message_format: str, *args: Any) -> None:
-                pass
+        class Handler(ImdsV2Handler):
+            tokens = fake.tokens
 
-            def do_PUT(self) -> None:
-                ttl = self.headers.get("X-aws-ec2-metadata-token-ttl-seconds", "")
-                if self.path != "/latest/api/token" or not (
-                    ttl.isdigit() and 1 <= int(ttl) <= IMDS_MAX_TOKEN_TTL
-                ):
-                    self._reply(400, "")
-                    return
-                with fake._lock:
-                    token = f"token-{len(fake.tokens)}"
-                    fake.tokens.append((token, ttl))
-                self._reply(200, token)
-
-            def do_GET(self) -> None:
-                with fake._lock:
-                    valid = {token for token, _ in fake.tokens}
-                if self.headers.get("X-aws-ec2-metadata-token") not in valid:
-                    self._reply(401, "")
-                    return
-                path = self.path.removeprefix("/latest/meta-data/")
+            def metadata(self, path: str) -> str | None:
+                if not path.startswith("/latest/meta-data/"):
+                    return None
+                path = path.removeprefix("/latest/meta-data/")
                 with fake._lock:
                     fake.metadata_reads.append(path)
-                value = fake._metadata(path) if self.path.startswith("/latest/meta-data/") else None
-                self._reply(404, "") if value is None else self._reply(200, value)
+                return fake._metadata(path)
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
@@ -291,14 +236,14 @@ class FakeAws:
                 if self.path != "/" or refused:
                     with fake._lock:
                         fake.refusals.append(refused or f"path {self.path}")
-                    self._reply(403, ec2_error_xml("AuthFailure", refused))
+                    self.reply(403, ec2_error_xml("AuthFailure", refused))
                     return
                 params = dict(parse_qsl(body.decode()))
                 invalid = ec2_request_error(params)
                 if invalid:
                     with fake._lock:
                         fake.refusals.append(invalid)
-                    self._reply(400, ec2_error_xml(invalid.split()[0], invalid))
+                    self.reply(400, ec2_error_xml(invalid.split()[0], invalid))
                     return
                 with fake._lock:
                     fake.ec2_requests.append(params)
@@ -307,14 +252,7 @@ class FakeAws:
                 if status == 0:
                     self.close_connection = True
                     return
-                self._reply(status, answer)
-
-            def _reply(self, status: int, text: str) -> None:
-                payload = text.encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                self.reply(status, answer)
 
         return Handler
 

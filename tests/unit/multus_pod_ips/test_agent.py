@@ -3,24 +3,22 @@ batching against a scripted EC2."""
 
 from __future__ import annotations
 
+import threading
 import time
 from email.message import Message
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from multus_pod_ips.agent import (
-    ERROR_ENI_FULL,
-    Agent,
-    Credentials,
-    Ec2Client,
-    Ec2Error,
-    Operation,
-    PodAttachment,
-    RecordStore,
-)
+from multus_pod_ips.agent.config import AgentError
+from multus_pod_ips.agent.ec2_query import Credentials, Ec2Client, Ec2Error
+from multus_pod_ips.agent.eni_worker import Operation
+from multus_pod_ips.agent.node_agent import Agent
+from multus_pod_ips.agent.records import PodAttachment, RecordStore
+from multus_pod_ips.cni_plugin import ENI_FULL
 from testing_support.multus_emulator import NODE_CREDENTIALS, REGION, signature_error
-from tests.unit.multus_pod_ips.fakes import ScriptedEc2, config, settle, worker_for
+from tests.unit.multus_pod_ips.fakes import PRIMARY_IP, ScriptedEc2, config, settle, worker_for
 
 
 def test_requests_queued_during_a_call_go_out_together(tmp_path: Path) -> None:
@@ -77,7 +75,7 @@ def test_addresses_beyond_the_per_eni_limit_fail_and_the_rest_are_assigned(
 
     errors = settle(operations)
     assert errors[:2] == [None, None]
-    assert errors[2] is not None and errors[2].code == ERROR_ENI_FULL
+    assert errors[2] is not None and errors[2].code == ENI_FULL
     assert "holds 4 of the 4 IPv4 addresses" in errors[2].message
     assert ec2.secondaries == {"10.0.4.33", "10.0.4.34", "10.0.4.35"}
 
@@ -150,3 +148,52 @@ def test_a_pod_counts_as_running_while_its_network_namespace_exists(
 
     assert agent.live_addresses("multus1") == ({"10.0.4.33"} if alive else set())
     assert len(agent.records.all()) == (1 if alive else 0)
+
+
+def test_concurrent_adds_checks_deletes_and_reconciles_leave_the_eni_and_records_consistent(
+    tmp_path: Path,
+) -> None:
+    # Request threads read and mark the worker's state while its thread changes the ENI and
+    # reconciles: at the end EC2, the worker's view and the records agree, address by address.
+    ec2 = ScriptedEc2()
+    worker = worker_for(tmp_path, ec2, limit=40)
+    agent = worker.agent
+    (tmp_path / "run/netns").mkdir(parents=True)
+    hosts = range(33, 63)
+    failures: list[str] = []
+
+    def pod_lifecycle(host: int) -> None:
+        container, ip = f"c{host}", f"10.0.4.{host}"
+        (tmp_path / f"run/netns/cni-{container}").touch()
+        request: dict[str, Any] = {"container_id": container, "ifname": "net1", "ips": [ip]}
+        request |= {"interface": "multus1", "netns": f"/run/netns/cni-{container}"}
+        try:
+            for _ in range(3):
+                agent.handle({**request, "command": "ADD"})
+                agent.handle({**request, "command": "CHECK"})
+                agent.handle({**request, "command": "DEL"})
+            if host % 2:
+                agent.handle({**request, "command": "ADD"})
+        except AgentError as error:
+            failures.append(f"{ip}: {error.message}")
+
+    stop = threading.Event()
+
+    def reconciles() -> None:
+        while not stop.is_set():
+            agent.reconcile_all(timeout=10)
+
+    threads = [threading.Thread(target=pod_lifecycle, args=(host,)) for host in hosts]
+    reconciler = threading.Thread(target=reconciles)
+    for thread in [reconciler, *threads]:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    stop.set()
+    reconciler.join(20)
+
+    kept = {f"10.0.4.{host}" for host in hosts if host % 2}
+    assert failures == []
+    assert ec2.secondaries == kept
+    assert worker.held == {PRIMARY_IP, *kept}
+    assert {ip for record in agent.records.all() for ip in record.ips} == kept

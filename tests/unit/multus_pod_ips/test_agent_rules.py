@@ -36,23 +36,15 @@ from typing import Any
 
 import pytest
 
-from multus_pod_ips.agent import (
-    Agent,
-    AgentConfig,
-    AgentError,
-    Credentials,
-    Ec2Client,
-    Ec2Error,
-    InstanceMetadata,
-    Operation,
-    PodAttachment,
-    RecordStore,
-    _Server,
-    _wait,
-    main,
-    serve,
-)
-from testing_support.multus_emulator import NODE_CREDENTIALS
+from multus_pod_ips.agent.config import AgentConfig, AgentError
+from multus_pod_ips.agent.ec2_query import Credentials, Ec2Client, Ec2Error
+from multus_pod_ips.agent.eni_worker import Operation
+from multus_pod_ips.agent.imds import InstanceMetadata
+from multus_pod_ips.agent.node_agent import Agent, _wait
+from multus_pod_ips.agent.records import PodAttachment, RecordStore
+from multus_pod_ips.agent.service import main, serve
+from multus_pod_ips.agent.socket_server import _Server
+from testing_support.multus_emulator import NODE_CREDENTIALS, ec2_error_xml
 from tests.unit.multus_pod_ips.fakes import (
     ENI_MAC,
     ENI_XML,
@@ -62,7 +54,6 @@ from tests.unit.multus_pod_ips.fakes import (
     ScriptedImds,
     agent_for,
     config,
-    ec2_error_xml,
     settle,
     wait_for,
     worker_for,
@@ -117,7 +108,7 @@ def test_metadata_is_read_with_one_imdsv2_token_of_at_most_six_hours(fake_aws: F
 
     assert imds.get("instance-id") == "i-0123456789abcdef0"
     assert imds.get("instance-type") == "m5.large"
-    assert [ttl for _, ttl in fake_aws.tokens] == ["21600"]
+    assert [ttl for _, ttl in fake_aws.tokens.issued] == ["21600"]
 
 
 def test_an_expired_imds_token_is_replaced(fake_aws: FakeAws) -> None:
@@ -127,7 +118,7 @@ def test_an_expired_imds_token_is_replaced(fake_aws: FakeAws) -> None:
 
     imds.get("instance-id")
 
-    assert len(fake_aws.tokens) == 2
+    assert len(fake_aws.tokens.issued) == 2
 
 
 # --- EC2 requests ------------------------------------------------------------------------------
@@ -625,7 +616,8 @@ def test_check_fails_unless_the_recorded_address_is_on_the_eni(
         served.records.put(
             PodAttachment("c1", "net1", "/var/run/netns/cni-1", "multus1", tuple(recorded))
         )
-    worker.held = {PRIMARY_IP, *on_eni}
+    ec2_of(served).secondaries = set(on_eni)
+    worker._refresh(deadline_in(5))
 
     with pytest.raises(AgentError) as raised:
         served.handle(request("CHECK", checked))

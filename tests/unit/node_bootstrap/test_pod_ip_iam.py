@@ -68,7 +68,8 @@ def test_no_multus_subnets_is_an_error() -> None:
 
 def test_the_action_lists_are_the_ec2_calls_in_the_agent() -> None:
     # The integration test compares these lists with the calls of a running agent.
-    source = (Path(__file__).parents[3] / "multus_pod_ips" / "agent.py").read_text()
+    agent = Path(__file__).parents[3] / "multus_pod_ips" / "agent"
+    source = "".join(path.read_text() for path in agent.glob("*.py"))
     called = {f"ec2:{a}" for a in re.findall(r'(?:\.call|\._change)\(\s*"(\w+)"', source)}
     assert called == set(POD_IP_ACTIONS) | set(POD_IP_READ_ACTIONS)
     assert not set(POD_IP_ACTIONS) & set(POD_IP_READ_ACTIONS)

@@ -12,6 +12,7 @@ from botocore.credentials import Credentials
 from testing_support.multus_emulator import (
     NODE_CREDENTIALS,
     REGION,
+    ec2_request_error,
     signature_error,
     unknown_parameters,
 )
@@ -90,3 +91,28 @@ def test_parameter_names_are_checked_against_the_ec2_model(
     action: str, params: dict[str, str], unknown: list[str]
 ) -> None:
     assert unknown_parameters(action, params) == unknown
+
+
+ASSIGN = {"Action": "AssignPrivateIpAddresses", "Version": "2016-11-15"}
+
+
+@pytest.mark.parametrize(
+    ("params", "refusal"),
+    [
+        ({**ASSIGN, "NetworkInterfaceId": "eni-1", "PrivateIpAddress.1": "10.0.4.33"}, ""),
+        # EC2 API reference, AssignPrivateIpAddresses: NetworkInterfaceId is required.
+        ({**ASSIGN, "PrivateIpAddress.1": "10.0.4.33"}, "MissingParameter NetworkInterfaceId"),
+        ({**ASSIGN, "NetworkInterfaceId": "eni-1", "Force": "true"}, "UnknownParameter Force"),
+        ({**ASSIGN, "Version": "2014-01-01", "NetworkInterfaceId": "eni-1"}, "InvalidAction"),
+        ({"Action": "AssignPodAddress", "Version": "2016-11-15"}, "InvalidAction"),
+        # A required list (DescribeInstanceTypes has none; TerminateInstances: InstanceId.N).
+        ({"Action": "TerminateInstances", "Version": "2016-11-15"}, "MissingParameter"),
+        ({"Action": "TerminateInstances", "Version": "2016-11-15", "InstanceId.1": "i-1"}, ""),
+    ],
+)
+def test_requests_ec2_refuses_before_acting_are_named_by_their_error_code(
+    params: dict[str, str], refusal: str
+) -> None:
+    error = ec2_request_error(params)
+
+    assert error.startswith(refusal) and bool(error) == bool(refusal), error

@@ -1,0 +1,309 @@
+"""One thread per Multus ENI: serializes its EC2 changes and coalesces concurrent requests."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..cni_plugin import EC2_REFUSED, ENI_FULL, TRY_AGAIN_LATER
+from .config import AgentError
+from .ec2_query import Ec2Error, local_name
+
+if TYPE_CHECKING:
+    from .node_agent import Agent
+
+LOG = logging.getLogger("multus-pod-ips")
+
+
+@dataclass
+class Operation:
+    """One address to assign or unassign, or a reconcile; `done` is set when it is settled."""
+
+    kind: str  # "assign", "unassign" or "reconcile"
+    ip: str
+    deadline: float
+    done: threading.Event = field(default_factory=threading.Event)
+    error: AgentError | None = None
+    finished_at = 0.0  # time.monotonic() when it was settled
+
+    def finish(self, error: AgentError | None = None) -> None:
+        self.error = error
+        self.finished_at = time.monotonic()
+        self.done.set()
+
+
+class EniWorker(threading.Thread):
+    """Serializes every EC2 change to one ENI and coalesces concurrent requests.
+
+    The worker thread changes the ENI; request threads read what it holds (CHECK), mark
+    addresses as in flight (touch) and wait for IMDS (addresses_in_imds). What both read or
+    write (the addresses held, the primary, the in-flight times, the MAC) is behind `_lock`
+    and leaves it only as copies."""
+
+    def __init__(self, agent: Agent, interface: str, eni_id: str) -> None:
+        super().__init__(name=f"eni-{interface}", daemon=True)
+        self.agent = agent
+        self.interface = interface
+        self.eni_id = eni_id
+        self.ranges = [ipaddress.ip_network(cidr) for cidr in agent.config.interfaces[interface]]
+        self._lock = threading.Lock()
+        self._held: set[str] | None = None  # every private IPv4 address of the ENI
+        self._primary = ""
+        self._mac = ""  # the ENI's key under IMDS network/interfaces/macs/, found on first use
+        self._changed_at: dict[str, float] = {}
+        self._imds_read_lock = threading.Lock()  # one IMDS read at a time (see below)
+        self._imds_read: tuple[float, set[str]] = (-1.0, set())  # (started at, addresses)
+        self.reconciled = threading.Event()
+        self._queue: queue.Queue[Operation] = queue.Queue()
+
+    @property
+    def held(self) -> set[str] | None:
+        """The ENI's private IPv4 addresses as last read or changed (None before the first
+        read)."""
+        with self._lock:
+            return None if self._held is None else set(self._held)
+
+    @property
+    def primary(self) -> str:
+        with self._lock:
+            return self._primary
+
+    @property
+    def mac(self) -> str:
+        with self._lock:
+            return self._mac
+
+    def submit(self, operation: Operation) -> Operation:
+        self._queue.put(operation)
+        return operation
+
+    def touch(self, ips: tuple[str, ...]) -> None:
+        """Leaves these addresses to a request in progress: the reconcile skips them until
+        they settle (also covers EC2's eventually consistent reads after a change)."""
+        now = time.monotonic()
+        with self._lock:
+            self._changed_at.update({ip: now for ip in ips})
+
+    def manages(self, ip: str) -> bool:
+        address = ipaddress.ip_address(ip)
+        return any(address in network for network in self.ranges)
+
+    def run(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            time.sleep(self.agent.config.batch_window_seconds)
+            while not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            try:
+                self._process(batch)
+            except Exception as error:  # keep serving: one bad batch must not stop the node
+                LOG.exception("%s: batch failed", self.interface)
+                retryable = not isinstance(error, Ec2Error) or error.retryable
+                code = TRY_AGAIN_LATER if retryable else EC2_REFUSED
+                for operation in batch:
+                    if not operation.done.is_set():
+                        operation.finish(AgentError(code, f"{self.eni_id}: {error}"))
+
+    def _process(self, batch: list[Operation]) -> None:
+        last: dict[str, Operation] = {}
+        for operation in batch:
+            if operation.kind != "reconcile":
+                last[operation.ip] = operation
+        deadline = max(operation.deadline for operation in batch)
+        if self.held is None and last:
+            self._refresh(deadline)
+        unassign = [op for op in last.values() if op.kind == "unassign"]
+        assign = [op for op in last.values() if op.kind == "assign"]
+        self._unassign(unassign)
+        self._assign(assign)
+        for operation in batch:  # superseded operations share the outcome of the last one
+            if operation.kind != "reconcile" and not operation.done.is_set():
+                final = last.get(operation.ip)
+                operation.finish(final.error if final else None)
+        reconciles = [op for op in batch if op.kind == "reconcile"]
+        if reconciles:
+            try:
+                self._reconcile(deadline)
+                error = None
+            except (Ec2Error, OSError) as failure:
+                LOG.warning("%s: reconcile failed: %s", self.interface, failure)
+                error = AgentError(TRY_AGAIN_LATER, str(failure))
+            for operation in reconciles:
+                operation.finish(error)
+
+    def _refresh(self, deadline: float) -> None:
+        root = self.agent.ec2.call(
+            "DescribeNetworkInterfaces", {"NetworkInterfaceId.1": self.eni_id}, deadline
+        )
+        held, primary = set(), ""
+        for item in root.iter():
+            if local_name(item.tag) != "item":
+                continue
+            fields = {local_name(child.tag): (child.text or "") for child in item}
+            if "privateIpAddress" in fields and "primary" in fields:
+                held.add(fields["privateIpAddress"])
+                if fields["primary"] == "true":
+                    primary = fields["privateIpAddress"]
+        with self._lock:
+            self._held, self._primary = held, primary
+
+    def _unassign(self, operations: list[Operation]) -> None:
+        if not operations:
+            return
+        ips = [op.ip for op in operations]
+        deadline = max(op.deadline for op in operations)
+        try:
+            self._change("UnassignPrivateIpAddresses", ips, deadline)
+        except Ec2Error as error:
+            # One address no longer on this ENI (moved with its pod) fails the whole call:
+            # ask EC2 what the ENI holds and retry only the addresses still there.
+            if error.retryable:
+                self._fail(operations, TRY_AGAIN_LATER, error)
+                return
+            self._refresh(deadline)
+            held = self.held or set()
+            remaining = [op for op in operations if op.ip in held]
+            if remaining and len(remaining) < len(operations):
+                self._unassign(remaining)
+            elif remaining:
+                self._fail(operations, EC2_REFUSED, error)
+                return
+        for op in operations:
+            if not op.done.is_set():
+                op.finish()
+
+    def _assign(self, operations: list[Operation]) -> None:
+        if not operations:
+            return
+        held = self.held or set()
+        free = self.agent.ipv4_per_eni - len(held)
+        accepted: list[Operation] = []
+        for op in operations:
+            if op.ip in held or free > 0:
+                accepted.append(op)
+                free -= op.ip not in held
+            else:
+                op.finish(
+                    AgentError(
+                        ENI_FULL,
+                        f"ENI {self.eni_id} ({self.interface}) already holds "
+                        f"{self.agent.ipv4_per_eni - free} of the "
+                        f"{self.agent.ipv4_per_eni} IPv4 addresses an ENI of "
+                        f"{self.agent.instance_type} can have; {op.ip} cannot be added. Spread "
+                        "Multus pods over more nodes or allow larger instance types.",
+                    )
+                )
+        self._assign_accepted(accepted, allow_reassignment=True)
+
+    def _assign_accepted(self, operations: list[Operation], allow_reassignment: bool) -> None:
+        if not operations:
+            return
+        deadline = max(op.deadline for op in operations)
+        try:
+            self._change(
+                "AssignPrivateIpAddresses",
+                [op.ip for op in operations],
+                deadline,
+                {"AllowReassignment": "true" if allow_reassignment else "false"},
+            )
+        except Ec2Error as error:
+            if error.retryable:
+                self._fail(operations, TRY_AGAIN_LATER, error)
+            elif len(operations) > 1:  # isolate the address EC2 refuses
+                for op in operations:
+                    self._assign_accepted([op], allow_reassignment)
+            else:
+                self._refresh(deadline)
+                if operations[0].ip not in (self.held or set()):
+                    code = ENI_FULL if "LimitExceeded" in error.code else EC2_REFUSED
+                    self._fail(operations, code, error)
+                    return
+        for op in operations:
+            if not op.done.is_set():
+                op.finish()
+
+    def addresses_in_imds(self, read_after: float) -> set[str]:
+        """The private IPv4 addresses IMDS lists for this ENI (none while IMDS cannot say), from
+        a read that started at `read_after` (time.monotonic()) or later. Concurrent waiters
+        share one read: IMDS throttles queries per instance (EC2 User Guide, "Retrieve instance
+        metadata", Query throttling), and a burst of pods waits at once."""
+        with self._imds_read_lock:
+            if self._imds_read[0] < read_after:
+                self._imds_read = (time.monotonic(), self._read_local_ipv4s())
+            return self._imds_read[1]
+
+    def _read_local_ipv4s(self) -> set[str]:
+        imds = self.agent.imds
+        try:
+            mac = self.mac or self._find_mac()
+            if not mac:
+                return set()
+            with self._lock:
+                self._mac = mac
+            return set(imds.get(f"network/interfaces/macs/{mac}/local-ipv4s").split())
+        except OSError as error:  # urllib's URLError and HTTPError are OSErrors
+            LOG.info("%s: IMDS: %s", self.eni_id, error)
+            return set()
+
+    def _find_mac(self) -> str:
+        imds = self.agent.imds
+        for entry in imds.get("network/interfaces/macs/").split():
+            mac = entry.rstrip("/")
+            if imds.get(f"network/interfaces/macs/{mac}/interface-id").strip() == self.eni_id:
+                return mac
+        return ""
+
+    def _change(
+        self, action: str, ips: list[str], deadline: float, extra: dict[str, str] | None = None
+    ) -> None:
+        params = {"NetworkInterfaceId": self.eni_id, **(extra or {})}
+        params.update({f"PrivateIpAddress.{n}": ip for n, ip in enumerate(ips, start=1)})
+        self.agent.ec2.call(action, params, deadline)
+        now = time.monotonic()
+        with self._lock:
+            held = self._held if self._held is not None else set()
+            if action == "AssignPrivateIpAddresses":
+                held.update(ips)
+            else:
+                held.difference_update(ips)
+            self._held = held
+            self._changed_at.update({ip: now for ip in ips})
+        LOG.info("%s: %s %s", self.eni_id, action, " ".join(ips))
+
+    def _fail(self, operations: list[Operation], code: int, error: Ec2Error) -> None:
+        for op in operations:
+            if not op.done.is_set():
+                op.finish(AgentError(code, f"{error} (ENI {self.eni_id}, {self.interface})"))
+
+    def _reconcile(self, deadline: float) -> None:
+        self._refresh(deadline)
+        desired = self.agent.live_addresses(self.interface)
+        now = time.monotonic()
+        with self._lock:
+            held, primary = set(self._held or ()), self._primary
+            changed_at = dict(self._changed_at)
+        settled = {
+            ip
+            for ip in held | desired
+            if now - changed_at.get(ip, -1e9) >= self.agent.config.settle_seconds
+        }
+        managed = {ip for ip in held if ip != primary and self.manages(ip)}
+        stale = sorted((managed - desired) & settled)
+        missing = sorted((desired - held) & settled)
+        if stale:
+            LOG.info("%s: reconcile releases %s", self.interface, " ".join(stale))
+            self._unassign([Operation("unassign", ip, deadline) for ip in stale])
+        if missing:
+            LOG.info("%s: reconcile restores %s", self.interface, " ".join(missing))
+            restore = [Operation("assign", ip, deadline) for ip in missing]
+            # Never take an address from another ENI here: a newer pod elsewhere may own it.
+            self._assign_accepted(restore, allow_reassignment=False)
+            for op in restore:
+                if op.error:
+                    LOG.warning("%s: could not restore %s: %s", self.interface, op.ip, op.error)
+        self.reconciled.set()

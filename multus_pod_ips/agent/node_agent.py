@@ -1,0 +1,217 @@
+"""The agent: starts a worker per Multus ENI, serves the CNI requests, reconciles."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+from ..cni_plugin import INVALID_CONFIG, NOT_ASSIGNED, TRY_AGAIN_LATER
+from .config import AgentConfig, AgentError
+from .ec2_query import Ec2Client, texts
+from .eni_worker import EniWorker, Operation
+from .imds import InstanceMetadata
+from .records import PodAttachment, RecordStore
+
+LOG = logging.getLogger("multus-pod-ips")
+
+
+class Agent:
+    """Serves the CNI plugin's requests and reconciles the node's Multus ENIs."""
+
+    def __init__(self, config: AgentConfig, imds: InstanceMetadata, ec2: Ec2Client) -> None:
+        self.config = config
+        self.imds = imds
+        self.ec2 = ec2
+        self.records = RecordStore(config.records_dir)
+        self.workers: dict[str, EniWorker] = {}
+        self.instance_type = ""
+        self.ipv4_per_eni = 0
+
+    def start(self) -> None:
+        instance_id = self.imds.get("instance-id")
+        self.instance_type = self.imds.get("instance-type")
+        deadline = time.monotonic() + 120
+        answer = self.ec2.call(
+            "DescribeInstanceTypes", {"InstanceType.1": self.instance_type}, deadline
+        )
+        self.ipv4_per_eni = int(texts(answer, "ipv4AddressesPerInterface")[0])
+        for interface in self.config.interfaces:
+            worker = EniWorker(self, interface, self._wait_for_eni(interface, instance_id))
+            self.workers[interface] = worker
+            worker.start()
+        LOG.info(
+            "instance %s (%s, %d IPv4 addresses per ENI): %s",
+            instance_id,
+            self.instance_type,
+            self.ipv4_per_eni,
+            ", ".join(f"{w.interface}={w.eni_id}" for w in self.workers.values()),
+        )
+
+    def _wait_for_eni(self, interface: str, instance_id: str) -> str:
+        path = os.path.join(self.config.eni_state_dir, f"{interface}.eni")
+        while True:
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    owner, eni_id = handle.read().split()
+                if owner == instance_id:
+                    return eni_id
+                LOG.warning("%s belongs to %s, not %s; waiting", path, owner, instance_id)
+            except (OSError, ValueError):
+                LOG.info("waiting for the node bootstrap to write %s", path)
+            time.sleep(2)
+
+    def reconcile_all(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        operations = [
+            worker.submit(Operation("reconcile", "", deadline)) for worker in self.workers.values()
+        ]
+        for operation in operations:
+            operation.done.wait(max(0.0, deadline - time.monotonic()) + 1)
+        return all(op.done.is_set() and op.error is None for op in operations)
+
+    def live_addresses(self, interface: str) -> set[str]:
+        """Addresses of the interface's recorded pods whose network namespace still exists;
+        records of pods whose namespace is gone are dropped."""
+        live: set[str] = set()
+        for record in self.records.all():
+            if record.interface != interface:
+                continue
+            if self._netns_exists(record.netns):
+                live.update(record.ips)
+            else:
+                LOG.info("pod %s (%s) is gone; forgetting it", record.pod, record.container_id)
+                self.records.remove(record.key)
+        return live
+
+    def _netns_exists(self, netns: str) -> bool:
+        path = netns.replace("/var/run/", "/run/", 1) if netns.startswith("/var/run/") else netns
+        if not path.startswith("/run/netns/"):
+            return True  # a form we cannot check: never release a live pod's address
+        return os.path.exists(self.config.netns_root + path)
+
+    # CNI requests -----------------------------------------------------------------------
+
+    def handle(self, request: dict[str, Any]) -> None:
+        command = request.get("command")
+        attachment = PodAttachment(
+            container_id=str(request["container_id"]),
+            ifname=str(request["ifname"]),
+            netns=str(request.get("netns", "")),
+            interface=str(request.get("interface", "")),
+            ips=tuple(str(ip) for ip in request.get("ips", [])),
+            pod=str(request.get("pod", "")),
+        )
+        if command == "ADD":
+            self._add(attachment)
+        elif command == "DEL":
+            self._delete(attachment)
+        elif command == "CHECK":
+            self._check(attachment)
+        else:
+            raise AgentError(INVALID_CONFIG, f"unknown command {command!r}")
+
+    def _worker(self, attachment: PodAttachment) -> EniWorker:
+        worker = self.workers.get(attachment.interface)
+        if worker is None:
+            raise AgentError(
+                INVALID_CONFIG,
+                f"master interface {attachment.interface!r} is not a Multus ENI of this node "
+                f"(known: {', '.join(sorted(self.workers)) or 'none yet'})",
+            )
+        outside = [ip for ip in attachment.ips if not worker.manages(ip)]
+        if outside:
+            raise AgentError(
+                INVALID_CONFIG,
+                f"{', '.join(outside)} outside the ranges managed on {attachment.interface} "
+                f"({', '.join(self.config.interfaces[attachment.interface])})",
+            )
+        return worker
+
+    def _add(self, attachment: PodAttachment) -> None:
+        worker = self._worker(attachment)
+        worker.touch(attachment.ips)
+        self.records.put(attachment)
+        deadline = time.monotonic() + self.config.add_timeout_seconds
+        operations = [worker.submit(Operation("assign", ip, deadline)) for ip in attachment.ips]
+        error = _wait(operations, deadline) or self._await_remap(worker, operations, deadline)
+        if error:
+            self.records.remove(attachment.key)
+            raise error
+
+    def _await_remap(
+        self, worker: EniWorker, assigned: list[Operation], deadline: float
+    ) -> AgentError | None:
+        """Waits, at most until `deadline`, until IMDS lists the pod's addresses on the ENI.
+
+        ADD assigns with AllowReassignment, and moving an address from another ENI is
+        asynchronous: the EC2 API reference (AssignPrivateIpAddresses) says to check
+        network/interfaces/macs/<mac>/local-ipv4s to confirm that the remapping is complete;
+        until then the VPC may still deliver the address to the old node. Addresses that do not
+        appear in time are unassigned again (queued on the worker, ahead of any retried ADD)
+        and the ADD fails, so no address stays on the ENI for a pod that did not start. The
+        wait runs in the request's thread: the worker goes on serving the ENI's other pods."""
+        started = time.monotonic()
+        waiting = {op.ip for op in assigned}
+        read_after = max((op.finished_at for op in assigned), default=started)
+        while waiting:
+            waiting -= worker.addresses_in_imds(read_after)
+            poll = self.config.remap_poll_seconds
+            if not waiting or time.monotonic() + poll > deadline:
+                break
+            time.sleep(poll)
+            read_after = time.monotonic()
+        if not waiting:
+            LOG.info(
+                "%s: %s on the ENI after %.1f s",
+                worker.eni_id,
+                " ".join(sorted(op.ip for op in assigned)),
+                time.monotonic() - started,
+            )
+            return None
+        late = sorted(waiting)
+        LOG.warning("%s: %s not in IMDS local-ipv4s in time; unassigning", worker.eni_id, late)
+        release = time.monotonic() + self.config.del_timeout_seconds
+        for ip in late:
+            worker.submit(Operation("unassign", ip, release))
+        return AgentError(
+            TRY_AGAIN_LATER,
+            f"{', '.join(late)} assigned to {worker.eni_id} ({worker.interface}), but IMDS "
+            f"network/interfaces/macs/{worker.mac or '?'}/local-ipv4s did not list it within "
+            f"{time.monotonic() - started:.0f} s: the move from its previous ENI is not "
+            "complete; it is released again",
+        )
+
+    def _delete(self, attachment: PodAttachment) -> None:
+        record = self.records.get(attachment.key)
+        if record is None:
+            return  # never added, or already deleted: DEL is idempotent
+        worker = self.workers.get(record.interface)
+        if worker is not None:
+            deadline = time.monotonic() + self.config.del_timeout_seconds
+            worker.touch(record.ips)
+            operations = [worker.submit(Operation("unassign", ip, deadline)) for ip in record.ips]
+            error = _wait(operations, deadline)
+            if error:  # the reconcile releases it later; a failing DEL would only be retried
+                LOG.warning("DEL %s: %s; left to the reconcile", record.pod, error.message)
+        self.records.remove(record.key)
+
+    def _check(self, attachment: PodAttachment) -> None:
+        worker = self._worker(attachment)
+        record = self.records.get(attachment.key)
+        if record is None or set(record.ips) != set(attachment.ips):
+            raise AgentError(NOT_ASSIGNED, f"no record of {attachment.ips} for this container")
+        held = worker.held or set()
+        missing = [ip for ip in record.ips if ip not in held]
+        if missing:
+            raise AgentError(NOT_ASSIGNED, f"{', '.join(missing)} not assigned to {worker.eni_id}")
+
+
+def _wait(operations: list[Operation], deadline: float) -> AgentError | None:
+    for operation in operations:
+        if not operation.done.wait(max(0.0, deadline - time.monotonic()) + 5):
+            return AgentError(TRY_AGAIN_LATER, f"{operation.ip}: no answer from EC2 in time")
+        if operation.error:
+            return operation.error
+    return None

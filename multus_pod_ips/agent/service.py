@@ -1,0 +1,55 @@
+"""Start-up, serving, the periodic reconcile and the command line."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+
+from .config import AgentConfig
+from .ec2_query import Ec2Client
+from .imds import InstanceMetadata
+from .node_agent import Agent
+from .socket_server import _Server
+
+LOG = logging.getLogger("multus-pod-ips")
+
+
+def serve(config: AgentConfig) -> None:
+    imds = InstanceMetadata(os.environ.get("MULTUS_IMDS_URL", "http://169.254.169.254"))
+    region = imds.get("placement/region")
+    endpoint = os.environ.get("MULTUS_EC2_ENDPOINT") or (
+        f"https://ec2.{region}.{imds.get('services/domain')}"
+    )
+    agent = Agent(config, imds, Ec2Client(imds, region, endpoint))
+    for stale in (config.ready_marker, config.socket_path):
+        if os.path.lexists(stale):
+            os.remove(stale)
+    agent.start()
+    os.makedirs(os.path.dirname(config.socket_path), exist_ok=True)
+    server = _Server(config.socket_path, agent)
+    os.chmod(config.socket_path, 0o600)  # the plugin runs as root on the host
+    threading.Thread(target=server.serve_forever, name="cni-socket", daemon=True).start()
+    while not agent.reconcile_all(timeout=120):
+        LOG.warning("first reconcile incomplete; retrying")
+    with open(config.ready_marker, "w", encoding="utf-8") as marker:
+        marker.write(f"{os.getpid()}\n")
+    LOG.info("ready: serving %s", config.socket_path)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    while not stop.wait(config.reconcile_seconds):
+        agent.reconcile_all(timeout=config.reconcile_seconds)
+    server.server_close()
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(threadName)s %(message)s"
+    )
+    if len(argv) != 2:
+        print(f"usage: {argv[0]} CONFIG.json", file=sys.stderr)
+        return 2
+    serve(AgentConfig.load(argv[1]))
+    return 0
