@@ -14,9 +14,9 @@ import pytest
 from charts.network_attachments import (
     NetworkAttachment,
     cni_config,
-    network_attachment_name,
     whereabouts_range_and_gateway,
 )
+from config.network_plan import network_attachment_name
 from node_bootstrap import render_user_data
 from testing_support.kernel_pods import KernelPod, start_pod
 from testing_support.kernel_vpc import (
