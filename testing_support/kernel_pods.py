@@ -112,8 +112,18 @@ class KernelPod:
 
     def serve_identity(self) -> None:
         self.server = subprocess.Popen(
-            ["ip", "netns", "exec", self.name, "python3", "-I", "-S", "-c", _IDENTITY_SERVER,
-             self.name],
+            [
+                "ip",
+                "netns",
+                "exec",
+                self.name,
+                "python3",
+                "-I",
+                "-S",
+                "-c",
+                _IDENTITY_SERVER,
+                self.name,
+            ],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -124,16 +134,24 @@ class KernelPod:
     def ask(self, address: str, timeout: float = 3) -> tuple[str, str] | None:
         """Which pod answers at `address` over UDP, and the source it saw; None if nobody."""
         asked = in_netns(
-            self.name, "python3", "-I", "-S", "-c", _IDENTITY_CLIENT, address, str(timeout),
-            check=False, timeout=timeout + 30,
+            self.name,
+            "python3",
+            "-I",
+            "-S",
+            "-c",
+            _IDENTITY_CLIENT,
+            address,
+            str(timeout),
+            check=False,
+            timeout=timeout + 30,
         )
         if asked.returncode != 0:
             return None
         pod, source = asked.stdout.split()
         return pod, source
 
-    def ping(self, address: str) -> bool:
-        return ping_from(self.name, address)
+    def ping(self, address: str, source: str = "") -> bool:
+        return ping_from(self.name, address, source)
 
     def route_get(self, *args: str) -> str:
         return ip("-n", self.name, "route", "get", *args).stdout.strip()
@@ -145,11 +163,11 @@ class KernelPod:
         ip("netns", "del", self.name, check=False)
 
 
-def ping_from(namespace: str, address: str, count: int = 2) -> bool:
-    sent = in_netns(
-        namespace, "ping", "-c", str(count), "-W", "2", "-i", "0.3", address, check=False
-    )
-    return sent.returncode == 0
+def ping_from(namespace: str, address: str, source: str = "", count: int = 2) -> bool:
+    """Whether `count` echo requests got replies (from `source`, when given: a bound socket)."""
+    bound = ["-I", source] if source else []
+    ping = ["ping", "-c", str(count), "-W", "2", "-i", "0.3", *bound, address]
+    return in_netns(namespace, *ping, check=False).returncode == 0
 
 
 def start_pod(
@@ -167,16 +185,39 @@ def start_pod(
     ip("netns", "add", name)
     ip("-n", name, "link", "set", "lo", "up")
     host_veth = f"v-{name}"[:15]
-    ip("-n", node.name, "link", "add", host_veth, "type", "veth", "peer", "name", "eth0",
-       "netns", name)
+    ip(
+        "-n",
+        node.name,
+        "link",
+        "add",
+        host_veth,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "eth0",
+        "netns",
+        name,
+    )
     ip("-n", node.name, "link", "set", host_veth, "up")
     host_mac = ip("-n", node.name, "-br", "link", "show", host_veth).stdout.split()[2]
     sysctl(node.name, "net.ipv4.ip_forward=1")
     ip("-n", node.name, "route", "add", f"{eth0_address}/32", "dev", host_veth)
     ip("-n", name, "address", "add", f"{eth0_address}/32", "dev", "eth0")
     ip("-n", name, "link", "set", "eth0", "up")
-    ip("-n", name, "neigh", "add", VPC_CNI_GATEWAY, "lladdr", host_mac, "dev", "eth0",
-       "nud", "permanent")
+    ip(
+        "-n",
+        name,
+        "neigh",
+        "add",
+        VPC_CNI_GATEWAY,
+        "lladdr",
+        host_mac,
+        "dev",
+        "eth0",
+        "nud",
+        "permanent",
+    )
     ip("-n", name, "route", "add", VPC_CNI_GATEWAY, "dev", "eth0", "scope", "link")
     ip("-n", name, "route", "add", "default", "via", VPC_CNI_GATEWAY, "dev", "eth0")
     plugins = list(network["plugins"])

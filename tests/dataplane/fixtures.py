@@ -3,9 +3,10 @@ bootstrapped by the real user-data script in their namespaces, each with its pod
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ from charts.network_attachments import (
     whereabouts_range_and_gateway,
 )
 from config.network_plan import network_attachment_name
-from node_bootstrap import render_user_data
+from node_bootstrap import NodePrefixNetwork, render_user_data
+from node_bootstrap.node_prefix import cni_config_file_name
 from testing_support.kernel_pods import KernelPod, start_pod
 from testing_support.kernel_vpc import (
     SERVICES_HOST,
@@ -27,13 +29,19 @@ from testing_support.kernel_vpc import (
     in_netns,
     services_link,
 )
-from testing_support.multus_emulator import AVAILABILITY_ZONES, running_emulator
+from testing_support.multus_emulator import (
+    AVAILABILITY_ZONES,
+    Ec2Emulator,
+    EmulatedVpc,
+    running_emulator,
+)
 from testing_support.pod_ip_node import EMULATOR_RANGES, PodIpNode, pod_ip_vpc
 
 CLUSTER = "dataplane"
 AZ = AVAILABILITY_ZONES[0]
 NODES = ("node-a", "node-b", "node-c")
 NETWORK = "multus1"
+PREFIX_NETWORK = "multus2"
 SUBNET_CIDR = "10.0.4.0/24"  # multus1 in the first AZ (Ec2Emulator.create_multus_vpc)
 
 
@@ -59,11 +67,39 @@ class DataPlane:
     def sync(self) -> None:
         self.vpc.sync()
 
+    def node_prefix_config(self, node: str) -> dict[str, Any]:
+        """The node-local CNI config of multus2 the node's bootstrap staged."""
+        agent = self.agent(node)
+        device_index = list(EMULATOR_RANGES).index(PREFIX_NETWORK) + 1
+        staged = agent.root / "var/lib/multus-eni/cni" / cni_config_file_name(device_index)
+        config: dict[str, Any] = json.loads(staged.read_text())
+        return config
+
     def host(self, node: str) -> KernelNode:
         return self.nodes[node][0]
 
     def agent(self, node: str) -> PodIpNode:
         return self.nodes[node][1]
+
+
+def node_prefix_network(emulator: Ec2Emulator, vpc: EmulatedVpc, az: str) -> NodePrefixNetwork:
+    """multus2 in node_prefix mode: a prefix reservation beside the agent's explicit one, one
+    /28 per node (docs/node-prefix-mode.md)."""
+    third_octet = 6 + AVAILABILITY_ZONES.index(az)  # Ec2Emulator.create_multus_vpc's layout
+    reservation = f"10.0.{third_octet}.64/26"
+    emulator.ec2.create_subnet_cidr_reservation(
+        SubnetId=vpc.multus_subnets[PREFIX_NETWORK, az], Cidr=reservation, ReservationType="prefix"
+    )
+    return NodePrefixNetwork(
+        availability_zone=az,
+        interface_name=PREFIX_NETWORK,
+        device_index=vpc.networks.index(PREFIX_NETWORK) + 1,
+        prefix_count=1,
+        cni_network_name=network_attachment_name(PREFIX_NETWORK, az),
+        subnet_cidr=f"10.0.{third_octet}.0/24",
+        reservation_cidr=reservation,
+        ipvlan_mode="l2",
+    )
 
 
 def rendered_network() -> dict[str, Any]:
@@ -87,7 +123,9 @@ def data_plane() -> Iterator[DataPlane]:
         vpc = pod_ip_vpc(emulator)
         subnets = [vpc.private_subnets[AZ], *(vpc.multus_subnets[n, AZ] for n in vpc.networks)]
         kernel_vpc = KernelVpc(emulator, subnets)
-        user_data = render_user_data(vpc.bootstrap_props(CLUSTER))
+        props = vpc.bootstrap_props(CLUSTER)
+        node_prefix = [node_prefix_network(emulator, vpc, az) for az in AVAILABILITY_ZONES]
+        user_data = render_user_data(replace(props, node_prefix=node_prefix))
         instances = {name: emulator.launch_instance(vpc, AZ, CLUSTER) for name in NODES}
 
         def bootstrap(name: str) -> tuple[KernelNode, PodIpNode]:

@@ -11,6 +11,8 @@ shows the exchange failing when the piece it proves is missing.
 
 from __future__ import annotations
 
+import ipaddress
+
 from testing_support.kernel_pods import ping_from, with_static_ipam
 from testing_support.kernel_vpc import in_netns
 from tests.dataplane.fixtures import DataPlane, flush_neighbours
@@ -107,3 +109,24 @@ def test_replies_to_a_node_vpc_cni_address_leave_over_net1(plane: DataPlane) -> 
 
     assert "dev eth0" in without_sbr.route_get(node_b.primary_address, "from", "10.0.4.56")
     assert not ping_from(node_b.name, "10.0.4.56")
+
+
+def test_node_prefix_addresses_are_reachable_with_no_ec2_call(plane: DataPlane) -> None:
+    """node_prefix mode (docs/node-prefix-mode.md): the bootstrap asked EC2 for a /28 on the
+    ENI and staged a node-local config whose host-local IPAM hands out the prefix's addresses.
+    The VPC delivers every address of a delegated prefix (EC2 User Guide, "Prefix delegation
+    for Amazon EC2 network interfaces"), so pods on two nodes reach each other with no EC2
+    call per pod; an address of the reservation outside both nodes' prefixes is not."""
+    a = plane.pod("prefix-a", "node-a", plane.node_prefix_config("node-a"))
+    b = plane.pod("prefix-b", "node-b", plane.node_prefix_config("node-b"))
+    proxy = plane.vpc.emulator.proxy
+    proxy.reset()
+    for pod in (a, b):
+        pod.add()
+    # Only the whereabouts network's agents call EC2 meanwhile (their periodic reads).
+    assert {call.action for call in proxy.calls} <= {"DescribeNetworkInterfaces"}
+    for pod, node in ((a, "node-a"), (b, "node-b")):
+        (prefix,) = proxy.prefixes.of(plane.agent(node).enis["multus2"])
+        assert ipaddress.ip_address(pod.net1_address) in ipaddress.ip_network(prefix)
+    plane.sync()
+    assert a.ping(b.net1_address, source=a.net1_address)

@@ -133,27 +133,19 @@ def _wire(fabric: Fabric) -> None:
         for address in CONFIGURED[node]:
             run("ip", "-n", namespace, "address", "add", f"{address}/24", "dev", "eth1")
         run("ip", "-n", namespace, "link", "set", "eth1", "address", mac, "up")
-        probe = (
-            "table inet probe {\n"
-            "\tchain input {\n"
-            "\t\ttype filter hook input priority filter;\n"
-            "\t\ticmp type echo-request ip saddr 10.0.4.98 counter\n"
-            "\t\ticmp type echo-request ip saddr 10.0.4.99 counter\n"
-            "\t}\n"
-            "}\n"
-        )
-        load(namespace, probe)
+        load(namespace, ECHO_REQUEST_PROBE)
     vpc_fabric = fabric_from_ec2(ENIS, SUBNETS, {"eni-a": ["10.0.4.128/28"]})
     (subnet,) = vpc_fabric.subnets
     # The bridge's own namespace plays the VPC router, at the subnet's gateway address.
     run("ip", "-n", bridge, "link", "set", "br0", "address", subnet.router_mac)
     run("ip", "-n", bridge, "address", "add", f"{subnet.gateway}/24", "dev", "br0")
-    load(bridge, ROUTER_PROBE)
+    load(bridge, ECHO_REQUEST_PROBE)
     load(bridge, vpc_fabric.nftables_ruleset())
 
 
-#: Counts echo requests the router receives from each source (its replies aside).
-ROUTER_PROBE = (
+#: Counts the echo requests a node (or the router) receives from the two addresses no ENI
+#: holds, replies aside.
+ECHO_REQUEST_PROBE = (
     "table inet probe {\n"
     "\tchain input {\n"
     "\t\ttype filter hook input priority filter;\n"
