@@ -12,8 +12,8 @@ Run as root in a kernel with ipvlan (../shared/tools/kernel-vm/run boots one). L
   subnet's bridge; each Multus ENI the bootstrap attaches appears as a veth on its subnet's
   bridge, named and sized by the .link file the bootstrap wrote (`EniHotplug` plays the kernel
   and udev);
-- pods (tests/dataplane/pods.py): a namespace each, eth0 as the VPC CNI sets it up, net1 by the
-  NAD's plugin chain.
+- pods (testing_support/kernel_pods.py): a namespace each, eth0 as the VPC CNI sets it up,
+  net1 by the NAD's plugin chain.
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,8 @@ VM_COULD_NOT_RUN = 125
 
 
 def _unavailable(reason: str) -> None:
+    """tests.helpers.unavailable_here, which this file cannot import: that module imports
+    aws_cdk, whose jsii runtime would start in the VM too."""
     if os.environ.get("CI"):
         pytest.fail(f"{reason}: CI must provide it (make dataplane-tools, run as root)")
     pytest.skip(reason)
@@ -146,10 +147,3 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 if IN_VM:
     from tests.dataplane.fixtures import *  # noqa: F403  (the tier's fixtures)
-
-
-@pytest.fixture(autouse=True)
-def _only_in_the_vm() -> Iterator[None]:
-    if not IN_VM:
-        pytest.fail("a data-plane test ran outside the kernel VM")
-    yield
