@@ -55,11 +55,14 @@ class MultusPodIpsProps:
     interfaces: Multus master interface -> the address ranges pods get on it (the
     Whereabouts ranges, i.e. the CIDR reservations of that network's subnets); the agent
     assigns and releases only addresses inside them.
+    static_ranges: Multus master interface -> the blocks of fixed addresses inside those ranges
+    (the subnets' static_range), which only the static NADs' pods may ask for.
     node_selector: labels of the nodes with Multus ENIs (Karpenter's Multus nodes).
     reconcile_seconds: period of the comparison of each ENI with the node's pods."""
 
     image: str
     interfaces: Mapping[str, Sequence[str]]
+    static_ranges: Mapping[str, Sequence[str]] = field(default_factory=dict)
     namespace: str = "kube-system"
     node_selector: Mapping[str, str] = field(
         default_factory=lambda: {KARPENTER_NODE_LABEL_KEY: KARPENTER_NODE_LABEL_VALUE}
@@ -78,6 +81,7 @@ def agent_config(props: MultusPodIpsProps) -> dict[str, object]:
         "eni_state_dir": READY_MARKER_DIR,
         "netns_root": _HOST_ROOT,
         "interfaces": {name: list(ranges) for name, ranges in props.interfaces.items()},
+        "static_ranges": {name: list(ranges) for name, ranges in props.static_ranges.items()},
         "reconcile_seconds": props.reconcile_seconds,
     }
 

@@ -8,6 +8,10 @@ subnet back into the pod's main table, which sbr empties of the interface's rout
 connection to another address of the subnet leaves over the Multus interface even when the
 pod does not bind its source. Networks in node_prefix mode get a NAD without config instead
 (docs/node-prefix-mode.md).
+
+A subnet with a static_range gets a second NAD, <network>-<az>-static: the same chain with
+static IPAM, which takes the pod's fixed address from the `ips` of its network selection
+annotation; Whereabouts excludes that range (docs/multus-pod-ips.md, fixed addresses).
 """
 
 from __future__ import annotations
@@ -51,13 +55,17 @@ class NetworkAttachment:
     """name: NAD name (config.network_plan.network_attachment_name).
     master_interface: the stable Linux name the node bootstrap gives this network's ENI.
     ipvlan_mode: l2, l3 or l3s.
-    whereabouts_range / gateway: see whereabouts_range_and_gateway."""
+    whereabouts_range / gateway: see whereabouts_range_and_gateway.
+    static_range / static_name: the block of fixed addresses inside the range and the name of
+    the NAD that hands them out (config.network_plan.static_attachment_name), or None."""
 
     name: str
     master_interface: str
     ipvlan_mode: IpvlanMode
     whereabouts_range: str
     gateway: str
+    static_range: str | None = None
+    static_name: str | None = None
 
     @property
     def subnet_cidr(self) -> str:
@@ -82,25 +90,60 @@ class NetworkAttachmentsProps:
 
 
 def cni_config(attachment: NetworkAttachment) -> dict[str, Any]:
+    ipam: dict[str, Any] = {
+        "type": "whereabouts",
+        "datastore": "kubernetes",
+        "kubernetes": {"kubeconfig": WHEREABOUTS_KUBECONFIG},
+        "range": attachment.whereabouts_range,
+        "gateway": attachment.gateway,
+    }
+    if attachment.static_range:
+        # Whereabouts skips every address of an excluded block, network and broadcast address
+        # included (whereabouts pkg/allocate/allocate.go, IterateForAssignment).
+        ipam["exclude"] = [attachment.static_range]
+    return _chain(attachment, attachment.name, ipam, pod_ip_assignment(attachment))
+
+
+def static_cni_config(attachment: NetworkAttachment) -> dict[str, Any]:
+    """The chain of the attachment's fixed addresses: static IPAM takes the address (with the
+    subnet's prefix length) from runtimeConfig.ips, which Multus fills from the `ips` of the
+    pod's network selection annotation for a plugin with the ips capability. Those addresses
+    carry no gateway (containernetworking/plugins plugins/ipam/static, LoadIPAMConfig), so the
+    VPC router comes as a default route on net1, which ipvlan adds without replacing eth0's
+    and sbr moves into the table of the pod's address, as it does with Whereabouts' gateway."""
+    if attachment.static_name is None or attachment.static_range is None:
+        raise ValueError(f"{attachment.name} has no static_range")
+    ipam = {"type": "static", "routes": [{"dst": "0.0.0.0/0", "gw": attachment.gateway}]}
+    pod_ip = {**pod_ip_assignment(attachment), "fixedAddresses": True}
+    return _chain(attachment, attachment.static_name, ipam, pod_ip, capabilities={"ips": True})
+
+
+def cni_configs(attachment: NetworkAttachment) -> list[dict[str, Any]]:
+    """Every NAD config of the attachment: Whereabouts', then its fixed addresses' if any."""
+    if attachment.static_name is None:
+        return [cni_config(attachment)]
+    return [cni_config(attachment), static_cni_config(attachment)]
+
+
+def _chain(
+    attachment: NetworkAttachment,
+    name: str,
+    ipam: dict[str, Any],
+    pod_ip: dict[str, Any],
+    capabilities: dict[str, bool] | None = None,
+) -> dict[str, Any]:
+    ipvlan: dict[str, Any] = {
+        "type": "ipvlan",
+        "master": attachment.master_interface,
+        "mode": attachment.ipvlan_mode,
+        "ipam": ipam,
+    }
+    if capabilities:
+        ipvlan["capabilities"] = capabilities
     return {
         "cniVersion": CNI_VERSION,
-        "name": attachment.name,
-        "plugins": [
-            {
-                "type": "ipvlan",
-                "master": attachment.master_interface,
-                "mode": attachment.ipvlan_mode,
-                "ipam": {
-                    "type": "whereabouts",
-                    "datastore": "kubernetes",
-                    "kubernetes": {"kubeconfig": WHEREABOUTS_KUBECONFIG},
-                    "range": attachment.whereabouts_range,
-                    "gateway": attachment.gateway,
-                },
-            },
-            {"type": "sbr"},
-            pod_ip_assignment(attachment),
-        ],
+        "name": name,
+        "plugins": [ipvlan, {"type": "sbr"}, pod_ip],
     }
 
 
@@ -121,7 +164,7 @@ def cni_binaries(attachments: Sequence[NetworkAttachment]) -> list[str]:
     """The CNI plugins (binaries in the node's CNI bin directory) the NADs call, IPAM included."""
     names: set[str] = set()
     for attachment in attachments:
-        for plugin in cni_config(attachment)["plugins"]:
+        for plugin in (p for config in cni_configs(attachment) for p in config["plugins"]):
             names.add(plugin["type"])
             if "ipam" in plugin:
                 names.add(plugin["ipam"]["type"])
@@ -134,7 +177,8 @@ def cni_host_files(attachments: Sequence[NetworkAttachment]) -> list[str]:
         {
             plugin["ipam"]["kubernetes"]["kubeconfig"]
             for attachment in attachments
-            for plugin in cni_config(attachment)["plugins"]
+            for config in cni_configs(attachment)
+            for plugin in config["plugins"]
             if "kubernetes" in plugin.get("ipam", {})
         }
     )
@@ -145,7 +189,8 @@ class NetworkAttachmentsChart(cdk8s.Chart):
 
     def __init__(self, scope: Construct, construct_id: str, props: NetworkAttachmentsProps) -> None:
         super().__init__(scope, construct_id)
-        names = [attachment.name for attachment in props.attachments]
+        configs = [config for a in props.attachments for config in cni_configs(a)]
+        names = [config["name"] for config in configs]
         names += props.node_local_names
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
@@ -157,15 +202,15 @@ class NetworkAttachmentsChart(cdk8s.Chart):
             if props.create_namespace
             else None
         )
-        for attachment in props.attachments:
+        for config in configs:
             nad = api_object(
                 self,
-                attachment.name,
+                config["name"],
                 api_version="k8s.cni.cncf.io/v1",
                 kind="NetworkAttachmentDefinition",
-                name=attachment.name,
+                name=config["name"],
                 namespace=props.namespace,
-                body={"spec": {"config": json.dumps(cni_config(attachment))}},
+                body={"spec": {"config": json.dumps(config)}},
             )
             if namespace is not None:
                 nad.add_dependency(namespace)

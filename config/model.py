@@ -34,7 +34,7 @@ from config.cluster_access import (
 )
 from config.coercion import number_as_version
 from config.images import ImagesConfig
-from config.network_plan import IP_MANAGEMENT_MODES, IpManagementMode, network_plan
+from config.network_plan import IP_MANAGEMENT_MODES, WHEREABOUTS, IpManagementMode, network_plan
 from config.node_bootstrap_plan import node_bootstrap_props
 from config.node_pool_rules import node_pool_requirement_problems
 from config.node_prefix import (
@@ -171,6 +171,13 @@ class MultusSubnetConfig(StrictModel):
     reservation: Cidr = Field(
         description="Explicit CIDR reservation kept for Multus pod addresses (Whereabouts range)."
     )
+    static_range: Cidr | None = Field(
+        default=None,
+        description="whereabouts networks only: a CIDR inside the reservation for fixed pod "
+        "addresses, which pods ask for in their network annotation (`ips`) through the "
+        "<network>-<az>-static NAD; Whereabouts hands out the rest of the reservation "
+        "(docs/multus-pod-ips.md, fixed addresses).",
+    )
 
     @model_validator(mode="after")
     def _reservation_inside_usable_range(self) -> MultusSubnetConfig:
@@ -189,6 +196,32 @@ class MultusSubnetConfig(StrictModel):
                 f"keep it within {first_usable}-{last_usable}"
             )
         return self
+
+    @model_validator(mode="after")
+    def _static_range_inside_reservation(self) -> MultusSubnetConfig:
+        # The dynamic range is the reservation minus the static range (Whereabouts' `exclude`),
+        # so a static range inside the reservation can never overlap it.
+        if self.static_range is None:
+            return self
+        static, reserved = net(self.static_range), net(self.reservation)
+        if not static.subnet_of(reserved):
+            raise ValueError(
+                f"static_range: {self.static_range} is not inside reservation "
+                f"{self.reservation}; fixed addresses must come out of the reservation (no ENI "
+                "gets them from EC2) and not out of the dynamic range: pick a block inside it, "
+                f"for example {_upper_half(reserved)}"
+            )
+        if static == reserved:
+            raise ValueError(
+                f"static_range: {self.static_range} is the whole reservation, which would leave "
+                "Whereabouts no dynamic address; pick a smaller block inside it, for example "
+                f"{_upper_half(reserved)}"
+            )
+        return self
+
+
+def _upper_half(network: ipaddress.IPv4Network) -> str:
+    return str(list(network.subnets(prefixlen_diff=1))[-1]) if network.prefixlen < 32 else ""
 
 
 class MultusNetworkConfig(StrictModel):
@@ -267,6 +300,21 @@ class MultusNetworkConfig(StrictModel):
             self.prefixes_per_node,
             [subnet.reservation for subnet in self.subnets],
         )
+        return self
+
+    @model_validator(mode="after")
+    def _static_ranges_need_whereabouts(self) -> MultusNetworkConfig:
+        if self.mode.static_addresses:
+            return self
+        for index, subnet in enumerate(self.subnets):
+            if subnet.static_range is not None:
+                raise ValueError(
+                    f"subnets[{index}].static_range: fixed addresses need ip_management "
+                    f"{WHEREABOUTS.name!r}; in {self.ip_management!r} mode each node hands out "
+                    "addresses of its own /28 prefixes, so an address cannot follow its pod to "
+                    "another node: remove static_range or use ip_management "
+                    f"{WHEREABOUTS.name!r}"
+                )
         return self
 
     @model_validator(mode="after")

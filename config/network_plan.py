@@ -37,6 +37,8 @@ class IpManagementMode:
     node_local_config: the node bootstrap requests the network's /28 prefixes on its ENI and
     writes the NAD's CNI config on the node (host-local IPAM over them); the NAD carries no
     config and each row has prefixes_per_node.
+    static_addresses: pods may own fixed addresses of a subnet's static_range (a second NAD
+    per subnet with static IPAM); only where the pod IP agent moves an address with its pod.
     """
 
     name: str
@@ -44,6 +46,7 @@ class IpManagementMode:
     reservation_purpose: str
     pod_ip_agent: bool
     node_local_config: bool
+    static_addresses: bool
 
 
 WHEREABOUTS = IpManagementMode(
@@ -52,6 +55,7 @@ WHEREABOUTS = IpManagementMode(
     reservation_purpose="Whereabouts",
     pod_ip_agent=True,
     node_local_config=False,
+    static_addresses=True,
 )
 NODE_PREFIX = IpManagementMode(
     name="node_prefix",
@@ -59,6 +63,7 @@ NODE_PREFIX = IpManagementMode(
     reservation_purpose="node /28 prefixes",
     pod_ip_agent=False,
     node_local_config=True,
+    static_addresses=False,
 )
 IP_MANAGEMENT_MODES: dict[str, IpManagementMode] = {
     mode.name: mode for mode in (WHEREABOUTS, NODE_PREFIX)
@@ -70,6 +75,11 @@ def network_attachment_name(network: str, availability_zone: str) -> str:
     return f"{network}-{availability_zone}"
 
 
+def static_attachment_name(network: str, availability_zone: str) -> str:
+    """The NAD name of the network's fixed addresses in that AZ (static IPAM)."""
+    return f"{network_attachment_name(network, availability_zone)}-static"
+
+
 @dataclass(frozen=True)
 class NetworkPlanRow:
     """One Multus network in one AZ.
@@ -77,6 +87,8 @@ class NetworkPlanRow:
     device_index: EC2 device index of the network's ENI (1, 2, ... in multus.networks order;
     0 is the node's primary ENI). interface_name: the ENI's stable Linux name on the node.
     prefixes_per_node: /28 prefixes on each node's ENI (node_local_config modes only, else None).
+    static_range / static_nad_name: the subnet's block of fixed pod addresses and the NAD that
+    hands them out (None without a static_range).
     network_path / subnet_path: where the row comes from in the config, for error messages.
     """
 
@@ -94,6 +106,8 @@ class NetworkPlanRow:
     security_group: str
     network_path: str
     subnet_path: str
+    static_range: str | None = None
+    static_nad_name: str | None = None
 
     @property
     def reservation_type(self) -> ReservationType:
@@ -110,6 +124,8 @@ class PlannedSubnet(Protocol):
     def cidr(self) -> str: ...
     @property
     def reservation(self) -> str: ...
+    @property
+    def static_range(self) -> str | None: ...
 
 
 class PlannedNetwork(Protocol):
@@ -187,6 +203,8 @@ def _row(
         security_group=SHARED_SECURITY_GROUP,
         network_path=network_path,
         subnet_path=f"{network_path}.subnets[{az_index}]",
+        static_range=subnet.static_range,
+        static_nad_name=static_attachment_name(network.name, az) if subnet.static_range else None,
     )
 
 

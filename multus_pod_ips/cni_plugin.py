@@ -17,7 +17,9 @@ to it. Follows the CNI spec (https://www.cni.dev/docs/spec/):
 
 Errors go to stdout as {"cniVersion", "code", "msg", "details"} with exit status 1.
 Network configuration keys: "master" (the ENI's interface name, as ipvlan's), optional
-"agentSocket" (default below) and "mainTableSubnet".
+"agentSocket" (default below), "mainTableSubnet" and "fixedAddresses" (true in the NAD of a
+subnet's static_range: the agent then refuses an address outside it, or one that another pod
+holds, instead of moving it).
 
 "mainTableSubnet": sbr (containernetworking/plugins plugins/meta/sbr, doRoutes) moves every
 route of the container interface out of the pod's main table into a table that only packets
@@ -52,14 +54,15 @@ IO_FAILURE = 5
 DECODING_FAILURE = 6
 INVALID_CONFIG = 7
 TRY_AGAIN_LATER = 11
-#: This plugin's own codes (100+). The agent answers with the first three and the plugin
+#: This plugin's own codes (100+). The agent answers with all but ROUTE_FAILURE and the plugin
 #: relays them: the ENI has no room for another address, CHECK found the address not assigned,
-#: EC2 refused the change. The last is the plugin's: the route could not be set in the pod's
-#: network namespace.
+#: EC2 refused the change, a fixed address is held by another pod. ROUTE_FAILURE is the
+#: plugin's: the route could not be set in the pod's network namespace.
 ENI_FULL = 101
 NOT_ASSIGNED = 102
 EC2_REFUSED = 103
 ROUTE_FAILURE = 104
+ADDRESS_IN_USE = 105
 #: Seconds to wait for the agent; its own deadline for an ADD is shorter.
 ADD_TIMEOUT = 60.0
 OTHER_TIMEOUT = 30.0
@@ -120,6 +123,7 @@ def _run(command: str, config: dict[str, Any], environ: dict[str, str]) -> str:
         "interface": master,
         "pod": _pod_name(environ.get("CNI_ARGS", "")),
         "ips": [],
+        "fixed": config.get("fixedAddresses") is True,
     }
     socket_path = str(config.get("agentSocket", DEFAULT_AGENT_SOCKET))
     if command == "DEL":

@@ -251,12 +251,18 @@ def sample_workloads_props(config: AppConfig) -> SampleWorkloadsProps:
 
 def pod_ips_props(attachments: Sequence[MultusAttachment], image: str) -> MultusPodIpsProps | None:
     """Per Multus interface of a network whose mode runs the pod IP agent, the reservations its
-    pods' addresses come from (one per AZ); None when no network assigns addresses per pod."""
+    pods' addresses come from (one per AZ) and the static ranges inside them; None when no
+    network assigns addresses per pod."""
     ranges: dict[str, list[str]] = {}
+    static_ranges: dict[str, list[str]] = {}
     for row in (a.plan for a in attachments):
         if row.ip_management.pod_ip_agent:
             ranges.setdefault(row.interface_name, []).append(row.reservation_cidr)
-    return MultusPodIpsProps(image=image, interfaces=ranges) if ranges else None
+            if row.static_range:
+                static_ranges.setdefault(row.interface_name, []).append(row.static_range)
+    if not ranges:
+        return None
+    return MultusPodIpsProps(image=image, interfaces=ranges, static_ranges=static_ranges)
 
 
 def network_attachment(row: NetworkPlanRow) -> NetworkAttachment:
@@ -269,4 +275,6 @@ def network_attachment(row: NetworkPlanRow) -> NetworkAttachment:
         ipvlan_mode=row.ipvlan_mode,
         whereabouts_range=whereabouts_range,
         gateway=gateway,
+        static_range=row.static_range,
+        static_name=row.static_nad_name,
     )

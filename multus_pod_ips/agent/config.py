@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -13,13 +13,16 @@ class AgentConfig:
     agent serves requests. eni_state_dir: the node bootstrap's <interface>.eni files
     ("<instance-id> <eni-id>"). netns_root: prefix under which the host's /run/netns is visible.
     interfaces: master interface -> address ranges the agent manages on that interface's ENI
-    (the Whereabouts ranges, i.e. the CIDR reservations)."""
+    (the Whereabouts ranges, i.e. the CIDR reservations). static_ranges: master interface ->
+    the blocks of fixed addresses inside them (the subnets' static_range), the only addresses a
+    request of a static NAD may ask for."""
 
     socket_path: str
     records_dir: str
     ready_marker: str
     eni_state_dir: str
     interfaces: dict[str, list[str]]
+    static_ranges: dict[str, list[str]] = field(default_factory=dict)
     netns_root: str = ""
     reconcile_seconds: float = 60.0
     #: Addresses changed this recently are left to their in-flight request (EC2 reads are

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..cni_plugin import EC2_REFUSED, ENI_FULL, TRY_AGAIN_LATER
+from ..cni_plugin import ADDRESS_IN_USE, EC2_REFUSED, ENI_FULL, TRY_AGAIN_LATER
 from .config import AgentError
 from .ec2_query import Ec2Error, local_name
 
@@ -18,15 +18,20 @@ if TYPE_CHECKING:
     from .node_agent import Agent
 
 LOG = logging.getLogger("multus-pod-ips")
+#: EC2's answer to AssignPrivateIpAddresses without AllowReassignment for an address that
+#: another ENI holds (EC2 API reference, "Error codes for the Amazon EC2 API").
+ADDRESS_ON_ANOTHER_ENI = "InvalidIPAddress.InUse"
 
 
 @dataclass
 class Operation:
-    """One address to assign or unassign, or a reconcile; `done` is set when it is settled."""
+    """One address to assign or unassign, or a reconcile; `done` is set when it is settled.
+    reassign: an assign may take the address from another ENI (AllowReassignment)."""
 
     kind: str  # "assign", "unassign" or "reconcile"
     ip: str
     deadline: float
+    reassign: bool = True
     done: threading.Event = field(default_factory=threading.Event)
     error: AgentError | None = None
     finished_at = 0.0  # time.monotonic() when it was settled
@@ -198,7 +203,8 @@ class EniWorker(threading.Thread):
                         "Multus pods over more nodes or allow larger instance types.",
                     )
                 )
-        self._assign_accepted(accepted, allow_reassignment=True)
+        self._assign_accepted([op for op in accepted if op.reassign], allow_reassignment=True)
+        self._assign_accepted([op for op in accepted if not op.reassign], allow_reassignment=False)
 
     def _assign_accepted(self, operations: list[Operation], allow_reassignment: bool) -> None:
         if not operations:
@@ -220,6 +226,9 @@ class EniWorker(threading.Thread):
             else:
                 self._refresh(deadline)
                 if operations[0].ip not in (self.held or set()):
+                    if error.code == ADDRESS_ON_ANOTHER_ENI:
+                        self._refuse_taken(operations[0], error)
+                        return
                     code = ENI_FULL if "LimitExceeded" in error.code else EC2_REFUSED
                     self._fail(operations, code, error)
                     return
@@ -274,6 +283,17 @@ class EniWorker(threading.Thread):
             self._held = held
             self._changed_at.update({ip: now for ip in ips})
         LOG.info("%s: %s %s", self.eni_id, action, " ".join(ips))
+
+    def _refuse_taken(self, operation: Operation, error: Ec2Error) -> None:
+        operation.finish(
+            AgentError(
+                ADDRESS_IN_USE,
+                f"fixed address {operation.ip} is assigned to another ENI, so a pod on another "
+                f"node still holds it (EC2: {error}); it is not taken from there: a fixed address "
+                "belongs to one pod at a time. The kubelet retries this ADD, which succeeds once "
+                "that pod's DEL released the address (or its node is gone)",
+            )
+        )
 
     def _fail(self, operations: list[Operation], code: int, error: Ec2Error) -> None:
         for op in operations:

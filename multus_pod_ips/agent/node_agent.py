@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import time
 from typing import Any
 
-from ..cni_plugin import INVALID_CONFIG, NOT_ASSIGNED, TRY_AGAIN_LATER
+from ..cni_plugin import ADDRESS_IN_USE, INVALID_CONFIG, NOT_ASSIGNED, TRY_AGAIN_LATER
 from .config import AgentConfig, AgentError
 from .ec2_query import Ec2Client, texts
 from .eni_worker import EniWorker, Operation
@@ -102,6 +103,7 @@ class Agent:
             interface=str(request.get("interface", "")),
             ips=tuple(str(ip) for ip in request.get("ips", [])),
             pod=str(request.get("pod", "")),
+            fixed=request.get("fixed") is True,
         )
         if command == "ADD":
             self._add(attachment)
@@ -131,14 +133,53 @@ class Agent:
 
     def _add(self, attachment: PodAttachment) -> None:
         worker = self._worker(attachment)
+        if attachment.fixed:
+            self._check_fixed(attachment)
         worker.touch(attachment.ips)
         self.records.put(attachment)
         deadline = time.monotonic() + self.config.add_timeout_seconds
-        operations = [worker.submit(Operation("assign", ip, deadline)) for ip in attachment.ips]
+        # Whereabouts leases an address to one pod, so taking it from another ENI follows the
+        # pod that has it now. Nothing leases a fixed address: it is never taken from an ENI.
+        operations = [
+            worker.submit(Operation("assign", ip, deadline, reassign=not attachment.fixed))
+            for ip in attachment.ips
+        ]
         error = _wait(operations, deadline) or self._await_remap(worker, operations, deadline)
         if error:
             self.records.remove(attachment.key)
             raise error
+
+    def _check_fixed(self, attachment: PodAttachment) -> None:
+        """A fixed address lies in its interface's static ranges (not in Whereabouts' dynamic
+        part) and no other live pod of this node holds it."""
+        ranges = self.config.static_ranges.get(attachment.interface, [])
+        outside = [
+            ip
+            for ip in attachment.ips
+            if not any(ipaddress.ip_address(ip) in ipaddress.ip_network(r) for r in ranges)
+        ]
+        if outside:
+            raise AgentError(
+                INVALID_CONFIG,
+                f"fixed address {', '.join(outside)} is not in a static range of "
+                f"{attachment.interface} ({', '.join(ranges) or 'none'}): ask for an address "
+                "of the subnet's multus.networks[].subnets[].static_range; the rest of the "
+                "reservation belongs to Whereabouts",
+            )
+        for record in self.records.all():
+            shared = sorted(set(record.ips) & set(attachment.ips))
+            if (
+                shared
+                and record.key != attachment.key
+                and record.interface == attachment.interface
+                and self._netns_exists(record.netns)
+            ):
+                raise AgentError(
+                    ADDRESS_IN_USE,
+                    f"fixed address {', '.join(shared)} is held by pod {record.pod} (container "
+                    f"{record.container_id}) on this node: a fixed address belongs to one pod at "
+                    "a time; the kubelet retries this ADD, which succeeds once that pod is gone",
+                )
 
     def _await_remap(
         self, worker: EniWorker, assigned: list[Operation], deadline: float

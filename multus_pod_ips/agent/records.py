@@ -14,7 +14,8 @@ LOG = logging.getLogger("multus-pod-ips")
 
 @dataclass(frozen=True)
 class PodAttachment:
-    """One pod interface on a Multus network, as the CNI plugin reported it."""
+    """One pod interface on a Multus network, as the CNI plugin reported it. fixed: its
+    addresses are fixed ones (a static NAD), which belong to one pod at a time."""
 
     container_id: str
     ifname: str
@@ -22,6 +23,7 @@ class PodAttachment:
     interface: str
     ips: tuple[str, ...]
     pod: str = ""
+    fixed: bool = False
 
     @property
     def key(self) -> str:

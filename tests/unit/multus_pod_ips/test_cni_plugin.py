@@ -81,7 +81,18 @@ def test_add_passes_prev_result_through_after_the_agent_assigned_the_address(
         "interface": "multus1",
         "pod": "ran/upf-0",
         "ips": ["10.0.4.40"],  # IPv4 of net1 only: not net2's, not IPv6
+        "fixed": False,  # a Whereabouts NAD's address: the agent may move it with its pod
     }
+
+
+@pytest.mark.parametrize(("setting", "fixed"), [({"fixedAddresses": True}, True), ({}, False)])
+def test_a_static_nads_request_tells_the_agent_its_addresses_are_fixed(
+    agent: StandInAgent, setting: dict[str, bool], fixed: bool
+) -> None:
+    status, _ = run("ADD", network(agent.path, prevResult=PREV_RESULT, **setting))
+
+    assert status == 0
+    assert [request["fixed"] for request in agent.requests] == [fixed]
 
 
 def test_add_result_carries_the_configurations_cni_version(agent: StandInAgent) -> None:
