@@ -207,21 +207,23 @@ class MultusSubnetConfig(StrictModel):
         if not static.subnet_of(reserved):
             raise ValueError(
                 f"static_range: {self.static_range} is not inside reservation "
-                f"{self.reservation}; fixed addresses must come out of the reservation (no ENI "
-                "gets them from EC2) and not out of the dynamic range: pick a block inside it, "
-                f"for example {_upper_half(reserved)}"
+                f"{self.reservation}: fixed addresses come out of the reservation (EC2 gives "
+                "none of its addresses to an ENI by itself), and Whereabouts hands out the rest "
+                f"of it; {_smaller_block_hint(reserved)}"
             )
         if static == reserved:
             raise ValueError(
                 f"static_range: {self.static_range} is the whole reservation, which would leave "
-                "Whereabouts no dynamic address; pick a smaller block inside it, for example "
-                f"{_upper_half(reserved)}"
+                f"Whereabouts no dynamic address; {_smaller_block_hint(reserved)}"
             )
         return self
 
 
-def _upper_half(network: ipaddress.IPv4Network) -> str:
-    return str(list(network.subnets(prefixlen_diff=1))[-1]) if network.prefixlen < 32 else ""
+def _smaller_block_hint(reservation: ipaddress.IPv4Network) -> str:
+    if reservation.prefixlen == ipaddress.IPV4LENGTH:
+        return "enlarge the reservation to hold both"
+    upper_half = list(reservation.subnets(prefixlen_diff=1))[-1]
+    return f"pick a smaller block inside it, for example {upper_half}"
 
 
 class MultusNetworkConfig(StrictModel):

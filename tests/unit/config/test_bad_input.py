@@ -65,6 +65,13 @@ def networks(**first: Any) -> list[dict[str, Any]]:
     return seed
 
 
+def static_range_networks(static_range: str, **first: Any) -> list[dict[str, Any]]:
+    """The seed's networks, the first one's first subnet with `static_range`."""
+    seed = networks(**first)
+    seed[0]["subnets"][0]["static_range"] = static_range
+    return seed
+
+
 def config(document: dict[str, Any]) -> dict[str, Any]:
     return {"config": document}
 
@@ -542,6 +549,60 @@ COVERED = [
             }
         ),
         ("multus.networks[0].subnets[0]", "addresses AWS keeps", "10.0.4.4-10.0.4.254"),
+    ),
+    BadInput(
+        "static-range-outside-its-reservation",
+        "covered",
+        config({"multus": {"networks": static_range_networks("10.0.4.128/28")}}),
+        (
+            "multus.networks[0].subnets[0].static_range",
+            "10.0.4.128/28 is not inside reservation 10.0.4.32/27",
+            "for example 10.0.4.48/28",
+        ),
+    ),
+    BadInput(
+        "static-range-over-the-reservation-and-the-dynamic-range",
+        "covered",
+        config({"multus": {"networks": static_range_networks("10.0.4.0/26")}}),
+        (
+            "multus.networks[0].subnets[0].static_range",
+            "not inside reservation 10.0.4.32/27",
+            "Whereabouts hands out the rest",
+        ),
+    ),
+    BadInput(
+        "static-range-is-the-whole-reservation",
+        "covered",
+        config({"multus": {"networks": static_range_networks("10.0.4.32/27")}}),
+        (
+            "multus.networks[0].subnets[0].static_range",
+            "the whole reservation",
+            "no dynamic address",
+            "for example 10.0.4.48/28",
+        ),
+    ),
+    BadInput(
+        "static-range-not-a-cidr-block",
+        "covered",
+        config({"multus": {"networks": static_range_networks("10.0.4.50/28")}}),
+        ("multus.networks[0].subnets[0].static_range", "host bits", "for example"),
+    ),
+    BadInput(
+        "static-range-on-a-node-prefix-network",
+        "covered",
+        config(
+            {
+                "multus": {
+                    "networks": static_range_networks("10.0.4.48/28", ip_management="node_prefix")
+                }
+            }
+        ),
+        (
+            "multus.networks[0]",
+            "subnets[0].static_range",
+            "need ip_management 'whereabouts'",
+            "cannot follow its pod",
+        ),
     ),
     BadInput(
         "vpc-larger-than-16",

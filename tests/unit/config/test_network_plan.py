@@ -232,3 +232,36 @@ def test_a_node_local_row_without_prefixes_renders_no_user_data() -> None:
     )
     with pytest.raises(ValueError, match="prefix_count must be at least 1"):
         deployed_size(props)
+
+
+def test_a_subnet_with_a_static_range_gets_a_static_nad_in_its_zone_only() -> None:
+    raw: dict[str, Any] = {
+        "multus": {
+            "networks": [
+                {
+                    "name": "n3",
+                    "subnets": [
+                        {
+                            "cidr": "10.0.4.0/24",
+                            "reservation": "10.0.4.32/27",
+                            "static_range": "10.0.4.48/28",
+                        },
+                        {"cidr": "10.0.5.0/24", "reservation": "10.0.5.32/27"},
+                    ],
+                }
+            ]
+        }
+    }
+    rows = network_plan(parse_config(raw))
+
+    assert [(r.nad_name, r.static_range, r.static_nad_name) for r in rows] == [
+        ("n3-us-west-2a", "10.0.4.48/28", "n3-us-west-2a-static"),
+        ("n3-us-west-2b", None, None),
+    ]
+
+
+def test_only_modes_that_move_an_address_with_its_pod_offer_fixed_addresses() -> None:
+    """A fixed address follows its pod to another node only where the pod IP agent assigns
+    each address to the node's ENI; node_prefix nodes hand out their own /28 prefixes."""
+    assert WHEREABOUTS.static_addresses and WHEREABOUTS.pod_ip_agent
+    assert not NODE_PREFIX.static_addresses

@@ -509,3 +509,45 @@ def test_a_karpenter_version_with_a_leading_v_gets_the_release_number_hint() -> 
     message = error_for(changed("karpenter.version", "v1.14.1"))
     assert "karpenter.version: 'v1.14.1' is not a release number" in message, message
     assert "without a leading v" in message, message
+
+
+def with_static_range(static_range: str, reservation: str = "10.0.4.32/27") -> dict[str, Any]:
+    raw = changed("multus.networks.0.subnets.0.reservation", reservation)
+    return changed("multus.networks.0.subnets.0.static_range", static_range, raw)
+
+
+@pytest.mark.parametrize(
+    ("static_range", "accepted"),
+    [
+        ("10.0.4.48/28", True),  # the upper half: the lower half stays dynamic
+        ("10.0.4.32/28", True),  # the lower half
+        ("10.0.4.63/32", True),  # one address, the last of the reservation
+        ("10.0.4.32/32", True),  # one address, the first
+        ("10.0.4.32/27", False),  # the whole reservation: nothing left for Whereabouts
+        ("10.0.4.31/32", False),  # just below the reservation
+        ("10.0.4.64/32", False),  # just above it
+        ("10.0.4.0/26", False),  # the reservation and addresses around it
+    ],
+)
+def test_a_static_range_lies_inside_its_reservation_and_leaves_dynamic_addresses(
+    static_range: str, accepted: bool
+) -> None:
+    raw = with_static_range(static_range)
+    if accepted:
+        subnet = parse_config(raw).multus.networks[0].subnets[0]
+        assert subnet.static_range == static_range
+    else:
+        assert "multus.networks[0].subnets[0].static_range" in error_for(raw)
+
+
+def test_a_one_address_reservation_has_no_room_for_a_static_range() -> None:
+    message = error_for(with_static_range("10.0.4.40/32", reservation="10.0.4.40/32"))
+
+    assert "the whole reservation" in message
+    assert "enlarge the reservation" in message
+
+
+def test_a_static_range_is_optional_per_subnet_and_absent_by_default() -> None:
+    seed = parse_config({})
+    assert [s.static_range for n in seed.multus.networks for s in n.subnets] == [None] * 4
+    assert all(row.static_nad_name is None for row in network_plan(seed))
