@@ -28,6 +28,8 @@ EMULATOR_RANGES = {
     "multus1": ["10.0.4.32/27", "10.0.5.32/27"],
     "multus2": ["10.0.6.32/27", "10.0.7.32/27"],
 }
+#: Blocks of fixed addresses inside them (multus.networks[].subnets[].static_range).
+EMULATOR_STATIC_RANGES = {"multus1": ["10.0.4.48/28", "10.0.5.48/28"]}
 
 
 def pod_ip_vpc(emulator: Ec2Emulator) -> EmulatedVpc:
@@ -140,6 +142,7 @@ class PodIpNode:
             "eni_state_dir": str(self.root / "var/lib/multus-eni"),
             "netns_root": str(self.root) if self.netns_root is None else self.netns_root,
             "interfaces": EMULATOR_RANGES,
+            "static_ranges": EMULATOR_STATIC_RANGES,
             "reconcile_seconds": self.reconcile_seconds,
             "settle_seconds": self.settle_seconds,
             "add_timeout_seconds": self.add_timeout_seconds,
@@ -209,14 +212,17 @@ class PodIpNode:
         ip: str | None = None,
         ifname: str = "net1",
         config: dict[str, Any] | None = None,
+        fixed: bool = False,
     ) -> PendingCni:
-        """Starts the plugin the way Multus would; finish with `outcome`."""
+        """Starts the plugin the way Multus would; finish with `outcome`. fixed: as chained in
+        a static NAD (a fixed address)."""
         network = config or {
             "cniVersion": "0.3.1",
             "name": f"{master}-test",
             "type": "multus-pod-ip",
             "master": master,
             "agentSocket": str(self.socket_path),
+            **({"fixedAddresses": True} if fixed else {}),
         }
         if ip is not None and "prevResult" not in network:
             network = {**network, "prevResult": prev_result(ip, ifname)}
@@ -241,12 +247,16 @@ class PodIpNode:
     def cni(self, command: str, container_id: str, **options: Any) -> CniOutcome:
         return outcome(self.cni_command(command, container_id, **options))
 
-    def add_pod(self, container_id: str, ip: str, master: str = "multus1") -> CniOutcome:
+    def add_pod(
+        self, container_id: str, ip: str, master: str = "multus1", fixed: bool = False
+    ) -> CniOutcome:
         self.netns(container_id)
-        return self.cni("ADD", container_id, master=master, ip=ip)
+        return self.cni("ADD", container_id, master=master, ip=ip, fixed=fixed)
 
-    def delete_pod(self, container_id: str, ip: str, master: str = "multus1") -> CniOutcome:
-        result = self.cni("DEL", container_id, master=master, ip=ip)
+    def delete_pod(
+        self, container_id: str, ip: str, master: str = "multus1", fixed: bool = False
+    ) -> CniOutcome:
+        result = self.cni("DEL", container_id, master=master, ip=ip, fixed=fixed)
         self.remove_netns(container_id)
         return result
 

@@ -317,6 +317,124 @@ def test_an_address_outside_the_managed_ranges_is_refused(
     assert node.addresses("multus1") == set()
 
 
+# Fixed addresses (a static NAD's pods: multus.networks[].subnets[].static_range) ------------
+
+# Addresses of multus1's static range 10.0.4.48/28 in the first AZ, one per test: the
+# module's emulator keeps what a test's nodes left on their ENIs.
+FIXED_ADDRESSES = iter(f"10.0.4.{host}" for host in range(50, 63))
+
+
+@pytest.fixture
+def fixed() -> str:
+    return next(FIXED_ADDRESSES)
+
+
+ADDRESS_IN_USE = 105  # multus_pod_ips.cni_plugin.ADDRESS_IN_USE
+
+
+def assign_calls(emulator: Ec2Emulator, ip: str) -> list[dict[str, str]]:
+    return [
+        call.params
+        for call in emulator.proxy.calls
+        if call.action == "AssignPrivateIpAddresses" and ip in call.params.values()
+    ]
+
+
+def test_a_fixed_address_is_assigned_without_reassignment_and_released(
+    emulator: Ec2Emulator, vpc: EmulatedVpc, nodes: list[PodIpNode], fixed: str
+) -> None:
+    node = new_node(nodes, emulator, vpc)
+    emulator.proxy.reset()
+
+    added = node.add_pod("upf-n3", fixed, fixed=True)
+
+    assert added.status == 0, (added.stdout, node.agent_log())
+    assert node.addresses("multus1") == {fixed}
+    assert [c["AllowReassignment"] for c in assign_calls(emulator, fixed)] == ["false"]
+    assert node.delete_pod("upf-n3", fixed, fixed=True).status == 0
+    assert node.addresses("multus1") == set()
+
+
+def test_a_fixed_address_follows_its_pod_to_another_node_after_the_old_pods_del(
+    emulator: Ec2Emulator, vpc: EmulatedVpc, nodes: list[PodIpNode], fixed: str
+) -> None:
+    old_node, new = new_node(nodes, emulator, vpc), new_node(nodes, emulator, vpc)
+    assert old_node.add_pod("upf-0-old", fixed, fixed=True).status == 0
+
+    assert old_node.delete_pod("upf-0-old", fixed, fixed=True).status == 0
+    moved = new.add_pod("upf-0-new", fixed, fixed=True)
+
+    assert moved.status == 0, (moved.stdout, new.agent_log())
+    assert new.addresses("multus1") == {fixed}
+    assert old_node.addresses("multus1") == set()
+    assert fixed in new.imds_local_ipv4s()
+
+
+def test_a_fixed_address_another_node_holds_is_refused_until_that_pod_released_it(
+    emulator: Ec2Emulator, vpc: EmulatedVpc, nodes: list[PodIpNode], fixed: str
+) -> None:
+    """EC2 API reference, AssignPrivateIpAddresses: AllowReassignment says whether an address
+    already assigned to another network interface may be moved; without it EC2 refuses with
+    InvalidIPAddress.InUse ("Error codes for the Amazon EC2 API"; moto ignores the flag:
+    testing_support/eni_addresses.py refuses as EC2 does). Nothing leases a fixed address, so
+    the second pod must fail instead of taking the first one's address."""
+    holder, other = new_node(nodes, emulator, vpc), new_node(nodes, emulator, vpc)
+    assert holder.add_pod("smf-a", fixed, fixed=True).status == 0
+
+    refused = other.add_pod("smf-b", fixed, fixed=True)
+
+    assert refused.status == 1
+    assert refused.json["code"] == ADDRESS_IN_USE, refused.json
+    message = refused.json["msg"]
+    for fragment in (f"fixed address {fixed}", "another ENI", "InvalidIPAddress.InUse"):
+        assert fragment in message, message
+    assert "kubelet retries this ADD" in message, message
+    assert holder.addresses("multus1") == {fixed}
+    assert other.addresses("multus1") == set()
+    assert list((other.root / "run/multus-pod-ips/pods").glob("*.json")) == []
+    # The kubelet's retry succeeds once the first pod's DEL released the address.
+    assert holder.delete_pod("smf-a", fixed, fixed=True).status == 0
+    retried = other.cni("ADD", "smf-b", ip=fixed, fixed=True)
+    assert retried.status == 0, (retried.stdout, other.agent_log())
+    assert other.addresses("multus1") == {fixed}
+
+
+def test_a_fixed_address_asked_twice_on_one_node_is_refused_while_its_pod_lives(
+    emulator: Ec2Emulator, vpc: EmulatedVpc, nodes: list[PodIpNode], fixed: str
+) -> None:
+    node = new_node(nodes, emulator, vpc)
+    assert node.add_pod("amf-a", fixed, fixed=True).status == 0
+
+    refused = node.add_pod("amf-b", fixed, fixed=True)
+
+    assert refused.status == 1
+    assert refused.json["code"] == ADDRESS_IN_USE, refused.json
+    assert f"fixed address {fixed} is held by pod default/pod-amf-a" in refused.json["msg"]
+    assert "on this node" in refused.json["msg"]
+    # The first pod keeps its address, and a retried ADD of its own container is no clash.
+    assert node.addresses("multus1") == {fixed}
+    assert node.cni("ADD", "amf-a", ip=fixed, fixed=True).status == 0
+    assert node.delete_pod("amf-a", fixed, fixed=True).status == 0
+    retried = node.cni("ADD", "amf-b", ip=fixed, fixed=True)
+    assert retried.status == 0, (retried.stdout, node.agent_log())
+    assert node.addresses("multus1") == {fixed}
+
+
+@pytest.mark.parametrize("ip", ["10.0.4.47", "10.0.4.64"])  # just below / above 10.0.4.48/28
+def test_a_fixed_address_outside_the_static_range_is_refused(
+    emulator: Ec2Emulator, vpc: EmulatedVpc, nodes: list[PodIpNode], ip: str
+) -> None:
+    node = new_node(nodes, emulator, vpc)
+
+    refused = node.add_pod("misconfigured-static", ip, fixed=True)
+
+    assert refused.status == 1
+    assert refused.json["code"] == 7, refused.json
+    expected = "10.0.4.48/28" if ip == "10.0.4.47" else "10.0.4.32/27"  # outside everything
+    assert expected in refused.json["msg"], refused.json
+    assert node.addresses("multus1") == set()
+
+
 def test_every_ec2_action_the_agent_calls_is_granted_to_the_node_role(
     emulator: Ec2Emulator, vpc: EmulatedVpc, nodes: list[PodIpNode]
 ) -> None:

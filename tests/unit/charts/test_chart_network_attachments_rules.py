@@ -3,8 +3,9 @@ and the plugin/file lists that cleartaints waits for."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
-from dataclasses import FrozenInstanceError
+from dataclasses import FrozenInstanceError, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -13,12 +14,15 @@ import cdk8s
 import pytest
 
 from charts.network_attachments import (
+    CNI_VERSION,
     NetworkAttachment,
     NetworkAttachmentsChart,
     NetworkAttachmentsProps,
     cni_binaries,
     cni_config,
+    cni_configs,
     cni_host_files,
+    static_cni_config,
     whereabouts_range_and_gateway,
 )
 from multus_pod_ips import CNI_PLUGIN_TYPE
@@ -174,3 +178,107 @@ def test_every_nad_is_the_kind_and_version_the_multus_crd_serves(
         assert (group, nad["kind"]) == (crd["spec"]["group"], crd["spec"]["names"]["kind"]), nad
         assert version in served, nad
         helpers.validate_custom_object(nad, helpers.crd_schema(crd, version))
+
+
+# Fixed addresses ------------------------------------------------------------------------------
+
+STATIC_RANGE = "10.0.4.48/28"
+
+
+def with_static_range(static_range: str = STATIC_RANGE) -> NetworkAttachment:
+    return replace(attachment(), static_range=static_range, static_name="multus1-us-west-2a-static")
+
+
+def whereabouts_dynamic_addresses(ipam: dict[str, Any]) -> set[str]:
+    """The addresses Whereabouts may lease for this IPAM config: whereabouts pkg/config/config.go
+    (LoadIPAMConfig) turns "range" "<first>-<last>/<prefix>" into range_start/range_end and
+    keeps the top-level "exclude" with that range; pkg/allocate/allocate.go
+    (IterateForAssignment) walks range_start..range_end and skips every address of an excluded
+    block, its network and broadcast addresses included."""
+    first, rest = ipam["range"].split("-", 1)
+    last = rest.split("/", 1)[0]
+    excluded = [ipaddress.ip_network(block) for block in ipam.get("exclude", [])]
+    start, end = int(ipaddress.ip_address(first)), int(ipaddress.ip_address(last))
+    return {
+        str(address)
+        for address in map(ipaddress.IPv4Address, range(start, end + 1))
+        if not any(address in block for block in excluded)
+    }
+
+
+def test_whereabouts_leases_the_reservation_minus_the_static_range() -> None:
+    reservation = {str(a) for a in ipaddress.ip_network("10.0.4.32/27")}
+    static = {str(a) for a in ipaddress.ip_network(STATIC_RANGE)}
+
+    leased = whereabouts_dynamic_addresses(cni_config(with_static_range())["plugins"][0]["ipam"])
+
+    assert leased == reservation - static
+    assert not leased & static  # no dynamic pod ever takes a fixed address
+    # Without a static range, the whole reservation and no exclude key (the seed's NADs).
+    assert "exclude" not in cni_config(attachment())["plugins"][0]["ipam"]
+    assert whereabouts_dynamic_addresses(cni_config(attachment())["plugins"][0]["ipam"]) == (
+        reservation
+    )
+
+
+def test_the_static_nad_is_the_whereabouts_chain_with_static_ipam_taking_the_pods_ips() -> None:
+    """multus-cni pkg/types/conf.go: the `ips` of a network selection element become the
+    delegate's runtimeConfig ips (CreateCNIRuntimeConf, capabilityArgs["ips"]), which libcni
+    hands only to a plugin that declares the "ips" capability. containernetworking/plugins
+    plugins/ipam/static (LoadIPAMConfig): runtimeConfig.ips replace the configured addresses,
+    each in CIDR notation and without a gateway, so the VPC router comes as a route."""
+    dynamic = cni_config(with_static_range())
+    static = static_cni_config(with_static_range())
+    ipvlan, sbr, pod_ip = static["plugins"]
+
+    assert (static["cniVersion"], static["name"]) == (CNI_VERSION, "multus1-us-west-2a-static")
+    assert [p["type"] for p in static["plugins"]] == [p["type"] for p in dynamic["plugins"]]
+    assert {k: ipvlan[k] for k in ("master", "mode")} == {"master": "multus1", "mode": "l2"}
+    assert ipvlan["capabilities"] == {"ips": True}
+    assert "capabilities" not in dynamic["plugins"][0]  # Whereabouts picks its own address
+    assert ipvlan["ipam"] == {
+        "type": "static",
+        "routes": [{"dst": "0.0.0.0/0", "gw": "10.0.4.1"}],
+    }
+    assert sbr == {"type": "sbr"}
+    assert pod_ip == {**dynamic["plugins"][-1], "fixedAddresses": True}
+
+
+def test_an_attachment_without_a_static_range_has_no_static_config() -> None:
+    assert cni_configs(attachment()) == [cni_config(attachment())]
+    with pytest.raises(ValueError, match="no static_range"):
+        static_cni_config(attachment())
+
+
+def test_cleartaints_waits_for_static_only_where_a_static_nad_needs_it() -> None:
+    """AL2023 EKS AMIs install no CNI plugin (awslabs/amazon-eks-ami
+    templates/al2023/provisioners/install-worker.sh only creates /opt/cni/bin); the VPC CNI
+    add-on's init image copies every upstream plugin there, static included
+    (aws/amazon-vpc-cni-k8s Makefile, target `plugins`: containernetworking/plugins v1.9.1
+    build_linux.sh, which builds plugins/ipam/*)."""
+    assert "static" in cni_binaries([attachment(), with_static_range()])
+    assert "static" not in cni_binaries([attachment()])
+
+
+def test_the_chart_adds_a_static_nad_valid_against_the_multus_crd(
+    upstream_crds: dict[str, dict[str, Any]], helpers: SimpleNamespace
+) -> None:
+    crd = upstream_crds["k8s.cni.cncf.io/NetworkAttachmentDefinition"]
+    props = NetworkAttachmentsProps(namespace="telco", attachments=[with_static_range()])
+
+    objects = cdk8s.Testing.synth(NetworkAttachmentsChart(cdk8s.Testing.app(), "nads", props))
+
+    assert [o["metadata"]["name"] for o in objects] == [
+        "multus1-us-west-2a",
+        "multus1-us-west-2a-static",
+    ]
+    assert [json.loads(o["spec"]["config"]) for o in objects] == cni_configs(with_static_range())
+    for nad in objects:
+        helpers.validate_custom_object(nad, helpers.crd_schema(crd, "v1"))
+
+
+def test_a_static_nad_name_may_not_repeat_another_nad() -> None:
+    clash = replace(with_static_range(), static_name="multus1-us-west-2a")
+    props = NetworkAttachmentsProps(namespace="default", attachments=[clash])
+    with pytest.raises(ValueError, match="must be unique"):
+        NetworkAttachmentsChart(cdk8s.Testing.app(), "nads", props)
