@@ -33,7 +33,12 @@ from typing import Any
 
 import pytest
 
-from charts.network_attachments import NetworkAttachment, cni_config, whereabouts_range_and_gateway
+from charts.network_attachments import (
+    NetworkAttachment,
+    cni_config,
+    static_cni_config,
+    whereabouts_range_and_gateway,
+)
 from testing_support.cni_chain import DEBIAN_CNI_PLUGIN_DIR, ChainRun, CniChainError, StandInAgent
 
 pytestmark = pytest.mark.integration
@@ -290,3 +295,121 @@ def test_a_route_the_kernel_refuses_fails_the_add_with_ips_reason(
     assert error["code"] == 104
     assert error["msg"].startswith(f"route replace {SUBNET} dev net1 src {POD_ADDRESS} scope link")
     assert "Cannot find device" in error["details"]
+
+
+# A static NAD (multus.networks[].subnets[].static_range): the pod's address from its annotation.
+STATIC_RANGE, FIXED_ADDRESS = "10.0.4.48/28", "10.0.4.52"
+
+
+def static_network() -> dict[str, Any]:
+    whereabouts_range, gateway = whereabouts_range_and_gateway(SUBNET, RESERVATION)
+    attachment = NetworkAttachment(
+        "multus1-us-west-2a",
+        "multus1",
+        "l2",
+        whereabouts_range,
+        gateway,
+        static_range=STATIC_RANGE,
+        static_name="multus1-us-west-2a-static",
+    )
+    return static_cni_config(attachment)
+
+
+def with_runtime_ips(plugin: dict[str, Any], ips: list[str]) -> dict[str, Any]:
+    """The plugin object as libcni hands it over for a network selection element with `ips`:
+    multus-cni (pkg/types/conf.go, CreateCNIRuntimeConf) passes them as the "ips" capability
+    argument, and libcni adds runtimeConfig {"ips": [...]} to a plugin that declares it."""
+    assert plugin["capabilities"] == {"ips": True}
+    return {**plugin, "runtimeConfig": {"ips": ips}}
+
+
+def run_static_ipam(network: dict[str, Any], ipvlan: dict[str, Any], ns: Namespaces) -> Any:
+    """Debian's static IPAM plugin, run as ipvlan runs its IPAM: with ipvlan's own stdin."""
+    stdin = {"cniVersion": network["cniVersion"], "name": network["name"], **ipvlan}
+    done = subprocess.run(
+        [str(DEBIAN_CNI_PLUGIN_DIR / ipvlan["ipam"]["type"])],
+        input=json.dumps(stdin),
+        env={
+            "CNI_COMMAND": "ADD",
+            "CNI_CONTAINERID": "static-ipam",
+            "CNI_NETNS": ns.pod_path,
+            "CNI_IFNAME": "net1",
+            "CNI_PATH": str(DEBIAN_CNI_PLUGIN_DIR),
+        },
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    return json.loads(done.stdout)
+
+
+def run_static_chain(ns: Namespaces, agent_socket: Path) -> dict[str, Any]:
+    """ADD through the static NAD's chain for a pod asking for FIXED_ADDRESS/24."""
+    network = static_network()
+    ipvlan, *after_ipvlan = network["plugins"]
+    ipvlan = with_runtime_ips(ipvlan, [f"{FIXED_ADDRESS}/24"])
+    chain = ChainRun(
+        netns=ns.pod_path, ifname="net1", agent_socket=agent_socket, node_netns=ns.node
+    )
+    if kernel_has_ipvlan(ns.node):
+        veth(ns.node, ipvlan["master"], ns.subnet, "lan0")
+        multus_subnet(ns, "lan0")
+        return chain.add(network, [ipvlan, *after_ipvlan])
+    if os.environ.get("KERNEL_VM_REQUIRE_IPVLAN"):
+        pytest.fail("KERNEL_VM_REQUIRE_IPVLAN is set but this kernel cannot create ipvlan links")
+    ipam = run_static_ipam(network, ipvlan, ns)
+    veth(ns.pod, "net1", ns.subnet, "lan0")
+    multus_subnet(ns, "lan0")
+    # What ipvlan does with the IPAM result (containernetworking/plugins pkg/ipam,
+    # ConfigureIface): the addresses, then each route with netlink's RouteAddEcmp, i.e.
+    # NLM_F_CREATE without NLM_F_EXCL, which `ip route prepend` sends as well.
+    for ip_config in ipam["ips"]:
+        ip("-n", ns.pod, "addr", "add", ip_config["address"], "dev", "net1")
+    for route in ipam["routes"]:
+        ip("-n", ns.pod, "route", "prepend", route["dst"], "via", route["gw"], "dev", "net1")
+    ipvlan_result = {
+        "cniVersion": network["cniVersion"],
+        "interfaces": [{"name": "net1", "sandbox": ns.pod_path}],
+        "ips": [{**ip_config, "interface": 0} for ip_config in ipam["ips"]],
+        "routes": ipam["routes"],
+        "dns": {},
+    }
+    return chain.add(network, after_ipvlan, ipvlan_result)
+
+
+def test_static_ipam_takes_the_annotations_address_and_the_vpc_router_as_a_route(
+    namespaces: Namespaces,
+) -> None:
+    network = static_network()
+    ipvlan = with_runtime_ips(network["plugins"][0], [f"{FIXED_ADDRESS}/24"])
+
+    result = run_static_ipam(network, ipvlan, namespaces)
+
+    assert [ip_config["address"] for ip_config in result["ips"]] == [f"{FIXED_ADDRESS}/24"]
+    assert all("gateway" not in ip_config for ip_config in result["ips"])  # none from ips
+    assert result["routes"] == [{"dst": "0.0.0.0/0", "gw": "10.0.4.1"}]
+
+
+def test_a_fixed_address_routes_like_a_whereabouts_one(
+    namespaces: Namespaces, tmp_path: Path
+) -> None:
+    # With no gateway in the IPAM result sbr adds no default route of its own; the one static
+    # IPAM hands ipvlan must end in sbr's table, and only there.
+    vpc_cni_eth0(namespaces)
+    agent = StandInAgent(tmp_path / "agent.sock")
+    try:
+        run_static_chain(namespaces, agent.path)
+    finally:
+        agent.close()
+
+    assert [(r["ips"], r["fixed"]) for r in agent.requests] == [([FIXED_ADDRESS], True)]
+    from_fixed = route_get(namespaces, OUTSIDE_ADDRESS, "from", FIXED_ADDRESS)
+    assert "via 10.0.4.1 dev net1" in from_fixed, from_fixed
+    elsewhere = route_get(namespaces, OUTSIDE_ADDRESS)
+    assert f"via {VPC_CNI_GATEWAY} dev eth0" in elsewhere, elsewhere
+    main_table = json.loads(ip("-n", namespaces.pod, "-j", "route", "show", "dev", "net1").stdout)
+    assert [(r["dst"], r.get("prefsrc"), r.get("scope")) for r in main_table] == [
+        (SUBNET, FIXED_ADDRESS, "link")
+    ]

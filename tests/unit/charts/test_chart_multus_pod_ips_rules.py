@@ -240,6 +240,20 @@ def test_a_configured_reconcile_period_reaches_the_agent() -> None:
     assert AgentConfig(**shipped).reconcile_seconds == 15
 
 
+def test_the_static_ranges_reach_the_agent_and_default_to_none() -> None:
+    props = MultusPodIpsProps(
+        image="img:1",
+        interfaces={"n3": ["10.0.4.32/27"]},
+        static_ranges={"n3": ["10.0.4.48/28"]},
+    )
+
+    assert AgentConfig(**json.loads(json.dumps(agent_config(props)))).static_ranges == {
+        "n3": ["10.0.4.48/28"]
+    }
+    seed = MultusPodIpsProps(image="img:1", interfaces={"n3": ["10.0.4.32/27"]})
+    assert AgentConfig(**json.loads(json.dumps(agent_config(seed)))).static_ranges == {}
+
+
 def test_props_are_immutable() -> None:
     props = MultusPodIpsProps(image="img:1", interfaces={"multus1": ["10.0.4.32/27"]})
     with pytest.raises(FrozenInstanceError):

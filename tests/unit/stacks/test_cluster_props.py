@@ -163,6 +163,41 @@ def test_whereabouts_networks_get_nads_and_pod_ips_node_prefix_networks_local_na
     assert {"host-local", "ipvlan", "sbr"} <= set(props.clear_taints.cni_binaries)
 
 
+def test_a_static_range_reaches_the_nads_the_agent_and_cleartaints() -> None:
+    raw: dict[str, Any] = {
+        "multus": {
+            "networks": [
+                {
+                    "name": "n3",
+                    "subnets": [
+                        {
+                            "cidr": "10.0.4.0/24",
+                            "reservation": "10.0.4.32/27",
+                            "static_range": "10.0.4.48/28",
+                        },
+                        {"cidr": "10.0.5.0/24", "reservation": "10.0.5.32/27"},
+                    ],
+                }
+            ]
+        }
+    }
+    props = workloads(parse_config(raw))
+
+    first, second = props.network_attachments.attachments
+    assert (first.static_range, first.static_name) == ("10.0.4.48/28", "n3-us-west-2a-static")
+    assert (second.static_range, second.static_name) == (None, None)
+    assert props.pod_ips.interfaces == {"n3": ["10.0.4.32/27", "10.0.5.32/27"]}
+    assert props.pod_ips.static_ranges == {"n3": ["10.0.4.48/28"]}
+    assert "static" in props.clear_taints.cni_binaries
+
+
+def test_the_seed_has_no_static_range_anywhere() -> None:
+    props = workloads(parse_config({}))
+    assert all(nad.static_name is None for nad in props.network_attachments.attachments)
+    assert props.pod_ips.static_ranges == {}
+    assert "static" not in props.clear_taints.cni_binaries
+
+
 def test_node_prefix_network_gets_its_prefixes_at_boot() -> None:
     config = example_config("node-prefix.json")
     networks = cluster_props.node_bootstrap_props(config, attachments_of(config)).node_prefix
