@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import threading
 import time
 from typing import Any
 
@@ -26,6 +27,9 @@ class Agent:
         self.imds = imds
         self.ec2 = ec2
         self.records = RecordStore(config.records_dir)
+        # Two ADDs of one fixed address at once would both find it free: check and record it
+        # as one step.
+        self._claim_lock = threading.Lock()
         self.workers: dict[str, EniWorker] = {}
         self.instance_type = ""
         self.ipv4_per_eni = 0
@@ -133,10 +137,11 @@ class Agent:
 
     def _add(self, attachment: PodAttachment) -> None:
         worker = self._worker(attachment)
-        if attachment.fixed:
-            self._check_fixed(attachment)
         worker.touch(attachment.ips)
-        self.records.put(attachment)
+        with self._claim_lock:
+            if attachment.fixed:
+                self._check_fixed(attachment)
+            self.records.put(attachment)
         deadline = time.monotonic() + self.config.add_timeout_seconds
         # Whereabouts leases an address to one pod, so taking it from another ENI follows the
         # pod that has it now. Nothing leases a fixed address: it is never taken from an ENI.
