@@ -420,26 +420,6 @@ def test_a_fixed_address_asked_twice_on_one_node_is_refused_while_its_pod_lives(
     assert node.addresses("multus1") == {fixed}
 
 
-def test_two_pods_asking_for_one_fixed_address_at_once_get_it_once(
-    emulator: Ec2Emulator, vpc: EmulatedVpc, nodes: list[PodIpNode], fixed: str
-) -> None:
-    node = new_node(nodes, emulator, vpc)
-    emulator.proxy.latency_seconds = 0.3  # both requests reach the agent before EC2 answers
-    pending = []
-    for container in ("twin-a", "twin-b"):
-        node.netns(container)
-        pending.append(node.cni_command("ADD", container, ip=fixed, fixed=True))
-    for started in pending:
-        started.release()
-
-    outcomes = [outcome(started) for started in pending]
-
-    assert sorted(o.status for o in outcomes) == [0, 1], [o.stdout for o in outcomes]
-    (refused,) = (o for o in outcomes if o.status == 1)
-    assert refused.json["code"] == ADDRESS_IN_USE, refused.json
-    assert node.addresses("multus1") == {fixed}
-
-
 @pytest.mark.parametrize("ip", ["10.0.4.47", "10.0.4.64"])  # just below / above 10.0.4.48/28
 def test_a_fixed_address_outside_the_static_range_is_refused(
     emulator: Ec2Emulator, vpc: EmulatedVpc, nodes: list[PodIpNode], ip: str

@@ -16,7 +16,7 @@ from multus_pod_ips.agent.ec2_query import Credentials, Ec2Client, Ec2Error
 from multus_pod_ips.agent.eni_worker import Operation
 from multus_pod_ips.agent.node_agent import Agent
 from multus_pod_ips.agent.records import PodAttachment, RecordStore
-from multus_pod_ips.cni_plugin import ENI_FULL
+from multus_pod_ips.cni_plugin import ADDRESS_IN_USE, ENI_FULL
 from testing_support.multus_emulator import NODE_CREDENTIALS, REGION, signature_error
 from tests.unit.multus_pod_ips.fakes import PRIMARY_IP, ScriptedEc2, config, settle, worker_for
 
@@ -197,3 +197,44 @@ def test_concurrent_adds_checks_deletes_and_reconciles_leave_the_eni_and_records
     assert ec2.secondaries == kept
     assert worker.held == {PRIMARY_IP, *kept}
     assert {ip for record in agent.records.all() for ip in record.ips} == kept
+
+
+def test_two_adds_of_one_fixed_address_at_once_give_it_to_one_pod(tmp_path: Path) -> None:
+    ec2 = ScriptedEc2()
+    agent = worker_for(tmp_path, ec2, static_ranges={"multus1": ["10.0.4.48/28"]}).agent
+    (tmp_path / "run/netns").mkdir(parents=True)
+    store = agent.records.put
+
+    def slow_put(record: PodAttachment) -> None:  # widens the window between check and record
+        time.sleep(0.3)
+        store(record)
+
+    agent.records.put = slow_put  # type: ignore[method-assign]
+    errors: dict[str, AgentError] = {}
+
+    def add(container: str) -> None:
+        (tmp_path / f"run/netns/cni-{container}").touch()
+        request = {
+            "command": "ADD",
+            "container_id": container,
+            "ifname": "net1",
+            "netns": f"/run/netns/cni-{container}",
+            "interface": "multus1",
+            "ips": ["10.0.4.50"],
+            "pod": f"core/{container}",
+            "fixed": True,
+        }
+        try:
+            agent.handle(request)
+        except AgentError as error:
+            errors[container] = error
+
+    first = threading.Thread(target=add, args=("smf-a",))
+    first.start()
+    time.sleep(0.1)  # the first ADD has checked the address and is recording it
+    add("smf-b")
+    first.join(10)
+
+    assert list(errors) == ["smf-b"]
+    assert errors["smf-b"].code == ADDRESS_IN_USE
+    assert "held by pod core/smf-a" in errors["smf-b"].message
