@@ -21,7 +21,7 @@ from typing import Any
 from multus_pod_ips import AGENT_MODULE, CNI_PLUGIN_SCRIPT, PACKAGE_DIR
 from node_bootstrap import render_user_data
 from testing_support.eni_addresses import EniAddressModel
-from testing_support.multus_emulator import BootstrapRun, Ec2Emulator, EmulatedVpc
+from testing_support.multus_emulator import BootstrapRun, Ec2Emulator, EmulatedVpc, RecordedCall
 
 #: Whereabouts ranges per Multus network on the emulator's subnets (10.0.4.0/24 onwards).
 EMULATOR_RANGES = {
@@ -250,13 +250,26 @@ class PodIpNode:
         self.remove_netns(container_id)
         return result
 
-    def imds_local_ipv4s(self, interface: str = "multus1") -> list[str]:
-        """What IMDS lists as network/interfaces/macs/<mac>/local-ipv4s of the ENI."""
+    def mac(self, interface: str = "multus1") -> str:
+        """The MAC address of the ENI (its key under IMDS network/interfaces/macs/)."""
         eni = self.emulator.ec2.describe_network_interfaces(
             NetworkInterfaceIds=[self.enis[interface]]
         )["NetworkInterfaces"][0]
-        path = f"network/interfaces/macs/{eni['MacAddress']}/local-ipv4s"
+        return str(eni["MacAddress"])
+
+    def imds_local_ipv4s(self, interface: str = "multus1") -> list[str]:
+        """What IMDS lists as network/interfaces/macs/<mac>/local-ipv4s of the ENI."""
+        path = f"network/interfaces/macs/{self.mac(interface)}/local-ipv4s"
         return (self.emulator.imds.metadata(self.instance_id, path) or "").split()
+
+    def ec2_calls(self) -> list[RecordedCall]:
+        """The EC2 requests (since the proxy's last reset) that name one of this node's ENIs."""
+        enis = set(self.enis.values())
+        return [
+            call
+            for call in self.emulator.proxy.calls
+            if enis & {v for k, v in call.params.items() if k.startswith("NetworkInterfaceId")}
+        ]
 
     def addresses(self, interface: str = "multus1") -> set[str]:
         """Secondary addresses EC2 (moto) holds on this node's ENI of `interface`."""

@@ -998,6 +998,12 @@ def test_the_agent_serves_then_marks_itself_ready_reconciles_periodically_and_st
         "DescribeInstanceTypes": INSTANCE_TYPES_XML,
         "DescribeNetworkInterfaces": ENI_XML.format(secondaries=""),
     }
+    for path, value in {
+        "network/interfaces/macs/": f"{ENI_MAC}/",
+        f"network/interfaces/macs/{ENI_MAC}/interface-id": "eni-1",
+        LOCAL_IPV4S: PRIMARY_IP,
+    }.items():
+        monkeypatch.setitem(fake_aws.metadata, path, value)
     monkeypatch.setenv("MULTUS_IMDS_URL", fake_aws.url)
     monkeypatch.setenv("MULTUS_EC2_ENDPOINT", fake_aws.url)
     (tmp_path / "eni").mkdir()
@@ -1023,7 +1029,8 @@ def test_the_agent_serves_then_marks_itself_ready_reconciles_periodically_and_st
         wait_for(lambda: marker(run / "ready") == f"{agent.pid}\n" or not agent.is_alive(), 10)
         ready = marker(run / "ready") == f"{agent.pid}\n"
         mode = os.stat(run / "agent.sock").st_mode & 0o777 if ready else None
-        periodic = wait_for(lambda: fake_aws.ec2_actions().count("DescribeNetworkInterfaces") >= 3)
+        # The first reconcile reads the ENI from EC2, the periodic ones from IMDS only.
+        periodic = wait_for(lambda: fake_aws.metadata_reads.count(LOCAL_IPV4S) >= 3)
         with socket.socket(socket.AF_UNIX) as silent:  # a client that never sends its request
             if ready:
                 silent.connect(str(run / "agent.sock"))
