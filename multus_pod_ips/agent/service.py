@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import signal
 import sys
 import threading
@@ -39,9 +40,20 @@ def serve(config: AgentConfig) -> None:
     LOG.info("ready: serving %s", config.socket_path)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    while not stop.wait(config.reconcile_seconds):
+    while not stop.wait(jittered(config.reconcile_seconds)):
         agent.reconcile_all(timeout=config.reconcile_seconds)
     server.server_close()
+
+
+#: Each wait between reconciles is the period times a factor drawn from this range.
+JITTER = (0.5, 1.5)
+
+
+def jittered(period: float) -> float:
+    """The wait before the next periodic reconcile: `period` on average, drawn uniformly from
+    half to one and a half times it, so that nodes started together (a scale-out) drift apart
+    instead of reconciling, and calling EC2 when they must, in the same second."""
+    return period * random.uniform(*JITTER)
 
 
 def main(argv: list[str]) -> int:

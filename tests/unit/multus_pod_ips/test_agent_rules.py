@@ -288,13 +288,14 @@ def test_no_retry_is_started_that_would_end_after_the_deadline(
     fake_aws: FakeAws, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(random, "uniform", lambda low, high: high)
-    fake_aws.ec2_answers = [(503, ec2_error_xml("RequestLimitExceeded", "slow down"))] * 3
+    # A server error, not a throttle: the rate limiter stays off (test_rate_limit.py).
+    fake_aws.ec2_answers = [(503, ec2_error_xml("Unavailable", "try later"))] * 3
 
     with pytest.raises(Ec2Error) as raised:
         ec2_client(fake_aws).call("AssignPrivateIpAddresses", ASSIGN_ONE, deadline_in(0.3))
 
     # Waits 0.2 s after the first answer; a second wait of 0.4 s would pass the deadline.
-    assert raised.value.code == "RequestLimitExceeded"
+    assert raised.value.code == "Unavailable"
     assert len(fake_aws.ec2_requests) == 2
 
 
@@ -998,12 +999,12 @@ def test_the_agent_serves_then_marks_itself_ready_reconciles_periodically_and_st
         "DescribeInstanceTypes": INSTANCE_TYPES_XML,
         "DescribeNetworkInterfaces": ENI_XML.format(secondaries=""),
     }
-    for path, value in {
+    for metadata_path, value in {
         "network/interfaces/macs/": f"{ENI_MAC}/",
         f"network/interfaces/macs/{ENI_MAC}/interface-id": "eni-1",
         LOCAL_IPV4S: PRIMARY_IP,
     }.items():
-        monkeypatch.setitem(fake_aws.metadata, path, value)
+        monkeypatch.setitem(fake_aws.metadata, metadata_path, value)
     monkeypatch.setenv("MULTUS_IMDS_URL", fake_aws.url)
     monkeypatch.setenv("MULTUS_EC2_ENDPOINT", fake_aws.url)
     (tmp_path / "eni").mkdir()
