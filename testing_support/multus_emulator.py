@@ -77,7 +77,8 @@ _AUTHORIZATION = re.compile(
 )
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port nothing listens on at the moment, on 127.0.0.1."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -908,7 +909,7 @@ def running_emulator(host: str = "127.0.0.1") -> Iterator[Ec2Emulator]:
     """Starts moto_server, the proxy and the fake IMDS; stops them on exit. The proxy and the
     fake IMDS listen on `host` (the data-plane tier's nodes reach them over their eth0);
     moto_server, which only the proxy talks to, on 127.0.0.1."""
-    port = _free_port()
+    port = free_port()
     moto = subprocess.Popen(
         [str(_VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,

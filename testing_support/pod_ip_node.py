@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,13 @@ from typing import Any
 from multus_pod_ips import AGENT_MODULE, CNI_PLUGIN_SCRIPT, PACKAGE_DIR
 from node_bootstrap import render_user_data
 from testing_support.eni_addresses import EniAddressModel
-from testing_support.multus_emulator import BootstrapRun, Ec2Emulator, EmulatedVpc, RecordedCall
+from testing_support.multus_emulator import (
+    BootstrapRun,
+    Ec2Emulator,
+    EmulatedVpc,
+    RecordedCall,
+    free_port,
+)
 
 #: Whereabouts ranges per Multus network on the emulator's subnets (10.0.4.0/24 onwards).
 EMULATOR_RANGES = {
@@ -96,6 +103,8 @@ class PodIpNode:
     netns_root: str | None = None
     agent: subprocess.Popen[bytes] | None = None
     enis: dict[str, str] = field(default_factory=dict)  # interface -> ENI ID
+    #: Where the agent serves its Prometheus metrics on 127.0.0.1 (a free port per node).
+    metrics_port: int = field(default_factory=free_port)
 
     @classmethod
     def bootstrap(
@@ -143,6 +152,7 @@ class PodIpNode:
             "reconcile_seconds": self.reconcile_seconds,
             "settle_seconds": self.settle_seconds,
             "add_timeout_seconds": self.add_timeout_seconds,
+            "metrics_port": self.metrics_port,
         }
         config_path = self.root / "agent-config.json"
         config_path.write_text(json.dumps(config))
@@ -185,6 +195,12 @@ class PodIpNode:
             except subprocess.TimeoutExpired:
                 self.kill_agent()
             self.agent = None
+
+    def scrape_metrics(self) -> str:
+        """The agent's answer to GET /metrics."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return str(response.read().decode())
 
     def agent_log(self) -> str:
         path = self.root / "agent.log"

@@ -18,6 +18,7 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 
 from .imds import InstanceMetadata
+from .metrics import AgentMetrics
 from .rate_limit import AdaptiveRateLimiter
 
 LOG = logging.getLogger("multus-pod-ips")
@@ -61,6 +62,7 @@ class Ec2Client:
         region: str,
         endpoint: str,
         limiter: AdaptiveRateLimiter | None = None,
+        metrics: AgentMetrics | None = None,
     ) -> None:
         self._imds = imds
         self._region = region
@@ -68,6 +70,8 @@ class Ec2Client:
         self._credentials: Credentials | None = None
         self._lock = threading.Lock()
         self.limiter = limiter or AdaptiveRateLimiter()
+        self.metrics = metrics or AgentMetrics()
+        self.metrics.rate_limit = lambda: self.limiter.rate if self.limiter.enabled else 0.0
 
     def call(self, action: str, params: dict[str, str], deadline: float) -> ElementTree.Element:
         """One action, retried on throttling/5xx/connection errors until `deadline`
@@ -86,10 +90,15 @@ class Ec2Client:
                     f"limit ({self.limiter.rate:.2f} requests/s) has no token before the deadline",
                     retryable=True,
                 )
+            self.metrics.ec2_requests.inc(action)
             try:
                 answer = self._call_once(action, params)
             except Ec2Error as error:
-                self.limiter.record(throttled=error.code in RETRYABLE_EC2_CODES)
+                throttled = error.code in RETRYABLE_EC2_CODES
+                self.limiter.record(throttled)
+                self.metrics.ec2_errors.inc(action, error.code)
+                if throttled:
+                    self.metrics.ec2_throttles.inc(action)
                 if not error.retryable:
                     raise
                 last_error = error

@@ -307,10 +307,13 @@ class EniWorker(threading.Thread):
         managed = {ip for ip in held if ip != primary and self.manages(ip)}
         stale = sorted((managed - desired) & settled)
         missing = sorted((desired - held) & settled)
+        corrections = self.agent.metrics.reconcile_corrections
         if stale:
+            corrections.inc(self.interface, "released", amount=len(stale))
             LOG.info("%s: reconcile releases %s", self.interface, " ".join(stale))
             self._unassign([Operation("unassign", ip, deadline) for ip in stale])
         if missing:
+            corrections.inc(self.interface, "restored", amount=len(missing))
             LOG.info("%s: reconcile restores %s", self.interface, " ".join(missing))
             restore = [Operation("assign", ip, deadline) for ip in missing]
             # Never take an address from another ENI here: a newer pod elsewhere may own it.
@@ -341,6 +344,7 @@ class EniWorker(threading.Thread):
             if now - changed_at.get(ip, -math.inf) >= settle
         )
         if listed is None or disputed:
+            self.agent.metrics.reconcile_corrections.inc(self.interface, "record")
             LOG.warning(
                 "%s: IMDS local-ipv4s %s the record (%s); asking EC2",
                 self.eni_id,
