@@ -152,7 +152,8 @@ class PodIpNode:
             "reconcile_seconds": self.reconcile_seconds,
             "settle_seconds": self.settle_seconds,
             "add_timeout_seconds": self.add_timeout_seconds,
-            "metrics_port": self.metrics_port,
+            # 0: not served; the key is then left out (agents older than the metrics lack it).
+            **({"metrics_port": self.metrics_port} if self.metrics_port else {}),
         }
         config_path = self.root / "agent-config.json"
         config_path.write_text(json.dumps(config))
