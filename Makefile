@@ -61,6 +61,7 @@ bench: $(VENV)/.installed cni-plugins
 	$(BIN)/python benchmarks/node_bootstrap_bench.py
 	$(BIN)/python benchmarks/multus_pod_ips_bench.py
 	$(BIN)/python benchmarks/cni_delegates_bench.py
+	$(BIN)/python benchmarks/fleet_scale_bench.py
 
 critical-path: $(VENV)/.installed
 	$(BIN)/python benchmarks/cluster_critical_path.py

@@ -31,6 +31,7 @@ from charts.building_blocks import (
     select_pods,
 )
 from multus_pod_ips import (
+    AGENT_METRICS_PORT,
     AGENT_MODULE,
     AGENT_READY_MARKER,
     AGENT_RUN_DIR,
@@ -83,6 +84,7 @@ def agent_config(props: MultusPodIpsProps) -> dict[str, object]:
         "interfaces": {name: list(ranges) for name, ranges in props.interfaces.items()},
         "static_ranges": {name: list(ranges) for name, ranges in props.static_ranges.items()},
         "reconcile_seconds": props.reconcile_seconds,
+        "metrics_port": AGENT_METRICS_PORT,
     }
 
 
@@ -189,6 +191,12 @@ def _daemon_set(scope: Construct, props: MultusPodIpsProps, code: kplus.ConfigMa
         ),
         security_context=root_without_capabilities_security_context(),
         readiness=kplus.Probe.from_command(["test", "-f", AGENT_READY_MARKER]),
+        # Host network: the pod's port is the node's (docs/multus-pod-ips.md, "Metrics").
+        ports=[
+            kplus.ContainerPort(
+                number=AGENT_METRICS_PORT, name="metrics", protocol=kplus.Protocol.TCP
+            )
+        ],
     )
     agent.mount(_CODE_DIR, code_volume, read_only=True)
     for name, host_path, mount_path, read_only in (

@@ -19,6 +19,11 @@ CNI_PLUGIN_TYPE = "multus-pod-ip"
 AGENT_RUN_DIR = "/run/multus-pod-ips"
 AGENT_SOCKET = f"{AGENT_RUN_DIR}/agent.sock"
 AGENT_READY_MARKER = f"{AGENT_RUN_DIR}/ready"
+#: The agent's Prometheus endpoint (GET /metrics) on the node's addresses (host network).
+#: Above Linux's default ephemeral range (net.ipv4.ip_local_port_range 32768-60999), so no
+#: outgoing connection holds it, and clear of what else listens on an EKS node: kubelet
+#: 10248/10250, kube-proxy 10249/10256, the VPC CNI 61678/61679, node-exporter 9100.
+AGENT_METRICS_PORT = 61690
 
 
 def shipped_modules() -> dict[str, Path]:
@@ -31,6 +36,7 @@ def shipped_modules() -> dict[str, Path]:
 
 
 __all__ = [
+    "AGENT_METRICS_PORT",
     "AGENT_MODULE",
     "AGENT_READY_MARKER",
     "AGENT_RUN_DIR",

@@ -5,10 +5,12 @@ moto_server plays EC2. In front of it an HTTP proxy checks what EC2 checks and m
 out, and its parameter names, against botocore's EC2 model), records every EC2 request the
 script makes (moto accepts but does not store DeleteOnTermination, so tests assert on
 requests) and can add latency or answer with injected errors. The fake IMDS serves the paths
-the script reads, deriving network/interfaces/macs/ from moto's view of the instance's
-attachments. IPv4 prefixes on CreateNetworkInterface, which moto ignores, are modelled beside
-it (testing_support/ipv4_prefixes.py): the proxy assigns them, adds them to the answer, serves
-them at IMDS's ipv4-prefix path and releases them when the ENI is deleted. So is what EC2 does
+the script and the pod IP agent read, deriving network/interfaces/macs/ (local-ipv4s, ipv6s,
+ipv4-prefix, ...) from moto's view of the instance's attachments, with a configurable lag behind
+EC2 for the addresses the agent changes (FakeImds.lag_seconds). IPv4 prefixes on
+CreateNetworkInterface, which moto ignores, are modelled beside it
+(testing_support/ipv4_prefixes.py): the proxy assigns them, adds them to the answer, serves them
+at IMDS's ipv4-prefix path and releases them when the ENI is deleted. So is what EC2 does
 to an instance's ENIs when it terminates, which moto leaves attached (Ec2Emulator.terminated):
 the primary ENI and those attached with DeleteOnTermination are deleted, the others detached.
 """
@@ -29,6 +31,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -74,13 +77,15 @@ _AUTHORIZATION = re.compile(
 )
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port nothing listens on at the moment, on 127.0.0.1."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
 
 
 DROP_CONNECTION = 0
+_ADDRESS_ACTIONS = ("AssignPrivateIpAddresses", "UnassignPrivateIpAddresses")
 
 
 @dataclass(frozen=True)
@@ -211,6 +216,9 @@ class Ec2Proxy:
         self.delete_on_termination: set[str] = set()
         #: Called with the instance IDs of a TerminateInstances that EC2 carried out.
         self.on_terminated: Callable[[list[str]], None] | None = None
+        #: Called with (action, ENI ID, addresses) of an Assign/UnassignPrivateIpAddresses
+        #: that EC2 carried out (FakeImds.addresses_changed: IMDS shows it after its lag).
+        self.on_addresses_changed: Callable[[str, str, list[str]], None] | None = None
         self._upstream_port = upstream_port
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
@@ -303,6 +311,11 @@ class Ec2Proxy:
                     proxy.prefixes.release(params.get("NetworkInterfaceId", ""))
                 if params.get("Attachment.DeleteOnTermination") == "true":
                     proxy.delete_on_termination.add(params.get("Attachment.AttachmentId", ""))
+                if action in _ADDRESS_ACTIONS and proxy.on_addresses_changed:
+                    addresses = [v for k, v in params.items() if k.startswith("PrivateIpAddress.")]
+                    proxy.on_addresses_changed(
+                        action, params.get("NetworkInterfaceId", ""), addresses
+                    )
                 if action == "TerminateInstances" and proxy.on_terminated:
                     proxy.on_terminated(
                         [value for name, value in params.items() if name.startswith("InstanceId.")]
@@ -446,6 +459,14 @@ class ImdsV2Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
+@dataclass(frozen=True)
+class _AddressChange:
+    at: float  # time.monotonic()
+    eni_id: str
+    addresses: frozenset[str]
+    assigned: bool  # False: unassigned
+
+
 class FakeImds:
     """IMDSv2 for any moto instance: the base URL for instance i-x is <url>/i-x."""
 
@@ -456,8 +477,15 @@ class FakeImds:
         #: (ENI ID, the private IPv4 addresses EC2's API shows on it, primary first) -> what
         #: local-ipv4s lists; unset: the same (EniAddressModel.imds_addresses delays moves).
         self.local_ipv4s: Callable[[str, list[str]], list[str]] | None = None
+        #: How long local-ipv4s lags EC2: an Assign/UnassignPrivateIpAddresses shows there this
+        #: long after EC2 carried it out (EC2 API reference, AssignPrivateIpAddresses: check
+        #: local-ipv4s to confirm that a remapping is complete).
+        self.lag_seconds = 0.0
+        #: How often each (instance ID, metadata path) was read.
+        self.reads: Counter[tuple[str, str]] = Counter()
         self.tokens = ImdsTokens()
         self._lock = threading.Lock()
+        self._address_changes: list[_AddressChange] = []
         self._prefixes = prefixes
         self._server = ThreadingHTTPServer((host, 0), self._handler_class())
         self.url = f"http://{host}:{self._server.server_address[1]}"
@@ -477,7 +505,34 @@ class FakeImds:
                 return True
             return False
 
+    def addresses_changed(self, action: str, eni_id: str, addresses: list[str]) -> None:
+        """An Ec2Proxy.on_addresses_changed: remembers the change for lag_seconds."""
+        change = _AddressChange(
+            time.monotonic(), eni_id, frozenset(addresses), action == "AssignPrivateIpAddresses"
+        )
+        with self._lock:
+            self._address_changes.append(change)
+
+    def _lagging(self, eni_id: str, addresses: list[str]) -> list[str]:
+        """EC2's addresses of the ENI as IMDS still shows them: the changes of the last
+        lag_seconds undone, newest first."""
+        now = time.monotonic()
+        with self._lock:
+            recent = [c for c in self._address_changes if now - c.at < self.lag_seconds]
+            self._address_changes = recent
+        shown = list(addresses)
+        for change in reversed(recent):
+            if change.eni_id != eni_id:
+                continue
+            if change.assigned:
+                shown = [ip for ip in shown if ip not in change.addresses]
+            else:
+                shown += sorted(change.addresses - set(shown))
+        return shown
+
     def metadata(self, instance_id: str, path: str) -> str | None:
+        with self._lock:
+            self.reads[instance_id, path] += 1
         if path.startswith("iam/security-credentials/") and self._credentials_missing():
             return None
         if path == "instance-id":
@@ -514,12 +569,16 @@ class FakeImds:
             "interface-id": eni_id,
             "ipv4-prefix": "\n".join(prefixes) if prefixes else None,
             "local-ipv4s": "\n".join(self._local_ipv4s(enis[mac])),
+            "ipv6s": "\n".join(item["Ipv6Address"] for item in enis[mac].get("Ipv6Addresses", []))
+            or None,
         }
         return values.get(leaf)
 
     def _local_ipv4s(self, eni: dict[str, Any]) -> list[str]:
         held = sorted(eni["PrivateIpAddresses"], key=lambda item: not item["Primary"])
-        addresses = [item["PrivateIpAddress"] for item in held]
+        addresses = self._lagging(
+            eni["NetworkInterfaceId"], [item["PrivateIpAddress"] for item in held]
+        )
         view = self.local_ipv4s
         return view(eni["NetworkInterfaceId"], addresses) if view else addresses
 
@@ -850,7 +909,7 @@ def running_emulator(host: str = "127.0.0.1") -> Iterator[Ec2Emulator]:
     """Starts moto_server, the proxy and the fake IMDS; stops them on exit. The proxy and the
     fake IMDS listen on `host` (the data-plane tier's nodes reach them over their eth0);
     moto_server, which only the proxy talks to, on 127.0.0.1."""
-    port = _free_port()
+    port = free_port()
     moto = subprocess.Popen(
         [str(_VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
@@ -868,6 +927,7 @@ def running_emulator(host: str = "127.0.0.1") -> Iterator[Ec2Emulator]:
         with tempfile.TemporaryDirectory(prefix="multus-emulator-") as work_dir:
             emulator = Ec2Emulator(ec2=ec2, proxy=proxy, imds=imds, work_dir=Path(work_dir))
             proxy.on_terminated = emulator.terminated
+            proxy.on_addresses_changed = imds.addresses_changed
             yield emulator
     finally:
         for server in (proxy, imds):

@@ -12,7 +12,7 @@ from typing import Any
 
 from node_bootstrap import NodePrefixNetwork, render_user_data
 from node_bootstrap.node_prefix import cni_config_file_name
-from testing_support.multus_emulator import AVAILABILITY_ZONES, Ec2Emulator
+from testing_support.multus_emulator import AVAILABILITY_ZONES, Ec2Emulator, EmulatedVpc
 
 HOST_LOCAL = Path("/usr/lib/cni/host-local")  # Debian's containernetworking-plugins
 PREFIXES_PER_NODE = 2
@@ -58,26 +58,7 @@ def measure_node_prefix(emulator: Ec2Emulator) -> NodePrefixCost:
     if not HOST_LOCAL.exists():
         raise SystemExit(f"{HOST_LOCAL} is missing: run `make cni-plugins`")
     vpc = emulator.create_multus_vpc(network_count=2)
-    node_prefix = []
-    for index, az in enumerate(AVAILABILITY_ZONES):
-        subnet = f"10.0.{6 + index}.0/24"
-        reservation = f"10.0.{6 + index}.64/26"
-        emulator.ec2.create_subnet_cidr_reservation(
-            SubnetId=vpc.multus_subnets["multus2", az], Cidr=reservation, ReservationType="prefix"
-        )
-        node_prefix.append(
-            NodePrefixNetwork(
-                availability_zone=az,
-                interface_name="multus2",
-                device_index=2,
-                prefix_count=PREFIXES_PER_NODE,
-                cni_network_name=f"multus2-{az}",
-                subnet_cidr=subnet,
-                reservation_cidr=reservation,
-                ipvlan_mode="l2",
-            )
-        )
-    user_data = render_user_data(replace(vpc.bootstrap_props(CLUSTER), node_prefix=node_prefix))
+    user_data = node_prefix_user_data(emulator, vpc, ["multus2"])
     instance_id = emulator.launch_instance(vpc, AVAILABILITY_ZONES[0], CLUSTER)
     run = emulator.run_bootstrap(user_data, instance_id)
     if run.returncode != 0:
@@ -105,6 +86,35 @@ def measure_node_prefix(emulator: Ec2Emulator) -> NodePrefixCost:
         pods=pods,
         ec2_calls_per_pod=len(emulator.proxy.calls) / pods,
     )
+
+
+def node_prefix_user_data(emulator: Ec2Emulator, vpc: EmulatedVpc, networks: list[str]) -> str:
+    """The user-data of a node of `vpc` whose `networks` are in node_prefix mode (each with
+    PREFIXES_PER_NODE /28 prefixes from a prefix reservation, the subnet's 10.0.x.64/26), the
+    others in Whereabouts mode."""
+    node_prefix = []
+    for network in networks:
+        device_index = vpc.networks.index(network) + 1
+        for az_index, az in enumerate(AVAILABILITY_ZONES):
+            # create_multus_vpc's layout: 10.0.(4 + 2 * network index + AZ index).0/24
+            third_octet = 4 + 2 * (device_index - 1) + az_index
+            reservation = f"10.0.{third_octet}.64/26"
+            emulator.ec2.create_subnet_cidr_reservation(
+                SubnetId=vpc.multus_subnets[network, az], Cidr=reservation, ReservationType="prefix"
+            )
+            node_prefix.append(
+                NodePrefixNetwork(
+                    availability_zone=az,
+                    interface_name=network,
+                    device_index=device_index,
+                    prefix_count=PREFIXES_PER_NODE,
+                    cni_network_name=f"{network}-{az}",
+                    subnet_cidr=f"10.0.{third_octet}.0/24",
+                    reservation_cidr=reservation,
+                    ipvlan_mode="l2",
+                )
+            )
+    return render_user_data(replace(vpc.bootstrap_props(CLUSTER), node_prefix=node_prefix))
 
 
 def _succeeded(status: int, answer: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,13 @@ from typing import Any
 from multus_pod_ips import AGENT_MODULE, CNI_PLUGIN_SCRIPT, PACKAGE_DIR
 from node_bootstrap import render_user_data
 from testing_support.eni_addresses import EniAddressModel
-from testing_support.multus_emulator import BootstrapRun, Ec2Emulator, EmulatedVpc
+from testing_support.multus_emulator import (
+    BootstrapRun,
+    Ec2Emulator,
+    EmulatedVpc,
+    RecordedCall,
+    free_port,
+)
 
 #: Whereabouts ranges per Multus network on the emulator's subnets (10.0.4.0/24 onwards).
 EMULATOR_RANGES = {
@@ -98,6 +105,8 @@ class PodIpNode:
     netns_root: str | None = None
     agent: subprocess.Popen[bytes] | None = None
     enis: dict[str, str] = field(default_factory=dict)  # interface -> ENI ID
+    #: Where the agent serves its Prometheus metrics on 127.0.0.1 (a free port per node).
+    metrics_port: int = field(default_factory=free_port)
 
     @classmethod
     def bootstrap(
@@ -146,6 +155,8 @@ class PodIpNode:
             "reconcile_seconds": self.reconcile_seconds,
             "settle_seconds": self.settle_seconds,
             "add_timeout_seconds": self.add_timeout_seconds,
+            # 0: not served; the key is then left out (agents older than the metrics lack it).
+            **({"metrics_port": self.metrics_port} if self.metrics_port else {}),
         }
         config_path = self.root / "agent-config.json"
         config_path.write_text(json.dumps(config))
@@ -188,6 +199,12 @@ class PodIpNode:
             except subprocess.TimeoutExpired:
                 self.kill_agent()
             self.agent = None
+
+    def scrape_metrics(self) -> str:
+        """The agent's answer to GET /metrics."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return str(response.read().decode())
 
     def agent_log(self) -> str:
         path = self.root / "agent.log"
@@ -260,13 +277,26 @@ class PodIpNode:
         self.remove_netns(container_id)
         return result
 
-    def imds_local_ipv4s(self, interface: str = "multus1") -> list[str]:
-        """What IMDS lists as network/interfaces/macs/<mac>/local-ipv4s of the ENI."""
+    def mac(self, interface: str = "multus1") -> str:
+        """The MAC address of the ENI (its key under IMDS network/interfaces/macs/)."""
         eni = self.emulator.ec2.describe_network_interfaces(
             NetworkInterfaceIds=[self.enis[interface]]
         )["NetworkInterfaces"][0]
-        path = f"network/interfaces/macs/{eni['MacAddress']}/local-ipv4s"
+        return str(eni["MacAddress"])
+
+    def imds_local_ipv4s(self, interface: str = "multus1") -> list[str]:
+        """What IMDS lists as network/interfaces/macs/<mac>/local-ipv4s of the ENI."""
+        path = f"network/interfaces/macs/{self.mac(interface)}/local-ipv4s"
         return (self.emulator.imds.metadata(self.instance_id, path) or "").split()
+
+    def ec2_calls(self) -> list[RecordedCall]:
+        """The EC2 requests (since the proxy's last reset) that name one of this node's ENIs."""
+        enis = set(self.enis.values())
+        return [
+            call
+            for call in self.emulator.proxy.calls
+            if enis & {v for k, v in call.params.items() if k.startswith("NetworkInterfaceId")}
+        ]
 
     def addresses(self, interface: str = "multus1") -> set[str]:
         """Secondary addresses EC2 (moto) holds on this node's ENI of `interface`."""

@@ -35,6 +35,9 @@ class AgentConfig:
     #: How often IMDS is asked whether assigned addresses are on the ENI yet (IMDS reads cost
     #: no EC2 request budget).
     remap_poll_seconds: float = 0.2
+    #: TCP port of the Prometheus metrics endpoint (GET /metrics) on every address of the
+    #: node; 0: not served.
+    metrics_port: int = 0
 
     @staticmethod
     def load(path: str) -> AgentConfig:

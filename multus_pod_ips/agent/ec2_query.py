@@ -1,5 +1,5 @@
 """EC2 Query API client: SigV4-signed POSTs with the instance profile's credentials, retried
-with backoff."""
+with backoff, every attempt gated by the adaptive client-side rate limit (rate_limit.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 
 from .imds import InstanceMetadata
+from .metrics import AgentMetrics
+from .rate_limit import AdaptiveRateLimiter
 
 LOG = logging.getLogger("multus-pod-ips")
 
@@ -27,6 +29,8 @@ EC2_API_VERSION = "2016-11-15"
 RETRYABLE_EC2_CODES = frozenset(
     {"RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled"}
 )
+#: The code of a call the client-side rate limit held back until its deadline (never sent).
+CLIENT_RATE_LIMITED = "ClientRateLimited"
 
 
 class Ec2Error(Exception):
@@ -52,29 +56,60 @@ class Credentials:
 class Ec2Client:
     """EC2 Query API over HTTPS, SigV4-signed with the instance profile's credentials."""
 
-    def __init__(self, imds: InstanceMetadata, region: str, endpoint: str) -> None:
+    def __init__(
+        self,
+        imds: InstanceMetadata,
+        region: str,
+        endpoint: str,
+        limiter: AdaptiveRateLimiter | None = None,
+        metrics: AgentMetrics | None = None,
+    ) -> None:
         self._imds = imds
         self._region = region
         self._endpoint = endpoint.rstrip("/") + "/"
         self._credentials: Credentials | None = None
         self._lock = threading.Lock()
+        self.limiter = limiter or AdaptiveRateLimiter()
+        self.metrics = metrics or AgentMetrics()
+        self.metrics.rate_limit = lambda: self.limiter.rate if self.limiter.enabled else 0.0
 
     def call(self, action: str, params: dict[str, str], deadline: float) -> ElementTree.Element:
         """One action, retried on throttling/5xx/connection errors until `deadline`
-        (time.monotonic()): delays drawn uniformly from [0, min(10 s, 0.1 s * 2^attempt))."""
+        (time.monotonic()): delays drawn uniformly from [0, min(10 s, 0.1 s * 2^attempt)).
+        Each attempt first waits for the rate limiter; an attempt it holds back past the
+        deadline is not sent: the call fails with the previous attempt's error, or with
+        CLIENT_RATE_LIMITED (retryable) when there was none."""
         attempt = 0
+        last_error: Ec2Error | None = None
         while True:
             attempt += 1
+            if not self.limiter.acquire(deadline):
+                raise last_error or Ec2Error(
+                    CLIENT_RATE_LIMITED,
+                    f"{action} not sent: EC2 throttled this node, and the client-side rate "
+                    f"limit ({self.limiter.rate:.2f} requests/s) has no token before the deadline",
+                    retryable=True,
+                )
+            self.metrics.ec2_requests.inc(action)
             try:
-                return self._call_once(action, params)
+                answer = self._call_once(action, params)
             except Ec2Error as error:
+                throttled = error.code in RETRYABLE_EC2_CODES
+                self.limiter.record(throttled)
+                self.metrics.ec2_errors.inc(action, error.code)
+                if throttled:
+                    self.metrics.ec2_throttles.inc(action)
                 if not error.retryable:
                     raise
+                last_error = error
                 delay = random.uniform(0, min(10.0, 0.1 * 2**attempt))
                 if time.monotonic() + delay > deadline:
                     raise
                 LOG.info("%s: %s; retry %d in %.2f s", action, error.code, attempt, delay)
                 time.sleep(delay)
+            else:
+                self.limiter.record(throttled=False)
+                return answer
 
     def _call_once(self, action: str, params: dict[str, str]) -> ElementTree.Element:
         body = urllib.parse.urlencode({"Action": action, "Version": EC2_API_VERSION, **params})

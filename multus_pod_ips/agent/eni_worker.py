@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import math
 import queue
 import threading
 import time
@@ -243,21 +244,25 @@ class EniWorker(threading.Thread):
         metadata", Query throttling), and a burst of pods waits at once."""
         with self._imds_read_lock:
             if self._imds_read[0] < read_after:
-                self._imds_read = (time.monotonic(), self._read_local_ipv4s())
+                started = time.monotonic()
+                try:
+                    listed = set(self._read_local_ipv4s() or ())
+                except OSError as error:  # urllib's URLError and HTTPError are OSErrors
+                    LOG.info("%s: IMDS: %s", self.eni_id, error)
+                    listed = set()
+                self._imds_read = (started, listed)
             return self._imds_read[1]
 
-    def _read_local_ipv4s(self) -> set[str]:
+    def _read_local_ipv4s(self) -> list[str] | None:
+        """IMDS network/interfaces/macs/<mac>/local-ipv4s of this ENI (None when IMDS does not
+        list the ENI); OSError when IMDS does not answer."""
         imds = self.agent.imds
-        try:
-            mac = self.mac or self._find_mac()
-            if not mac:
-                return set()
-            with self._lock:
-                self._mac = mac
-            return set(imds.get(f"network/interfaces/macs/{mac}/local-ipv4s").split())
-        except OSError as error:  # urllib's URLError and HTTPError are OSErrors
-            LOG.info("%s: IMDS: %s", self.eni_id, error)
-            return set()
+        mac = self.mac or self._find_mac()
+        if not mac:
+            return None
+        with self._lock:
+            self._mac = mac
+        return imds.get(f"network/interfaces/macs/{mac}/local-ipv4s").split()
 
     def _find_mac(self) -> str:
         imds = self.agent.imds
@@ -301,7 +306,14 @@ class EniWorker(threading.Thread):
                 op.finish(AgentError(code, f"{error} (ENI {self.eni_id}, {self.interface})"))
 
     def _reconcile(self, deadline: float) -> None:
-        self._refresh(deadline)
+        """Compares the ENI with the node's live pods and corrects the difference. The ENI's
+        addresses come from EC2 only on the first reconcile (the record of what the ENI holds,
+        its primary address included, starts from EC2's answer) and when IMDS contradicts the
+        record (_confirm_with_imds): at rest a reconcile costs no EC2 request."""
+        if self.held is None:
+            self._refresh(deadline)
+        else:
+            self._confirm_with_imds(deadline)
         desired = self.agent.live_addresses(self.interface)
         now = time.monotonic()
         with self._lock:
@@ -315,10 +327,13 @@ class EniWorker(threading.Thread):
         managed = {ip for ip in held if ip != primary and self.manages(ip)}
         stale = sorted((managed - desired) & settled)
         missing = sorted((desired - held) & settled)
+        corrections = self.agent.metrics.reconcile_corrections
         if stale:
+            corrections.inc(self.interface, "released", amount=len(stale))
             LOG.info("%s: reconcile releases %s", self.interface, " ".join(stale))
             self._unassign([Operation("unassign", ip, deadline) for ip in stale])
         if missing:
+            corrections.inc(self.interface, "restored", amount=len(missing))
             LOG.info("%s: reconcile restores %s", self.interface, " ".join(missing))
             restore = [Operation("assign", ip, deadline) for ip in missing]
             # Never take an address from another ENI here: a newer pod elsewhere may own it.
@@ -327,3 +342,33 @@ class EniWorker(threading.Thread):
                 if op.error:
                     LOG.warning("%s: could not restore %s: %s", self.interface, op.ip, op.error)
         self.reconciled.set()
+
+    def _confirm_with_imds(self, deadline: float) -> None:
+        """Checks the record of the ENI's addresses against IMDS local-ipv4s, which costs no
+        EC2 request but lags EC2: a change shows there only some time after EC2 made it (EC2
+        API reference, AssignPrivateIpAddresses: remapping is asynchronous; check
+        network/interfaces/macs/mac/local-ipv4s to confirm it is complete). An address on which
+        the two disagree within the settle time after the agent changed it is IMDS catching
+        up; past it, or when IMDS does not list the ENI, the record is wrong (a change made
+        outside the agent, a call whose answer was lost): EC2 is asked and its answer replaces
+        the record. OSError when IMDS does not answer: the reconcile fails, EC2 is not asked."""
+        listed = self._read_local_ipv4s()
+        now = time.monotonic()
+        with self._lock:
+            held = set(self._held or ())
+            changed_at = dict(self._changed_at)
+        settle = self.agent.config.settle_seconds
+        disputed = sorted(
+            ip
+            for ip in held.symmetric_difference(listed or ())
+            if now - changed_at.get(ip, -math.inf) >= settle
+        )
+        if listed is None or disputed:
+            self.agent.metrics.reconcile_corrections.inc(self.interface, "record")
+            LOG.warning(
+                "%s: IMDS local-ipv4s %s the record (%s); asking EC2",
+                self.eni_id,
+                "does not list" if listed is None else "contradicts",
+                " ".join(disputed) or "no entry for the ENI",
+            )
+            self._refresh(deadline)

@@ -14,6 +14,7 @@ from .config import AgentConfig, AgentError
 from .ec2_query import Ec2Client, texts
 from .eni_worker import EniWorker, Operation
 from .imds import InstanceMetadata
+from .metrics import AgentMetrics
 from .records import PodAttachment, RecordStore
 
 LOG = logging.getLogger("multus-pod-ips")
@@ -22,7 +23,13 @@ LOG = logging.getLogger("multus-pod-ips")
 class Agent:
     """Serves the CNI plugin's requests and reconciles the node's Multus ENIs."""
 
-    def __init__(self, config: AgentConfig, imds: InstanceMetadata, ec2: Ec2Client) -> None:
+    def __init__(
+        self,
+        config: AgentConfig,
+        imds: InstanceMetadata,
+        ec2: Ec2Client,
+        metrics: AgentMetrics | None = None,
+    ) -> None:
         self.config = config
         self.imds = imds
         self.ec2 = ec2
@@ -33,6 +40,18 @@ class Agent:
         self.workers: dict[str, EniWorker] = {}
         self.instance_type = ""
         self.ipv4_per_eni = 0
+        self.metrics = metrics or AgentMetrics()
+        self.metrics.slots = self.address_slots
+
+    def address_slots(self) -> dict[str, tuple[int, int]]:
+        """Per Multus interface whose ENI's addresses are known: (used, free) private IPv4
+        address slots of its ENI."""
+        slots = {}
+        for interface, worker in self.workers.items():
+            held = worker.held
+            if held is not None:
+                slots[interface] = (len(held), max(0, self.ipv4_per_eni - len(held)))
+        return slots
 
     def start(self) -> None:
         instance_id = self.imds.get("instance-id")
@@ -137,12 +156,13 @@ class Agent:
 
     def _add(self, attachment: PodAttachment) -> None:
         worker = self._worker(attachment)
+        started = time.monotonic()
         worker.touch(attachment.ips)
         with self._claim_lock:
             if attachment.fixed:
                 self._check_fixed(attachment)
             self.records.put(attachment)
-        deadline = time.monotonic() + self.config.add_timeout_seconds
+        deadline = started + self.config.add_timeout_seconds
         # Whereabouts leases an address to one pod, so taking it from another ENI follows the
         # pod that has it now. Nothing leases a fixed address: it is never taken from an ENI.
         operations = [
@@ -150,6 +170,7 @@ class Agent:
             for ip in attachment.ips
         ]
         error = _wait(operations, deadline) or self._await_remap(worker, operations, deadline)
+        self.metrics.assign_seconds.observe(time.monotonic() - started, worker.interface)
         if error:
             self.records.remove(attachment.key)
             raise error
@@ -200,7 +221,8 @@ class Agent:
         wait runs in the request's thread: the worker goes on serving the ENI's other pods."""
         started = time.monotonic()
         waiting = {op.ip for op in assigned}
-        read_after = max((op.finished_at for op in assigned), default=started)
+        answered_at = max((op.finished_at for op in assigned), default=started)
+        read_after = answered_at
         while waiting:
             waiting -= worker.addresses_in_imds(read_after)
             poll = self.config.remap_poll_seconds
@@ -209,6 +231,9 @@ class Agent:
             time.sleep(poll)
             read_after = time.monotonic()
         if not waiting:
+            self.metrics.imds_lag_seconds.observe(
+                max(0.0, time.monotonic() - answered_at), worker.interface
+            )
             LOG.info(
                 "%s: %s on the ENI after %.1f s",
                 worker.eni_id,
@@ -235,10 +260,12 @@ class Agent:
             return  # never added, or already deleted: DEL is idempotent
         worker = self.workers.get(record.interface)
         if worker is not None:
-            deadline = time.monotonic() + self.config.del_timeout_seconds
+            started = time.monotonic()
+            deadline = started + self.config.del_timeout_seconds
             worker.touch(record.ips)
             operations = [worker.submit(Operation("unassign", ip, deadline)) for ip in record.ips]
             error = _wait(operations, deadline)
+            self.metrics.unassign_seconds.observe(time.monotonic() - started, worker.interface)
             if error:  # the reconcile releases it later; a failing DEL would only be retried
                 LOG.warning("DEL %s: %s; left to the reconcile", record.pod, error.message)
         self.records.remove(record.key)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import signal
 import sys
 import threading
@@ -11,6 +12,7 @@ import threading
 from .config import AgentConfig
 from .ec2_query import Ec2Client
 from .imds import InstanceMetadata
+from .metrics import AgentMetrics, MetricsServer
 from .node_agent import Agent
 from .socket_server import _Server
 
@@ -23,10 +25,17 @@ def serve(config: AgentConfig) -> None:
     endpoint = os.environ.get("MULTUS_EC2_ENDPOINT") or (
         f"https://ec2.{region}.{imds.get('services/domain')}"
     )
-    agent = Agent(config, imds, Ec2Client(imds, region, endpoint))
+    metrics = AgentMetrics()
+    agent = Agent(config, imds, Ec2Client(imds, region, endpoint, metrics=metrics), metrics)
     for stale in (config.ready_marker, config.socket_path):
         if os.path.lexists(stale):
             os.remove(stale)
+    # Served from the start: a node waiting for its bootstrap is worth seeing too.
+    metrics_server = (
+        MetricsServer(("", config.metrics_port), metrics) if config.metrics_port else None
+    )
+    if metrics_server:
+        threading.Thread(target=metrics_server.serve_forever, name="metrics", daemon=True).start()
     agent.start()
     os.makedirs(os.path.dirname(config.socket_path), exist_ok=True)
     server = _Server(config.socket_path, agent)
@@ -39,9 +48,22 @@ def serve(config: AgentConfig) -> None:
     LOG.info("ready: serving %s", config.socket_path)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    while not stop.wait(config.reconcile_seconds):
+    while not stop.wait(jittered(config.reconcile_seconds)):
         agent.reconcile_all(timeout=config.reconcile_seconds)
     server.server_close()
+    if metrics_server:
+        metrics_server.server_close()
+
+
+#: Each wait between reconciles is the period times a factor drawn from this range.
+JITTER = (0.5, 1.5)
+
+
+def jittered(period: float) -> float:
+    """The wait before the next periodic reconcile: `period` on average, drawn uniformly from
+    half to one and a half times it, so that nodes started together (a scale-out) drift apart
+    instead of reconciling, and calling EC2 when they must, in the same second."""
+    return period * random.uniform(*JITTER)
 
 
 def main(argv: list[str]) -> int:

@@ -219,10 +219,9 @@ def test_a_pod_moved_to_another_node_takes_its_address_along(
     # The old node comes back with the old pod's namespace still there: its reconcile must
     # not take the address back from the newer pod.
     old_node.start_agent()
-    emulator.proxy.reset()
-    assert wait_until(
-        lambda: sum(c.action == "DescribeNetworkInterfaces" for c in emulator.proxy.calls) >= 4
-    )
+    local_ipv4s = f"network/interfaces/macs/{old_node.mac('multus1')}/local-ipv4s"
+    reads = emulator.imds.reads[old_node.instance_id, local_ipv4s]
+    assert wait_until(lambda: emulator.imds.reads[old_node.instance_id, local_ipv4s] >= reads + 3)
     assert new.addresses("multus1") == {"10.0.4.45"}
     assert old_node.addresses("multus1") == set()
 

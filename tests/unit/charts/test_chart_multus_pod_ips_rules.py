@@ -258,3 +258,20 @@ def test_props_are_immutable() -> None:
     props = MultusPodIpsProps(image="img:1", interfaces={"multus1": ["10.0.4.32/27"]})
     with pytest.raises(FrozenInstanceError):
         props.namespace = "other"  # type: ignore[misc]
+
+
+def test_the_agent_serves_metrics_on_the_port_the_daemon_set_declares(
+    manifests: list[dict[str, Any]], daemon_set: dict[str, Any], helpers: SimpleNamespace
+) -> None:
+    # Host network: the container port is the node's port, so it must not collide with what
+    # else listens on an EKS node (kubelet 10248/10250, kube-proxy 10249/10256, VPC CNI
+    # 61678/61679, node-exporter 9100) and lies outside Linux's default ephemeral range
+    # (net.ipv4.ip_local_port_range 32768-60999).
+    data = helpers.find(manifests, "ConfigMap")["data"]
+    (agent,) = daemon_set["spec"]["template"]["spec"]["containers"]
+    port = AgentConfig(**json.loads(data["config.json"])).metrics_port
+
+    assert agent["ports"] == [{"containerPort": port, "name": "metrics", "protocol": "TCP"}]
+    assert daemon_set["spec"]["template"]["spec"]["hostNetwork"] is True
+    assert port not in {9100, 10248, 10249, 10250, 10255, 10256, 61678, 61679}
+    assert 60999 < port <= 65535

@@ -115,11 +115,13 @@ class ScriptedEc2:
 class ScriptedImds:
     """IMDS's network/interfaces/macs/ of a node with two ENIs, its primary one first, then eni-1
     (ENI_MAC), whose local-ipv4s lists its primary and ScriptedEc2's secondaries except the
-    `moving` ones (moves from another ENI that have not completed). `reads` counts each path."""
+    `moving` ones (moves from another ENI that have not completed), plus the `lingering` ones
+    (removed in EC2, not yet in IMDS). `reads` counts each path."""
 
     def __init__(self, ec2: ScriptedEc2) -> None:
         self.ec2 = ec2
         self.moving: set[str] = set()
+        self.lingering: set[str] = set()
         self.reads: dict[str, int] = {}
         self._values = {
             "network/interfaces/macs/": f"02:00:00:00:00:aa/\n{ENI_MAC}/",
@@ -130,7 +132,8 @@ class ScriptedImds:
     def get(self, path: str) -> str:
         self.reads[path] = self.reads.get(path, 0) + 1
         if path == f"network/interfaces/macs/{ENI_MAC}/local-ipv4s":
-            return "\n".join([PRIMARY_IP, *sorted(self.ec2.secondaries - self.moving)])
+            listed = (self.ec2.secondaries - self.moving) | self.lingering
+            return "\n".join([PRIMARY_IP, *sorted(listed)])
         if path not in self._values:
             raise urllib.error.HTTPError(path, 404, "Not Found", None, None)  # type: ignore[arg-type]
         return self._values[path]

@@ -288,13 +288,14 @@ def test_no_retry_is_started_that_would_end_after_the_deadline(
     fake_aws: FakeAws, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(random, "uniform", lambda low, high: high)
-    fake_aws.ec2_answers = [(503, ec2_error_xml("RequestLimitExceeded", "slow down"))] * 3
+    # A server error, not a throttle: the rate limiter stays off (test_rate_limit.py).
+    fake_aws.ec2_answers = [(503, ec2_error_xml("Unavailable", "try later"))] * 3
 
     with pytest.raises(Ec2Error) as raised:
         ec2_client(fake_aws).call("AssignPrivateIpAddresses", ASSIGN_ONE, deadline_in(0.3))
 
     # Waits 0.2 s after the first answer; a second wait of 0.4 s would pass the deadline.
-    assert raised.value.code == "RequestLimitExceeded"
+    assert raised.value.code == "Unavailable"
     assert len(fake_aws.ec2_requests) == 2
 
 
@@ -998,6 +999,12 @@ def test_the_agent_serves_then_marks_itself_ready_reconciles_periodically_and_st
         "DescribeInstanceTypes": INSTANCE_TYPES_XML,
         "DescribeNetworkInterfaces": ENI_XML.format(secondaries=""),
     }
+    for metadata_path, value in {
+        "network/interfaces/macs/": f"{ENI_MAC}/",
+        f"network/interfaces/macs/{ENI_MAC}/interface-id": "eni-1",
+        LOCAL_IPV4S: PRIMARY_IP,
+    }.items():
+        monkeypatch.setitem(fake_aws.metadata, metadata_path, value)
     monkeypatch.setenv("MULTUS_IMDS_URL", fake_aws.url)
     monkeypatch.setenv("MULTUS_EC2_ENDPOINT", fake_aws.url)
     (tmp_path / "eni").mkdir()
@@ -1023,7 +1030,8 @@ def test_the_agent_serves_then_marks_itself_ready_reconciles_periodically_and_st
         wait_for(lambda: marker(run / "ready") == f"{agent.pid}\n" or not agent.is_alive(), 10)
         ready = marker(run / "ready") == f"{agent.pid}\n"
         mode = os.stat(run / "agent.sock").st_mode & 0o777 if ready else None
-        periodic = wait_for(lambda: fake_aws.ec2_actions().count("DescribeNetworkInterfaces") >= 3)
+        # The first reconcile reads the ENI from EC2, the periodic ones from IMDS only.
+        periodic = wait_for(lambda: fake_aws.metadata_reads.count(LOCAL_IPV4S) >= 3)
         with socket.socket(socket.AF_UNIX) as silent:  # a client that never sends its request
             if ready:
                 silent.connect(str(run / "agent.sock"))

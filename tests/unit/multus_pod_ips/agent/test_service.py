@@ -1,0 +1,29 @@
+"""The agent's periodic work is jittered: nodes started together drift apart."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from multus_pod_ips.agent.service import jittered
+
+
+@pytest.mark.parametrize("end", [0, 1])
+def test_a_wait_lies_between_half_and_one_and_a_half_periods(
+    monkeypatch: pytest.MonkeyPatch, end: int
+) -> None:
+    monkeypatch.setattr(random, "uniform", lambda low, high: (low, high)[end])
+
+    assert jittered(60.0) == (30.0, 90.0)[end]
+
+
+def test_nodes_started_together_spread_their_reconciles_over_the_period() -> None:
+    # 100 nodes, one wait each: within [30, 90] s for a 60 s period, spread out, mean near 60.
+    random.seed(24)
+    waits = [jittered(60.0) for _ in range(100)]
+
+    assert all(30.0 <= wait <= 90.0 for wait in waits)
+    assert max(waits) - min(waits) > 45.0
+    assert 54.0 < sum(waits) / len(waits) < 66.0
+    assert len({round(wait) for wait in waits}) > 40  # not in lockstep: many distinct seconds
