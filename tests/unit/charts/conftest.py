@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from charts.building_blocks import NodeTaint
-from charts.cleartaints import ClearTaintsChart, ClearTaintsProps
+from charts.cleartaints import ClearTaintsChart, ClearTaintsNodes, ClearTaintsProps
 from charts.karpenter_node_pool import KarpenterNodePoolChart, KarpenterNodePoolProps
 from charts.multus import MultusChart, MultusProps
-from charts.multus_pod_ips import MultusPodIpsChart, MultusPodIpsProps
+from charts.multus_pod_ips import MultusPodIpsChart, MultusPodIpsProps, PodIpsNodes
 from charts.network_attachments import (
     NetworkAttachment,
     NetworkAttachmentsChart,
@@ -73,8 +73,9 @@ def node_pool_props(**overrides: Any) -> KarpenterNodePoolProps:
         "security_group_selector_tags": {"karpenter.sh/discovery": "eks-karpenterwithmultus"},
         "tags": {"project": "karpenter-multus"},
     }
+    config = AppConfig()
     configured = cluster_node_pool_props(
-        AppConfig(), node_role_name=TOKEN, user_data="MIME-Version: 1.0\n"
+        config, config.node_pools[0], node_role_name=TOKEN, user_data="MIME-Version: 1.0\n"
     )
     return dataclasses.replace(configured, **(values | overrides))
 
@@ -103,8 +104,12 @@ def _seed_charts(app: cdk8s.App) -> dict[str, cdk8s.Chart]:
             "cleartaints",
             ClearTaintsProps(
                 image=images.cleartaints.reference,
-                cni_binaries=cni_binaries(attachments),
-                cni_files=cni_host_files(attachments),
+                pools=[
+                    ClearTaintsNodes(
+                        cni_binaries=cni_binaries(attachments),
+                        cni_files=cni_host_files(attachments),
+                    )
+                ],
             ),
         ),
         "multus-pod-ips": MultusPodIpsChart(
@@ -112,13 +117,17 @@ def _seed_charts(app: cdk8s.App) -> dict[str, cdk8s.Chart]:
             "multus-pod-ips",
             MultusPodIpsProps(
                 image=images.multus_pod_ips.reference,
-                interfaces={
-                    network: [reservation for _, reservation in subnets]
-                    for network, subnets in SEED_MULTUS_SUBNETS.items()
-                },
+                pools=[
+                    PodIpsNodes(
+                        interfaces={
+                            network: [reservation for _, reservation in subnets]
+                            for network, subnets in SEED_MULTUS_SUBNETS.items()
+                        }
+                    )
+                ],
             ),
         ),
-        "karpenter-node-pool": KarpenterNodePoolChart(app, "node-pool", node_pool_props()),
+        "karpenter-node-pool": KarpenterNodePoolChart(app, "node-pool", [node_pool_props()]),
         "sample-workloads": SampleWorkloadsChart(
             app,
             "sample-workloads",
