@@ -32,6 +32,7 @@ from config import AppConfig
 from config.images import ImagesConfig
 from config.network_plan import network_attachment_name
 from stacks.cluster_props import node_pool_props as cluster_node_pool_props
+from testing_support.crd_rules import rule_violations
 from tests.helpers import STRINGIFIED_TOKEN as TOKEN
 from tests.helpers import shared_reference
 
@@ -252,12 +253,15 @@ def unknown_fields(value: Any, schema: Mapping[str, Any], path: str = "") -> Ite
 
 
 def validate_custom_object(manifest: Manifest, schema: Manifest) -> None:
+    """The CRD's structural schema, its pruning and its CEL rules (testing_support/crd_rules)."""
     jsonschema.Draft202012Validator(schema).validate(manifest)
     body = {k: v for k, v in manifest.items() if k != "metadata"}
     unknown = list(unknown_fields(body, schema))
     assert not unknown, (
         f"fields unknown to the CRD schema (the API server would drop them): {unknown}"
     )
+    broken = list(rule_violations(manifest, schema))
+    assert not broken, f"CEL validation rules of the CRD the API server would refuse: {broken}"
 
 
 # conftest.py is not importable from the test modules, so they get the helpers as a fixture.
