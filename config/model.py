@@ -600,7 +600,7 @@ class NodePoolConfig(StrictModel):
     )
     networks: list[str] | None = Field(
         default=None,
-        description="Names of the multus.networks its nodes attach, at device indexes 1, 2, ... "
+        description="Names of the multus.networks its nodes attach, at device indexes from 1 "
         "in multus.networks order (omitted or null: every network; []: a plain Karpenter pool "
         'without Multus interfaces). Nodes carry the label multus.network/<network>: "true" '
         "per attached network.",
