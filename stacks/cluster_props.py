@@ -45,7 +45,7 @@ from charts.sample_workloads import SampleWorkloadsProps, ZoneWorkload
 from charts.whereabouts import WhereaboutsProps
 from config import AppConfig
 from config.model import NODE_TERMINATION_MARGIN_MINUTES, NodePoolConfig
-from config.network_plan import NetworkPlan, NetworkPlanRow, network_plan, networks_in_order
+from config.network_plan import NetworkPlan, NetworkPlanRow, networks_in_order
 from config.node_bootstrap_plan import node_bootstrap_props as plan_bootstrap_props
 from node_bootstrap.node_prefix import CNI_CONFIG_DIR as NODE_CNI_CONFIG_DIR
 from node_bootstrap.node_prefix import NODE_PREFIX_CNI_PLUGINS, cni_config_file_name
@@ -172,6 +172,10 @@ def node_bootstrap_props(
     )
 
 
+def pool_taints(pool: NodePoolConfig) -> list[NodeTaint]:
+    return [NodeTaint(key=t.key, value=t.value, effect=t.effect) for t in pool.taints]
+
+
 def pool_node_selector(pool: NodePoolConfig) -> dict[str, str]:
     """The labels of a pool's nodes that per-pool DaemonSets select (karpenter.sh/nodepool is
     Karpenter's own label of the NodePool a node belongs to)."""
@@ -194,7 +198,7 @@ def node_pool_props(
             **pool.labels,
         },
         startup_taint=MULTUS_NOT_READY_TAINT if networks else None,
-        taints=[NodeTaint(key=t.key, value=t.value, effect=t.effect) for t in pool.taints],
+        taints=pool_taints(pool),
         weight=pool.weight,
         zones=config.availability_zones,
         node_role_name=node_role_name,
@@ -266,18 +270,21 @@ def cluster_workloads_props(
 
 
 def sample_workloads_props(config: AppConfig) -> SampleWorkloadsProps:
-    plan = network_plan(config)
+    """A multitool per AZ and pool with networks, attaching that pool's networks there."""
     return SampleWorkloadsProps(
         namespace=config.multus.nad_namespace,
         image=config.images.sample_workloads.reference,
         workloads=[
             ZoneWorkload(
                 availability_zone=az,
-                network_attachment_names=[
-                    row.nad_name for row in plan if row.availability_zone == az
-                ],
+                network_attachment_names=[row.nad_name for row in rows],
+                networks=[row.network for row in rows],
+                pool=pool.name,
+                tolerations=pool_taints(pool),
             )
+            for pool in config.node_pools
             for az in config.availability_zones
+            if (rows := [row for row in config.pool_plan(pool) if row.availability_zone == az])
         ],
     )
 

@@ -136,7 +136,11 @@ def _seed_charts(app: cdk8s.App) -> dict[str, cdk8s.Chart]:
                 namespace="default",
                 image=images.sample_workloads.reference,
                 workloads=[
-                    ZoneWorkload(zone, [a.name for a in attachments if a.name.endswith(zone)])
+                    ZoneWorkload(
+                        zone,
+                        [a.name for a in attachments if a.name.endswith(zone)],
+                        networks=list(SEED_MULTUS_SUBNETS),
+                    )
                     for zone in SEED_ZONES
                 ],
             ),

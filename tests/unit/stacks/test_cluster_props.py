@@ -387,3 +387,20 @@ def test_one_ami_check_per_distinct_alias_naming_every_pool_that_pins_it() -> No
         ),
         ("al2023@v20261001", "node_pools[2] (oam).ami_alias"),
     ]
+
+
+def test_sample_workloads_follow_the_pools() -> None:
+    raw = example_raw("two-node-pools.json")
+    raw["extras"] = {"sample_workloads": True}
+    props = workloads(parse_config(raw))
+    assert [
+        (w.pool, w.availability_zone, list(w.networks), list(w.network_attachment_names))
+        for w in props.sample_workloads.workloads
+    ] == [
+        ("upf", "us-west-2a", ["n3", "n6"], ["n3-us-west-2a", "n6-us-west-2a"]),
+        ("upf", "us-west-2b", ["n3", "n6"], ["n3-us-west-2b", "n6-us-west-2b"]),
+        ("control", "us-west-2a", ["n2"], ["n2-us-west-2a"]),
+        ("control", "us-west-2b", ["n2"], ["n2-us-west-2b"]),
+    ]
+    # The UPF pool's taint: its sample pods tolerate it, the control pool's have none to.
+    assert [len(w.tolerations) for w in props.sample_workloads.workloads] == [1, 1, 0, 0]
