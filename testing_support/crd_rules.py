@@ -16,6 +16,7 @@ from typing import Any
 import celpy
 from celpy import celtypes
 from celpy.adapter import json_to_cel
+from celpy.evaluation import CELFunction
 
 
 def _find(text: celtypes.StringType, pattern: celtypes.StringType) -> celtypes.StringType:
@@ -27,7 +28,7 @@ def _split(text: celtypes.StringType, separator: celtypes.StringType) -> celtype
     return celtypes.ListType([celtypes.StringType(part) for part in str(text).split(separator)])
 
 
-_KUBERNETES_FUNCTIONS = {"find": _find, "split": _split}
+_KUBERNETES_FUNCTIONS: dict[str, CELFunction] = {"find": _find, "split": _split}
 
 
 def rule_violations(value: Any, schema: Mapping[str, Any], path: str = "") -> Iterator[str]:
