@@ -144,7 +144,7 @@ def test_every_pool_on_a_node_prefix_network_draws_from_its_reservation() -> Non
     message = error_for(raw)
     assert "multus.networks[1] (userplane).subnets[0].reservation" in message
     assert "up to 4 nodes of node_pools[0] (multus)" in message
-    assert "up to 5 nodes of node_pools[1] (second)" in message
+    assert "with 4 prefixes each; up to 5 nodes of node_pools[1] (second)" in message
     assert "36 in all" in message
     raw["node_pools"][1]["networks"] = ["signaling"]  # the second pool no longer draws from it
     assert len(parse_config(raw).node_pools) == 2
