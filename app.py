@@ -18,7 +18,7 @@ from stages.environment_stage import EnvironmentStage
 def build_app(app: cdk.App) -> cdk.App:
     base_dir = Path(__file__).parent
     loaded = load_config(app.node.get_all_context(), base_dir)
-    print_access_warnings(loaded)
+    print_config_warnings(loaded)
     if loaded.pipeline is None:
         EnvironmentStage(app, loaded.base.name, config=loaded.base)
         return app
@@ -38,11 +38,11 @@ def build_app(app: cdk.App) -> cdk.App:
     return app
 
 
-def print_access_warnings(loaded: LoadedConfig) -> None:
+def print_config_warnings(loaded: LoadedConfig) -> None:
     """To stderr: `cdk synth` does not print the warnings of stacks inside a Stage."""
     configs = [e.config for e in loaded.environments] if loaded.pipeline else [loaded.base]
     for config in configs:
-        for warning in access_warnings(config.cluster.admin_principal_arns):
+        for warning in [*access_warnings(config.cluster.admin_principal_arns), *config.warnings]:
             print(f"[Warning] {config.name}: {warning}", file=sys.stderr)
 
 

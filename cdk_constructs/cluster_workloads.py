@@ -8,6 +8,7 @@ chain: CRD chart -> controller chart -> NodePool/EC2NodeClass.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cdk8s
@@ -28,6 +29,7 @@ class ClusterWorkloadsProps:
     """The cluster, the Karpenter release the NodePool waits for, and the props of every chart.
 
     karpenter_release: NodePool/EC2NodeClass need its CRDs and webhook-free API.
+    node_pools: every pool's NodePool and EC2NodeClass, all in one chart (one manifest).
     pod_ips: None when no network assigns addresses per pod.
     sample_workloads: None when the sample workloads are not enabled."""
 
@@ -38,7 +40,7 @@ class ClusterWorkloadsProps:
     network_attachments: NetworkAttachmentsProps
     clear_taints: ClearTaintsProps
     pod_ips: MultusPodIpsProps | None
-    node_pool: KarpenterNodePoolProps
+    node_pools: Sequence[KarpenterNodePoolProps]
     sample_workloads: SampleWorkloadsProps | None
 
 
@@ -61,7 +63,7 @@ class ClusterWorkloads(Construct):
         if props.pod_ips is not None:
             self._deploy(MultusPodIpsChart(self._charts, "multus-pod-ips", props.pod_ips))
         self.node_pool = self._deploy(
-            KarpenterNodePoolChart(self._charts, "karpenter-node-pool", props.node_pool),
+            KarpenterNodePoolChart(self._charts, "karpenter-node-pool", props.node_pools),
             after=[props.karpenter_release],
         )
         if props.sample_workloads is not None:

@@ -16,6 +16,25 @@ from constructs import Construct
 
 KARPENTER_NODE_LABEL_KEY = "karpenter-node"
 KARPENTER_NODE_LABEL_VALUE = "true"
+# A node carries "multus.network/<network>": "true" for each Multus network it attaches; pods
+# select it (NADs are per AZ, so they select topology.kubernetes.io/zone as well).
+NETWORK_LABEL_PREFIX = "multus.network/"
+NETWORK_LABEL_VALUE = "true"
+# Karpenter's label of the NodePool a node belongs to (karpenter.sh/v1 well-known labels).
+KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"
+# The seed's NodePool: its objects keep their names, so the default manifests stay as they were.
+DEFAULT_NODE_POOL_NAME = "multus"
+
+
+def network_label(network: str) -> str:
+    """The node label key that says a node attaches `network`."""
+    return f"{NETWORK_LABEL_PREFIX}{network}"
+
+
+def pool_object_name(base: str, pool: str) -> str:
+    """The name of a per-pool object (DaemonSet, config file): `base` for the default pool,
+    `base-<pool>` for the others, so adding a pool renames nothing that already runs."""
+    return base if pool == DEFAULT_NODE_POOL_NAME else f"{base}-{pool}"
 
 
 @dataclass(frozen=True)

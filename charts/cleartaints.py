@@ -5,7 +5,9 @@ CNI bin directory (AL2023 ships it empty: the VPC CNI installs ipvlan and sbr fr
 Whereabouts installs its own), (2) the files those plugins read exist (Whereabouts'
 kubeconfig), (3) Multus has written its CNI config and (4) the node bootstrap has attached and
 named the Multus ENIs, which it signals with a readiness marker file, and (5) the multus-pod-ips
-agent serves its CNI plugin (its own marker file). Until all hold, the node
+agent serves its CNI plugin (its own marker file). Each node pool with Multus networks gets its
+own DaemonSet, on its nodes only, that waits for the binaries and files of that pool's networks
+alone (a pool without networks has no startup taint and no DaemonSet). Until all hold, the node
 keeps the startup taint and the scheduler keeps Multus workloads away from it; the pod's log
 says every minute what is still missing.
 
@@ -26,12 +28,14 @@ import cdk8s_plus_28 as kplus
 from constructs import Construct
 
 from charts.building_blocks import (
+    DEFAULT_NODE_POOL_NAME,
     KARPENTER_NODE_LABEL_KEY,
     KARPENTER_NODE_LABEL_VALUE,
     MULTUS_NOT_READY_TAINT,
     TAINT_EFFECTS,
     NodeTaint,
     api_object,
+    pool_object_name,
     resources,
     restricted_security_context,
     select_pods,
@@ -122,41 +126,58 @@ exec sleep infinity
 
 
 @dataclass(frozen=True)
+class ClearTaintsNodes:
+    """One node pool's DaemonSet.
+    pool: the pool's name (its DaemonSet is cleartaints, or cleartaints-<pool> for a pool
+    other than the default one).
+    cni_binaries: CNI plugins the NADs of the pool's networks call
+    (network_attachments.cni_binaries).
+    cni_files: host files those NADs' plugins read (network_attachments.cni_host_files) and the
+    node-local CNI configs of the pool's node_prefix networks; each must be inside
+    cni_config_dir, the only host config directory mounted.
+    wait_for_pod_ips: wait for the multus-pod-ips agent's marker (the pool has a network whose
+    pod addresses the agent assigns).
+    node_selector: labels of the pool's nodes (which get the startup taint)."""
+
+    pool: str = DEFAULT_NODE_POOL_NAME
+    cni_binaries: Sequence[str] = ()
+    cni_files: Sequence[str] = ()
+    wait_for_pod_ips: bool = True
+    node_selector: Mapping[str, str] = field(
+        default_factory=lambda: {KARPENTER_NODE_LABEL_KEY: KARPENTER_NODE_LABEL_VALUE}
+    )
+
+    @property
+    def daemon_set_name(self) -> str:
+        return pool_object_name("cleartaints", self.pool)
+
+
+@dataclass(frozen=True)
 class ClearTaintsProps:
     """image: Amazon Linux 2023 (needs bash and curl).
-    cni_binaries: CNI plugins the NADs call (network_attachments.cni_binaries).
-    cni_files: host files the NADs' plugins read (network_attachments.cni_host_files) and the
-    node-local CNI configs of node_prefix networks; each must be inside cni_config_dir, the only
-    host config directory mounted.
+    pools: one DaemonSet per node pool with Multus networks.
     cni_binaries_hint: where missing binaries come from, printed while waiting for them.
-    namespace: created by this chart; service_account: the pod's, named in the policy.
-    node_selector: labels of the nodes that get the startup taint (Karpenter's Multus nodes).
-    taint: the startup taint to remove (the NodePool's).
+    namespace: created by this chart; service_account: the pods', named in the policy.
+    taint: the startup taint to remove (the NodePools').
     cni_config_dir / cni_bin_dir: host directories of CNI configs and plugin binaries.
     ready_marker_dir / ready_marker_file: host directory, mounted read-only, and the file in it
     that the node bootstrap writes once every Multus ENI is attached and named. The directory
     must be readable by any user: the container runs as nobody.
-    wait_for_pod_ips / pod_ips_marker_dir / pod_ips_marker_file: likewise for the
-    multus-pod-ips agent, written once it serves the CNI plugin (which it installed before
-    starting); not waited for when no network assigns addresses per pod."""
+    pod_ips_marker_dir / pod_ips_marker_file: likewise for the multus-pod-ips agent, written
+    once it serves the CNI plugin (which it installed before starting)."""
 
     image: str
-    cni_binaries: Sequence[str] = ()
-    cni_files: Sequence[str] = ()
+    pools: Sequence[ClearTaintsNodes] = (ClearTaintsNodes(),)
     cni_binaries_hint: str = (
         "installed by the VPC CNI add-on v1.20.4 or later, Whereabouts and multus-pod-ips"
     )
     namespace: str = "cleartaints"
     service_account: str = "cleartaints"
-    node_selector: Mapping[str, str] = field(
-        default_factory=lambda: {KARPENTER_NODE_LABEL_KEY: KARPENTER_NODE_LABEL_VALUE}
-    )
     taint: NodeTaint = MULTUS_NOT_READY_TAINT
     cni_config_dir: str = "/etc/cni/net.d"
     cni_bin_dir: str = "/opt/cni/bin"
     ready_marker_dir: str = str(PurePosixPath(READY_MARKER_PATH).parent)
     ready_marker_file: str = PurePosixPath(READY_MARKER_PATH).name
-    wait_for_pod_ips: bool = True
     pod_ips_marker_dir: str = str(PurePosixPath(AGENT_READY_MARKER).parent)
     pod_ips_marker_file: str = PurePosixPath(AGENT_READY_MARKER).name
 
@@ -166,7 +187,6 @@ class ClearTaintsChart(cdk8s.Chart):
 
     def __init__(self, scope: Construct, construct_id: str, props: ClearTaintsProps) -> None:
         super().__init__(scope, construct_id)
-        container_files = _container_paths(props)
         kplus.Namespace(self, "namespace", metadata=cdk8s.ApiObjectMetadata(name=props.namespace))
         service_account = kplus.ServiceAccount(
             self,
@@ -185,13 +205,14 @@ class ClearTaintsChart(cdk8s.Chart):
         )
         binding.add_subjects(service_account)
         _own_node_taint_only_policy(self, props)
-        _daemon_set(self, props, service_account, container_files)
+        for nodes in props.pools:
+            _daemon_set(self, props, nodes, service_account, _container_paths(props, nodes))
 
 
-def _container_paths(props: ClearTaintsProps) -> list[str]:
+def _container_paths(props: ClearTaintsProps, nodes: ClearTaintsNodes) -> list[str]:
     config_dir = PurePosixPath(props.cni_config_dir)
     paths = []
-    for host_file in props.cni_files:
+    for host_file in nodes.cni_files:
         path = PurePosixPath(host_file)
         if not path.is_relative_to(config_dir):
             raise ValueError(
@@ -304,13 +325,15 @@ def _own_node_taint_only_policy(scope: Construct, props: ClearTaintsProps) -> No
 def _daemon_set(
     scope: Construct,
     props: ClearTaintsProps,
+    nodes: ClearTaintsNodes,
     service_account: kplus.ServiceAccount,
     container_files: Sequence[str],
 ) -> None:
+    name = nodes.daemon_set_name
     daemon_set = kplus.DaemonSet(
         scope,
-        "daemon-set",
-        metadata=cdk8s.ApiObjectMetadata(name="cleartaints", namespace=props.namespace),
+        pool_object_name("daemon-set", nodes.pool),
+        metadata=cdk8s.ApiObjectMetadata(name=name, namespace=props.namespace),
         select=False,
         service_account=service_account,
         automount_service_account_token=True,
@@ -318,13 +341,13 @@ def _daemon_set(
             ensure_non_root=True, user=_NOBODY, group=_NOBODY
         ),
     )
-    select_pods(daemon_set, {"app": "cleartaints"})
-    if props.node_selector:
+    select_pods(daemon_set, {"app": name})
+    if nodes.node_selector:
         daemon_set.scheduling.attract(
             kplus.Node.labeled(
                 *(
                     kplus.NodeLabelQuery.is_(key, value)
-                    for key, value in props.node_selector.items()
+                    for key, value in nodes.node_selector.items()
                 )
             )
         )
@@ -346,14 +369,14 @@ def _daemon_set(
             "TAINT_EFFECT": kplus.EnvValue.from_value(taint.effect),
             "CNI_CONF_DIR": kplus.EnvValue.from_value(_HOST_CNI_DIR),
             "CNI_BIN_DIR": kplus.EnvValue.from_value(_HOST_CNI_BIN_DIR),
-            "CNI_BINARIES": kplus.EnvValue.from_value(" ".join(props.cni_binaries)),
+            "CNI_BINARIES": kplus.EnvValue.from_value(" ".join(nodes.cni_binaries)),
             "CNI_BIN_HINT": kplus.EnvValue.from_value(props.cni_binaries_hint),
             "CNI_FILES": kplus.EnvValue.from_value(" ".join(container_files)),
             "READY_MARKER": kplus.EnvValue.from_value(
                 f"{_HOST_MARKER_DIR}/{props.ready_marker_file}"
             ),
             "POD_IPS_READY_MARKER": kplus.EnvValue.from_value(
-                f"{_HOST_POD_IPS_DIR}/{props.pod_ips_marker_file}" if props.wait_for_pod_ips else ""
+                f"{_HOST_POD_IPS_DIR}/{props.pod_ips_marker_file}" if nodes.wait_for_pod_ips else ""
             ),
         },
         resources=resources(
@@ -361,16 +384,16 @@ def _daemon_set(
         ),
         security_context=restricted_security_context(_NOBODY),
     )
-    for name, host_path, mount_path in (
+    for volume_name, host_path, mount_path in (
         ("cni-config", props.cni_config_dir, _HOST_CNI_DIR),
         ("cni-bin", props.cni_bin_dir, _HOST_CNI_BIN_DIR),
         ("ready-marker", props.ready_marker_dir, _HOST_MARKER_DIR),
         ("pod-ips-marker", props.pod_ips_marker_dir, _HOST_POD_IPS_DIR),
     ):
         volume = kplus.Volume.from_host_path(
-            scope,
-            f"{name}-volume",
-            name,
+            daemon_set,
+            f"{volume_name}-volume",
+            volume_name,
             path=host_path,
             # The pod may start before Multus or the bootstrap created the directory.
             type=kplus.HostPathVolumeType.DIRECTORY_OR_CREATE,

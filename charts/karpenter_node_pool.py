@@ -1,9 +1,10 @@
-"""Karpenter NodePool and EC2NodeClass for the nodes that carry Multus interfaces.
+"""Karpenter NodePools and EC2NodeClasses, one pair per node pool.
 
 Every value the config sets is a required prop: config/model.py (NodePoolConfig) holds the
-defaults and the validation rules. New nodes start with the Multus startup taint (lifted by
-cleartaints) and launch into the private node subnets only: the subnet selector tags must be on
-those subnets and never on a Multus subnet, whose ENIs the user-data attaches separately.
+defaults and the validation rules. New nodes of a pool with Multus networks start with the
+Multus startup taint (lifted by cleartaints); every node launches into the private node subnets
+only: the subnet selector tags must be on those subnets and never on a Multus subnet, whose ENIs
+the pool's user-data attaches separately.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from charts.building_blocks import (
     MULTUS_NOT_READY_TAINT,
     NodeTaint,
     api_object,
+    pool_object_name,
 )
 
 
@@ -30,8 +32,15 @@ class KarpenterNodePoolProps:
     node_role_name: IAM role of the nodes; may be a CloudFormation token.
     subnet_selector_tags / security_group_selector_tags: EC2 tags (values may be tokens) that
     select the private node subnets and the node security groups.
-    user_data: MIME multi-part user data (the Multus ENI bootstrap), passed through verbatim.
+    user_data: MIME multi-part user data (the Multus ENI bootstrap of the pool's networks),
+    passed through verbatim; None for a pool without Multus networks.
     tags: EC2 tags for instances, volumes and launch templates.
+    node_pool_name / node_class_name: the pool's NodePool and EC2NodeClass.
+    node_labels: labels every node carries and the NodePool requires (the seed's
+    karpenter-node); labels: further labels of the pool's nodes (one per attached network, the
+    pool's own).
+    startup_taint: the Multus startup taint (None for a pool without Multus networks);
+    taints: the pool's own taints.
     termination_grace_period: longest a node drain may wait on PDBs and do-not-disrupt pods
     (Karpenter duration); None lets a blocked drain wait forever.
     ami_alias ... memory_limit: the node_pool config values, as Karpenter spells them.
@@ -58,31 +67,37 @@ class KarpenterNodePoolProps:
     node_labels: Mapping[str, str] = field(
         default_factory=lambda: {KARPENTER_NODE_LABEL_KEY: KARPENTER_NODE_LABEL_VALUE}
     )
-    startup_taint: NodeTaint = MULTUS_NOT_READY_TAINT
+    labels: Mapping[str, str] = field(default_factory=dict)
+    startup_taint: NodeTaint | None = MULTUS_NOT_READY_TAINT
+    taints: Sequence[NodeTaint] = ()
     weight: int = 10
 
 
 class KarpenterNodePoolChart(cdk8s.Chart):
-    """A karpenter.sh/v1 NodePool and the karpenter.k8s.aws/v1 EC2NodeClass it launches."""
+    """Per pool a karpenter.sh/v1 NodePool and the karpenter.k8s.aws/v1 EC2NodeClass it
+    launches: one chart (one manifest) for every pool."""
 
-    def __init__(self, scope: Construct, construct_id: str, props: KarpenterNodePoolProps) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, pools: Sequence[KarpenterNodePoolProps]
+    ) -> None:
         super().__init__(scope, construct_id)
-        api_object(
-            self,
-            "node-class",
-            api_version="karpenter.k8s.aws/v1",
-            kind="EC2NodeClass",
-            name=props.node_class_name,
-            body={"spec": _node_class_spec(props)},
-        )
-        api_object(
-            self,
-            "node-pool",
-            api_version="karpenter.sh/v1",
-            kind="NodePool",
-            name=props.node_pool_name,
-            body={"spec": _node_pool_spec(props)},
-        )
+        for props in pools:
+            api_object(
+                self,
+                pool_object_name("node-class", props.node_pool_name),
+                api_version="karpenter.k8s.aws/v1",
+                kind="EC2NodeClass",
+                name=props.node_class_name,
+                body={"spec": _node_class_spec(props)},
+            )
+            api_object(
+                self,
+                pool_object_name("node-pool", props.node_pool_name),
+                api_version="karpenter.sh/v1",
+                kind="NodePool",
+                name=props.node_pool_name,
+                body={"spec": _node_pool_spec(props)},
+            )
 
 
 def _requirement(key: str, values: Sequence[str]) -> dict[str, Any]:
@@ -102,7 +117,6 @@ def _node_pool_spec(props: KarpenterNodePoolProps) -> dict[str, Any]:
         _requirement("topology.kubernetes.io/zone", props.zones),
     ]
     template_spec: dict[str, Any] = {
-        "startupTaints": [props.startup_taint.as_dict()],
         "requirements": requirements,
         "nodeClassRef": {
             "group": "karpenter.k8s.aws",
@@ -110,10 +124,15 @@ def _node_pool_spec(props: KarpenterNodePoolProps) -> dict[str, Any]:
             "name": props.node_class_name,
         },
     }
+    if props.startup_taint is not None:
+        template_spec = {"startupTaints": [props.startup_taint.as_dict()], **template_spec}
+    if props.taints:
+        template_spec["taints"] = [taint.as_dict() for taint in props.taints]
     if props.termination_grace_period is not None:
         template_spec["terminationGracePeriod"] = props.termination_grace_period
+    labels = {**props.node_labels, **props.labels}
     return {
-        "template": {"metadata": {"labels": dict(props.node_labels)}, "spec": template_spec},
+        "template": {"metadata": {"labels": labels}, "spec": template_spec},
         "disruption": {
             "consolidationPolicy": "WhenEmpty",
             "consolidateAfter": props.consolidate_after,

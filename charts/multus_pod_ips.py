@@ -7,9 +7,11 @@ no AWS rights). Its init container installs the CNI plugin `multus-pod-ip` into 
 /opt/cni/bin; Multus thick executes delegate plugins chrooted into the host's root filesystem,
 so the plugin runs with the host's Python 3. The agent container serves the plugin over a unix
 socket in the host's /run/multus-pod-ips and writes the readiness marker cleartaints waits for.
-Both are standard-library Python shipped in a ConfigMap: no image needs building. ConfigMap keys
-cannot hold a "/", so each module of the multus_pod_ips package is one key (its path with dots)
-that the code volume projects back to its path below /opt/multus-pod-ips.
+Both are standard-library Python shipped in a ConfigMap: no image needs building. Each node
+pool with such networks gets its own DaemonSet, on its nodes only, whose configuration file
+names only the interfaces that pool's nodes have (one code ConfigMap holds every pool's file).
+ConfigMap keys cannot hold a "/", so each module of the multus_pod_ips package is one key (its
+path with dots) that the code volume projects back to its path below /opt/multus-pod-ips.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ import cdk8s_plus_28 as kplus
 from constructs import Construct
 
 from charts.building_blocks import (
+    DEFAULT_NODE_POOL_NAME,
     KARPENTER_NODE_LABEL_KEY,
     KARPENTER_NODE_LABEL_VALUE,
     node_critical,
+    pool_object_name,
     resources,
     root_without_capabilities_security_context,
     select_pods,
@@ -46,34 +50,56 @@ from node_bootstrap.renderer import READY_MARKER_DIR
 _CODE_DIR = "/opt/multus-pod-ips"
 _HOST_CNI_BIN = "/host/opt/cni/bin"
 _HOST_ROOT = "/host"  # the host's /run/netns is visible below it
+# The file every agent reads; the ConfigMap holds one per pool (PodIpsNodes.config_file).
 _CONFIG_FILE = "config.json"
 _PLUGIN_PATH = CNI_PLUGIN_SCRIPT.relative_to(PACKAGE_DIR.parent).as_posix()
 
 
 @dataclass(frozen=True)
-class MultusPodIpsProps:
-    """image: Amazon Linux 2023 (config images.multus_pod_ips): its python3 runs the agent.
+class PodIpsNodes:
+    """One node pool's agents.
     interfaces: Multus master interface -> the address ranges pods get on it (the
-    Whereabouts ranges, i.e. the CIDR reservations of that network's subnets); the agent
-    assigns and releases only addresses inside them.
+    Whereabouts ranges, i.e. the CIDR reservations of that network's subnets), for the pool's
+    networks whose mode runs the agent; the agent assigns and releases only addresses inside
+    them.
+    pool: the pool's name (its DaemonSet is multus-pod-ips, or multus-pod-ips-<pool> for a
+    pool other than the default one; its file config.json, or config-<pool>.json).
+    node_selector: labels of the pool's nodes.
     static_ranges: Multus master interface -> the blocks of fixed addresses inside those ranges
-    (the subnets' static_range), which only the static NADs' pods may ask for.
-    node_selector: labels of the nodes with Multus ENIs (Karpenter's Multus nodes).
-    reconcile_seconds: period of the comparison of each ENI with the node's pods."""
+    (the subnets' static_range), which only the static NADs' pods may ask for."""
 
-    image: str
     interfaces: Mapping[str, Sequence[str]]
     static_ranges: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    namespace: str = "kube-system"
+    pool: str = DEFAULT_NODE_POOL_NAME
     node_selector: Mapping[str, str] = field(
         default_factory=lambda: {KARPENTER_NODE_LABEL_KEY: KARPENTER_NODE_LABEL_VALUE}
     )
+
+    @property
+    def daemon_set_name(self) -> str:
+        return pool_object_name("multus-pod-ips", self.pool)
+
+    @property
+    def config_file(self) -> str:
+        return f"{pool_object_name('config', self.pool)}.json"
+
+
+@dataclass(frozen=True)
+class MultusPodIpsProps:
+    """image: Amazon Linux 2023 (config images.multus_pod_ips): its python3 runs the agent.
+    pools: one DaemonSet per node pool with a network whose pod addresses the agent assigns.
+    reconcile_seconds: period of the comparison of each ENI with the node's pods."""
+
+    image: str
+    pools: Sequence[PodIpsNodes]
+    namespace: str = "kube-system"
     reconcile_seconds: int = 60
 
 
-def agent_config(props: MultusPodIpsProps) -> dict[str, object]:
-    """The agent's configuration file (multus_pod_ips.agent.config.AgentConfig)."""
-    if not props.interfaces or any(not ranges for ranges in props.interfaces.values()):
+def agent_config(props: MultusPodIpsProps, nodes: PodIpsNodes) -> dict[str, object]:
+    """The agent's configuration file (multus_pod_ips.agent.config.AgentConfig) on one pool's
+    nodes."""
+    if not nodes.interfaces or any(not ranges for ranges in nodes.interfaces.values()):
         raise ValueError("interfaces: every Multus interface needs at least one address range")
     return {
         "socket_path": AGENT_SOCKET,
@@ -81,8 +107,8 @@ def agent_config(props: MultusPodIpsProps) -> dict[str, object]:
         "ready_marker": AGENT_READY_MARKER,
         "eni_state_dir": READY_MARKER_DIR,
         "netns_root": _HOST_ROOT,
-        "interfaces": {name: list(ranges) for name, ranges in props.interfaces.items()},
-        "static_ranges": {name: list(ranges) for name, ranges in props.static_ranges.items()},
+        "interfaces": {name: list(ranges) for name, ranges in nodes.interfaces.items()},
+        "static_ranges": {name: list(ranges) for name, ranges in nodes.static_ranges.items()},
         "reconcile_seconds": props.reconcile_seconds,
         "metrics_port": AGENT_METRICS_PORT,
     }
@@ -102,10 +128,14 @@ class MultusPodIpsChart(cdk8s.Chart):
                     config_map_key(path): source.read_text(encoding="utf-8")
                     for path, source in shipped_modules().items()
                 },
-                _CONFIG_FILE: json.dumps(agent_config(props), indent=2),
+                **{
+                    nodes.config_file: json.dumps(agent_config(props, nodes), indent=2)
+                    for nodes in props.pools
+                },
             },
         )
-        _daemon_set(self, props, code)
+        for nodes in props.pools:
+            _daemon_set(self, props, nodes, code)
 
 
 def config_map_key(path: str) -> str:
@@ -113,11 +143,14 @@ def config_map_key(path: str) -> str:
     return path.replace("/", ".")
 
 
-def _daemon_set(scope: Construct, props: MultusPodIpsProps, code: kplus.ConfigMap) -> None:
+def _daemon_set(
+    scope: Construct, props: MultusPodIpsProps, nodes: PodIpsNodes, code: kplus.ConfigMap
+) -> None:
+    name = nodes.daemon_set_name
     daemon_set = kplus.DaemonSet(
         scope,
-        "daemon-set",
-        metadata=cdk8s.ApiObjectMetadata(name="multus-pod-ips", namespace=props.namespace),
+        pool_object_name("daemon-set", nodes.pool),
+        metadata=cdk8s.ApiObjectMetadata(name=name, namespace=props.namespace),
         select=False,
         # It talks to IMDS and EC2 only, never to the Kubernetes API.
         automount_service_account_token=False,
@@ -127,13 +160,13 @@ def _daemon_set(scope: Construct, props: MultusPodIpsProps, code: kplus.ConfigMa
         security_context=kplus.PodSecurityContextProps(ensure_non_root=False),
         termination_grace_period=cdk8s.Duration.seconds(10),
     )
-    select_pods(daemon_set, {"app": "multus-pod-ips"})
-    if props.node_selector:
+    select_pods(daemon_set, {"app": name})
+    if nodes.node_selector:
         daemon_set.scheduling.attract(
             kplus.Node.labeled(
                 *(
                     kplus.NodeLabelQuery.is_(key, value)
-                    for key, value in props.node_selector.items()
+                    for key, value in nodes.node_selector.items()
                 )
             )
         )
@@ -142,19 +175,20 @@ def _daemon_set(scope: Construct, props: MultusPodIpsProps, code: kplus.ConfigMa
     daemon_set.scheduling.tolerate(kplus.Node.tainted(kplus.NodeTaintQuery.any()))
     node_critical(daemon_set)
 
+    # Each pool's agent sees its own file as config.json.
     code_volume = kplus.Volume.from_config_map(
-        scope,
+        daemon_set,
         "code-volume",
         code,
         name="code",
         default_mode=0o644,
         items={
-            config_map_key(path): kplus.PathMapping(path=path)
-            for path in [*shipped_modules(), _CONFIG_FILE]
+            **{config_map_key(path): kplus.PathMapping(path=path) for path in shipped_modules()},
+            nodes.config_file: kplus.PathMapping(path=_CONFIG_FILE),
         },
     )
     cni_bin = kplus.Volume.from_host_path(
-        scope,
+        daemon_set,
         "cni-bin-volume",
         "cni-bin",
         path="/opt/cni/bin",
@@ -199,15 +233,15 @@ def _daemon_set(scope: Construct, props: MultusPodIpsProps, code: kplus.ConfigMa
         ],
     )
     agent.mount(_CODE_DIR, code_volume, read_only=True)
-    for name, host_path, mount_path, read_only in (
+    for volume_name, host_path, mount_path, read_only in (
         ("run", AGENT_RUN_DIR, AGENT_RUN_DIR, False),
         ("eni-state", READY_MARKER_DIR, READY_MARKER_DIR, True),
         ("netns", "/run/netns", f"{_HOST_ROOT}/run/netns", True),
     ):
         volume = kplus.Volume.from_host_path(
-            scope,
-            f"{name}-volume",
-            name,
+            daemon_set,
+            f"{volume_name}-volume",
+            volume_name,
             path=host_path,
             type=kplus.HostPathVolumeType.DIRECTORY_OR_CREATE,
         )
@@ -215,5 +249,7 @@ def _daemon_set(scope: Construct, props: MultusPodIpsProps, code: kplus.ConfigMa
             mount_path,
             volume,
             read_only=read_only,
-            propagation=kplus.MountPropagation.HOST_TO_CONTAINER if name == "netns" else None,
+            propagation=kplus.MountPropagation.HOST_TO_CONTAINER
+            if volume_name == "netns"
+            else None,
         )

@@ -1,8 +1,10 @@
-"""Optional sample workloads (the seed's scale-out test): one multitool Deployment per AZ.
+"""Optional sample workloads (the seed's scale-out test): one multitool Deployment per AZ and
+node pool with Multus networks.
 
-Each pod is pinned to its AZ and to Karpenter's Multus nodes and asks Multus for that AZ's
-network attachments. The large default requests make every replica need its own node, so
-scaling a Deployment exercises Karpenter, the ENI bootstrap and cleartaints end to end.
+Each pod is pinned to its AZ and to Karpenter nodes that attach its networks (their
+multus.network/<network> labels) and asks Multus for those networks' attachments in that AZ.
+The large default requests make every replica need its own node, so scaling a Deployment
+exercises Karpenter, the ENI bootstrap and cleartaints end to end.
 """
 
 from __future__ import annotations
@@ -14,7 +16,17 @@ import cdk8s
 import cdk8s_plus_28 as kplus
 from constructs import Construct
 
-from charts.building_blocks import KARPENTER_NODE_LABEL_KEY, resources, select_pods
+from charts.building_blocks import (
+    DEFAULT_NODE_POOL_NAME,
+    KARPENTER_NODE_LABEL_KEY,
+    NETWORK_LABEL_VALUE,
+    TAINT_EFFECTS,
+    NodeTaint,
+    network_label,
+    pool_object_name,
+    resources,
+    select_pods,
+)
 
 MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 
@@ -22,10 +34,16 @@ MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 @dataclass(frozen=True)
 class ZoneWorkload:
     """availability_zone: where the pods run.
-    network_attachment_names: NADs (in the chart's namespace) to attach, in interface order."""
+    network_attachment_names: NADs (in the chart's namespace) to attach, in interface order.
+    networks: the Multus networks of those NADs; the pods only land on nodes labelled with each.
+    pool: the node pool whose nodes attach them (names the Deployment).
+    tolerations: that pool's taints, which the pods tolerate."""
 
     availability_zone: str
     network_attachment_names: Sequence[str]
+    networks: Sequence[str] = ()
+    pool: str = DEFAULT_NODE_POOL_NAME
+    tolerations: Sequence[NodeTaint] = ()
 
 
 @dataclass(frozen=True)
@@ -42,12 +60,12 @@ class SampleWorkloadsProps:
     memory_mib: int = 2048
 
 
-def deployment_name(availability_zone: str) -> str:
-    return f"multitool-{availability_zone}"
+def deployment_name(availability_zone: str, pool: str = DEFAULT_NODE_POOL_NAME) -> str:
+    return f"{pool_object_name('multitool', pool)}-{availability_zone}"
 
 
 class SampleWorkloadsChart(cdk8s.Chart):
-    """One multitool Deployment per zone, each with that zone's Multus interfaces."""
+    """One multitool Deployment per workload (zone and pool), with its Multus interfaces."""
 
     def __init__(self, scope: Construct, construct_id: str, props: SampleWorkloadsProps) -> None:
         super().__init__(scope, construct_id)
@@ -56,7 +74,7 @@ class SampleWorkloadsChart(cdk8s.Chart):
 
 
 def _deployment(scope: Construct, props: SampleWorkloadsProps, workload: ZoneWorkload) -> None:
-    name = deployment_name(workload.availability_zone)
+    name = deployment_name(workload.availability_zone, workload.pool)
     deployment = kplus.Deployment(
         scope,
         name,
@@ -74,8 +92,18 @@ def _deployment(scope: Construct, props: SampleWorkloadsProps, workload: ZoneWor
         kplus.Node.labeled(
             kplus.NodeLabelQuery.is_("topology.kubernetes.io/zone", workload.availability_zone),
             kplus.NodeLabelQuery.exists(KARPENTER_NODE_LABEL_KEY),
+            *(
+                kplus.NodeLabelQuery.is_(network_label(network), NETWORK_LABEL_VALUE)
+                for network in workload.networks
+            ),
         )
     )
+    for taint in workload.tolerations:
+        deployment.scheduling.tolerate(
+            kplus.Node.tainted(
+                kplus.NodeTaintQuery.is_(taint.key, taint.value, effect=TAINT_EFFECTS[taint.effect])
+            )
+        )
     deployment.add_container(
         name="multitool",
         image=props.image,

@@ -8,6 +8,7 @@ any CDK construct exists, so that a bad value fails with the field's path instea
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from typing import Annotated, ClassVar, Literal, get_args
 
@@ -26,6 +27,7 @@ from cdk_constructs.custom_resource_timing import (
     SERVICE_TIMEOUT_LIMIT_SECONDS,
     TEARDOWN_MARGIN_MINUTES,
 )
+from charts.building_blocks import DEFAULT_NODE_POOL_NAME
 from config import aws_regions, instance_types, karpenter_releases, patterns
 from config.cluster_access import (
     RENAMED_KEYS,
@@ -34,9 +36,20 @@ from config.cluster_access import (
 )
 from config.coercion import number_as_version
 from config.images import ImagesConfig
-from config.network_plan import IP_MANAGEMENT_MODES, WHEREABOUTS, IpManagementMode, network_plan
+from config.network_plan import (
+    IP_MANAGEMENT_MODES,
+    WHEREABOUTS,
+    IpManagementMode,
+    NetworkPlan,
+    networks_in_order,
+    pool_network_plan,
+)
 from config.node_bootstrap_plan import node_bootstrap_props
-from config.node_pool_rules import node_pool_requirement_problems
+from config.node_pool_rules import (
+    label_problems,
+    node_pool_requirement_problems,
+    taint_problems,
+)
 from config.node_prefix import (
     check_node_prefix_reservations,
     check_node_prefix_settings,
@@ -453,7 +466,7 @@ class VpcConfig(StrictModel):
 class SystemNodeGroupConfig(StrictModel):
     """The managed node group for system pods and the Karpenter controller."""
 
-    renamed_keys = {"disk_size_gib": "root_volume_gib (in GiB, like node_pool.root_volume_gib)"}
+    renamed_keys = {"disk_size_gib": "root_volume_gib (in GiB, like node_pools[].root_volume_gib)"}
 
     instance_types: list[InstanceType] = Field(
         default=["c5.large"], min_length=1, description="x86_64 instance types of the group."
@@ -617,9 +630,32 @@ MAX_ENIS_BY_VCPUS: dict[int, int] = {
 }
 
 
-class NodePoolConfig(StrictModel):
-    """The Karpenter NodePool of Multus nodes; defaults are the seed's."""
+class NodePoolTaintConfig(StrictModel):
+    """A taint on every node of the pool (NodePool spec.template.spec.taints)."""
 
+    key: str = Field(description="Taint key (a Kubernetes label key, for example example.com/upf).")
+    value: str = Field(default="", description="Taint value (a Kubernetes label value).")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        default="NoSchedule", description="What the taint does to pods that do not tolerate it."
+    )
+
+
+class NodePoolConfig(StrictModel):
+    """A Karpenter NodePool (and its EC2NodeClass and user-data); defaults are the seed's."""
+
+    name: str = Field(
+        pattern=_K8S_NAME,
+        max_length=40,
+        description="Name of the pool's NodePool and EC2NodeClass (unique; the seed's: "
+        f"{DEFAULT_NODE_POOL_NAME}).",
+    )
+    networks: list[str] | None = Field(
+        default=None,
+        description="Names of the multus.networks its nodes attach, at device indexes from 1 "
+        "in multus.networks order (omitted or null: every network; []: a plain Karpenter pool "
+        'without Multus interfaces). Nodes carry the label multus.network/<network>: "true" '
+        "per attached network.",
+    )
     instance_categories: list[Literal["m", "c", "r"]] = Field(
         default=["m", "c", "r"],
         min_length=1,
@@ -671,6 +707,36 @@ class NodePoolConfig(StrictModel):
         "pods before Karpenter deletes them (drift, consolidation, teardown); must be shorter "
         "than cluster.teardown_timeout_minutes.",
     )
+    labels: dict[str, str] = Field(
+        default={},
+        description="Labels of the pool's nodes (besides karpenter-node and the "
+        "multus.network/<network> labels the app sets).",
+    )
+    taints: list[NodePoolTaintConfig] = Field(
+        default=[], description="Taints of the pool's nodes; only pods that tolerate them land."
+    )
+    weight: int = Field(
+        default=10,
+        ge=1,
+        le=100,
+        description="Karpenter tries pools of higher weight first (1 to 100).",
+    )
+
+    @field_validator("networks")
+    @classmethod
+    def _networks_listed_once(cls, networks: list[str] | None) -> list[str] | None:
+        if networks is not None and len(set(networks)) != len(networks):
+            raise ValueError(f"{networks}: list each network once")
+        return networks
+
+    @model_validator(mode="after")
+    def _labels_and_taints(self) -> NodePoolConfig:
+        problems = label_problems(self.labels) + taint_problems(
+            [(taint.key, taint.value, taint.effect) for taint in self.taints]
+        )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
 
     @field_validator("instance_cpus")
     @classmethod
@@ -703,6 +769,27 @@ class NodePoolConfig(StrictModel):
     @property
     def max_enis_of_smallest_size(self) -> int:
         return min(enis for _, _, enis in self.allowed_sizes())
+
+    @property
+    def default_prefixes_per_node(self) -> int:
+        """K of a node_prefix network without prefixes_per_node on this pool's nodes."""
+        return default_prefixes_per_node(self)
+
+
+def default_node_pools() -> list[NodePoolConfig]:
+    """The seed's single pool: every network, the seed's NodePool settings."""
+    return [NodePoolConfig(name=DEFAULT_NODE_POOL_NAME)]
+
+
+def node_pool_migration(old: object) -> str:
+    """The message for the old node_pool key, with its settings in the new form."""
+    settings = old if isinstance(old, dict) else {}
+    new_form = json.dumps({"node_pools": [{"name": DEFAULT_NODE_POOL_NAME, **settings}]})
+    return (
+        "node_pool was replaced by node_pools, a list of pools (each with a name and the "
+        "networks its nodes attach; omitted networks = all); yours in the new form: "
+        f"{new_form[1:-1]}"
+    )
 
 
 class ExtrasConfig(StrictModel):
@@ -740,9 +827,21 @@ class AppConfig(StrictModel):
     multus: MultusConfig = MultusConfig()
     cluster: ClusterConfig = ClusterConfig()
     karpenter: KarpenterConfig = KarpenterConfig()
-    node_pool: NodePoolConfig = NodePoolConfig()
+    node_pools: list[NodePoolConfig] = Field(
+        default_factory=default_node_pools,
+        min_length=1,
+        description="Karpenter NodePools, each with its own EC2NodeClass and user-data that "
+        'attaches only its networks (default: the seed\'s pool "multus" with every network).',
+    )
     extras: ExtrasConfig = ExtrasConfig()
     images: ImagesConfig = ImagesConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _node_pool_became_node_pools(cls, data: object) -> object:
+        if isinstance(data, dict) and "node_pool" in data:
+            raise ValueError(node_pool_migration(data["node_pool"]))
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> AppConfig:
@@ -751,31 +850,74 @@ class AppConfig(StrictModel):
         self._check_subnet_counts()
         self._check_subnets_fit_vpc()
         self._check_karpenter_supports_kubernetes()
+        self._check_pools_name_known_networks()
         self._check_enis_fit_instances()
         self._check_controllers_fit_system_nodes()
         self._check_teardown_fits_cloudformation()
         self._check_drain_fits_teardown()
         self._check_user_data_fits()
-        check_node_prefix_reservations(network_plan(self), self.node_pool)
+        check_node_prefix_reservations(
+            [(self.pool_path(pool), pool, self.pool_plan(pool)) for pool in self.node_pools]
+        )
         return self
 
-    def _check_user_data_fits(self) -> None:
-        # Every node's user-data carries each AZ's Multus subnet IDs and a line per node_prefix
-        # network and AZ; EC2 caps it at 16 KB. Placeholder IDs: deployed_size puts the longest
-        # ones in.
-        shape = node_bootstrap_props(
-            self.cluster_name,
-            network_plan(self),
-            subnet_id=lambda _: "subnet",
-            security_group_id=lambda _: "sg",
-        )
-        size = deployed_size(shape)
-        if size > USER_DATA_LIMIT_BYTES:
+    def pool_path(self, pool: NodePoolConfig) -> str:
+        """Where the pool is in the config, for messages: node_pools[i] (name)."""
+        return f"node_pools[{self.node_pools.index(pool)}] ({pool.name})"
+
+    def pool_plan(self, pool: NodePoolConfig) -> NetworkPlan:
+        """The pool's view of the network plan (config/network_plan.py)."""
+        return pool_network_plan(self, pool)
+
+    @property
+    def warnings(self) -> list[str]:
+        """What is valid but probably not meant: networks no pool attaches."""
+        attached = {row.network for pool in self.node_pools for row in self.pool_plan(pool)}
+        return [
+            f"multus.networks[{index}] ({network.name}): no node pool attaches it, so no pod "
+            "can use it; add it to the networks of a pool in node_pools"
+            for index, network in enumerate(self.multus.networks)
+            if network.name not in attached
+        ]
+
+    def _check_pools_name_known_networks(self) -> None:
+        names = [pool.name for pool in self.node_pools]
+        for name in sorted({name for name in names if names.count(name) > 1}):
             raise ValueError(
-                f"availability_zones x multus.networks: the node user-data would be {size} "
-                f"bytes, over the {USER_DATA_LIMIT_BYTES} bytes left next to Karpenter's part "
-                "within EC2's 16 KB limit; use fewer availability zones or Multus networks"
+                f"node_pools: two pools are named {name!r}; give each pool its own name (it "
+                "names its NodePool and EC2NodeClass)"
             )
+        known = [network.name for network in self.multus.networks]
+        for pool in self.node_pools:
+            unknown = [name for name in pool.networks or () if name not in known]
+            if unknown:
+                raise ValueError(
+                    f"{self.pool_path(pool)}.networks: {unknown} are not multus.networks; "
+                    f"pick from {known}"
+                )
+
+    def _check_user_data_fits(self) -> None:
+        # Every node's user-data carries each AZ's Multus subnet IDs of its pool and a line per
+        # node_prefix network and AZ; EC2 caps it at 16 KB. Placeholder IDs: deployed_size puts
+        # the longest ones in.
+        for pool in self.node_pools:
+            plan = self.pool_plan(pool)
+            if not plan:
+                continue
+            shape = node_bootstrap_props(
+                self.cluster_name,
+                plan,
+                subnet_id=lambda _: "subnet",
+                security_group_id=lambda _: "sg",
+            )
+            size = deployed_size(shape)
+            if size > USER_DATA_LIMIT_BYTES:
+                raise ValueError(
+                    f"{self.pool_path(pool)}.networks: with availability_zones, the node "
+                    f"user-data would be {size} bytes, over the {USER_DATA_LIMIT_BYTES} bytes "
+                    "left next to Karpenter's part within EC2's 16 KB limit; use fewer "
+                    "availability zones or networks in this pool"
+                )
 
     @property
     def cluster_name(self) -> str:
@@ -790,19 +932,24 @@ class AppConfig(StrictModel):
                 f"cluster.teardown_timeout_minutes: {minutes} minutes plus the "
                 f"{TEARDOWN_MARGIN_MINUTES:g} the Provider framework needs exceed the "
                 "hour CloudFormation waits for a custom resource (ServiceTimeout at most "
-                f"{SERVICE_TIMEOUT_LIMIT_SECONDS} s); use at most {longest}, with "
-                "node_pool.termination_grace_period at most "
+                f"{SERVICE_TIMEOUT_LIMIT_SECONDS} s); use at most {longest}, with every "
+                "node_pools[].termination_grace_period at most "
                 f"{longest - NODE_TERMINATION_MARGIN_MINUTES}m (the drain must end "
                 f"{NODE_TERMINATION_MARGIN_MINUTES} minutes before the teardown bound)"
             )
 
     def _check_drain_fits_teardown(self) -> None:
-        # A teardown must outlast the longest drain plus the instance shutdown after it.
-        grace_minutes = duration_seconds(self.node_pool.termination_grace_period) / 60
+        # The teardown drains every pool at once: it must outlast the longest drain plus the
+        # instance shutdown after it.
+        pool = max(
+            self.node_pools, key=lambda pool: duration_seconds(pool.termination_grace_period)
+        )
+        grace_minutes = duration_seconds(pool.termination_grace_period) / 60
         needed = grace_minutes + NODE_TERMINATION_MARGIN_MINUTES
         if needed > self.cluster.teardown_timeout_minutes:
             raise ValueError(
-                f"node_pool.termination_grace_period {self.node_pool.termination_grace_period} "
+                f"{self.pool_path(pool)}.termination_grace_period "
+                f"{pool.termination_grace_period} "
                 f"plus {NODE_TERMINATION_MARGIN_MINUTES} minutes for instance shutdown exceeds "
                 f"cluster.teardown_timeout_minutes ({self.cluster.teardown_timeout_minutes}); "
                 "shorten the grace period or raise the teardown timeout (at most "
@@ -811,8 +958,9 @@ class AppConfig(StrictModel):
 
     @property
     def default_prefixes_per_node(self) -> int:
-        """K of a node_prefix network without prefixes_per_node (config/node_prefix.py)."""
-        return default_prefixes_per_node(self.node_pool)
+        """K of a node_prefix network without prefixes_per_node in the network plan: the fewest
+        any pool's nodes take (each pool's view has its own, config/node_prefix.py)."""
+        return min(pool.default_prefixes_per_node for pool in self.node_pools)
 
     def _check_controllers_fit_system_nodes(self) -> None:
         # Each controller replica needs its own system node (required anti-affinity, never on
@@ -826,19 +974,26 @@ class AppConfig(StrictModel):
             )
 
     def _check_enis_fit_instances(self) -> None:
-        needed = len(self.multus.networks) + 1  # plus the primary interface
-        available = self.node_pool.max_enis_of_smallest_size
-        if needed > available:
-            # Fewest interfaces; among equals, the fewest vCPUs (sizes of several families tie).
-            family, cpus, _ = min(
-                self.node_pool.allowed_sizes(), key=lambda size: (size[2], size[1])
-            )
-            raise ValueError(
-                f"multus.networks: {len(self.multus.networks)} networks need {needed} network "
-                f"interfaces per node, but the smallest size in node_pool.instance_cpus "
-                f"({cpus} vCPUs) has {available} ({family}); drop small sizes "
-                "from node_pool.instance_cpus or use fewer networks"
-            )
+        for pool in self.node_pools:
+            count = len(networks_in_order(self.pool_plan(pool)))
+            needed = count + 1  # plus the primary interface
+            available = pool.max_enis_of_smallest_size
+            if needed > available:
+                # Fewest interfaces; among equals, the fewest vCPUs (sizes of families tie).
+                family, cpus, _ = min(pool.allowed_sizes(), key=lambda size: (size[2], size[1]))
+                path = self.pool_path(pool)
+                raise ValueError(
+                    f"{path}.networks: {count} networks need {needed} network interfaces per "
+                    f"node, but the smallest size in {path}.instance_cpus ({cpus} vCPUs) has "
+                    f"{available} ({family}); drop small sizes from instance_cpus or attach "
+                    "fewer networks"
+                )
+
+    @property
+    def reserved_enis(self) -> int:
+        """Karpenter's settings.reservedENIs, global to every NodePool: the most Multus ENIs
+        any pool's nodes attach (docs/node-capacity.md says what this costs the others)."""
+        return max(len(networks_in_order(self.pool_plan(pool))) for pool in self.node_pools)
 
     def _check_region(self) -> None:
         problem = aws_regions.region_problem(self.region)

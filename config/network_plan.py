@@ -90,6 +90,8 @@ class NetworkPlanRow:
     static_range / static_nad_name: the subnet's block of fixed pod addresses and the NAD that
     hands them out (None without a static_range).
     network_path / subnet_path: where the row comes from in the config, for error messages.
+    pool: None in the network plan; in a pool's view (pool_network_plan), the pool's name, and
+    device_index and prefixes_per_node are those of that pool's nodes.
     """
 
     network: str
@@ -108,6 +110,7 @@ class NetworkPlanRow:
     subnet_path: str
     static_range: str | None = None
     static_nad_name: str | None = None
+    pool: str | None = None
 
     @property
     def reservation_type(self) -> ReservationType:
@@ -165,47 +168,95 @@ class PlannedConfig(Protocol):
     def default_prefixes_per_node(self) -> int: ...
 
 
+class PlannedPool(Protocol):
+    """What a pool's view reads of a node pool (config.model.NodePoolConfig)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def networks(self) -> Sequence[str] | None: ...
+    @property
+    def default_prefixes_per_node(self) -> int: ...
+
+
 def network_plan(config: PlannedConfig) -> NetworkPlan:
     """The rows in multus.networks order, each network's rows in availability_zones order."""
     return tuple(
-        _row(config, network, index, az_index, az, subnet)
+        row
         for index, network in enumerate(config.multus.networks)
-        for az_index, (az, subnet) in enumerate(
-            zip(config.availability_zones, network.subnets, strict=True)
+        for row in _network_rows(
+            config,
+            network,
+            index,
+            device_index=index + 1,
+            pool=None,
+            default_prefixes=config.default_prefixes_per_node,
         )
     )
 
 
-def _row(
+def pool_network_plan(config: PlannedConfig, pool: PlannedPool) -> NetworkPlan:
+    """A pool's view: the rows of the networks its nodes attach (all when pool.networks is
+    None, none when it is empty), in multus.networks order, at the device indexes 1..k its
+    nodes use, with the prefixes per node its sizes take."""
+    attached = [
+        (index, network)
+        for index, network in enumerate(config.multus.networks)
+        if pool.networks is None or network.name in pool.networks
+    ]
+    return tuple(
+        row
+        for position, (index, network) in enumerate(attached)
+        for row in _network_rows(
+            config,
+            network,
+            index,
+            device_index=position + 1,
+            pool=pool.name,
+            default_prefixes=pool.default_prefixes_per_node,
+        )
+    )
+
+
+def _network_rows(
     config: PlannedConfig,
     network: PlannedNetwork,
     index: int,
-    az_index: int,
-    az: str,
-    subnet: PlannedSubnet,
-) -> NetworkPlanRow:
+    *,
+    device_index: int,
+    pool: str | None,
+    default_prefixes: int,
+) -> list[NetworkPlanRow]:
     mode = IP_MANAGEMENT_MODES[network.ip_management]
     network_path = f"multus.networks[{index}] ({network.name})"
-    return NetworkPlanRow(
-        network=network.name,
-        availability_zone=az,
-        device_index=index + 1,
-        interface_name=network.device_name,
-        nad_name=network_attachment_name(network.name, az),
-        ip_management=mode,
-        subnet_cidr=subnet.cidr,
-        reservation_cidr=subnet.reservation,
-        prefixes_per_node=(network.prefixes_per_node or config.default_prefixes_per_node)
-        if mode.node_local_config
-        else None,
-        ipvlan_mode=network.ipvlan_mode,
-        source_dest_check=network.source_dest_check,
-        security_group=SHARED_SECURITY_GROUP,
-        network_path=network_path,
-        subnet_path=f"{network_path}.subnets[{az_index}]",
-        static_range=subnet.static_range,
-        static_nad_name=static_attachment_name(network.name, az) if subnet.static_range else None,
-    )
+    return [
+        NetworkPlanRow(
+            network=network.name,
+            availability_zone=az,
+            device_index=device_index,
+            interface_name=network.device_name,
+            nad_name=network_attachment_name(network.name, az),
+            ip_management=mode,
+            subnet_cidr=subnet.cidr,
+            reservation_cidr=subnet.reservation,
+            prefixes_per_node=(network.prefixes_per_node or default_prefixes)
+            if mode.node_local_config
+            else None,
+            ipvlan_mode=network.ipvlan_mode,
+            source_dest_check=network.source_dest_check,
+            security_group=SHARED_SECURITY_GROUP,
+            network_path=network_path,
+            subnet_path=f"{network_path}.subnets[{az_index}]",
+            pool=pool,
+            static_range=subnet.static_range,
+            static_nad_name=static_attachment_name(network.name, az)
+            if subnet.static_range
+            else None,
+        )
+        for az_index, (az, subnet) in enumerate(
+            zip(config.availability_zones, network.subnets, strict=True)
+        )
+    ]
 
 
 def networks_in_order(plan: NetworkPlan) -> list[NetworkPlanRow]:

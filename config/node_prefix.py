@@ -21,7 +21,7 @@ ADDRESSES_PER_PREFIX: int = 2 ** (32 - PREFIX_LENGTH)
 
 
 class NodePool(Protocol):
-    """What the sizing reads of a node pool (config.model.NodePoolConfig)."""
+    """What the sizing reads of a node pool (config.model.NodePoolConfig, one of node_pools)."""
 
     @property
     def cpu_limit(self) -> str: ...
@@ -86,31 +86,43 @@ def check_node_prefix_settings(
             )
 
 
-def check_node_prefix_reservations(plan: NetworkPlan, pool: NodePool) -> None:
-    """Each node_prefix reservation must hold K prefixes for every node the NodePool can run in
-    its AZ. Karpenter may put every node in one AZ, so that is node_pool.max_nodes per AZ."""
-    smallest = min(cpus for _, cpus, _ in pool.allowed_sizes())
-    slots = prefix_slots_per_eni(pool)
-    nodes = max_nodes(pool)
-    for row in plan:
-        per_node = row.prefixes_per_node
-        if per_node is None:
-            continue
-        if per_node > slots:
-            raise ValueError(
-                f"{row.network_path}.prefixes_per_node: {per_node} /28 "
-                f"prefixes do not fit on one ENI of the smallest size in node_pool.instance_cpus "
-                f"({smallest} vCPUs, {slots} prefixes); lower prefixes_per_node or drop small "
-                "sizes from node_pool.instance_cpus"
+def check_node_prefix_reservations(pools: Sequence[tuple[str, NodePool, NetworkPlan]]) -> None:
+    """Each pool's prefixes_per_node must fit one ENI of its smallest size, and each node_prefix
+    reservation must hold K prefixes for every node of every pool that attaches the network:
+    Karpenter may put all of a pool's nodes (its max_nodes) in one AZ.
+
+    pools: (config path, pool, the pool's view of the network plan) per pool."""
+    demand: dict[tuple[str, str], list[tuple[str, NodePool, int]]] = {}
+    for path, pool, plan in pools:
+        smallest = min(cpus for _, cpus, _ in pool.allowed_sizes())
+        slots = prefix_slots_per_eni(pool)
+        for row in plan:
+            per_node = row.prefixes_per_node
+            if per_node is None:
+                continue
+            if per_node > slots:
+                raise ValueError(
+                    f"{row.network_path}.prefixes_per_node: {per_node} /28 prefixes do not fit "
+                    f"on one ENI of the smallest size in {path}.instance_cpus ({smallest} "
+                    f"vCPUs, {slots} prefixes); lower prefixes_per_node or drop small sizes "
+                    f"from {path}.instance_cpus"
+                )
+            demand.setdefault((row.subnet_path, row.reservation_cidr), []).append(
+                (path, pool, per_node)
             )
-        needed = nodes * per_node
-        held = prefixes_in(row.reservation_cidr)
+    for (subnet_path, reservation), users in demand.items():
+        needed = sum(max_nodes(pool) * per_node for _, pool, per_node in users)
+        held = prefixes_in(reservation)
         if held < needed:
+            parts = "; ".join(
+                f"up to {max_nodes(pool)} nodes of {path} ({path}.cpu_limit {pool.cpu_limit} / "
+                f"smallest {path}.instance_cpus "
+                f"{min(cpus for _, cpus, _ in pool.allowed_sizes())}) with {per_node} prefixes "
+                "each"
+                for path, pool, per_node in users
+            )
             raise ValueError(
-                f"{row.subnet_path}.reservation: "
-                f"{row.reservation_cidr} holds {held} /{PREFIX_LENGTH} prefixes, but up to "
-                f"{nodes} nodes (node_pool.cpu_limit {pool.cpu_limit} / smallest "
-                f"node_pool.instance_cpus {smallest}) can run in its AZ with "
-                f"{per_node} prefixes each, {needed} in all; enlarge the reservation "
-                f"(and its subnet), lower node_pool.cpu_limit or prefixes_per_node"
+                f"{subnet_path}.reservation: {reservation} holds {held} /{PREFIX_LENGTH} "
+                f"prefixes, but {parts} can run in its AZ, {needed} in all; enlarge the "
+                "reservation (and its subnet), lower the pools' cpu_limit or prefixes_per_node"
             )

@@ -21,11 +21,19 @@ from cdk_constructs.karpenter_controller import KarpenterControllerProps
 from cdk_constructs.karpenter_teardown import KarpenterTeardownProps
 from cdk_constructs.multus_vpc import KARPENTER_DISCOVERY_TAG
 from cdk_constructs.system_node_group import DedicatedNodes, SystemNodeGroupProps
-from charts.building_blocks import NodeTaint
-from charts.cleartaints import ClearTaintsProps
+from charts.building_blocks import (
+    KARPENTER_NODE_LABEL_KEY,
+    KARPENTER_NODE_LABEL_VALUE,
+    KARPENTER_NODEPOOL_LABEL,
+    MULTUS_NOT_READY_TAINT,
+    NETWORK_LABEL_VALUE,
+    NodeTaint,
+    network_label,
+)
+from charts.cleartaints import ClearTaintsNodes, ClearTaintsProps
 from charts.karpenter_node_pool import KarpenterNodePoolProps
 from charts.multus import MultusProps
-from charts.multus_pod_ips import MultusPodIpsProps
+from charts.multus_pod_ips import MultusPodIpsProps, PodIpsNodes
 from charts.network_attachments import (
     NetworkAttachment,
     NetworkAttachmentsProps,
@@ -36,8 +44,8 @@ from charts.network_attachments import (
 from charts.sample_workloads import SampleWorkloadsProps, ZoneWorkload
 from charts.whereabouts import WhereaboutsProps
 from config import AppConfig
-from config.model import NODE_TERMINATION_MARGIN_MINUTES
-from config.network_plan import NetworkPlanRow, network_plan
+from config.model import NODE_TERMINATION_MARGIN_MINUTES, NodePoolConfig
+from config.network_plan import NetworkPlan, NetworkPlanRow, networks_in_order
 from config.node_bootstrap_plan import node_bootstrap_props as plan_bootstrap_props
 from node_bootstrap.node_prefix import CNI_CONFIG_DIR as NODE_CNI_CONFIG_DIR
 from node_bootstrap.node_prefix import NODE_PREFIX_CNI_PLUGINS, cni_config_file_name
@@ -103,18 +111,27 @@ def karpenter_controller_props(
         controller_memory=karpenter.controller_memory,
         controller_nodes=CONTROLLER_NODES,
         spot_service_linked_role=karpenter.spot_service_linked_role,
-        # Karpenter must not count the Multus ENIs as pod ENIs (docs/node-capacity.md).
-        reserved_enis=len(config.multus.networks),
+        # Karpenter must not count the Multus ENIs as pod ENIs; the setting is global, so it is
+        # the most any pool attaches (docs/node-capacity.md).
+        reserved_enis=config.reserved_enis,
         controller_image=config.images.karpenter_controller,
     )
 
 
-def ami_release_check_props(config: AppConfig) -> AmiReleaseCheckProps:
-    return AmiReleaseCheckProps(
-        kubernetes_version=config.cluster.kubernetes_version,
-        ami_alias=config.node_pool.ami_alias,
-        config_field="node_pool.ami_alias",
-    )
+def ami_release_check_props(config: AppConfig) -> list[AmiReleaseCheckProps]:
+    """One check per distinct ami_alias of the pools, in node_pools order; its message names
+    every pool that pins it."""
+    pools: dict[str, list[str]] = {}
+    for pool in config.node_pools:
+        pools.setdefault(pool.ami_alias, []).append(f"{config.pool_path(pool)}.ami_alias")
+    return [
+        AmiReleaseCheckProps(
+            kubernetes_version=config.cluster.kubernetes_version,
+            ami_alias=alias,
+            config_field=", ".join(fields),
+        )
+        for alias, fields in pools.items()
+    ]
 
 
 def karpenter_teardown_props(
@@ -138,24 +155,51 @@ def karpenter_teardown_props(
 
 
 def node_bootstrap_props(
-    config: AppConfig, attachments: Sequence[MultusAttachment]
+    config: AppConfig, attachments: Sequence[MultusAttachment], pool: NodePoolConfig
 ) -> NodeBootstrapProps:
-    """The node user-data's data: each network's interface and, per AZ, its Multus subnets."""
-    subnet_ids = {a.plan: a.subnet.subnet_id for a in attachments}
-    security_group_ids = {a.plan: a.security_group.security_group_id for a in attachments}
+    """A pool's user-data's data: each of its networks' interface at the device index its nodes
+    use and, per AZ, those networks' Multus subnets and security groups."""
+    by_subnet = {(a.plan.network, a.plan.availability_zone): a for a in attachments}
+
+    def attachment(row: NetworkPlanRow) -> MultusAttachment:
+        return by_subnet[(row.network, row.availability_zone)]
+
     return plan_bootstrap_props(
         config.cluster_name,
-        tuple(subnet_ids),
-        subnet_id=subnet_ids.__getitem__,
-        security_group_id=security_group_ids.__getitem__,
+        config.pool_plan(pool),
+        subnet_id=lambda row: attachment(row).subnet.subnet_id,
+        security_group_id=lambda row: attachment(row).security_group.security_group_id,
     )
 
 
+def pool_taints(pool: NodePoolConfig) -> list[NodeTaint]:
+    return [NodeTaint(key=t.key, value=t.value, effect=t.effect) for t in pool.taints]
+
+
+def pool_node_selector(pool: NodePoolConfig) -> dict[str, str]:
+    """The labels of a pool's nodes that per-pool DaemonSets select (karpenter.sh/nodepool is
+    Karpenter's own label of the NodePool a node belongs to)."""
+    return {
+        KARPENTER_NODE_LABEL_KEY: KARPENTER_NODE_LABEL_VALUE,
+        KARPENTER_NODEPOOL_LABEL: pool.name,
+    }
+
+
 def node_pool_props(
-    config: AppConfig, *, node_role_name: str, user_data: str
+    config: AppConfig, pool: NodePoolConfig, *, node_role_name: str, user_data: str | None
 ) -> KarpenterNodePoolProps:
-    pool = config.node_pool
+    """A pool's NodePool and EC2NodeClass; user_data None for a pool without networks."""
+    networks = networks_in_order(config.pool_plan(pool))
     return KarpenterNodePoolProps(
+        node_pool_name=pool.name,
+        node_class_name=pool.name,
+        labels={
+            **{network_label(row.network): NETWORK_LABEL_VALUE for row in networks},
+            **pool.labels,
+        },
+        startup_taint=MULTUS_NOT_READY_TAINT if networks else None,
+        taints=pool_taints(pool),
+        weight=pool.weight,
         zones=config.availability_zones,
         node_role_name=node_role_name,
         subnet_selector_tags={KARPENTER_DISCOVERY_TAG: config.cluster_name},
@@ -180,7 +224,7 @@ def cluster_workloads_props(
     *,
     cluster: eks.Cluster,
     karpenter_release: Construct,
-    node_pool: KarpenterNodePoolProps,
+    node_pools: Sequence[KarpenterNodePoolProps],
 ) -> ClusterWorkloadsProps:
     images = config.images
     nads = [
@@ -189,11 +233,7 @@ def cluster_workloads_props(
         if not a.plan.ip_management.node_local_config
     ]
     node_local = [a.plan for a in attachments if a.plan.ip_management.node_local_config]
-    node_prefix_files = [
-        cni_config_file_name(index)
-        for index in dict.fromkeys(row.device_index for row in node_local)
-    ]
-    pod_ips = pod_ips_props(attachments, images.multus_pod_ips.reference)
+    pod_ips = pod_ips_props(config, images.multus_pod_ips.reference)
     return ClusterWorkloadsProps(
         cluster=cluster,
         karpenter_release=karpenter_release,
@@ -217,52 +257,86 @@ def cluster_workloads_props(
         ),
         clear_taints=ClearTaintsProps(
             image=images.cleartaints.reference,
-            cni_binaries=sorted(
-                {*cni_binaries(nads), *(NODE_PREFIX_CNI_PLUGINS if node_prefix_files else ())}
-            ),
-            cni_files=[
-                *cni_host_files(nads),
-                *(f"{NODE_CNI_CONFIG_DIR}/{name}" for name in node_prefix_files),
+            pools=[
+                clear_taints_nodes(pool, plan)
+                for pool in config.node_pools
+                if (plan := config.pool_plan(pool))
             ],
-            wait_for_pod_ips=pod_ips is not None,
         ),
         pod_ips=pod_ips,
-        node_pool=node_pool,
+        node_pools=node_pools,
         sample_workloads=sample_workloads_props(config) if config.extras.sample_workloads else None,
     )
 
 
 def sample_workloads_props(config: AppConfig) -> SampleWorkloadsProps:
-    plan = network_plan(config)
+    """A multitool per AZ and pool with networks, attaching that pool's networks there."""
     return SampleWorkloadsProps(
         namespace=config.multus.nad_namespace,
         image=config.images.sample_workloads.reference,
         workloads=[
             ZoneWorkload(
                 availability_zone=az,
-                network_attachment_names=[
-                    row.nad_name for row in plan if row.availability_zone == az
-                ],
+                network_attachment_names=[row.nad_name for row in rows],
+                networks=[row.network for row in rows],
+                pool=pool.name,
+                tolerations=pool_taints(pool),
             )
+            for pool in config.node_pools
             for az in config.availability_zones
+            if (rows := [row for row in config.pool_plan(pool) if row.availability_zone == az])
         ],
     )
 
 
-def pod_ips_props(attachments: Sequence[MultusAttachment], image: str) -> MultusPodIpsProps | None:
-    """Per Multus interface of a network whose mode runs the pod IP agent, the reservations its
-    pods' addresses come from (one per AZ) and the static ranges inside them; None when no
-    network assigns addresses per pod."""
-    ranges: dict[str, list[str]] = {}
-    static_ranges: dict[str, list[str]] = {}
-    for row in (a.plan for a in attachments):
-        if row.ip_management.pod_ip_agent:
-            ranges.setdefault(row.interface_name, []).append(row.reservation_cidr)
-            if row.static_range:
-                static_ranges.setdefault(row.interface_name, []).append(row.static_range)
-    if not ranges:
-        return None
-    return MultusPodIpsProps(image=image, interfaces=ranges, static_ranges=static_ranges)
+def clear_taints_nodes(pool: NodePoolConfig, plan: NetworkPlan) -> ClearTaintsNodes:
+    """What cleartaints waits for on a pool's nodes: the CNI binaries and files of the NADs of
+    its networks, the node-local configs of its node_prefix networks (at its device indexes)
+    and the pod IP agent when one of its networks runs it."""
+    nads = [network_attachment(row) for row in plan if not row.ip_management.node_local_config]
+    node_prefix_files = [
+        cni_config_file_name(index)
+        for index in dict.fromkeys(
+            row.device_index for row in plan if row.ip_management.node_local_config
+        )
+    ]
+    return ClearTaintsNodes(
+        pool=pool.name,
+        cni_binaries=sorted(
+            {*cni_binaries(nads), *(NODE_PREFIX_CNI_PLUGINS if node_prefix_files else ())}
+        ),
+        cni_files=[
+            *cni_host_files(nads),
+            *(f"{NODE_CNI_CONFIG_DIR}/{name}" for name in node_prefix_files),
+        ],
+        wait_for_pod_ips=any(row.ip_management.pod_ip_agent for row in plan),
+        node_selector=pool_node_selector(pool),
+    )
+
+
+def pod_ips_props(config: AppConfig, image: str) -> MultusPodIpsProps | None:
+    """Per pool, per Multus interface of its networks whose mode runs the pod IP agent, the
+    reservations its pods' addresses come from (one per AZ) and the static ranges inside them;
+    None when no pool has such a network."""
+    pools = []
+    for pool in config.node_pools:
+        ranges: dict[str, list[str]] = {}
+        static_ranges: dict[str, list[str]] = {}
+        for row in config.pool_plan(pool):
+            if row.ip_management.pod_ip_agent:
+                ranges.setdefault(row.interface_name, []).append(row.reservation_cidr)
+                if row.static_range:
+                    static_ranges.setdefault(row.interface_name, []).append(row.static_range)
+        if ranges:
+            pools.append(
+                PodIpsNodes(
+                    interfaces=ranges,
+                    static_ranges=static_ranges,
+                    pool=pool.name,
+                    node_selector=pool_node_selector(pool),
+                )
+            )
+    return MultusPodIpsProps(image=image, pools=pools) if pools else None
 
 
 def network_attachment(row: NetworkPlanRow) -> NetworkAttachment:

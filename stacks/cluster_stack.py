@@ -11,9 +11,10 @@ The config-to-props mapping lives in stacks/cluster_props.py; this class only co
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from aws_cdk import CfnOutput
+from aws_cdk import Annotations, CfnOutput
 from constructs import Construct
 
 from cdk_constructs.ami_release_check import AmiReleaseCheck
@@ -30,6 +31,17 @@ from stacks.multus_eni_policy import grant_multus_eni_management
 from stacks.network_digest import record_network_digest
 from stacks.network_stack import NetworkStack
 from stacks.node_latency import add_node_latency_monitor
+
+NETWORK_WITHOUT_POOL_WARNING_ID = "karpenter-multus:networkWithoutNodePool"
+
+
+def ami_release_check_id(index: int, ami_alias: str) -> str:
+    """The first alias's check keeps the seed's ID; the others are named after their alias."""
+    return (
+        "AmiReleaseCheck"
+        if index == 0
+        else f"AmiReleaseCheck{re.sub('[^A-Za-z0-9]', '', ami_alias)}"
+    )
 
 
 class ClusterStack(ConfiguredAzStack):
@@ -51,10 +63,12 @@ class ClusterStack(ConfiguredAzStack):
         node_subnets = network.node_subnets
         # A Kubernetes version bump with an ami_alias that has no image for it must fail before
         # UpdateClusterVersion starts: EKS cannot stop an upgrade once started nor downgrade, so
-        # CloudFormation could not roll the cluster back.
-        ami_check = AmiReleaseCheck(
-            self, "AmiReleaseCheck", cluster_props.ami_release_check_props(config)
-        )
+        # CloudFormation could not roll the cluster back. One check per distinct alias; the
+        # first keeps the seed's construct ID.
+        ami_checks = [
+            AmiReleaseCheck(self, ami_release_check_id(index, props.ami_alias), props)
+            for index, props in enumerate(cluster_props.ami_release_check_props(config))
+        ]
         eks_cluster = EksCluster(
             self,
             "Eks",
@@ -63,7 +77,7 @@ class ClusterStack(ConfiguredAzStack):
             ),
         )
         self.cluster = eks_cluster.cluster
-        eks_cluster.cfn_cluster.node.add_dependency(ami_check.resource)
+        eks_cluster.cfn_cluster.node.add_dependency(*(check.resource for check in ami_checks))
 
         system_nodes = SystemNodeGroup(
             self,
@@ -96,7 +110,22 @@ class ClusterStack(ConfiguredAzStack):
             multus_subnet_ids=[a.subnet.subnet_id for a in attachments],
             security_group_id=security_group_id,
         )
-        user_data = render_user_data(cluster_props.node_bootstrap_props(config, attachments))
+        node_pools = [
+            cluster_props.node_pool_props(
+                config,
+                pool,
+                node_role_name=self.karpenter_node_role.role_name,
+                user_data=render_user_data(
+                    cluster_props.node_bootstrap_props(config, attachments, pool)
+                )
+                if config.pool_plan(pool)
+                else None,
+            )
+            for pool in config.node_pools
+        ]
+        for warning in config.warnings:
+            # Shown by `cdk deploy`; app.py prints the same on every synth.
+            Annotations.of(self).add_warning_v2(NETWORK_WITHOUT_POOL_WARNING_ID, warning)
         self.workloads = ClusterWorkloads(
             self,
             "Multus",
@@ -105,12 +134,10 @@ class ClusterStack(ConfiguredAzStack):
                 attachments,
                 cluster=self.cluster,
                 karpenter_release=self.karpenter_release,
-                node_pool=cluster_props.node_pool_props(
-                    config, node_role_name=self.karpenter_node_role.role_name, user_data=user_data
-                ),
+                node_pools=node_pools,
             ),
         )
-        self.workloads.node_pool.node.add_dependency(ami_check)
+        self.workloads.node_pool.node.add_dependency(*ami_checks)
         self.teardown = KarpenterTeardown(
             self,
             "Teardown",

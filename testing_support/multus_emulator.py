@@ -50,7 +50,9 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from botocore.model import ServiceModel, Shape
 
-from node_bootstrap import AzPlacement, MultusInterface, NodeBootstrapProps
+from config.network_plan import NetworkPlan
+from config.node_bootstrap_plan import node_bootstrap_props
+from node_bootstrap import AzPlacement, MultusInterface, NodeBootstrapProps, render_user_data
 from node_bootstrap.renderer import (
     CLUSTER_TAG_KEY,
     INSTANCE_TAG_KEY,
@@ -624,6 +626,25 @@ class EmulatedVpc:
         )
 
 
+@dataclass(frozen=True)
+class PlannedVpc:
+    """A config's network plan in the emulator: a subnet per row, a group per group name."""
+
+    vpc: EmulatedVpc
+    security_groups: dict[str, str]
+
+    def user_data(self, cluster_name: str, plan: NetworkPlan) -> str:
+        """The user-data of a pool whose view of the plan is `plan`, with this VPC's IDs."""
+        return render_user_data(
+            node_bootstrap_props(
+                cluster_name,
+                plan,
+                subnet_id=lambda row: self.vpc.multus_subnets[row.network, row.availability_zone],
+                security_group_id=lambda row: self.security_groups[row.security_group],
+            )
+        )
+
+
 def expanded_script(user_data: str) -> str:
     """The shell part as the node runs it: the data block, then the packed code unpacked."""
     script = shell_part(user_data)
@@ -703,6 +724,35 @@ class Ec2Emulator:
             GroupName=f"multus-{vpc_id}", Description="Multus ENIs", VpcId=vpc_id
         )["GroupId"]
         return EmulatedVpc(vpc_id, private, multus, group_id, networks)
+
+    def create_planned_vpc(
+        self, vpc_cidr: str, node_subnet_cidrs: Mapping[str, str], plan: NetworkPlan
+    ) -> PlannedVpc:
+        """The VPC, the node subnet per AZ (AZ -> CIDR) and, per plan row, its Multus subnet;
+        one security group per group name the rows give, as the network stack builds them."""
+        ec2 = self.ec2
+        vpc_id = ec2.create_vpc(CidrBlock=vpc_cidr)["Vpc"]["VpcId"]
+
+        def subnet(cidr: str, az: str) -> str:
+            created = ec2.create_subnet(VpcId=vpc_id, CidrBlock=cidr, AvailabilityZone=az)
+            return str(created["Subnet"]["SubnetId"])
+
+        private = {az: subnet(cidr, az) for az, cidr in node_subnet_cidrs.items()}
+        multus = {
+            (row.network, row.availability_zone): subnet(row.subnet_cidr, row.availability_zone)
+            for row in plan
+        }
+        groups = {
+            name: str(
+                ec2.create_security_group(
+                    GroupName=f"{name}-{vpc_id}", Description=f"Multus {name}", VpcId=vpc_id
+                )["GroupId"]
+            )
+            for name in dict.fromkeys(row.security_group for row in plan)
+        }
+        networks = tuple(dict.fromkeys(row.network for row in plan))
+        first_group = next(iter(groups.values()), "")
+        return PlannedVpc(EmulatedVpc(vpc_id, private, multus, first_group, networks), groups)
 
     def launch_instance(
         self,

@@ -85,6 +85,7 @@ def default_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
 
 
 THREE_BY_THREE = "examples/three-az-three-networks.json"
+TWO_NODE_POOLS = "examples/two-node-pools.json"
 PIPELINE_SAMPLE = "examples/pipeline-three-environments.json"
 
 
@@ -97,6 +98,14 @@ def three_by_three_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedA
             config_file=THREE_BY_THREE,
             **{"config.extras.sample_workloads": "true", "config.extras.node_latency": "true"},
         ),
+    )
+
+
+@pytest.fixture(scope="session")
+def two_pools_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
+    """Two node pools: upf (n3 + n6, tainted) and control (n2)."""
+    return synthesize(
+        tmp_path_factory.mktemp("two-pools"), cdk_json_context(config_file=TWO_NODE_POOLS)
     )
 
 

@@ -13,7 +13,7 @@ import aws_cdk as cdk
 import pytest
 
 import app
-from app import print_access_warnings
+from app import print_config_warnings
 from config import load_config
 from config.loader import LoadedConfig
 from tests.conftest import PIPELINE_SAMPLE, REPO
@@ -42,11 +42,11 @@ def test_bad_config_exits_with_the_field_and_no_traceback(tmp_path: Path) -> Non
 def test_synth_warns_on_stderr_when_nobody_can_use_kubectl(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    print_access_warnings(load_config({}, REPO))
+    print_config_warnings(load_config({}, REPO))
     assert "cluster.admin_principal_arns is empty" in capsys.readouterr().err
 
     admins = {"config.cluster.admin_principal_arns": '["arn:aws:iam::123456789012:role/ops"]'}
-    print_access_warnings(load_config(admins, REPO))
+    print_config_warnings(load_config(admins, REPO))
     assert capsys.readouterr().err == ""
 
 

@@ -25,6 +25,10 @@ def test_three_by_three_policies_conform(three_by_three_app: SynthesizedApp) -> 
     assert_conformant(three_by_three_app.outdir, expected_templates=2)
 
 
+def test_two_node_pools_policies_conform(two_pools_app: SynthesizedApp) -> None:
+    assert_conformant(two_pools_app.outdir, expected_templates=2)
+
+
 def test_pipeline_policies_conform(pipeline_synth: SynthesizedPipeline) -> None:
     # The pipeline stack, its cross-region support stack and 2 stacks per environment (3).
     assert_conformant(pipeline_synth.outdir, expected_templates=8)

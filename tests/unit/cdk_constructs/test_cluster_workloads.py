@@ -14,7 +14,7 @@ from aws_cdk.assertions import Template
 
 from cdk_constructs.cluster_workloads import ClusterWorkloads, ClusterWorkloadsProps
 from charts.building_blocks import NodeTaint
-from charts.cleartaints import ClearTaintsProps
+from charts.cleartaints import ClearTaintsNodes, ClearTaintsProps
 from charts.multus import MultusProps
 from charts.network_attachments import (
     NetworkAttachment,
@@ -70,6 +70,7 @@ def _attachments() -> list[NetworkAttachment]:
 
 def _props(cluster: eks.Cluster, release: cdk.CfnResource) -> ClusterWorkloadsProps:
     images = ImagesConfig()
+    config = AppConfig()
     attachments = _attachments()
     taint = NodeTaint(key="example.com/role", value="system", effect="NoSchedule")
     return ClusterWorkloadsProps(
@@ -84,11 +85,19 @@ def _props(cluster: eks.Cluster, release: cdk.CfnResource) -> ClusterWorkloadsPr
         network_attachments=NetworkAttachmentsProps(namespace="default", attachments=attachments),
         clear_taints=ClearTaintsProps(
             image=images.cleartaints.reference,
-            cni_binaries=cni_binaries(attachments),
-            cni_files=cni_host_files(attachments),
+            pools=[
+                ClearTaintsNodes(
+                    cni_binaries=cni_binaries(attachments),
+                    cni_files=cni_host_files(attachments),
+                )
+            ],
         ),
         pod_ips=None,
-        node_pool=node_pool_props(AppConfig(), node_role_name="KarpenterNode", user_data="#!"),
+        node_pools=[
+            node_pool_props(
+                config, config.node_pools[0], node_role_name="KarpenterNode", user_data="#!"
+            )
+        ],
         sample_workloads=sample_workloads_props(AppConfig()),
     )
 

@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from charts.building_blocks import NodeTaint
-from charts.cleartaints import ClearTaintsChart, ClearTaintsProps
+from charts.cleartaints import ClearTaintsChart, ClearTaintsNodes, ClearTaintsProps
 from charts.karpenter_node_pool import KarpenterNodePoolChart, KarpenterNodePoolProps
 from charts.multus import MultusChart, MultusProps
-from charts.multus_pod_ips import MultusPodIpsChart, MultusPodIpsProps
+from charts.multus_pod_ips import MultusPodIpsChart, MultusPodIpsProps, PodIpsNodes
 from charts.network_attachments import (
     NetworkAttachment,
     NetworkAttachmentsChart,
@@ -32,6 +32,7 @@ from config import AppConfig
 from config.images import ImagesConfig
 from config.network_plan import network_attachment_name
 from stacks.cluster_props import node_pool_props as cluster_node_pool_props
+from testing_support.crd_rules import rule_violations
 from tests.helpers import STRINGIFIED_TOKEN as TOKEN
 from tests.helpers import shared_reference
 
@@ -73,8 +74,9 @@ def node_pool_props(**overrides: Any) -> KarpenterNodePoolProps:
         "security_group_selector_tags": {"karpenter.sh/discovery": "eks-karpenterwithmultus"},
         "tags": {"project": "karpenter-multus"},
     }
+    config = AppConfig()
     configured = cluster_node_pool_props(
-        AppConfig(), node_role_name=TOKEN, user_data="MIME-Version: 1.0\n"
+        config, config.node_pools[0], node_role_name=TOKEN, user_data="MIME-Version: 1.0\n"
     )
     return dataclasses.replace(configured, **(values | overrides))
 
@@ -103,8 +105,12 @@ def _seed_charts(app: cdk8s.App) -> dict[str, cdk8s.Chart]:
             "cleartaints",
             ClearTaintsProps(
                 image=images.cleartaints.reference,
-                cni_binaries=cni_binaries(attachments),
-                cni_files=cni_host_files(attachments),
+                pools=[
+                    ClearTaintsNodes(
+                        cni_binaries=cni_binaries(attachments),
+                        cni_files=cni_host_files(attachments),
+                    )
+                ],
             ),
         ),
         "multus-pod-ips": MultusPodIpsChart(
@@ -112,13 +118,17 @@ def _seed_charts(app: cdk8s.App) -> dict[str, cdk8s.Chart]:
             "multus-pod-ips",
             MultusPodIpsProps(
                 image=images.multus_pod_ips.reference,
-                interfaces={
-                    network: [reservation for _, reservation in subnets]
-                    for network, subnets in SEED_MULTUS_SUBNETS.items()
-                },
+                pools=[
+                    PodIpsNodes(
+                        interfaces={
+                            network: [reservation for _, reservation in subnets]
+                            for network, subnets in SEED_MULTUS_SUBNETS.items()
+                        }
+                    )
+                ],
             ),
         ),
-        "karpenter-node-pool": KarpenterNodePoolChart(app, "node-pool", node_pool_props()),
+        "karpenter-node-pool": KarpenterNodePoolChart(app, "node-pool", [node_pool_props()]),
         "sample-workloads": SampleWorkloadsChart(
             app,
             "sample-workloads",
@@ -126,7 +136,11 @@ def _seed_charts(app: cdk8s.App) -> dict[str, cdk8s.Chart]:
                 namespace="default",
                 image=images.sample_workloads.reference,
                 workloads=[
-                    ZoneWorkload(zone, [a.name for a in attachments if a.name.endswith(zone)])
+                    ZoneWorkload(
+                        zone,
+                        [a.name for a in attachments if a.name.endswith(zone)],
+                        networks=list(SEED_MULTUS_SUBNETS),
+                    )
                     for zone in SEED_ZONES
                 ],
             ),
@@ -243,12 +257,15 @@ def unknown_fields(value: Any, schema: Mapping[str, Any], path: str = "") -> Ite
 
 
 def validate_custom_object(manifest: Manifest, schema: Manifest) -> None:
+    """The CRD's structural schema, its pruning and its CEL rules (testing_support/crd_rules)."""
     jsonschema.Draft202012Validator(schema).validate(manifest)
     body = {k: v for k, v in manifest.items() if k != "metadata"}
     unknown = list(unknown_fields(body, schema))
     assert not unknown, (
         f"fields unknown to the CRD schema (the API server would drop them): {unknown}"
     )
+    broken = list(rule_violations(manifest, schema))
+    assert not broken, f"CEL validation rules of the CRD the API server would refuse: {broken}"
 
 
 # conftest.py is not importable from the test modules, so they get the helpers as a fixture.

@@ -16,6 +16,7 @@ from charts.cleartaints import (
     CLEAR_TAINT_SCRIPT,
     NODE_NAME_EXTRA,
     ClearTaintsChart,
+    ClearTaintsNodes,
     ClearTaintsProps,
 )
 from config.images import ImagesConfig
@@ -79,7 +80,7 @@ def test_node_selector_and_taint_are_configurable(helpers: SimpleNamespace) -> N
     props = ClearTaintsProps(
         image=IMAGE,
         namespace="ops",
-        node_selector={"pool": "multus", "tier": "data"},
+        pools=[ClearTaintsNodes(node_selector={"pool": "multus", "tier": "data"})],
         taint=NodeTaint(key="example.com/not-ready", value="yes", effect="NoExecute"),
     )
     manifests = cdk8s.Testing.synth(ClearTaintsChart(cdk8s.Testing.app(), "ct", props))
@@ -142,7 +143,9 @@ def test_pod_ip_agent_marker_is_read_from_the_agents_host_directory(pod: dict[st
 
 
 def test_cni_files_outside_the_mounted_config_dir_are_refused() -> None:
-    props = ClearTaintsProps(image=IMAGE, cni_files=["/etc/whereabouts/kubeconfig"])
+    props = ClearTaintsProps(
+        image=IMAGE, pools=[ClearTaintsNodes(cni_files=["/etc/whereabouts/kubeconfig"])]
+    )
     with pytest.raises(ValueError, match=r"cni_files: /etc/whereabouts/kubeconfig is outside"):
         ClearTaintsChart(cdk8s.Testing.app(), "ct", props)
 
@@ -375,7 +378,9 @@ def test_without_per_pod_address_networks_the_pod_ip_agent_is_not_waited_for(
     node: SimpleNamespace, helpers: SimpleNamespace
 ) -> None:
     chart = ClearTaintsChart(
-        cdk8s.Testing.app(), "ct", ClearTaintsProps(image=IMAGE, wait_for_pod_ips=False)
+        cdk8s.Testing.app(),
+        "ct",
+        ClearTaintsProps(image=IMAGE, pools=[ClearTaintsNodes(wait_for_pod_ips=False)]),
     )
     pod = helpers.find(cdk8s.Testing.synth(chart), "DaemonSet")["spec"]["template"]["spec"]
     assert env_of(pod["containers"][0])["POD_IPS_READY_MARKER"] == ""

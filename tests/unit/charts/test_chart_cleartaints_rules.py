@@ -19,6 +19,7 @@ from charts.cleartaints import (
     CLEAR_TAINT_SCRIPT,
     NODE_NAME_EXTRA,
     ClearTaintsChart,
+    ClearTaintsNodes,
     ClearTaintsProps,
 )
 from tests.unit.charts.test_chart_cleartaints import (
@@ -260,7 +261,14 @@ def test_every_cni_file_is_waited_for_at_its_path_under_the_mounted_config_dir(
     # by the container under the mount of that directory.
     props = ClearTaintsProps(
         image="public.ecr.aws/amazonlinux/amazonlinux:2023",
-        cni_files=["/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig", "/etc/cni/net.d/up.conf"],
+        pools=[
+            ClearTaintsNodes(
+                cni_files=[
+                    "/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig",
+                    "/etc/cni/net.d/up.conf",
+                ]
+            )
+        ],
     )
     manifests = cdk8s.Testing.synth(ClearTaintsChart(cdk8s.Testing.app(), "ct", props))
     (container,) = helpers.find(manifests, "DaemonSet")["spec"]["template"]["spec"]["containers"]

@@ -8,6 +8,7 @@ from typing import Any
 import cdk8s
 import pytest
 
+from charts.building_blocks import NodeTaint
 from charts.karpenter_node_pool import KarpenterNodePoolChart
 
 THREE_ZONES = ("eu-west-1a", "eu-west-1b", "eu-west-1c")
@@ -15,7 +16,7 @@ THREE_ZONES = ("eu-west-1a", "eu-west-1b", "eu-west-1c")
 
 def synth(helpers: SimpleNamespace, **overrides: object) -> dict[str, dict[str, Any]]:
     chart = KarpenterNodePoolChart(
-        cdk8s.Testing.app(), "node-pool", helpers.node_pool_props(**overrides)
+        cdk8s.Testing.app(), "node-pool", [helpers.node_pool_props(**overrides)]
     )
     return {manifest["kind"]: manifest for manifest in cdk8s.Testing.synth(chart)}
 
@@ -39,7 +40,12 @@ def requirement(node_pool: dict[str, Any], key: str) -> dict[str, Any]:
 
 def test_node_pool_carries_the_seed_scheduling_contract(seed: dict[str, dict[str, Any]]) -> None:
     template = seed["NodePool"]["spec"]["template"]
-    assert template["metadata"]["labels"] == {"karpenter-node": "true"}
+    # The seed's label, plus one per network its nodes attach (pods select those).
+    assert template["metadata"]["labels"] == {
+        "karpenter-node": "true",
+        "multus.network/multus1": "true",
+        "multus.network/multus2": "true",
+    }
     assert template["spec"]["startupTaints"] == [
         {"key": "multus/not-ready", "value": "true", "effect": "NoSchedule"}
     ]
@@ -59,7 +65,13 @@ def test_node_pool_matches_the_seed_apart_from_the_zones(
         return [r for r in spec["template"]["spec"]["requirements"] if r["key"] != zone]
 
     assert without_zone(ours) == without_zone(theirs)
-    assert ours["template"]["metadata"] == theirs["template"]["metadata"]
+    # The seed's labels, and ours adds the labels of the networks its nodes attach.
+    seed_labels = theirs["template"]["metadata"]["labels"]
+    assert seed_labels.items() <= ours["template"]["metadata"]["labels"].items()
+    assert {k for k in ours["template"]["metadata"]["labels"] if k not in seed_labels} == {
+        "multus.network/multus1",
+        "multus.network/multus2",
+    }
     assert ours["template"]["spec"]["startupTaints"] == theirs["template"]["spec"]["startupTaints"]
     for field in ("disruption", "limits", "weight"):
         assert ours[field] == theirs[field], field
@@ -166,3 +178,42 @@ def test_termination_grace_period_bounds_every_drain(
     helpers.validate_custom_object(bounded, schema)
     unbounded = synth(helpers, termination_grace_period=None)["NodePool"]
     assert "terminationGracePeriod" not in unbounded["spec"]["template"]["spec"]
+
+
+def test_every_pool_gets_its_own_node_pool_and_node_class(helpers: SimpleNamespace) -> None:
+    upf = helpers.node_pool_props(
+        node_pool_name="upf",
+        node_class_name="upf",
+        labels={"multus.network/n3": "true", "example.com/nf": "upf"},
+        taints=[NodeTaint(key="example.com/upf", value="true", effect="NoSchedule")],
+        weight=20,
+        user_data="upf user-data",
+    )
+    plain = helpers.node_pool_props(
+        node_pool_name="plain", node_class_name="plain", startup_taint=None, user_data=None
+    )
+    chart = KarpenterNodePoolChart(cdk8s.Testing.app(), "node-pool", [upf, plain])
+    objects = {(m["kind"], m["metadata"]["name"]): m for m in cdk8s.Testing.synth(chart)}
+    assert set(objects) == {
+        ("EC2NodeClass", "upf"),
+        ("NodePool", "upf"),
+        ("EC2NodeClass", "plain"),
+        ("NodePool", "plain"),
+    }
+    upf_pool = objects[("NodePool", "upf")]["spec"]
+    assert upf_pool["template"]["spec"]["nodeClassRef"]["name"] == "upf"
+    assert upf_pool["template"]["metadata"]["labels"] == {
+        "karpenter-node": "true",
+        "multus.network/n3": "true",
+        "example.com/nf": "upf",
+    }
+    assert upf_pool["template"]["spec"]["taints"] == [
+        {"key": "example.com/upf", "value": "true", "effect": "NoSchedule"}
+    ]
+    assert upf_pool["weight"] == 20
+    assert objects[("EC2NodeClass", "upf")]["spec"]["userData"] == "upf user-data"
+    # A pool without Multus networks: no startup taint nobody would lift, no user-data.
+    plain_pool = objects[("NodePool", "plain")]["spec"]["template"]["spec"]
+    assert "startupTaints" not in plain_pool
+    assert "taints" not in plain_pool
+    assert "userData" not in objects[("EC2NodeClass", "plain")]["spec"]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from charts.building_blocks import KARPENTER_NODE_LABEL_KEY
-from charts.multus_pod_ips import MultusPodIpsProps, agent_config, config_map_key
+from charts.multus_pod_ips import MultusPodIpsProps, PodIpsNodes, agent_config, config_map_key
 from charts.network_attachments import cni_config
 from config.images import ImagesConfig
 from multus_pod_ips import CNI_PLUGIN_SCRIPT, CNI_PLUGIN_TYPE, shipped_modules
@@ -157,4 +157,5 @@ def test_init_container_installs_the_plugin_the_nads_chain_names(
 
 def test_an_interface_without_ranges_is_rejected() -> None:
     with pytest.raises(ValueError, match="interfaces"):
-        agent_config(MultusPodIpsProps(image="img:1", interfaces={"multus1": []}))
+        nodes = PodIpsNodes(interfaces={"multus1": []})
+        agent_config(MultusPodIpsProps(image="img:1", pools=[nodes]), nodes)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from charts.multus_pod_ips import MultusPodIpsProps, agent_config
+from charts.multus_pod_ips import MultusPodIpsProps, PodIpsNodes, agent_config
 from multus_pod_ips import AGENT_RUN_DIR, shipped_modules
 from multus_pod_ips.agent.config import AgentConfig
 
@@ -232,11 +232,10 @@ def test_the_agent_loads_the_shipped_configuration(
 
 
 def test_a_configured_reconcile_period_reaches_the_agent() -> None:
-    props = MultusPodIpsProps(
-        image="img:1", interfaces={"multus1": ["10.0.4.32/27"]}, reconcile_seconds=15
-    )
+    nodes = PodIpsNodes(interfaces={"multus1": ["10.0.4.32/27"]})
+    props = MultusPodIpsProps(image="img:1", pools=[nodes], reconcile_seconds=15)
 
-    shipped = json.loads(json.dumps(agent_config(props)))
+    shipped = json.loads(json.dumps(agent_config(props, nodes)))
     assert AgentConfig(**shipped).reconcile_seconds == 15
 
 
@@ -255,7 +254,9 @@ def test_the_static_ranges_reach_the_agent_and_default_to_none() -> None:
 
 
 def test_props_are_immutable() -> None:
-    props = MultusPodIpsProps(image="img:1", interfaces={"multus1": ["10.0.4.32/27"]})
+    props = MultusPodIpsProps(
+        image="img:1", pools=[PodIpsNodes(interfaces={"multus1": ["10.0.4.32/27"]})]
+    )
     with pytest.raises(FrozenInstanceError):
         props.namespace = "other"  # type: ignore[misc]
 

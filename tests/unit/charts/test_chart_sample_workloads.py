@@ -5,6 +5,7 @@ from typing import Any
 
 import cdk8s
 
+from charts.building_blocks import NodeTaint
 from charts.sample_workloads import (
     MULTUS_NETWORKS_ANNOTATION,
     SampleWorkloadsChart,
@@ -32,6 +33,9 @@ def test_one_deployment_per_zone_with_that_zones_attachments(
         assert term["matchExpressions"] == [
             {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]},
             {"key": "karpenter-node", "operator": "Exists"},
+            # Only nodes that attach the networks the pod asks for (their pool's labels).
+            {"key": "multus.network/multus1", "operator": "In", "values": ["true"]},
+            {"key": "multus.network/multus2", "operator": "In", "values": ["true"]},
         ]
 
 
@@ -63,3 +67,27 @@ def test_seed_image_is_the_default_multitool(
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
         assert container["image"] == "wbitt/network-multitool:3.22.2"
         assert container["image"] == ImagesConfig().sample_workloads.reference
+
+
+def test_a_pools_workload_is_named_after_it_and_tolerates_its_taints(
+    helpers: SimpleNamespace,
+) -> None:
+    upf = ZoneWorkload(
+        "us-west-2a",
+        ["n3-us-west-2a"],
+        networks=["n3"],
+        pool="upf",
+        tolerations=[NodeTaint(key="example.com/upf", value="true", effect="NoSchedule")],
+    )
+    props = SampleWorkloadsProps(namespace="demo", image="multitool:1", workloads=[upf])
+    manifests = cdk8s.Testing.synth(SampleWorkloadsChart(cdk8s.Testing.app(), "s", props))
+    deployment = helpers.find(manifests, "Deployment", deployment_name("us-west-2a", "upf"))
+    assert deployment["metadata"]["name"] == "multitool-upf-us-west-2a"
+    pod = deployment["spec"]["template"]["spec"]
+    assert helpers.tolerates(pod["tolerations"], "example.com/upf", "true", "NoSchedule")
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert {"key": "multus.network/n3", "operator": "In", "values": ["true"]} in term[
+        "matchExpressions"
+    ]

@@ -3,6 +3,7 @@ the upstream CRD's for custom resources. An object of any other kind fails the s
 
 from __future__ import annotations
 
+import copy
 from types import SimpleNamespace
 from typing import Any
 
@@ -84,6 +85,26 @@ def test_custom_object_validation_catches_unknown_fields(
     schema = helpers.crd_schema(upstream_crds["karpenter.sh/NodePool"], "v1")
     with pytest.raises(AssertionError, match=r"\.spec\.wieght"):
         helpers.validate_custom_object(misspelt, schema)
+
+
+def test_custom_object_validation_runs_the_crds_cel_rules(
+    seed_manifests: dict[str, list[dict[str, Any]]],
+    upstream_crds: dict[str, dict[str, Any]],
+    helpers: SimpleNamespace,
+) -> None:
+    """karpenter-v1.14.1 CRDs (shared/reference): karpenter.sh_nodepools.yaml refuses template
+    labels in the karpenter.sh domain, karpenter.k8s.aws_ec2nodeclasses.yaml an alias term next
+    to another term; both are x-kubernetes-validations rules, which JSON Schema ignores."""
+    node_pool = copy.deepcopy(helpers.find(seed_manifests["karpenter-node-pool"], "NodePool"))
+    node_pool["spec"]["template"]["metadata"]["labels"]["karpenter.sh/nodepool"] = "other"
+    schema = helpers.crd_schema(upstream_crds["karpenter.sh/NodePool"], "v1")
+    with pytest.raises(AssertionError, match=r'label "karpenter\.sh/nodepool" is restricted'):
+        helpers.validate_custom_object(node_pool, schema)
+    node_class = copy.deepcopy(helpers.find(seed_manifests["karpenter-node-pool"], "EC2NodeClass"))
+    node_class["spec"]["amiSelectorTerms"].append({"id": "ami-0123456789abcdef0"})
+    schema = helpers.crd_schema(upstream_crds["karpenter.k8s.aws/EC2NodeClass"], "v1")
+    with pytest.raises(AssertionError, match="CEL validation rules"):
+        helpers.validate_custom_object(node_class, schema)
 
 
 def images_in(value: object) -> list[str]:

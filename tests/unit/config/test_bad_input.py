@@ -76,6 +76,11 @@ def config(document: dict[str, Any]) -> dict[str, Any]:
     return {"config": document}
 
 
+def pool(**settings: Any) -> dict[str, Any]:
+    """The default pool ("multus", every network) with `settings` changed."""
+    return config({"node_pools": [{"name": "multus", **settings}]})
+
+
 def pipeline(change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     document = copy.deepcopy(PIPELINE_SAMPLE)
     change(document["pipeline"])
@@ -87,6 +92,13 @@ def pattern_case(
 ) -> BadInput:
     """A pattern-validated field given a wrong value through `-c`: plain words + example."""
     return BadInput(case_id, kind, {f"config.{path}": value}, (path, f"for example {example}"))
+
+
+def pool_pattern_case(case_id: str, key: str, value: str, example: str) -> BadInput:
+    """pattern_case for a key of the default pool."""
+    return BadInput(
+        case_id, "unclear", pool(**{key: value}), (f"node_pools[0].{key}", f"for example {example}")
+    )
 
 
 ACCEPTED = [
@@ -189,47 +201,38 @@ ACCEPTED = [
     BadInput(
         "arm64-family-in-the-amd64-node-pool",
         "accepted",
-        {"config.node_pool.instance_families": '["m6g", "m5"]'},
-        ("node_pool.instance_families", "m6g is arm64", "for example m6i"),
+        pool(instance_families=["m6g", "m5"]),
+        ("node_pools[0].instance_families", "m6g is arm64", "for example m6i"),
     ),
     BadInput(
         "family-outside-the-categories",
         "accepted",
-        {
-            "config.node_pool.instance_categories": '["r"]',
-            "config.node_pool.instance_families": '["c5", "r5"]',
-        },
-        ("node_pool.instance_families", "c5 is in category 'c'", "add 'c' there or drop c5"),
+        pool(instance_categories=["r"], instance_families=["c5", "r5"]),
+        ("node_pools[0].instance_families", "c5 is in category 'c'", "add 'c' there or drop c5"),
     ),
     BadInput(
         "vcpu-count-no-listed-family-has",
         "accepted",
-        {
-            "config.node_pool.instance_families": '["m5", "m6i"]',
-            "config.node_pool.instance_cpus": "[2, 36]",
-        },
-        ("node_pool.instance_cpus", "no size of ['m5', 'm6i'] has [36] vCPUs", "drop [36]"),
+        pool(instance_families=["m5", "m6i"], instance_cpus=[2, 36]),
+        ("node_pools[0].instance_cpus", "no size of ['m5', 'm6i'] has [36] vCPUs", "drop [36]"),
     ),
     BadInput(
         "family-without-the-listed-sizes",
         "accepted",
-        {
-            "config.node_pool.instance_families": '["m5", "c5"]',
-            "config.node_pool.instance_cpus": "[36]",
-        },
-        ("node_pool.instance_families", "m5 has no size with [36] vCPUs", "drop m5"),
+        pool(instance_families=["m5", "c5"], instance_cpus=[36]),
+        ("node_pools[0].instance_families", "m5 has no size with [36] vCPUs", "drop m5"),
     ),
     BadInput(
         "node-pool-family-that-does-not-exist",
         "accepted",
-        {"config.node_pool.instance_families": '["m5x"]'},
-        ("node_pool.instance_families", "not an EC2 instance family", "did you mean 'm5'"),
+        pool(instance_families=["m5x"]),
+        ("node_pools[0].instance_families", "not an EC2 instance family", "did you mean 'm5'"),
     ),
     BadInput(
         "gp3-root-volume-over-its-maximum",
         "accepted",
-        {"config.node_pool.root_volume_gib": "20000"},
-        ("node_pool.root_volume_gib", "at most 16384 GiB"),
+        pool(root_volume_gib=20000),
+        ("node_pools[0].root_volume_gib", "at most 16384 GiB"),
     ),
     BadInput(
         "gp3-system-disk-over-its-maximum",
@@ -317,17 +320,25 @@ ACCEPTED = [
             "cluster.teardown_timeout_minutes",
             "ServiceTimeout at most 3600 s",
             "use at most 51",
-            "node_pool.termination_grace_period at most 41m",
+            "node_pools[].termination_grace_period at most 41m",
         ),
     ),
     BadInput(
         "drain-that-needs-a-teardown-past-the-hour",
         "accepted",
-        {
-            "config.cluster.teardown_timeout_minutes": "51",
-            "config.node_pool.termination_grace_period": "45m",
-        },
-        ("node_pool.termination_grace_period 45m", "cluster.teardown_timeout_minutes (51)"),
+        config(
+            {
+                "cluster": {"teardown_timeout_minutes": 51},
+                "node_pools": [
+                    {"name": "multus"},
+                    {"name": "slow-drain", "termination_grace_period": "45m"},
+                ],
+            }
+        ),
+        (
+            "node_pools[1] (slow-drain).termination_grace_period 45m",
+            "cluster.teardown_timeout_minutes (51)",
+        ),
     ),
 ]
 
@@ -435,14 +446,12 @@ UNCLEAR = [
     pattern_case("controller-cpu-pattern", "karpenter.controller_cpu", "1 core", "500m"),
     pattern_case("controller-memory-pattern", "karpenter.controller_memory", "1GB", "512Mi"),
     pattern_case("nad-namespace-pattern", "multus.nad_namespace", "Telco_NADs", "multus"),
-    pattern_case("node-pool-cpu-limit-pattern", "node_pool.cpu_limit", "lots", "500m"),
-    pattern_case("node-pool-memory-limit-pattern", "node_pool.memory_limit", "500G", "512Mi"),
-    pattern_case("consolidate-after-pattern", "node_pool.consolidate_after", "2 minutes", "120s"),
-    pattern_case("ami-alias-pattern", "node_pool.ami_alias", "al2023@latest", "al2023@v2026"),
-    pattern_case(
-        "ami-alias-foreign", "node_pool.ami_alias", "bottlerocket@v1.30.0", "al2023@v2026"
-    ),
-    pattern_case("ami-alias-unpinned", "node_pool.ami_alias", "al2023", "al2023@v2026"),
+    pool_pattern_case("node-pool-cpu-limit-pattern", "cpu_limit", "lots", "500m"),
+    pool_pattern_case("node-pool-memory-limit-pattern", "memory_limit", "500G", "512Mi"),
+    pool_pattern_case("consolidate-after-pattern", "consolidate_after", "2 minutes", "120s"),
+    pool_pattern_case("ami-alias-pattern", "ami_alias", "al2023@latest", "al2023@v2026"),
+    pool_pattern_case("ami-alias-foreign", "ami_alias", "bottlerocket@v1.30.0", "al2023@v2026"),
+    pool_pattern_case("ami-alias-unpinned", "ami_alias", "al2023", "al2023@v2026"),
     BadInput(
         "network-name-pattern",
         "unclear",
@@ -659,13 +668,13 @@ COVERED = [
                 }
             }
         ),
-        ("multus.networks", "need 4 network interfaces", "drop small sizes"),
+        ("node_pools[0] (multus).networks", "need 4 network interfaces", "drop small sizes"),
     ),
     BadInput(
         "vcpu-count-no-family-has",
         "covered",
-        {"config.node_pool.instance_cpus": "[3]"},
-        ("node_pool.instance_cpus", "[3]: pick vCPU counts of m/c/r sizes: [2, 4, 8"),
+        pool(instance_cpus=[3]),
+        ("node_pools[0].instance_cpus", "[3]: pick vCPU counts of m/c/r sizes: [2, 4, 8"),
     ),
     BadInput(
         "unknown-instance-type",
@@ -726,7 +735,122 @@ COVERED = [
     ),
 ]
 
-CASES = ACCEPTED + TRACEBACKS + UNCLEAR + COVERED
+# Issue #23: node_pools replaced node_pool; each new key's wrong values.
+NODE_POOLS = [
+    BadInput(
+        "old-node-pool-key-shows-the-new-form",
+        "node-pools",
+        config({"node_pool": {"instance_cpus": [4, 8]}}),
+        (
+            "node_pool was replaced by node_pools",
+            '"node_pools": [{"name": "multus", "instance_cpus": [4, 8]}]',
+        ),
+    ),
+    BadInput(
+        "old-node-pool-override-shows-the-new-form",
+        "node-pools",
+        {"config.node_pool.instance_cpus": "[4, 8]"},
+        ('"node_pools": [{"name": "multus", "instance_cpus": [4, 8]}]',),
+    ),
+    BadInput(
+        "pool-without-a-name",
+        "node-pools",
+        config({"node_pools": [{"networks": ["multus1"]}]}),
+        ("node_pools[0].name", "Field required"),
+    ),
+    BadInput(
+        "pool-attaching-an-unknown-network",
+        "node-pools",
+        pool(networks=["multus1", "multus3"]),
+        ("node_pools[0] (multus).networks", "['multus3'] are not multus.networks", "multus2"),
+    ),
+    BadInput(
+        "pool-listing-a-network-twice",
+        "node-pools",
+        pool(networks=["multus1", "multus1"]),
+        ("node_pools[0].networks", "list each network once"),
+    ),
+    BadInput(
+        "two-pools-with-one-name",
+        "node-pools",
+        config({"node_pools": [{"name": "multus"}, {"name": "multus", "networks": []}]}),
+        ("node_pools", "two pools are named 'multus'", "give each pool its own name"),
+    ),
+    BadInput(
+        "pool-name-not-a-kubernetes-name",
+        "node-pools",
+        config({"node_pools": [{"name": "UPF_pool"}]}),
+        ("node_pools[0].name", "Kubernetes name", "for example multus-networks"),
+    ),
+    BadInput(
+        "pool-label-key-not-a-kubernetes-key",
+        "node-pools",
+        pool(labels={"network function": "upf"}),
+        ("node_pools[0].labels", "'network function' is not a Kubernetes label key"),
+    ),
+    BadInput(
+        "pool-label-value-too-long",
+        "node-pools",
+        pool(labels={"example.com/role": "u" * 64}),
+        ("node_pools[0].labels", "a label value is at most 63"),
+    ),
+    BadInput(
+        "pool-label-the-app-sets-per-network",
+        "node-pools",
+        pool(labels={"multus.network/multus1": "false"}),
+        ("node_pools[0].labels", "is set by this app", "pick a key of your own"),
+    ),
+    BadInput(
+        "pool-label-the-app-sets-on-every-node",
+        "node-pools",
+        pool(labels={"karpenter-node": "false"}),
+        ("node_pools[0].labels", "'karpenter-node' is set by this app"),
+    ),
+    BadInput(
+        "pool-label-in-karpenters-domain",
+        "node-pools",
+        pool(labels={"karpenter.sh/nodepool": "other"}),
+        ("node_pools[0].labels", "is set by Karpenter"),
+    ),
+    BadInput(
+        "pool-taint-the-app-sets",
+        "node-pools",
+        pool(taints=[{"key": "multus/not-ready", "value": "true"}]),
+        ("node_pools[0].taints[0]", "the startup taint this app puts on Multus nodes"),
+    ),
+    BadInput(
+        "pool-taint-key-not-a-kubernetes-key",
+        "node-pools",
+        pool(taints=[{"key": "-upf"}]),
+        ("node_pools[0].taints[0]", "'-upf' is not a Kubernetes taint key"),
+    ),
+    BadInput(
+        "pool-taint-listed-twice",
+        "node-pools",
+        pool(taints=[{"key": "example.com/upf"}, {"key": "example.com/upf", "value": "x"}]),
+        ("node_pools[0].taints[1]", "example.com/upf:NoSchedule is listed twice"),
+    ),
+    BadInput(
+        "pool-taint-effect-unknown",
+        "node-pools",
+        pool(taints=[{"key": "example.com/upf", "effect": "NoExec"}]),
+        ("node_pools[0].taints[0].effect", "'NoSchedule', 'PreferNoSchedule' or 'NoExecute'"),
+    ),
+    BadInput(
+        "pool-weight-above-karpenters-maximum",
+        "node-pools",
+        pool(weight=101),
+        ("node_pools[0].weight", "less than or equal to 100"),
+    ),
+    BadInput(
+        "no-pool-at-all",
+        "node-pools",
+        config({"node_pools": []}),
+        ("node_pools", "at least 1 item"),
+    ),
+]
+
+CASES = ACCEPTED + TRACEBACKS + UNCLEAR + COVERED + NODE_POOLS
 # Run as a real `python app.py` too: exit status and stderr end to end.
 IN_A_PROCESS = {
     "config-context-value-not-an-object",

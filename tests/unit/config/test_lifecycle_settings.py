@@ -35,25 +35,25 @@ def test_cluster_name_derives_from_the_app_name() -> None:
 def test_drain_bound_must_fit_the_teardown_bound() -> None:
     message = error_for(
         {
-            "node_pool": {"termination_grace_period": "1h"},
+            "node_pools": [{"name": "multus", "termination_grace_period": "1h"}],
             "cluster": {"teardown_timeout_minutes": 30},
         }
     )
-    assert "node_pool.termination_grace_period 1h" in message
+    assert "node_pools[0] (multus).termination_grace_period 1h" in message
     assert "cluster.teardown_timeout_minutes (30)" in message
     config_ok = parse_config(
         {
-            "node_pool": {"termination_grace_period": "40m"},
+            "node_pools": [{"name": "multus", "termination_grace_period": "40m"}],
             "cluster": {"teardown_timeout_minutes": 50},
         }
     )
-    assert config_ok.node_pool.termination_grace_period == "40m"
+    assert config_ok.node_pools[0].termination_grace_period == "40m"
 
 
 @pytest.mark.parametrize("duration", ["1d", "15", "m15", "1.5h"])
 def test_grace_period_uses_karpenters_duration_syntax(duration: str) -> None:
-    assert "node_pool.termination_grace_period" in error_for(
-        {"node_pool": {"termination_grace_period": duration}}
+    assert "node_pools[0].termination_grace_period" in error_for(
+        {"node_pools": [{"name": "multus", "termination_grace_period": duration}]}
     )
 
 
@@ -74,8 +74,8 @@ def test_user_data_over_budget_is_refused_naming_the_fields(
 ) -> None:
     monkeypatch.setattr(config.model, "USER_DATA_LIMIT_BYTES", 1000)
     message = error_for({})
-    assert "availability_zones x multus.networks" in message
-    assert "fewer availability zones or Multus networks" in message
+    assert "node_pools[0] (multus).networks: with availability_zones" in message
+    assert "fewer availability zones or networks in this pool" in message
 
 
 def test_three_az_three_network_example_fits_the_user_data_budget() -> None:

@@ -256,8 +256,8 @@ def test_more_networks_than_the_smallest_instance_has_interfaces() -> None:
     raw["multus"]["networks"].append(third)
     message = error_for(raw)
     assert "3 networks need 4 network interfaces per node" in message
-    assert "node_pool.instance_cpus (2 vCPUs) has 3 (m5)" in message
-    raw["node_pool"]["instance_cpus"] = [4, 8]
+    assert "node_pools[0] (multus).instance_cpus (2 vCPUs) has 3 (m5)" in message
+    raw["node_pools"][0]["instance_cpus"] = [4, 8]
     assert len(parse_config(raw).multus.networks) == 3
 
 
@@ -289,19 +289,27 @@ def test_the_error_names_the_size_with_the_fewest_interfaces(
             for az in range(2)
         ]
         raw["multus"]["networks"].append(network)
-    raw["node_pool"]["instance_families"] = families
-    raw["node_pool"]["instance_cpus"] = cpus
+    raw["node_pools"][0]["instance_families"] = families
+    raw["node_pools"][0]["instance_cpus"] = cpus
     message = error_for(raw)
     assert "8 networks need 9 network interfaces per node" in message
-    assert "node_pool.instance_cpus (36 vCPUs) has 8 (c5)" in message
+    assert "node_pools[0] (multus).instance_cpus (36 vCPUs) has 8 (c5)" in message
 
 
 @pytest.mark.parametrize(
     ("path", "value", "expected"),
     [
-        ("node_pool.instance_cpus", [3], ["node_pool.instance_cpus", "[3]: pick vCPU counts"]),
-        ("node_pool.ami_alias", "al2023@latest", ["node_pool.ami_alias", "al2023@v20261112"]),
-        ("node_pool.capacity_types", ["reserved"], ["node_pool.capacity_types[0]"]),
+        (
+            "node_pools.0.instance_cpus",
+            [3],
+            ["node_pools[0].instance_cpus", "[3]: pick vCPU counts"],
+        ),
+        (
+            "node_pools.0.ami_alias",
+            "al2023@latest",
+            ["node_pools[0].ami_alias", "al2023@v20261112"],
+        ),
+        ("node_pools.0.capacity_types", ["reserved"], ["node_pools[0].capacity_types[0]"]),
         ("extras.sample_workload", True, ["extras.sample_workload", "unknown key"]),
     ],
 )

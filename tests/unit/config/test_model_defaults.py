@@ -8,7 +8,9 @@ from config import parse_config
 
 def test_node_pool_defaults_are_the_seeds_nodepool() -> None:
     # config/nodepool.yaml: requirements, disruption.consolidateAfter and limits.
-    pool = parse_config({}).node_pool
+    (pool,) = parse_config({}).node_pools
+    # One pool, named like the seed's NodePool, with every Multus network.
+    assert (pool.name, pool.networks) == ("multus", None)
     assert pool.instance_categories == ["m", "c", "r"]
     assert pool.instance_cpus == [2, 4, 8, 16]
     assert pool.instance_families == ["m5", "c5", "m6i", "c6i", "r6i"]
@@ -62,5 +64,5 @@ def test_extras_and_vpc_options_are_off_or_the_seeds() -> None:
 def test_teardown_defaults_are_the_documented_bounds() -> None:
     # docs/operations.md, `cdk destroy`: drains bounded by 15m, teardown fails after 30 minutes.
     config = parse_config({})
-    assert config.node_pool.termination_grace_period == "15m"
+    assert config.node_pools[0].termination_grace_period == "15m"
     assert config.cluster.teardown_timeout_minutes == 30

@@ -265,3 +265,73 @@ def test_only_modes_that_move_an_address_with_its_pod_offer_fixed_addresses() ->
     each address to the node's ENI; node_prefix nodes hand out their own /28 prefixes."""
     assert WHEREABOUTS.static_addresses and WHEREABOUTS.pod_ip_agent
     assert not NODE_PREFIX.static_addresses
+
+
+def pool_view(raw: dict[str, Any], pool_name: str) -> list[tuple[object, ...]]:
+    config = parse_config(raw)
+    (pool,) = [pool for pool in config.node_pools if pool.name == pool_name]
+    return [(row.pool, *facts(row)[:3]) for row in config.pool_plan(pool)]
+
+
+def test_default_pool_view_is_the_whole_plan() -> None:
+    # One pool with every network: its nodes use the plan's device indexes, as the seed did.
+    config = parse_config({})
+    (pool,) = config.node_pools
+    assert [replace(row, pool=None) for row in config.pool_plan(pool)] == list(network_plan(config))
+    assert {row.pool for row in config.pool_plan(pool)} == {"multus"}
+
+
+def test_three_by_three_pool_view_keeps_every_network_and_zone() -> None:
+    raw = example_raw("three-az-three-networks.json")
+    view = pool_view(raw, "multus")
+    assert len(view) == 9
+    assert [(network, index) for _, network, _, index in view[::3]] == [
+        (network["name"], position + 1)
+        for position, network in enumerate(raw["multus"]["networks"])
+    ]
+
+
+def test_a_pools_view_numbers_only_its_networks_from_one_in_config_order() -> None:
+    raw = example_raw("two-node-pools.json")
+    assert pool_view(raw, "upf") == [
+        ("upf", "n3", "us-west-2a", 1),
+        ("upf", "n3", "us-west-2b", 1),
+        ("upf", "n6", "us-west-2a", 2),
+        ("upf", "n6", "us-west-2b", 2),
+    ]
+    assert pool_view(raw, "control") == [
+        ("control", "n2", "us-west-2a", 1),
+        ("control", "n2", "us-west-2b", 1),
+    ]
+    # The order is multus.networks', not the pool's list.
+    raw["node_pools"][0]["networks"] = ["n6", "n3"]
+    assert [row[1:4:2] for row in pool_view(raw, "upf")][::2] == [("n3", 1), ("n6", 2)]
+
+
+def test_a_pools_view_keeps_each_rows_network_facts() -> None:
+    config = parse_config(example_raw("two-node-pools.json"))
+    plan = {(row.network, row.availability_zone): row for row in network_plan(config)}
+    for pool in config.node_pools:
+        for row in config.pool_plan(pool):
+            # Only the device index (and the pool) are the pool's; NAD, interface, reservation
+            # and security group stay the network's.
+            assert replace(row, device_index=0, pool=None) == replace(
+                plan[row.network, row.availability_zone], device_index=0
+            )
+
+
+def test_a_pool_without_networks_has_an_empty_view() -> None:
+    raw = example_raw("two-node-pools.json")
+    raw["node_pools"].append({"name": "plain", "networks": []})
+    assert pool_view(raw, "plain") == []
+
+
+def test_a_network_no_pool_attaches_is_a_warning_not_an_error() -> None:
+    raw = example_raw("two-node-pools.json")
+    raw["node_pools"][1]["networks"] = []
+    config = parse_config(raw)
+    assert config.warnings == [
+        "multus.networks[0] (n2): no node pool attaches it, so no pod can use it; add it to the "
+        "networks of a pool in node_pools"
+    ]
+    assert parse_config(example_raw("two-node-pools.json")).warnings == []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from config.node_pool_rules import node_pool_requirement_problems
+from config.node_pool_rules import label_problems, node_pool_requirement_problems, taint_problems
 
 
 def test_families_in_their_categories_with_sizes_in_common_are_fine() -> None:
@@ -72,3 +72,79 @@ def test_when_no_family_has_any_listed_size_only_the_vcpus_are_named() -> None:
 def test_the_close_family_name_is_suggested() -> None:
     (problem,) = node_pool_requirement_problems(["m"], ["m5x"], [2])
     assert "did you mean 'm5'?" in problem
+
+
+# Kubernetes, "Labels and Selectors" (syntax and character set): name part at most 63
+# characters, alphanumeric at both ends; prefix a DNS subdomain of at most 253 characters.
+@pytest.mark.parametrize(
+    ("key", "valid"),
+    [
+        ("network-function", True),
+        ("a" * 63, True),
+        ("a" * 64, False),
+        ("example.com/" + "a" * 63, True),
+        ("example.com/" + "a" * 64, False),
+        (("a" * 61 + ".") * 4 + "c/x", True),  # a 249-character prefix
+        ("b" * 250 + ".cd/x", True),  # a 253-character prefix
+        ("b" * 251 + ".cd/x", False),  # 254
+        ("x.y_z", True),
+        ("-upf", False),
+        ("upf-", False),
+        ("Example.com/upf", False),  # the prefix is lowercase DNS
+        ("example.com/", False),
+        ("a/b/c", False),
+        ("", False),
+    ],
+)
+def test_label_keys_follow_kubernetes_syntax(key: str, valid: bool) -> None:
+    assert (label_problems({key: "v"}) == []) is valid, label_problems({key: "v"})
+    assert (taint_problems([(key, "v", "NoSchedule")]) == []) is valid
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [("", True), ("v" * 63, True), ("v" * 64, False), ("a.b_c-d", True), ("-a", False)],
+)
+def test_label_and_taint_values_follow_kubernetes_syntax(value: str, valid: bool) -> None:
+    assert (label_problems({"example.com/k": value}) == []) is valid
+    assert (taint_problems([("example.com/k", value, "NoSchedule")]) == []) is valid
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "karpenter-node",  # this app's label of every Karpenter node
+        "multus.network/n3",  # this app's label per attached network
+        "karpenter.sh/capacity-type",  # karpenter.sh_nodepools.yaml: the domain is Karpenter's
+        "team.karpenter.sh/x",  # ... and its subdomains (the CRD's rule: endsWith)
+        "karpenter.k8s.aws/instance-family",
+        "kubernetes.io/hostname",
+    ],
+)
+def test_labels_the_app_or_karpenter_set_are_refused(key: str) -> None:
+    (problem,) = label_problems({key: "x"})
+    assert problem.startswith(f"labels: {key!r} is set by")
+
+
+@pytest.mark.parametrize("key", ["karpenter-nodes", "multus.networks/n3", "example.com/karpenter"])
+def test_labels_next_to_the_reserved_ones_pass(key: str) -> None:
+    assert label_problems({key: "x"}) == []
+
+
+def test_taints_the_app_or_karpenter_set_are_refused_and_a_repeat_is_named() -> None:
+    assert taint_problems([("multus/not-ready", "", "NoSchedule")])[0].startswith(
+        "taints[0]: 'multus/not-ready' is the startup taint"
+    )
+    assert (
+        "karpenter.sh domain" in taint_problems([("karpenter.sh/disrupted", "", "NoSchedule")])[0]
+    )
+    assert (
+        taint_problems(
+            [("example.com/upf", "", "NoSchedule"), ("example.com/upf", "x", "NoExecute")]
+        )
+        == []
+    )
+    (repeat,) = taint_problems(
+        [("example.com/upf", "", "NoSchedule"), ("example.com/upf", "x", "NoSchedule")]
+    )
+    assert repeat.startswith("taints[1]: example.com/upf:NoSchedule is listed twice")

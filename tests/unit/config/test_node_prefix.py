@@ -61,7 +61,7 @@ def test_whereabouts_stays_the_default() -> None:
 )
 def test_default_prefixes_per_node_follow_max_pods(instance_cpus: list[int], expected: int) -> None:
     raw = example_raw()
-    raw["node_pool"] = {"instance_cpus": instance_cpus, "cpu_limit": "1"}
+    raw["node_pools"] = [{"name": "multus", "instance_cpus": instance_cpus, "cpu_limit": "1"}]
     assert prefixes_per_node(parse_config(raw)) == expected
 
 
@@ -74,7 +74,10 @@ def test_max_pods_is_the_eni_limited_count_of_the_largest_size(
     instance_cpus: list[int], expected: int
 ) -> None:
     pool = NodePoolConfig(
-        instance_categories=["m"], instance_families=["m5"], instance_cpus=instance_cpus
+        name="multus",
+        instance_categories=["m"],
+        instance_families=["m5"],
+        instance_cpus=instance_cpus,
     )
     assert max_pods(pool) == expected
 
@@ -88,6 +91,7 @@ def test_max_nodes_counts_whole_smallest_nodes_within_the_cpu_limit(
     cpu_limit: str, nodes: int
 ) -> None:
     pool = NodePoolConfig(
+        name="multus",
         instance_categories=["m"],
         instance_families=["m5"],
         instance_cpus=[2, 4],
@@ -108,9 +112,9 @@ def test_a_reservation_holds_its_whole_28_prefixes(reservation: str, prefixes: i
 def test_example_reservation_holds_exactly_the_pools_nodes() -> None:
     config = parse_config(example_raw())
     # cpu_limit 32 / 4 vCPUs = 8 nodes, all possibly in one AZ, x 4 prefixes = 32 = a /23.
-    assert (max_nodes(config.node_pool), prefixes_per_node(config)) == (8, 4)
+    assert (max_nodes(config.node_pools[0]), prefixes_per_node(config)) == (8, 4)
     raw = example_raw()
-    raw["node_pool"]["cpu_limit"] = "36"  # a ninth node
+    raw["node_pools"][0]["cpu_limit"] = "36"  # a ninth node
     message = error_for(raw)
     assert "multus.networks[1] (userplane).subnets[0].reservation" in message
     assert "10.0.10.0/23 holds 32 /28 prefixes, but up to 9 nodes" in message
@@ -120,13 +124,36 @@ def test_example_reservation_holds_exactly_the_pools_nodes() -> None:
 def test_seed_reservation_is_far_too_small_for_the_seed_pool() -> None:
     message = error_for(node_prefix_seed())
     assert "multus.networks[1] (multus2).subnets[0].reservation: 10.0.6.32/27 holds 2" in message
-    assert "250 nodes (node_pool.cpu_limit 500 / smallest node_pool.instance_cpus 2)" in message
+    assert (
+        "up to 250 nodes of node_pools[0] (multus) (node_pools[0] (multus).cpu_limit 500 / "
+        "smallest node_pools[0] (multus).instance_cpus 2)"
+    ) in message
+
+
+def test_every_pool_on_a_node_prefix_network_draws_from_its_reservation() -> None:
+    # Two pools attach userplane: each may put all its nodes in one AZ, and both take their
+    # prefixes from the same reservation, so the /23 (32 prefixes) must hold both pools' nodes.
+    raw = example_raw()
+    first = raw["node_pools"][0]
+    raw["node_pools"] = [
+        {**first, "cpu_limit": "16"},  # 4 nodes x 4 prefixes
+        {**first, "name": "second", "cpu_limit": "16"},
+    ]
+    assert len(parse_config(raw).node_pools) == 2  # 16 + 16 = 32 prefixes: fits exactly
+    raw["node_pools"][1]["cpu_limit"] = "20"  # a fifth node of the second pool: 36
+    message = error_for(raw)
+    assert "multus.networks[1] (userplane).subnets[0].reservation" in message
+    assert "up to 4 nodes of node_pools[0] (multus)" in message
+    assert "with 4 prefixes each; up to 5 nodes of node_pools[1] (second)" in message
+    assert "36 in all" in message
+    raw["node_pools"][1]["networks"] = ["signaling"]  # the second pool no longer draws from it
+    assert len(parse_config(raw).node_pools) == 2
 
 
 def test_explicit_prefixes_per_node_is_used_for_sizing() -> None:
     raw = example_raw()
     raw["multus"]["networks"][1]["prefixes_per_node"] = 1
-    raw["node_pool"]["cpu_limit"] = "128"  # 32 nodes x 1 prefix still fits the /23
+    raw["node_pools"][0]["cpu_limit"] = "128"  # 32 nodes x 1 prefix still fits the /23
     assert prefixes_per_node(parse_config(raw)) == 1
 
 
@@ -177,12 +204,15 @@ def test_newer_families_with_more_addresses_raise_the_default() -> None:
     # m8i.2xlarge: 4 ENIs x 30 addresses (EC2 limits; m5.2xlarge has 15) -> 118 max pods ->
     # 8 prefixes, which one m8i.xlarge ENI (30 addresses) holds.
     raw = example_raw()
-    raw["node_pool"] = {
-        "instance_categories": ["m"],
-        "instance_families": ["m8i"],
-        "instance_cpus": [4, 8],
-        "cpu_limit": "4",
-    }
+    raw["node_pools"] = [
+        {
+            "name": "multus",
+            "instance_categories": ["m"],
+            "instance_families": ["m8i"],
+            "instance_cpus": [4, 8],
+            "cpu_limit": "4",
+        }
+    ]
     assert prefixes_per_node(parse_config(raw)) == 8
 
 
@@ -196,7 +226,7 @@ def six_zone_node_prefix_layout(networks: int) -> dict[str, Any]:
             "public_subnet_cidrs": [f"10.0.{i}.0/24" for i in range(6)],
             "node_subnet_cidrs": [f"10.0.{10 + i}.0/24" for i in range(6)],
         },
-        "node_pool": {"instance_cpus": [16], "cpu_limit": "16"},
+        "node_pools": [{"name": "multus", "instance_cpus": [16], "cpu_limit": "16"}],
         "multus": {
             "networks": [
                 {
@@ -222,4 +252,7 @@ def test_node_prefix_lines_count_toward_the_user_data_budget() -> None:
     # such networks, not five (the cluster stack would otherwise fail to render the user-data).
     assert len(parse_config(six_zone_node_prefix_layout(4)).multus.networks) == 4
     message = error_for(six_zone_node_prefix_layout(5))
-    assert "availability_zones x multus.networks: the node user-data would be" in message
+    assert (
+        "node_pools[0] (multus).networks: with availability_zones, the node user-data would be"
+        in message
+    )

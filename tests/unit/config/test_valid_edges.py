@@ -96,21 +96,29 @@ def test_counts_below_their_minimum_are_refused(path: str, value: int) -> None:
     assert "greater than or equal to" in message, message
 
 
-@pytest.mark.parametrize("path", [f"{SYSTEM}.root_volume_gib", "node_pool.root_volume_gib"])
+@pytest.mark.parametrize(
+    ("path", "reported"),
+    [
+        (f"{SYSTEM}.root_volume_gib", f"{SYSTEM}.root_volume_gib"),
+        ("node_pools.0.root_volume_gib", "node_pools[0].root_volume_gib"),
+    ],
+)
 @pytest.mark.parametrize(
     ("gib", "accepted"), [(19, False), (20, True), (16384, True), (16385, False)]
 )
-def test_volume_sizes_from_20_gib_to_the_gp3_maximum(path: str, gib: int, accepted: bool) -> None:
+def test_volume_sizes_from_20_gib_to_the_gp3_maximum(
+    path: str, reported: str, gib: int, accepted: bool
+) -> None:
     # 20 GiB: the EKS AL2023 AMI's root volume; 16,384 GiB: the largest gp3 volume.
     raw = changed(path, gib)
     if accepted:
         section, _, field = path.rpartition(".")
         node: Any = parse_config(raw)
         for part in section.split("."):
-            node = getattr(node, part)
+            node = node[int(part)] if part.isdigit() else getattr(node, part)
         assert getattr(node, field) == gib
     else:
-        assert path in error_for(raw)
+        assert reported in error_for(raw)
 
 
 @pytest.mark.parametrize(
@@ -304,25 +312,25 @@ def test_namespaces_may_be_a_full_dns_label(path: str, length: int) -> None:
     "path",
     [
         f"{SYSTEM}.instance_types",
-        "node_pool.instance_categories",
-        "node_pool.instance_cpus",
-        "node_pool.instance_families",
-        "node_pool.capacity_types",
+        "node_pools.0.instance_categories",
+        "node_pools.0.instance_cpus",
+        "node_pools.0.instance_families",
+        "node_pools.0.capacity_types",
     ],
 )
 def test_empty_lists_of_instance_choices_are_refused(path: str) -> None:
     message = error_for(changed(path, []))
-    assert f"{path}: " in message, message
+    assert f"{path.replace('.0.', '[0].')}: " in message, message
 
 
 def test_one_choice_of_each_instance_kind_passes() -> None:
-    raw = changed("node_pool.instance_categories", ["c"])
-    raw["node_pool"]["instance_families"] = ["c6i"]
-    raw["node_pool"]["instance_cpus"] = [16]
-    raw["node_pool"]["capacity_types"] = ["spot"]
+    raw = changed("node_pools.0.instance_categories", ["c"])
+    raw["node_pools"][0]["instance_families"] = ["c6i"]
+    raw["node_pools"][0]["instance_cpus"] = [16]
+    raw["node_pools"][0]["capacity_types"] = ["spot"]
     raw["cluster"]["system_node_group"]["instance_types"] = ["m5.large"]
     config = parse_config(raw)
-    assert config.node_pool.allowed_sizes() == [("c6i", 16, 8)]  # c6i.4xlarge: 8 interfaces
+    assert config.node_pools[0].allowed_sizes() == [("c6i", 16, 8)]  # c6i.4xlarge: 8 interfaces
     assert config.cluster.system_node_group.instance_types == ["m5.large"]
 
 
@@ -429,9 +437,9 @@ def test_ranges_next_to_the_special_purpose_ones_pass(cidr: str) -> None:
     [(32, "m5"), (36, "c5"), (48, "m5"), (64, "m6i"), (72, "c5"), (96, "r6i")],
 )
 def test_every_listed_size_of_a_family_that_has_it_passes(cpus: int, family: str) -> None:
-    raw = changed("node_pool.instance_cpus", [cpus])
-    raw["node_pool"]["instance_families"] = [family]
-    assert parse_config(raw).node_pool.allowed_sizes()[0][:2] == (family, cpus)
+    raw = changed("node_pools.0.instance_cpus", [cpus])
+    raw["node_pools"][0]["instance_families"] = [family]
+    assert parse_config(raw).node_pools[0].allowed_sizes()[0][:2] == (family, cpus)
 
 
 def test_a_private_subnet_missing_for_an_az_is_named() -> None:
@@ -466,9 +474,12 @@ def test_teardown_bounds_at_their_edges_pass(minutes: int, grace: str) -> None:
     # 10 minutes is the floor; the drain bound plus 10 minutes of shutdown may equal the
     # teardown bound.
     raw = changed("cluster.teardown_timeout_minutes", minutes)
-    raw["node_pool"]["termination_grace_period"] = grace
+    raw["node_pools"][0]["termination_grace_period"] = grace
     config = parse_config(raw)
-    assert (config.cluster.teardown_timeout_minutes, config.node_pool.termination_grace_period) == (
+    assert (
+        config.cluster.teardown_timeout_minutes,
+        config.node_pools[0].termination_grace_period,
+    ) == (
         minutes,
         grace,
     )
@@ -476,16 +487,16 @@ def test_teardown_bounds_at_their_edges_pass(minutes: int, grace: str) -> None:
 
 def test_a_teardown_bound_past_cloudformations_hour_is_refused_naming_both_fields() -> None:
     raw = changed("cluster.teardown_timeout_minutes", LONGEST_TEARDOWN + 1)
-    raw["node_pool"]["termination_grace_period"] = "0s"
+    raw["node_pools"][0]["termination_grace_period"] = "0s"
     message = error_for(raw)
     assert f"cluster.teardown_timeout_minutes: {LONGEST_TEARDOWN + 1} minutes" in message
     assert f"use at most {LONGEST_TEARDOWN}" in message
-    assert f"node_pool.termination_grace_period at most {LONGEST_TEARDOWN - 10}m" in message
+    assert f"node_pools[].termination_grace_period at most {LONGEST_TEARDOWN - 10}m" in message
 
 
 def test_a_teardown_bound_under_ten_minutes_is_refused() -> None:
     raw = changed("cluster.teardown_timeout_minutes", 9)
-    raw["node_pool"]["termination_grace_period"] = "0s"
+    raw["node_pools"][0]["termination_grace_period"] = "0s"
     assert "cluster.teardown_timeout_minutes: " in error_for(raw)
 
 
@@ -494,12 +505,14 @@ def test_teardown_leaves_ten_minutes_after_the_longest_drain(grace: str, accepte
     # docs/operations.md: instances are force-terminated once teardown_timeout_minutes - 10
     # minutes have passed, so the drain bound may take all but the last 10 of the longest bound.
     raw = changed("cluster.teardown_timeout_minutes", LONGEST_TEARDOWN)
-    raw["node_pool"]["termination_grace_period"] = grace
+    raw["node_pools"][0]["termination_grace_period"] = grace
     if accepted:
-        assert parse_config(raw).node_pool.termination_grace_period == grace
+        assert parse_config(raw).node_pools[0].termination_grace_period == grace
     else:
         message = error_for(raw)
-        assert f"node_pool.termination_grace_period {grace} plus 10 minutes" in message, message
+        assert (
+            f"node_pools[0] (multus).termination_grace_period {grace} plus 10 minutes" in message
+        ), message
         assert f"at most {LONGEST_TEARDOWN}, the longest CloudFormation waits for" in message
 
 

@@ -49,8 +49,8 @@ def test_account_id_from_the_command_line_stays_text() -> None:
 
 
 def test_list_fields_take_json_from_the_command_line() -> None:
-    config = load({"config.node_pool.instance_cpus": "[4, 8]"}).base
-    assert config.node_pool.instance_cpus == [4, 8]
+    config = load({"config.node_pools": '[{"name": "multus", "instance_cpus": [4, 8]}]'}).base
+    assert config.node_pools[0].instance_cpus == [4, 8]
 
 
 def test_unquoted_yaml_version_is_read_as_the_version(tmp_path: Path) -> None:

@@ -61,7 +61,7 @@ DAY2_CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {
             "multus": {"networks": _networks_with(_third_network)},
             # three networks + the primary ENI: 2-vCPU sizes (3 ENIs) no longer fit
-            "node_pool": {"instance_cpus": [4, 8, 16]},
+            "node_pools": [{"name": "multus", "instance_cpus": [4, 8, 16]}],
         },
     ),
     "change-reservation": (

@@ -37,15 +37,17 @@ def test_check_reads_the_parameter_of_the_pinned_alias_and_names_the_config_fiel
     _, resource = check_resource(cluster)
     properties = resource["Properties"]
     assert properties["ParameterName"] == al2023_image_parameter(
-        SEED.cluster.kubernetes_version, SEED.node_pool.ami_alias
+        SEED.cluster.kubernetes_version, SEED.node_pools[0].ami_alias
     )
-    assert properties["AmiAlias"] == SEED.node_pool.ami_alias == "al2023@v20261112"
+    assert properties["AmiAlias"] == SEED.node_pools[0].ami_alias == "al2023@v20261112"
     assert properties["KubernetesVersion"] == SEED.cluster.kubernetes_version
-    assert properties["ConfigField"] == "node_pool.ami_alias"
+    assert properties["ConfigField"] == "node_pools[0] (multus).ami_alias"
 
 
 def test_handler_may_read_exactly_that_public_parameter(cluster: dict[str, Any]) -> None:
-    parameter = al2023_image_parameter(SEED.cluster.kubernetes_version, SEED.node_pool.ami_alias)
+    parameter = al2023_image_parameter(
+        SEED.cluster.kubernetes_version, SEED.node_pools[0].ami_alias
+    )
     ssm_statements = [
         statement
         for policy in resources(cluster, "AWS::IAM::Policy").values()

@@ -55,37 +55,43 @@ def workloads(config: AppConfig) -> Any:
         attachments_of(config),
         cluster=None,  # type: ignore[arg-type]  # passed through untouched
         karpenter_release=None,  # type: ignore[arg-type]
-        node_pool=None,  # type: ignore[arg-type]
+        node_pools=[],
     )
 
 
 def test_node_pool_takes_every_value_from_the_config_in_karpenter_spelling() -> None:
     config = parse_config(
         {
-            "node_pool": {
-                "root_volume_gib": 50,
-                "instance_cpus": [4, 8],
-                "capacity_types": ["spot"],
-                "consolidate_after": "5m",
-                "termination_grace_period": "10m",
-            }
+            "node_pools": [
+                {
+                    "name": "multus",
+                    "root_volume_gib": 50,
+                    "instance_cpus": [4, 8],
+                    "capacity_types": ["spot"],
+                    "consolidate_after": "5m",
+                    "termination_grace_period": "10m",
+                }
+            ]
         }
     )
-    props = cluster_props.node_pool_props(config, node_role_name="role", user_data="data")
+    (pool,) = config.node_pools
+    props = cluster_props.node_pool_props(config, pool, node_role_name="role", user_data="data")
     # EC2NodeClass volumeSize is a Kubernetes quantity; NodePool requirement values are strings.
     assert props.root_volume_size == "50Gi"
     assert props.instance_cpus == ["4", "8"]
     assert props.capacity_types == ["spot"]
     assert props.consolidate_after == "5m"
     assert props.termination_grace_period == "10m"
-    assert props.ami_alias == config.node_pool.ami_alias
+    assert props.ami_alias == pool.ami_alias
+    assert (props.node_pool_name, props.node_class_name, props.weight) == ("multus", "multus", 10)
     assert props.zones == ["us-west-2a", "us-west-2b"]
     assert (props.node_role_name, props.user_data) == ("role", "data")
 
 
 def test_node_pool_selects_the_node_subnets_and_the_cluster_security_group() -> None:
+    config = parse_config({"cluster": {"name": "edge"}})
     props = cluster_props.node_pool_props(
-        parse_config({"cluster": {"name": "edge"}}), node_role_name="role", user_data="data"
+        config, config.node_pools[0], node_role_name="role", user_data="data"
     )
     # NetworkStack tags only the node subnets karpenter.sh/discovery=<cluster>; EKS tags the
     # cluster security group aws:eks:cluster-name=<cluster>.
@@ -130,7 +136,7 @@ def test_coredns_tolerates_the_controller_nodes() -> None:
 
 def test_node_bootstrap_places_each_network_at_its_device_index_per_az() -> None:
     config = AppConfig()
-    props = cluster_props.node_bootstrap_props(config, attachments_of(config))
+    props = cluster_props.node_bootstrap_props(config, attachments_of(config), config.node_pools[0])
     assert [(i.network, i.interface_name, i.device_index) for i in props.interfaces] == [
         ("multus1", "multus1", 1),
         ("multus2", "multus2", 2),
@@ -156,11 +162,13 @@ def test_whereabouts_networks_get_nads_and_pod_ips_node_prefix_networks_local_na
         "userplane-us-west-2a",
         "userplane-us-west-2b",
     ]
-    assert props.pod_ips.interfaces == {"signaling": ["10.0.4.32/27", "10.0.5.32/27"]}
-    assert props.clear_taints.wait_for_pod_ips
+    (agents,) = props.pod_ips.pools
+    assert agents.interfaces == {"signaling": ["10.0.4.32/27", "10.0.5.32/27"]}
+    (nodes,) = props.clear_taints.pools
+    assert nodes.wait_for_pod_ips
     # The node_prefix network's CNI config (device index 2) and plugins must exist on the node.
-    assert f"{CNI_CONFIG_DIR}/{cni_config_file_name(2)}" in props.clear_taints.cni_files
-    assert {"host-local", "ipvlan", "sbr"} <= set(props.clear_taints.cni_binaries)
+    assert f"{CNI_CONFIG_DIR}/{cni_config_file_name(2)}" in nodes.cni_files
+    assert {"host-local", "ipvlan", "sbr"} <= set(nodes.cni_binaries)
 
 
 def test_a_static_range_reaches_the_nads_the_agent_and_cleartaints() -> None:
@@ -200,7 +208,9 @@ def test_the_seed_has_no_static_range_anywhere() -> None:
 
 def test_node_prefix_network_gets_its_prefixes_at_boot() -> None:
     config = example_config("node-prefix.json")
-    networks = cluster_props.node_bootstrap_props(config, attachments_of(config)).node_prefix
+    networks = cluster_props.node_bootstrap_props(
+        config, attachments_of(config), config.node_pools[0]
+    ).node_prefix
     assert [(n.availability_zone, n.interface_name, n.device_index) for n in networks] == [
         ("us-west-2a", "userplane", 2),
         ("us-west-2b", "userplane", 2),
@@ -220,7 +230,7 @@ def test_only_node_prefix_networks_leave_no_pod_ip_agent() -> None:
     )
     props = workloads(node_prefix_only)
     assert props.pod_ips is None
-    assert not props.clear_taints.wait_for_pod_ips
+    assert not props.clear_taints.pools[0].wait_for_pod_ips
     assert props.network_attachments.attachments == []
 
 
@@ -237,7 +247,9 @@ def test_sample_workloads_only_when_asked_with_every_network_of_their_az(enabled
 
 def deployed_user_data_size(config: AppConfig) -> int:
     """Bytes of the user-data the cluster stack renders for `config`, with the longest IDs."""
-    return deployed_size(cluster_props.node_bootstrap_props(config, attachments_of(config)))
+    return deployed_size(
+        cluster_props.node_bootstrap_props(config, attachments_of(config), config.node_pools[0])
+    )
 
 
 def ten_networks() -> dict[str, Any]:
@@ -258,11 +270,14 @@ def ten_networks() -> dict[str, Any]:
                 for n in range(10)
             ]
         },
-        "node_pool": {
-            "instance_categories": ["m"],
-            "instance_families": ["m5"],
-            "instance_cpus": [64],
-        },
+        "node_pools": [
+            {
+                "name": "multus",
+                "instance_categories": ["m"],
+                "instance_families": ["m5"],
+                "instance_cpus": [64],
+            }
+        ],
     }
 
 
@@ -287,3 +302,140 @@ def test_the_config_check_measures_the_user_data_the_nodes_get(
     monkeypatch.setattr(config_model, "USER_DATA_LIMIT_BYTES", size - 1)
     with pytest.raises(ConfigError, match=f"the node user-data would be {size} bytes"):
         parse_config(raw)
+
+
+def two_pools() -> AppConfig:
+    """examples/two-node-pools.json: upf (n3 + n6, a taint), control (n2)."""
+    return example_config("two-node-pools.json")
+
+
+def pool_named(config: AppConfig, name: str) -> config_model.NodePoolConfig:
+    (pool,) = [pool for pool in config.node_pools if pool.name == name]
+    return pool
+
+
+def test_each_pool_boots_only_its_networks_at_indexes_from_one() -> None:
+    config = two_pools()
+    upf = cluster_props.node_bootstrap_props(
+        config, attachments_of(config), pool_named(config, "upf")
+    )
+    assert [(i.network, i.device_index) for i in upf.interfaces] == [("n3", 1), ("n6", 2)]
+    assert upf.placements["us-west-2a"].subnet_ids == [
+        "subnet-n3-us-west-2a",
+        "subnet-n6-us-west-2a",
+    ]
+    control = cluster_props.node_bootstrap_props(
+        config, attachments_of(config), pool_named(config, "control")
+    )
+    assert [(i.network, i.device_index) for i in control.interfaces] == [("n2", 1)]
+    assert control.placements["us-west-2b"].subnet_ids == ["subnet-n2-us-west-2b"]
+
+
+def test_each_pool_labels_its_nodes_with_its_networks_and_its_own_labels_and_taints() -> None:
+    config = two_pools()
+    upf = cluster_props.node_pool_props(
+        config, pool_named(config, "upf"), node_role_name="role", user_data="upf"
+    )
+    assert (upf.node_pool_name, upf.node_class_name, upf.weight) == ("upf", "upf", 20)
+    assert upf.labels == {
+        "multus.network/n3": "true",
+        "multus.network/n6": "true",
+        "example.com/network-function": "upf",
+    }
+    assert [t.as_dict() for t in upf.taints] == [
+        {"key": "example.com/upf", "value": "true", "effect": "NoSchedule"}
+    ]
+    assert upf.startup_taint is not None
+    assert upf.instance_families == ["c5n", "c6in"]
+    control = cluster_props.node_pool_props(
+        config, pool_named(config, "control"), node_role_name="role", user_data="control"
+    )
+    assert set(control.labels) == {"multus.network/n2", "example.com/network-function"}
+    assert control.taints == []
+
+
+def test_a_pool_without_networks_gets_no_startup_taint_and_no_daemon_sets() -> None:
+    raw = example_raw("two-node-pools.json")
+    raw["node_pools"].append({"name": "plain", "networks": []})
+    config = parse_config(raw)
+    plain = pool_named(config, "plain")
+    props = cluster_props.node_pool_props(config, plain, node_role_name="role", user_data=None)
+    assert props.startup_taint is None
+    assert not any(key.startswith("multus.network/") for key in props.labels)
+    workload = workloads(config)
+    assert [nodes.pool for nodes in workload.clear_taints.pools] == ["upf", "control"]
+    assert [nodes.pool for nodes in workload.pod_ips.pools] == ["upf", "control"]
+
+
+def test_cleartaints_and_the_pod_ip_agent_of_a_pool_know_only_its_networks() -> None:
+    props = workloads(two_pools())
+    upf, control = props.clear_taints.pools
+    # Karpenter labels every node with the NodePool it belongs to (karpenter.sh/nodepool).
+    assert upf.node_selector == {"karpenter-node": "true", "karpenter.sh/nodepool": "upf"}
+    assert control.node_selector == {"karpenter-node": "true", "karpenter.sh/nodepool": "control"}
+    assert (upf.daemon_set_name, control.daemon_set_name) == (
+        "cleartaints-upf",
+        "cleartaints-control",
+    )
+    upf_agent, control_agent = props.pod_ips.pools
+    assert upf_agent.interfaces == {
+        "n3": ["10.0.6.32/27", "10.0.7.32/27"],
+        "n6": ["10.0.8.32/27", "10.0.9.32/27"],
+    }
+    assert control_agent.interfaces == {"n2": ["10.0.4.32/27", "10.0.5.32/27"]}
+    assert control_agent.node_selector["karpenter.sh/nodepool"] == "control"
+
+
+def test_the_default_pool_keeps_the_seeds_object_names() -> None:
+    props = workloads(AppConfig())
+    (nodes,) = props.clear_taints.pools
+    (agents,) = props.pod_ips.pools
+    assert (nodes.daemon_set_name, agents.daemon_set_name, agents.config_file) == (
+        "cleartaints",
+        "multus-pod-ips",
+        "config.json",
+    )
+
+
+def test_reserved_enis_is_the_most_any_pool_attaches() -> None:
+    # karpenter-provider-aws v1.14.1 pkg/providers/instancetype/types.go: pods() takes
+    # options.ReservedENIs, one global setting, into ENILimitedPods for every NodePool.
+    config = two_pools()
+    props = cluster_props.karpenter_controller_props(config, cluster=None)  # type: ignore[arg-type]
+    assert props.reserved_enis == 2  # upf's n3 + n6; control attaches 1
+    raw = example_raw("two-node-pools.json")
+    raw["node_pools"][0]["networks"] = ["n3"]
+    assert parse_config(raw).reserved_enis == 1
+    raw["node_pools"][1]["networks"] = []
+    raw["node_pools"][0]["networks"] = []
+    assert parse_config(raw).reserved_enis == 0
+
+
+def test_one_ami_check_per_distinct_alias_naming_every_pool_that_pins_it() -> None:
+    raw = example_raw("two-node-pools.json")
+    raw["node_pools"].append({"name": "oam", "networks": [], "ami_alias": "al2023@v20261001"})
+    checks = cluster_props.ami_release_check_props(parse_config(raw))
+    assert [(c.ami_alias, c.config_field) for c in checks] == [
+        (
+            "al2023@v20261112",
+            "node_pools[0] (upf).ami_alias, node_pools[1] (control).ami_alias",
+        ),
+        ("al2023@v20261001", "node_pools[2] (oam).ami_alias"),
+    ]
+
+
+def test_sample_workloads_follow_the_pools() -> None:
+    raw = example_raw("two-node-pools.json")
+    raw["extras"] = {"sample_workloads": True}
+    props = workloads(parse_config(raw))
+    assert [
+        (w.pool, w.availability_zone, list(w.networks), list(w.network_attachment_names))
+        for w in props.sample_workloads.workloads
+    ] == [
+        ("upf", "us-west-2a", ["n3", "n6"], ["n3-us-west-2a", "n6-us-west-2a"]),
+        ("upf", "us-west-2b", ["n3", "n6"], ["n3-us-west-2b", "n6-us-west-2b"]),
+        ("control", "us-west-2a", ["n2"], ["n2-us-west-2a"]),
+        ("control", "us-west-2b", ["n2"], ["n2-us-west-2b"]),
+    ]
+    # The UPF pool's taint: its sample pods tolerate it, the control pool's have none to.
+    assert [len(w.tolerations) for w in props.sample_workloads.workloads] == [1, 1, 0, 0]

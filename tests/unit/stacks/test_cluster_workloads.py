@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
 import yaml
+from aws_cdk.assertions import Annotations, Match
 from jsonschema import Draft202012Validator
 
 from node_bootstrap.renderer import READY_MARKER_DIR
-from tests.conftest import SynthesizedApp
+from testing_support.crd_rules import rule_violations
+from tests.conftest import REPO, SynthesizedApp, cdk_json_context, synthesize
 from tests.helpers import TOKEN, joined_text, shared_reference
 
 
@@ -116,7 +120,11 @@ def test_pod_ip_agent_manages_each_interfaces_reservations_and_reads_the_bootstr
 def test_node_pool_carries_the_seed_settings(cluster: dict[str, Any]) -> None:
     (pool,) = by_kind(cluster, "NodePool")
     template = pool["spec"]["template"]
-    assert template["metadata"]["labels"] == {"karpenter-node": "true"}
+    assert template["metadata"]["labels"] == {
+        "karpenter-node": "true",
+        "multus.network/multus1": "true",
+        "multus.network/multus2": "true",
+    }
     assert template["spec"]["startupTaints"] == [
         {"key": "multus/not-ready", "value": "true", "effect": "NoSchedule"}
     ]
@@ -210,17 +218,20 @@ CRD_FILES = [
 ]
 
 
-def upstream_validators() -> dict[str, Draft202012Validator]:
-    """Kind -> validator of the upstream CRD's served v1 openAPIV3Schema."""
-    validators = {}
+def upstream_schemas() -> dict[str, dict[str, Any]]:
+    """Kind -> the upstream CRD's served v1 openAPIV3Schema."""
+    schemas = {}
     for path in CRD_FILES:
         for document in yaml.safe_load_all(shared_reference(path).read_text()):
             if document and document["kind"] == "CustomResourceDefinition":
                 (served,) = [v for v in document["spec"]["versions"] if v["name"] == "v1"]
-                validators[document["spec"]["names"]["kind"]] = Draft202012Validator(
-                    served["schema"]["openAPIV3Schema"]
-                )
-    return validators
+                schemas[document["spec"]["names"]["kind"]] = served["schema"]["openAPIV3Schema"]
+    return schemas
+
+
+def upstream_validators() -> dict[str, Draft202012Validator]:
+    """Kind -> validator of the upstream CRD's served v1 openAPIV3Schema."""
+    return {kind: Draft202012Validator(schema) for kind, schema in upstream_schemas().items()}
 
 
 def test_every_emitted_object_is_schema_valid(
@@ -254,3 +265,99 @@ def test_node_latency_does_not_wait_for_imds_that_pods_cannot_reach(
     ]
     values = json.loads(chart["Values"])
     assert {"name": "NO_IMDS", "value": "true"} in values["env"]
+
+
+@pytest.fixture(scope="module")
+def two_pools(two_pools_app: SynthesizedApp) -> dict[str, Any]:
+    # Synthesized with cdk-nag attached, like the default app: no open finding either.
+    assert two_pools_app.synth_error is None, two_pools_app.synth_error
+    return two_pools_app.template_json(two_pools_app.stage.cluster)
+
+
+def multus_networks_line(user_data: str) -> list[str]:
+    """The networks a user-data attaches (its MULTUS_NETWORKS data: name, interface, index)."""
+    value = re.search(r"^MULTUS_NETWORKS='([^']*)'$", user_data, re.MULTILINE | re.DOTALL)
+    assert value, user_data[:500]
+    return value.group(1).splitlines()
+
+
+def test_every_pool_has_its_node_pool_and_node_class_in_the_one_node_pool_manifest(
+    two_pools: dict[str, Any], cluster: dict[str, Any]
+) -> None:
+    logical_id, _ = manifest_with(two_pools, "NodePool")
+    # The default app's NodePool manifest keeps its logical ID with any number of pools.
+    assert logical_id == manifest_with(cluster, "NodePool")[0]
+    objects, _ = manifests(two_pools)[logical_id]
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in objects) == [
+        ("EC2NodeClass", "control"),
+        ("EC2NodeClass", "upf"),
+        ("NodePool", "control"),
+        ("NodePool", "upf"),
+    ]
+    classes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "EC2NodeClass"}
+    assert multus_networks_line(classes["upf"]["spec"]["userData"]) == [
+        "n3 n3 1 false",
+        "n6 n6 2 false",
+    ]
+    assert multus_networks_line(classes["control"]["spec"]["userData"]) == ["n2 n2 1 false"]
+    pools = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "NodePool"}
+    assert pools["upf"]["template"]["spec"]["taints"] == [
+        {"key": "example.com/upf", "value": "true", "effect": "NoSchedule"}
+    ]
+    assert set(pools["control"]["template"]["metadata"]["labels"]) == {
+        "karpenter-node",
+        "multus.network/n2",
+        "example.com/network-function",
+    }
+
+
+def test_every_object_of_the_two_pool_app_passes_its_schema_and_cel_rules(
+    two_pools: dict[str, Any],
+) -> None:
+    """karpenter-v1.14.1 CRDs (shared/reference): the structural schema and the CEL rules
+    (x-kubernetes-validations) the API server runs on create, for every NodePool and
+    EC2NodeClass; Kubernetes 1.34's schema for the built-in kinds."""
+    schemas = upstream_schemas()
+    checked = []
+    for objects, _ in manifests(two_pools).values():
+        for obj in objects:
+            if obj["kind"] in schemas:
+                assert list(Draft202012Validator(schemas[obj["kind"]]).iter_errors(obj)) == []
+                assert list(rule_violations(obj, schemas[obj["kind"]])) == [], obj["kind"]
+                checked.append((obj["kind"], obj["metadata"]["name"]))
+            else:
+                kubernetes_validate.validate(obj, "1.34", strict=True)
+    assert {name for kind, name in checked if kind in ("NodePool", "EC2NodeClass")} == {
+        "upf",
+        "control",
+    }
+
+
+def test_each_pool_gets_its_own_cleartaints_and_pod_ip_agent_on_its_nodes_only(
+    two_pools: dict[str, Any],
+) -> None:
+    daemon_sets = {d["metadata"]["name"]: d for d in by_kind(two_pools, "DaemonSet")}
+    for pool in ("upf", "control"):
+        for name in (f"cleartaints-{pool}", f"multus-pod-ips-{pool}"):
+            (term,) = daemon_sets[name]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            ]["nodeSelectorTerms"]
+            assert {"key": "karpenter.sh/nodepool", "operator": "In", "values": [pool]} in term[
+                "matchExpressions"
+            ]
+    assert "cleartaints" not in daemon_sets  # no pool is named like the seed's
+    (code,) = [
+        c for c in by_kind(two_pools, "ConfigMap") if c["metadata"]["name"] == "multus-pod-ips"
+    ]
+    assert set(json.loads(code["data"]["config-upf.json"])["interfaces"]) == {"n3", "n6"}
+    assert set(json.loads(code["data"]["config-control.json"])["interfaces"]) == {"n2"}
+
+
+def test_a_network_no_pool_attaches_is_a_cdk_warning(tmp_path: Path) -> None:
+    raw = json.loads((REPO / "examples" / "two-node-pools.json").read_text())
+    raw["node_pools"][1]["networks"] = []
+    app = synthesize(tmp_path, cdk_json_context(config=raw))
+    warnings = Annotations.from_stack(app.stage.cluster).find_warning(
+        "*", Match.string_like_regexp("multus.networks\\[0\\] \\(n2\\): no node pool attaches it")
+    )
+    assert len(warnings) == 1
