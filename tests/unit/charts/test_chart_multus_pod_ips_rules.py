@@ -240,17 +240,15 @@ def test_a_configured_reconcile_period_reaches_the_agent() -> None:
 
 
 def test_the_static_ranges_reach_the_agent_and_default_to_none() -> None:
-    props = MultusPodIpsProps(
-        image="img:1",
-        interfaces={"n3": ["10.0.4.32/27"]},
-        static_ranges={"n3": ["10.0.4.48/28"]},
-    )
+    nodes = PodIpsNodes(interfaces={"n3": ["10.0.4.32/27"]}, static_ranges={"n3": ["10.0.4.48/28"]})
+    props = MultusPodIpsProps(image="img:1", pools=[nodes])
 
-    assert AgentConfig(**json.loads(json.dumps(agent_config(props)))).static_ranges == {
+    assert AgentConfig(**json.loads(json.dumps(agent_config(props, nodes)))).static_ranges == {
         "n3": ["10.0.4.48/28"]
     }
-    seed = MultusPodIpsProps(image="img:1", interfaces={"n3": ["10.0.4.32/27"]})
-    assert AgentConfig(**json.loads(json.dumps(agent_config(seed)))).static_ranges == {}
+    seed = PodIpsNodes(interfaces={"n3": ["10.0.4.32/27"]})
+    shipped = agent_config(MultusPodIpsProps(image="img:1", pools=[seed]), seed)
+    assert AgentConfig(**json.loads(json.dumps(shipped))).static_ranges == {}
 
 
 def test_props_are_immutable() -> None:

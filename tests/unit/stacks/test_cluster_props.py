@@ -194,16 +194,20 @@ def test_a_static_range_reaches_the_nads_the_agent_and_cleartaints() -> None:
     first, second = props.network_attachments.attachments
     assert (first.static_range, first.static_name) == ("10.0.4.48/28", "n3-us-west-2a-static")
     assert (second.static_range, second.static_name) == (None, None)
-    assert props.pod_ips.interfaces == {"n3": ["10.0.4.32/27", "10.0.5.32/27"]}
-    assert props.pod_ips.static_ranges == {"n3": ["10.0.4.48/28"]}
-    assert "static" in props.clear_taints.cni_binaries
+    (agents,) = props.pod_ips.pools
+    assert agents.interfaces == {"n3": ["10.0.4.32/27", "10.0.5.32/27"]}
+    assert agents.static_ranges == {"n3": ["10.0.4.48/28"]}
+    (nodes,) = props.clear_taints.pools
+    assert "static" in nodes.cni_binaries
 
 
 def test_the_seed_has_no_static_range_anywhere() -> None:
     props = workloads(parse_config({}))
     assert all(nad.static_name is None for nad in props.network_attachments.attachments)
-    assert props.pod_ips.static_ranges == {}
-    assert "static" not in props.clear_taints.cni_binaries
+    (agents,) = props.pod_ips.pools
+    assert agents.static_ranges == {}
+    (nodes,) = props.clear_taints.pools
+    assert "static" not in nodes.cni_binaries
 
 
 def test_node_prefix_network_gets_its_prefixes_at_boot() -> None:
