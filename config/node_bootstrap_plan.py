@@ -17,8 +17,9 @@ def node_bootstrap_props(
     subnet_id: Callable[[NetworkPlanRow], str],
     security_group_id: Callable[[NetworkPlanRow], str],
 ) -> NodeBootstrapProps:
-    """Each network's interface at its device index and, per AZ, its subnets (in interface
-    order) and security groups; subnet_id and security_group_id give a row's deploy-time IDs."""
+    """Each network's interface at its device index and, per AZ, each interface's subnet and
+    its network's security group (in interface order); subnet_id and security_group_id give a
+    row's deploy-time IDs."""
     zones: dict[str, list[NetworkPlanRow]] = {}
     for row in sorted(plan, key=lambda row: row.device_index):
         zones.setdefault(row.availability_zone, []).append(row)
@@ -36,7 +37,7 @@ def node_bootstrap_props(
         placements={
             az: AzPlacement(
                 subnet_ids=[subnet_id(row) for row in rows],
-                security_group_ids=list(dict.fromkeys(security_group_id(row) for row in rows)),
+                security_group_ids=[[security_group_id(row)] for row in rows],
             )
             for az, rows in zones.items()
         },

@@ -75,10 +75,11 @@ class MultusInterface:
 
 @dataclass(frozen=True)
 class AzPlacement:
-    """Where the Multus ENIs of a node in one AZ go: a subnet per interface, security groups."""
+    """Where the Multus ENIs of a node in one AZ go: per interface a subnet and the security
+    groups its ENI gets (both in NodeBootstrapProps.interfaces order)."""
 
-    subnet_ids: Sequence[str]  # one per interface, same order as NodeBootstrapProps.interfaces
-    security_group_ids: Sequence[str]  # security groups put on every Multus ENI in this AZ
+    subnet_ids: Sequence[str]
+    security_group_ids: Sequence[Sequence[str]]
 
 
 @dataclass(frozen=True)
@@ -123,8 +124,10 @@ def deployed_size(props: NodeBootstrapProps) -> int:
         placements={
             az: AzPlacement(
                 subnet_ids=[_DEPLOYED_SUBNET_ID] * len(placement.subnet_ids),
-                security_group_ids=[_DEPLOYED_SECURITY_GROUP_ID]
-                * len(placement.security_group_ids),
+                security_group_ids=[
+                    [_DEPLOYED_SECURITY_GROUP_ID] * len(groups)
+                    for groups in placement.security_group_ids
+                ],
             )
             for az, placement in props.placements.items()
         },
@@ -182,8 +185,15 @@ def _validate(props: NodeBootstrapProps) -> None:
                 f"placements[{az}]: {len(placement.subnet_ids)} subnet IDs for "
                 f"{len(interfaces)} interfaces; give one subnet per interface, in order"
             )
-        if not placement.security_group_ids:
-            raise ValueError(f"placements[{az}]: at least one security group ID is required")
+        if len(placement.security_group_ids) != len(interfaces):
+            raise ValueError(
+                f"placements[{az}]: {len(placement.security_group_ids)} security group lists "
+                f"for {len(interfaces)} interfaces; give each interface its groups, in order"
+            )
+        if not all(placement.security_group_ids):
+            raise ValueError(
+                f"placements[{az}]: every interface needs at least one security group ID"
+            )
     _validate_node_prefix(props)
 
 
@@ -214,7 +224,8 @@ def render_configuration(props: NodeBootstrapProps) -> str:
         for interface in props.interfaces
     )
     placements = "\n".join(
-        f"{az} {','.join(placement.subnet_ids)} {','.join(placement.security_group_ids)}"
+        f"{az} {','.join(placement.subnet_ids)} "
+        f"{','.join('+'.join(groups) for groups in placement.security_group_ids)}"
         for az, placement in props.placements.items()
     )
     return (

@@ -88,13 +88,14 @@ class ClusterStack(ConfiguredAzStack):
         self.karpenter_crds = karpenter.crds
 
         attachments = network.multus_attachments
-        security_group_id = network.multus_security_group.security_group_id
         eni_policy = grant_multus_eni_management(
             self,
             self.karpenter_node_role,
             cluster_name=config.cluster_name,
             multus_subnet_ids=[a.subnet.subnet_id for a in attachments],
-            security_group_id=security_group_id,
+            security_group_ids=[
+                group.security_group_id for group in network.multus_security_groups.values()
+            ],
         )
         user_data = render_user_data(cluster_props.node_bootstrap_props(config, attachments))
         self.workloads = ClusterWorkloads(
@@ -110,7 +111,9 @@ class ClusterStack(ConfiguredAzStack):
                 ),
             ),
         )
-        self.workloads.node_pool.node.add_dependency(ami_check)
+        # The user-data names each network's security group; the node role must be allowed to
+        # use every one of them before a node of the new EC2NodeClass boots.
+        self.workloads.node_pool.node.add_dependency(ami_check, eni_policy)
         self.teardown = KarpenterTeardown(
             self,
             "Teardown",

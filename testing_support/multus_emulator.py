@@ -543,7 +543,7 @@ class EmulatedVpc:
     vpc_id: str
     private_subnets: dict[str, str]
     multus_subnets: dict[tuple[str, str], str]
-    security_group_id: str
+    security_group_ids: dict[str, str]  # network -> its own group, as the network stack makes
     networks: tuple[str, ...]
 
     def bootstrap_props(
@@ -558,7 +558,9 @@ class EmulatedVpc:
             placements={
                 az: AzPlacement(
                     subnet_ids=[self.multus_subnets[network, az] for network in self.networks],
-                    security_group_ids=[self.security_group_id],
+                    security_group_ids=[
+                        [self.security_group_ids[network]] for network in self.networks
+                    ],
                 )
                 for az in azs
             },
@@ -640,10 +642,13 @@ class Ec2Emulator:
             for network_index, network in enumerate(networks)
             for az_index, az in enumerate(AVAILABILITY_ZONES)
         }
-        group_id = ec2.create_security_group(
-            GroupName=f"multus-{vpc_id}", Description="Multus ENIs", VpcId=vpc_id
-        )["GroupId"]
-        return EmulatedVpc(vpc_id, private, multus, group_id, networks)
+        groups = {
+            network: ec2.create_security_group(
+                GroupName=f"{network}-{vpc_id}", Description="Multus ENIs", VpcId=vpc_id
+            )["GroupId"]
+            for network in networks
+        }
+        return EmulatedVpc(vpc_id, private, multus, groups, networks)
 
     def launch_instance(
         self,

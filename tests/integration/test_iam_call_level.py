@@ -7,7 +7,7 @@ The bootstrap, the agent (both on the node role) and the teardown run against th
 consult (tags, subnet and VPC of the ENIs, attachments). The reservation handler runs
 in-process against moto, its boto3 calls recorded through a botocore event hook. The policies
 come from the default app's templates, with the Multus subnets and security group resolved to
-the emulator's IDs.
+the emulator's IDs (one security group per network).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from node_bootstrap.renderer import (
     OWNER_TAG_KEY,
     SCRIPT_NAME,
 )
+from stacks.network_stack import multus_security_group_name
 from testing_support.ec2_iam_requests import (
     Caller,
     Ec2Call,
@@ -63,7 +64,6 @@ CONFIG = parse_config({})
 CLUSTER = CONFIG.cluster_name
 # The stack names EnvironmentStage gives them.
 NETWORK_STACK, CLUSTER_STACK = f"{CONFIG.name}-network", f"{CONFIG.name}-cluster"
-MULTUS_SG_DESCRIPTION = "Multus ENIs: traffic from the configured sources"
 
 
 # --- the synthesized policies, resolved to the emulator's resources --------------------------
@@ -97,15 +97,15 @@ def _subnet_ids(network: dict[str, Any], subnets: dict[tuple[str, str], str]) ->
 
 
 def _physical_ids(network: dict[str, Any], vpc: EmulatedVpc) -> dict[str, str]:
-    """Template logical IDs of the Multus subnets and security group -> emulator IDs."""
+    """Template logical IDs of the Multus subnets and of each network's security group (by its
+    Name tag) -> emulator IDs."""
     ids = _subnet_ids(network, vpc.multus_subnets)
-    (group_id,) = [
-        k
-        for k, g in _resources(network, "AWS::EC2::SecurityGroup").items()
-        if g["Properties"]["GroupDescription"] == MULTUS_SG_DESCRIPTION
-    ]
-    ids[group_id] = vpc.security_group_id
-    assert len(ids) == len(vpc.multus_subnets) + 1
+    names = {multus_security_group_name(CONFIG.name, n): n for n in vpc.security_group_ids}
+    for logical_id, group in _resources(network, "AWS::EC2::SecurityGroup").items():
+        tags = {t["Key"]: t["Value"] for t in group["Properties"].get("Tags", [])}
+        if tags.get("Name") in names:
+            ids[logical_id] = vpc.security_group_ids[names[tags["Name"]]]
+    assert len(ids) == len(vpc.multus_subnets) + len(vpc.security_group_ids)
     return ids
 
 
@@ -178,7 +178,7 @@ def _owned_leftover_eni(emulator: Ec2Emulator, vpc: EmulatedVpc, instance_id: st
     }
     eni = emulator.ec2.create_network_interface(
         SubnetId=vpc.multus_subnets[network, "us-west-2a"],
-        Groups=[vpc.security_group_id],
+        Groups=[vpc.security_group_ids[network]],
         TagSpecifications=[
             {
                 "ResourceType": "network-interface",

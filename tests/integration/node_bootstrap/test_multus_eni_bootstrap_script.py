@@ -82,7 +82,9 @@ def test_fresh_node_gets_one_eni_per_network_in_its_az(
     for index, network in ((1, "multus1"), (2, "multus2")):
         eni = enis[index]
         assert eni["SubnetId"] == vpc.multus_subnets[network, "us-west-2a"]
-        assert [group["GroupId"] for group in eni["Groups"]] == [vpc.security_group_id]
+        # Each ENI carries its own network's group only (the network stack makes one per
+        # network; so does the emulator's VPC), never another network's.
+        assert [group["GroupId"] for group in eni["Groups"]] == [vpc.security_group_ids[network]]
         assert eni["SourceDestCheck"] is False
         assert {tag["Key"]: tag["Value"] for tag in eni["TagSet"]} == {
             CLUSTER_TAG_KEY: CLUSTER,
@@ -346,7 +348,8 @@ def test_rerun_after_an_interrupted_run_finishes_configuration_without_creating(
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
     # As if an earlier run had been killed right after attaching multus2.
     leftover = emulator.ec2.create_network_interface(
-        SubnetId=vpc.multus_subnets["multus2", "us-west-2a"], Groups=[vpc.security_group_id]
+        SubnetId=vpc.multus_subnets["multus2", "us-west-2a"],
+        Groups=[vpc.security_group_ids["multus2"]],
     )["NetworkInterface"]["NetworkInterfaceId"]
     attachment = emulator.ec2.attach_network_interface(
         NetworkInterfaceId=leftover, InstanceId=instance_id, DeviceIndex=2

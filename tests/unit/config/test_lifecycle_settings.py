@@ -89,7 +89,9 @@ def test_three_az_three_network_example_fits_the_user_data_budget() -> None:
             for i, n in enumerate(example.multus.networks)
         ],
         placements={
-            az: AzPlacement(["subnet"] * len(example.multus.networks), ["sg"])
+            az: AzPlacement(
+                ["subnet"] * len(example.multus.networks), [["sg"]] * len(example.multus.networks)
+            )
             for az in example.availability_zones
         },
     )

@@ -394,8 +394,10 @@ def test_cluster_names_up_to_100_characters(length: int, accepted: bool) -> None
 
 
 def test_a_single_ingress_source_passes() -> None:
-    raw = changed("multus.security_group_ingress_cidrs", ["192.168.0.0/16"])
-    assert parse_config(raw).multus.security_group_ingress_cidrs == ["192.168.0.0/16"]
+    rule = {"protocol": "all", "cidr": "192.168.0.0/16"}
+    raw = changed("multus.networks.0.security_group", {"ingress": [rule]})
+    (parsed,) = parse_config(raw).multus.networks[0].security_group.ingress or []
+    assert (parsed.ip_protocol, parsed.cidr) == ("-1", "192.168.0.0/16")
 
 
 @pytest.mark.parametrize(

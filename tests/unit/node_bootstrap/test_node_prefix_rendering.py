@@ -106,7 +106,9 @@ def test_stripping_comments_and_indentation_changes_no_function() -> None:
 
 def test_shellcheck_reports_nothing_but_the_overridden_hooks(tmp_path: Path) -> None:
     # As deployed: CloudFormation has replaced the tokens with plain IDs by then.
-    deployed = AzPlacement(subnet_ids=["subnet-0b1", "subnet-0b2"], security_group_ids=["sg-1"])
+    deployed = AzPlacement(
+        subnet_ids=["subnet-0b1", "subnet-0b2"], security_group_ids=[["sg-1"], ["sg-2"]]
+    )
     props = two_network_props(
         placements={"us-west-2a": deployed, "us-west-2b": deployed},
         node_prefix=[userplane("us-west-2a"), userplane("us-west-2b")],
@@ -126,12 +128,15 @@ def test_shellcheck_reports_nothing_but_the_overridden_hooks(tmp_path: Path) -> 
 
 def test_the_size_budget_counts_the_node_prefix_part() -> None:
     # The node_prefix data lines and library are in the user-data EC2 receives.
-    # As two_network_props: two subnets per AZ, one security group in 2a and two in 2b.
+    # As two_network_props: two subnets per AZ; per interface one group, except the first
+    # interface in 2b, which has two.
+    longest = "sg-" + "0" * 17
     placements = {
         az: AzPlacement(
-            subnet_ids=["subnet-" + "0" * 17] * 2, security_group_ids=["sg-" + "0" * 17] * groups
+            subnet_ids=["subnet-" + "0" * 17] * 2,
+            security_group_ids=[[longest] * first_groups, [longest]],
         )
-        for az, groups in (("us-west-2a", 1), ("us-west-2b", 2))
+        for az, first_groups in (("us-west-2a", 1), ("us-west-2b", 2))
     }
     networks = [userplane("us-west-2a"), userplane("us-west-2b")]
     deployed = two_network_props(placements=placements, node_prefix=networks)

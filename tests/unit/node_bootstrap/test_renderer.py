@@ -42,10 +42,11 @@ def two_network_props(**changes: object) -> NodeBootstrapProps:
         ],
         placements={
             "us-west-2a": AzPlacement(
-                subnet_ids=["subnet-0a1", "subnet-0a2"], security_group_ids=["sg-1"]
+                subnet_ids=["subnet-0a1", "subnet-0a2"], security_group_ids=[["sg-1"], ["sg-2"]]
             ),
             "us-west-2b": AzPlacement(
-                subnet_ids=[SUBNET_TOKEN, "subnet-0b2"], security_group_ids=["sg-1", GROUP_TOKEN]
+                subnet_ids=[SUBNET_TOKEN, "subnet-0b2"],
+                security_group_ids=[["sg-1", GROUP_TOKEN], ["sg-2"]],
             ),
         },
     )
@@ -119,9 +120,10 @@ def test_configuration_lists_networks_and_one_line_per_az() -> None:
 
     assert cluster == "telco-cluster"
     assert networks.splitlines() == ["multus1 multus1 1 false", "multus2 multus2 2 false"]
+    # Per interface, in interface order: its subnet, and its ENI's groups joined by +.
     assert placements.splitlines() == [
-        "us-west-2a subnet-0a1,subnet-0a2 sg-1",
-        f"us-west-2b {SUBNET_TOKEN},subnet-0b2 sg-1,{GROUP_TOKEN}",
+        "us-west-2a subnet-0a1,subnet-0a2 sg-1,sg-2",
+        f"us-west-2b {SUBNET_TOKEN},subnet-0b2 sg-1+{GROUP_TOKEN},sg-2",
     ]
 
 
@@ -150,7 +152,9 @@ def test_token_strings_reach_the_shell_unexpanded() -> None:
 def test_cdk_resolves_tokens_embedded_in_user_data() -> None:
     stack = cdk.Stack(cdk.App(), "UserDataTokens")
     subnet = cdk.CfnParameter(stack, "MultusSubnet").value_as_string
-    placement = AzPlacement(subnet_ids=[subnet, "subnet-0a2"], security_group_ids=["sg-1"])
+    placement = AzPlacement(
+        subnet_ids=[subnet, "subnet-0a2"], security_group_ids=[["sg-1"], ["sg-2"]]
+    )
     props = two_network_props(placements={"us-west-2a": placement})
 
     resolved = stack.resolve(render_user_data(props))
@@ -159,7 +163,7 @@ def test_cdk_resolves_tokens_embedded_in_user_data() -> None:
     assert {"Ref": "MultusSubnet"} in parts
     text = "".join(part for part in parts if isinstance(part, str))
     assert "us-west-2a " in text
-    assert ",subnet-0a2 sg-1" in text
+    assert ",subnet-0a2 sg-1,sg-2" in text
 
 
 def test_rendered_user_data_leaves_room_for_karpenters_part() -> None:
@@ -170,7 +174,7 @@ def test_rendered_user_data_leaves_room_for_karpenters_part() -> None:
     ]
     placement = AzPlacement(
         subnet_ids=["subnet-0123456789abcdef0"] * 4,
-        security_group_ids=["sg-0123456789abcdef0", "sg-0123456789abcdef1"],
+        security_group_ids=[["sg-0123456789abcdef0", "sg-0123456789abcdef1"]] * 4,
     )
     props = two_network_props(
         interfaces=interfaces,
@@ -181,7 +185,9 @@ def test_rendered_user_data_leaves_room_for_karpenters_part() -> None:
 
 
 def test_user_data_over_the_budget_is_refused_naming_what_to_reduce() -> None:
-    placement = AzPlacement(subnet_ids=["subnet-1", "subnet-2"], security_group_ids=["sg-1"])
+    placement = AzPlacement(
+        subnet_ids=["subnet-1", "subnet-2"], security_group_ids=[["sg-1"], ["sg-2"]]
+    )
     many_zones = {f"zone{n}": placement for n in range(200)}
 
     with pytest.raises(UserDataTooLarge) as caught:
@@ -195,9 +201,10 @@ def test_user_data_over_the_budget_is_refused_naming_what_to_reduce() -> None:
 
 def test_budget_counts_ids_as_deployed_not_as_tokens() -> None:
     """A token is ~20 characters, a subnet ID 24: the check uses the deployed length."""
-    tokens = AzPlacement(subnet_ids=[SUBNET_TOKEN] * 2, security_group_ids=[GROUP_TOKEN])
+    tokens = AzPlacement(subnet_ids=[SUBNET_TOKEN] * 2, security_group_ids=[[GROUP_TOKEN]] * 2)
     ids = AzPlacement(
-        subnet_ids=["subnet-0123456789abcdef0"] * 2, security_group_ids=["sg-0123456789abcdef0"]
+        subnet_ids=["subnet-0123456789abcdef0"] * 2,
+        security_group_ids=[["sg-0123456789abcdef0"]] * 2,
     )
     with_tokens = two_network_props(placements={"us-west-2a": tokens})
     with_ids = two_network_props(placements={"us-west-2a": ids})
@@ -270,15 +277,23 @@ def test_readiness_marker_contract_with_the_cleartaints_chart() -> None:
         ),
         ({"placements": {}}, "placements: at least one availability zone"),
         (
-            {"placements": {"us-west-2a": AzPlacement(["subnet-1"], ["sg-1"])}},
+            {"placements": {"us-west-2a": AzPlacement(["subnet-1"], [["sg-1"], ["sg-2"]])}},
             "placements[us-west-2a]: 1 subnet IDs for 2 interfaces",
         ),
         (
-            {"placements": {"us-west-2a": AzPlacement(["subnet-1", "subnet-2"], [])}},
-            "placements[us-west-2a]: at least one security group",
+            {"placements": {"us-west-2a": AzPlacement(["subnet-1", "subnet-2"], [["sg-1"]])}},
+            "placements[us-west-2a]: 1 security group lists for 2 interfaces",
         ),
         (
-            {"placements": {"us west": AzPlacement(["subnet-1", "subnet-2"], ["sg-1"])}},
+            {"placements": {"us-west-2a": AzPlacement(["subnet-1", "subnet-2"], [["sg-1"], []])}},
+            "placements[us-west-2a]: every interface needs at least one security group",
+        ),
+        (
+            {
+                "placements": {
+                    "us west": AzPlacement(["subnet-1", "subnet-2"], [["sg-1"], ["sg-2"]])
+                }
+            },
             "'us west' is not an availability zone name",
         ),
     ],
@@ -293,7 +308,9 @@ def test_invalid_props_are_rejected_with_the_field_named(
 def test_shellcheck_reports_nothing(tmp_path: Path) -> None:
     rendered, expanded = tmp_path / "rendered.sh", tmp_path / "expanded.sh"
     # As deployed: CloudFormation has replaced the tokens with plain IDs by then.
-    deployed = AzPlacement(subnet_ids=["subnet-0b1", "subnet-0b2"], security_group_ids=["sg-1"])
+    deployed = AzPlacement(
+        subnet_ids=["subnet-0b1", "subnet-0b2"], security_group_ids=[["sg-1", "sg-3"], ["sg-2"]]
+    )
     props = two_network_props(placements={"us-west-2b": deployed})
     wrapper = shell_part(render_user_data(props))
     rendered.write_text(wrapper)

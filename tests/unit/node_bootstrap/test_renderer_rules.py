@@ -33,7 +33,7 @@ def props(**changes: object) -> NodeBootstrapProps:
         cluster_name="telco-cluster",
         interfaces=[MultusInterface(network="multus1", interface_name="multus1", device_index=1)],
         placements={
-            "us-west-2a": AzPlacement(subnet_ids=["subnet-0a1"], security_group_ids=["sg-1"])
+            "us-west-2a": AzPlacement(subnet_ids=["subnet-0a1"], security_group_ids=[["sg-1"]])
         },
     )
     return replace(base, **changes)  # type: ignore[arg-type]
@@ -126,7 +126,7 @@ def test_interface_rules_at_their_edges(interface: MultusInterface, accepted: bo
     [("us-west-2a", True), ("use1-az1", True), ("us_west", False), ("", False)],
 )
 def test_zone_names(zone: str, accepted: bool) -> None:
-    placements = {zone: AzPlacement(subnet_ids=["subnet-0a1"], security_group_ids=["sg-1"])}
+    placements = {zone: AzPlacement(subnet_ids=["subnet-0a1"], security_group_ids=[["sg-1"]])}
     if accepted:
         assert (
             f"\n{zone} subnet-0a1 sg-1"
@@ -146,7 +146,9 @@ def test_distinct_interfaces_with_consecutive_indexes_pass() -> None:
         MultusInterface("multus2", "multus2", 2),
         MultusInterface("multus3", "multus3", 3),
     ]
-    placement = AzPlacement(subnet_ids=["s-1", "s-2", "s-3"], security_group_ids=["sg-1"])
+    placement = AzPlacement(
+        subnet_ids=["s-1", "s-2", "s-3"], security_group_ids=[["sg-1"], ["sg-2"], ["sg-3"]]
+    )
     configuration = render_configuration(
         props(interfaces=interfaces, placements={"us-west-2a": placement})
     )
@@ -162,7 +164,7 @@ def test_distinct_interfaces_with_consecutive_indexes_pass() -> None:
     ("value", "field"),
     [
         (MultusInterface("multus1", "multus1", 1), "device_index"),
-        (AzPlacement(subnet_ids=["subnet-0a1"], security_group_ids=["sg-1"]), "subnet_ids"),
+        (AzPlacement(subnet_ids=["subnet-0a1"], security_group_ids=[["sg-1"]]), "subnet_ids"),
         (props(), "cluster_name"),
     ],
 )
@@ -189,8 +191,12 @@ def test_user_data_of_exactly_12_kib_passes_and_one_byte_more_is_refused() -> No
 
 def test_the_size_is_counted_with_the_longest_ids_aws_gives() -> None:
     # EC2 resource IDs carry 8 or (the long format) 17 hex digits; tokens stand for either.
-    tokens = AzPlacement(subnet_ids=["${Token[TOKEN.1]}"], security_group_ids=["${Token[TOKEN.2]}"])
-    longest = AzPlacement(subnet_ids=["subnet-" + "0" * 17], security_group_ids=["sg-" + "0" * 17])
+    tokens = AzPlacement(
+        subnet_ids=["${Token[TOKEN.1]}"], security_group_ids=[["${Token[TOKEN.2]}"]]
+    )
+    longest = AzPlacement(
+        subnet_ids=["subnet-" + "0" * 17], security_group_ids=[["sg-" + "0" * 17]]
+    )
     with_tokens = props(placements={"us-west-2a": tokens})
     with_longest = props(placements={"us-west-2a": longest})
     assert deployed_size(with_tokens) == len(render_user_data(with_longest).encode())
