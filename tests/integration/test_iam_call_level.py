@@ -726,3 +726,61 @@ def test_instance_type_limits_are_readable_only_in_the_clusters_region(
     for region, allowed in ((REGION, True), ("eu-west-1", False)):
         (request,) = authorization_requests(call, Caller(region, agent_run.instance_id))
         assert evaluate(node_statements, request).allowed is allowed
+
+
+def _create_in_groups(
+    bootstrap_calls: list[tuple[str, RecordedCall]], network: str, groups: list[str]
+) -> tuple[AuthorizationRequest, ...]:
+    """The bootstrap's CreateNetworkInterface of `network`, with its groups swapped for `groups`."""
+    instance, create = next(
+        (instance, call)
+        for instance, call in bootstrap_calls
+        if call.action == "CreateNetworkInterface"
+        and any(value == network for key, value in call.params.items() if key.endswith("Value"))
+    )
+    params = {k: v for k, v in create.params.items() if not k.startswith("SecurityGroupId.")}
+    params |= {f"SecurityGroupId.{n}": group for n, group in enumerate(groups, start=1)}
+    return tuple(
+        authorization_requests(
+            Ec2Call(create.action, params, create.observed), Caller(REGION, instance)
+        )
+    )
+
+
+def test_each_bootstrap_eni_is_created_in_its_own_networks_group(
+    bootstrap_calls: list[tuple[str, RecordedCall]], vpc: EmulatedVpc
+) -> None:
+    for network in vpc.networks:
+        create = next(
+            call
+            for _, call in bootstrap_calls
+            if call.action == "CreateNetworkInterface"
+            and call.params["SubnetId"] == vpc.multus_subnets[network, "us-west-2a"]
+        )
+        groups = [v for k, v in create.params.items() if k.startswith("SecurityGroupId.")]
+        assert groups == [vpc.security_group_ids[network]]
+
+
+def test_the_policy_admits_any_multus_group_but_no_other(
+    bootstrap_calls: list[tuple[str, RecordedCall]],
+    vpc: EmulatedVpc,
+    emulator: Ec2Emulator,
+    node_statements: list[dict[str, Any]],
+) -> None:
+    """What the ENI policy promises: Multus ENIs only in the Multus subnets and the Multus
+    groups. It cannot promise that an ENI of multus1's subnet gets multus1's group: IAM
+    authorizes CreateNetworkInterface on each subnet and security-group resource on its own
+    (Service Authorization Reference, Amazon EC2: CreateNetworkInterface lists subnet and
+    security-group as separate resource types, and no condition key of one names the other),
+    so a node could put multus2's group on multus1's ENI. That pairing is the bootstrap's
+    (rendered per interface from the network plan, tested above and on the emulator)."""
+    first, second = vpc.networks
+    crossed = _create_in_groups(bootstrap_calls, first, [vpc.security_group_ids[second]])
+    assert _denied(node_statements, crossed) == []
+    foreign = emulator.ec2.create_security_group(
+        GroupName="not-multus", Description="another group of the VPC", VpcId=vpc.vpc_id
+    )["GroupId"]
+    outside = _create_in_groups(bootstrap_calls, first, [vpc.security_group_ids[first], foreign])
+    denied = _denied(node_statements, outside)
+    assert len(denied) == 1
+    assert f"security-group/{foreign}" in denied[0]
