@@ -199,10 +199,6 @@ class MultusSubnetConfig(StrictModel):
         return self
 
 
-# EC2 rule descriptions: up to 255 characters of these (EC2 API Reference, IpRange).
-_RULE_DESCRIPTION = r"^[a-zA-Z0-9 ._:/()#,@\[\]+=&;{}!$*-]{0,255}$"
-
-
 ANYWHERE = "0.0.0.0/0"
 
 
@@ -228,7 +224,7 @@ class SecurityGroupRuleConfig(StrictModel):
     )
     description: str | None = Field(
         default=None,
-        pattern=_RULE_DESCRIPTION,
+        pattern=patterns.SECURITY_GROUP_RULE_DESCRIPTION.regex,
         description="The rule's EC2 description (default: from/to the source or destination).",
     )
 

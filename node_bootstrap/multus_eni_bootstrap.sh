@@ -8,9 +8,9 @@
 #                        tags (the node role may only touch ENIs carrying the owner tag)
 #   MULTUS_NETWORKS      one line per network: <network> <interface-name> <device-index>
 #                        <source-dest-check> (true: EC2's default is kept; false: turned off)
-#   MULTUS_PLACEMENTS    one line per AZ: <az> <subnet,...> <groups,...>
-#                        (per network, in MULTUS_NETWORKS order, its subnet and its ENI's
-#                        security groups, joined by +)
+#                        <security-group,...> (that network's ENI's groups)
+#   MULTUS_PLACEMENTS    one line per AZ: <az> <subnet,...>
+#                        (one subnet per network, in MULTUS_NETWORKS order)
 #   MULTUS_NODE_PREFIX   only with node_prefix networks (node_prefix.sh): one line per
 #                        (AZ, network): <az> <interface-name> <prefix-count> <cni-network-name>
 #                        <subnet-cidr> <reservation-cidr> <gateway> <ipvlan-mode> <cni-file>
@@ -330,7 +330,7 @@ attach_network() {
     local create=("SubnetId=$subnet" "Description=Multus $network of $instance_id"
       "ClientToken=$instance_id-$device_index-$run_id"
       TagSpecification.1.ResourceType=network-interface) i tag security_groups
-    IFS=+ read -ra security_groups <<<"$groups"
+    IFS=, read -ra security_groups <<<"$groups"
     for i in "${!security_groups[@]}"; do
       create+=("SecurityGroupId.$((i + 1))=${security_groups[i]}")
     done
@@ -393,12 +393,11 @@ main() {
   log "instance $instance_id in $az"
   rm -f "$READY_MARKER"
 
-  local placement_az subnet_list group_list configured_azs=() subnets=() interface_groups=()
-  while read -r placement_az subnet_list group_list; do
+  local placement_az subnet_list configured_azs=() subnets=()
+  while read -r placement_az subnet_list; do
     configured_azs+=("$placement_az")
     if [[ $placement_az == "$az" ]]; then
       IFS=, read -ra subnets <<<"$subnet_list"
-      IFS=, read -ra interface_groups <<<"$group_list"
     fi
   done <<<"$MULTUS_PLACEMENTS"
   ((${#subnets[@]} > 0)) ||
@@ -410,11 +409,11 @@ main() {
     die "IMDS has no services/domain to build the EC2 endpoint from"
   load_credentials
 
-  local networks=() ifnames=() device_indexes=() source_dest_checks=() network ifname
-  local device_index source_dest_check
-  while read -r network ifname device_index source_dest_check; do
+  local networks=() ifnames=() device_indexes=() source_dest_checks=() network_groups=()
+  local network ifname device_index source_dest_check groups
+  while read -r network ifname device_index source_dest_check groups; do
     networks+=("$network") ifnames+=("$ifname") device_indexes+=("$device_index")
-    source_dest_checks+=("$source_dest_check")
+    source_dest_checks+=("$source_dest_check") network_groups+=("$groups")
   done <<<"$MULTUS_NETWORKS"
 
   # Only device numbers are fetched for every ENI; subnet and ENI id only for ours.
@@ -437,7 +436,7 @@ main() {
   local i pids=() failed=()
   for i in "${!networks[@]}"; do
     attach_network "${networks[i]}" "${ifnames[i]}" "${device_indexes[i]}" \
-      "${source_dest_checks[i]}" "${subnets[i]}" "${interface_groups[i]}" &
+      "${source_dest_checks[i]}" "${subnets[i]}" "${network_groups[i]}" &
     pids+=($!)
   done
   for i in "${!pids[@]}"; do

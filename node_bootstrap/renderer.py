@@ -13,7 +13,7 @@ import re
 import shlex
 import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 
 from node_bootstrap.interface_names import interface_name_problem
@@ -64,22 +64,22 @@ _AZ_NAME = re.compile(r"[a-z0-9-]+")
 
 @dataclass(frozen=True)
 class MultusInterface:
-    """One Multus ENI of a node: its network, Linux interface name, EC2 device index and
-    whether EC2's source/dest check stays on (False: the bootstrap turns it off)."""
+    """One Multus ENI of a node: its network, Linux interface name, EC2 device index, whether
+    EC2's source/dest check stays on (False: the bootstrap turns it off) and its security
+    groups (its network's; a group is VPC-wide, so the same in every AZ)."""
 
     network: str  # Multus network name, e.g. "multus1"
     interface_name: str  # stable Linux name given to the ENI, e.g. "multus1" (<=15 chars)
     device_index: int  # EC2 device index to attach at (1, 2, ...)
     source_dest_check: bool = False  # the seed's choice: off
+    security_group_ids: Sequence[str] = ()  # at least one
 
 
 @dataclass(frozen=True)
 class AzPlacement:
-    """Where the Multus ENIs of a node in one AZ go: per interface a subnet and the security
-    groups its ENI gets (both in NodeBootstrapProps.interfaces order)."""
+    """Where the Multus ENIs of a node in one AZ go: a subnet per interface."""
 
-    subnet_ids: Sequence[str]
-    security_group_ids: Sequence[Sequence[str]]
+    subnet_ids: Sequence[str]  # one per interface, same order as NodeBootstrapProps.interfaces
 
 
 @dataclass(frozen=True)
@@ -120,15 +120,16 @@ def deployed_size(props: NodeBootstrapProps) -> int:
     """Bytes of the user-data once CloudFormation has put the (longest possible) IDs in."""
     deployed = NodeBootstrapProps(
         cluster_name=props.cluster_name,
-        interfaces=props.interfaces,
-        placements={
-            az: AzPlacement(
-                subnet_ids=[_DEPLOYED_SUBNET_ID] * len(placement.subnet_ids),
-                security_group_ids=[
-                    [_DEPLOYED_SECURITY_GROUP_ID] * len(groups)
-                    for groups in placement.security_group_ids
-                ],
+        interfaces=[
+            replace(
+                interface,
+                security_group_ids=[_DEPLOYED_SECURITY_GROUP_ID]
+                * len(interface.security_group_ids),
             )
+            for interface in props.interfaces
+        ],
+        placements={
+            az: AzPlacement(subnet_ids=[_DEPLOYED_SUBNET_ID] * len(placement.subnet_ids))
             for az, placement in props.placements.items()
         },
         node_prefix=props.node_prefix,
@@ -175,6 +176,11 @@ def _validate(props: NodeBootstrapProps) -> None:
                 f"interfaces: device_index {interface.device_index} of {interface.network} "
                 "must be >= 1 (0 is the primary ENI)"
             )
+        if not interface.security_group_ids:
+            raise ValueError(
+                f"interfaces: {interface.network} has no security group ID (without one, EC2 "
+                "puts the ENI in the VPC's default group)"
+            )
     if not props.placements:
         raise ValueError("placements: at least one availability zone is required")
     for az, placement in props.placements.items():
@@ -184,15 +190,6 @@ def _validate(props: NodeBootstrapProps) -> None:
             raise ValueError(
                 f"placements[{az}]: {len(placement.subnet_ids)} subnet IDs for "
                 f"{len(interfaces)} interfaces; give one subnet per interface, in order"
-            )
-        if len(placement.security_group_ids) != len(interfaces):
-            raise ValueError(
-                f"placements[{az}]: {len(placement.security_group_ids)} security group lists "
-                f"for {len(interfaces)} interfaces; give each interface its groups, in order"
-            )
-        if not all(placement.security_group_ids):
-            raise ValueError(
-                f"placements[{az}]: every interface needs at least one security group ID"
             )
     _validate_node_prefix(props)
 
@@ -220,13 +217,11 @@ def render_configuration(props: NodeBootstrapProps) -> str:
     _validate(props)
     networks = "\n".join(
         f"{interface.network} {interface.interface_name} {interface.device_index} "
-        f"{str(interface.source_dest_check).lower()}"
+        f"{str(interface.source_dest_check).lower()} {','.join(interface.security_group_ids)}"
         for interface in props.interfaces
     )
     placements = "\n".join(
-        f"{az} {','.join(placement.subnet_ids)} "
-        f"{','.join('+'.join(groups) for groups in placement.security_group_ids)}"
-        for az, placement in props.placements.items()
+        f"{az} {','.join(placement.subnet_ids)}" for az, placement in props.placements.items()
     )
     return (
         f"# Generated by node_bootstrap.renderer; {SCRIPT_NAME} documents these.\n"

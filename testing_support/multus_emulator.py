@@ -552,15 +552,17 @@ class EmulatedVpc:
         return NodeBootstrapProps(
             cluster_name=cluster_name,
             interfaces=[
-                MultusInterface(network=network, interface_name=network, device_index=index)
+                MultusInterface(
+                    network=network,
+                    interface_name=network,
+                    device_index=index,
+                    security_group_ids=[self.security_group_ids[network]],
+                )
                 for index, network in enumerate(self.networks, start=1)
             ],
             placements={
                 az: AzPlacement(
-                    subnet_ids=[self.multus_subnets[network, az] for network in self.networks],
-                    security_group_ids=[
-                        [self.security_group_ids[network]] for network in self.networks
-                    ],
+                    subnet_ids=[self.multus_subnets[network, az] for network in self.networks]
                 )
                 for az in azs
             },

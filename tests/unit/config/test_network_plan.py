@@ -203,11 +203,8 @@ def test_only_node_local_modes_add_a_bootstrap_line_per_zone() -> None:
         "subnet-signaling-us-west-2b",
         "subnet-userplane-us-west-2b",
     ]
-    # Each interface gets its own network's group, in interface order.
-    assert props.placements["us-west-2b"].security_group_ids == [
-        ["sg-signaling"],
-        ["sg-userplane"],
-    ]
+    # Each interface gets its own network's group.
+    assert [i.security_group_ids for i in props.interfaces] == [["sg-signaling"], ["sg-userplane"]]
 
 
 def test_a_network_without_a_subnet_for_every_zone_has_no_plan() -> None:

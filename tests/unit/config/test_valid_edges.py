@@ -511,3 +511,53 @@ def test_a_karpenter_version_with_a_leading_v_gets_the_release_number_hint() -> 
     message = error_for(changed("karpenter.version", "v1.14.1"))
     assert "karpenter.version: 'v1.14.1' is not a release number" in message, message
     assert "without a leading v" in message, message
+
+
+def with_rules(**security_group: Any) -> dict[str, Any]:
+    """The seed with the first Multus network's security_group set."""
+    return changed("multus.networks.0.security_group", security_group)
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        # a network naming itself: its ENIs reach each other
+        {"protocol": "udp", "ports": 2152, "network": "multus1"},
+        {"protocol": "all", "network": "multus2"},
+        {"protocol": "sctp", "cidr": "10.100.0.0/16"},
+        {"protocol": 132, "cidr": "10.100.0.0/16", "description": "N2 (SCTP) from the RAN"},
+        {"protocol": "tcp", "ports": 1, "cidr": "10.0.0.0/16"},
+        {"protocol": "tcp", "ports": "1-65535", "cidr": "10.0.0.0/16"},
+        {"protocol": 17, "ports": "65535", "cidr": "10.0.0.0/16"},
+        {"protocol": "icmp", "cidr": "10.0.0.0/16"},
+    ],
+)
+def test_rules_ec2_takes_pass_in_both_directions(rule: dict[str, Any]) -> None:
+    for direction in ("ingress", "egress"):
+        group = parse_config(with_rules(**{direction: [rule]})).multus.networks[0].security_group
+        assert [r.model_dump(exclude_none=True) for r in getattr(group, direction)] == [rule]
+
+
+def test_empty_rule_lists_pass_groups_are_stateful() -> None:
+    # Replies to what an ENI sent (or was sent) pass whatever the rules: an empty list is a
+    # network that only answers, or only sends (EC2 user guide, security group connection
+    # tracking).
+    group = parse_config(with_rules(ingress=[], egress=[])).multus.networks[0].security_group
+    assert (group.ingress, group.egress) == ([], [])
+
+
+def test_unset_ingress_is_all_traffic_from_the_vpc_cidr() -> None:
+    config = parse_config(changed("vpc.cidr", "10.0.0.0/16"))
+    (rule,) = config.multus_ingress_rules(config.multus.networks[1])
+    assert (rule.ip_protocol, rule.port_range, rule.cidr) == ("-1", None, "10.0.0.0/16")
+
+
+@pytest.mark.parametrize(
+    ("ports", "accepted"), [(65535, True), (65536, False), (1, True), (0, False)]
+)
+def test_rule_ports_are_16_bit_and_not_0(ports: int, accepted: bool) -> None:
+    raw = with_rules(ingress=[{"protocol": "udp", "ports": ports, "cidr": "10.0.0.0/16"}])
+    if accepted:
+        parse_config(raw)
+    else:
+        assert "multus.networks[0].security_group.ingress[0].ports" in error_for(raw)
