@@ -18,6 +18,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictInt,
+    StrictStr,
     field_validator,
     model_validator,
 )
@@ -205,11 +207,12 @@ ANYWHERE = "0.0.0.0/0"
 class SecurityGroupRuleConfig(StrictModel):
     """One rule of a Multus network's security group: what may pass, from or to where."""
 
-    protocol: str | int = Field(
+    # Strict: a YAML boolean (yes/no) would otherwise arrive as protocol 1 or 0.
+    protocol: StrictStr | StrictInt = Field(
         description="all, tcp, udp, icmp, sctp, or an IP protocol number (-1 = all, 132 = "
         "SCTP). EC2 filters ports only for tcp and udp; every other protocol is allowed whole."
     )
-    ports: int | str | None = Field(
+    ports: StrictInt | StrictStr | None = Field(
         default=None,
         description='tcp and udp only: one port (2152) or a range ("30000-32767"); omitted: '
         "every port.",

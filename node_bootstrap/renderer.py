@@ -1,7 +1,8 @@
 """Renders the EC2NodeClass user-data that attaches one ENI per Multus network to a node.
 
 The node-side logic is the shell script next to this module; rendering only prepends the
-deploy-time data it needs (cluster name, networks, per-AZ subnet and security-group IDs) and
+deploy-time data it needs (cluster name, networks with their security-group IDs, per-AZ subnet
+IDs) and
 wraps the result in the MIME multipart form that Karpenter merges with its own nodeadm part.
 """
 

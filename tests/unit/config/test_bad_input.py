@@ -764,6 +764,12 @@ SECURITY_GROUP_RULES = [
         (f"{RULE}.protocol", "protocol 150", "0-143 except 13 and 61, and 253-255"),
     ),
     BadInput(
+        "rule-protocol-as-a-yaml-boolean",
+        "covered",
+        ingress(protocol=True, cidr="10.0.0.0/16"),
+        (f"{RULE}.protocol", "arrived as a boolean"),
+    ),
+    BadInput(
         "rule-with-cidr-and-network",
         "covered",
         ingress(protocol="all", cidr="10.0.0.0/16", network="multus2"),
