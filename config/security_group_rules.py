@@ -19,7 +19,7 @@ from dataclasses import dataclass
 #: Protocol names a rule may use, and the IpProtocol EC2 takes for each.
 PROTOCOL_NAMES = {"all": "-1", "tcp": "tcp", "udp": "udp", "icmp": "icmp", "sctp": "132"}
 #: Numbers EC2 answers with a name (IpPermission: tcp, udp, icmp, icmpv6); aws-cdk uses these.
-_NAMED_NUMBERS = {-1: "-1", 1: "icmp", 6: "tcp", 17: "udp", 58: "icmpv6"}
+_NAMED_NUMBERS = {1: "icmp", 6: "tcp", 17: "udp", 58: "icmpv6"}
 #: Protocol numbers aws-cdk's ec2.Protocol has no member for.
 PROTOCOLS_WITHOUT_CDK_PORT = frozenset({13, 61, *range(144, 253)})
 #: The only IpProtocols whose port range EC2 enforces, with a port range in a rule.

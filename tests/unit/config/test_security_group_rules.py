@@ -5,6 +5,8 @@ the ec2.Protocol enum)."""
 
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError
+
 import pytest
 from aws_cdk import aws_ec2 as ec2
 
@@ -52,7 +54,7 @@ def test_protocols_ec2_and_aws_cdk_take(protocol: str | int, expected: str) -> N
     assert ip_protocol(protocol) == expected
 
 
-@pytest.mark.parametrize("protocol", [-2, 256, 13, 61, 144, 252, "gtp", "TCP", True])
+@pytest.mark.parametrize("protocol", [-2, 256, 13, 61, 144, 252, "gtp", "TCP", "X1", True])
 def test_protocols_refused(protocol: str | int) -> None:
     with pytest.raises(ValueError, match="protocol"):
         ip_protocol(protocol)
@@ -88,3 +90,8 @@ def test_ports_on_both_sides_of_the_bounds(ports: int | str, expected: PortRange
 def test_ports_refused(ports: int | str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         port_range(ports)
+
+
+def test_a_port_range_is_an_immutable_value() -> None:
+    with pytest.raises(FrozenInstanceError):
+        port_range(2152).to_port = 2153  # type: ignore[misc]
