@@ -9,7 +9,7 @@ characters; Linux interface names at most 15 (IFNAMSIZ - 1)."""
 from __future__ import annotations
 
 import copy
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 import pytest
 
@@ -561,3 +561,36 @@ def test_rule_ports_are_16_bit_and_not_0(ports: int, accepted: bool) -> None:
         parse_config(raw)
     else:
         assert "multus.networks[0].security_group.ingress[0].ports" in error_for(raw)
+
+
+@pytest.mark.parametrize(
+    ("rule", "everything"),
+    [
+        ({"protocol": "all", "cidr": "0.0.0.0/0"}, True),
+        ({"protocol": -1, "cidr": "0.0.0.0/0"}, True),
+        ({"protocol": "tcp", "cidr": "0.0.0.0/0"}, False),
+        ({"protocol": "all", "cidr": "10.0.0.0/8"}, False),
+        ({"protocol": "all", "network": "multus1"}, False),
+    ],
+)
+def test_only_all_traffic_to_anywhere_allows_everything(
+    rule: dict[str, Any], everything: bool
+) -> None:
+    # aws-cdk renders that one rule as allowAllOutbound (docs/network.md, Security groups).
+    group = parse_config(with_rules(egress=[rule])).multus.networks[0].security_group
+    assert group.egress[0].allows_everything_anywhere is everything
+
+
+@pytest.mark.parametrize(
+    ("rule", "direction", "description"),
+    [
+        ({"protocol": "all", "cidr": "10.0.0.0/16"}, "from", "from 10.0.0.0/16"),
+        ({"protocol": "udp", "network": "multus2"}, "to", "to multus2 ENIs"),
+        ({"protocol": "sctp", "cidr": "10.100.0.0/16", "description": "N2"}, "from", "N2"),
+    ],
+)
+def test_a_rules_description_names_its_peer_unless_given(
+    rule: dict[str, Any], direction: Literal["from", "to"], description: str
+) -> None:
+    group = parse_config(with_rules(ingress=[rule])).multus.networks[0].security_group
+    assert (group.ingress or [])[0].rule_description(direction) == description
