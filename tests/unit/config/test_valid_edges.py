@@ -594,3 +594,9 @@ def test_a_rules_description_names_its_peer_unless_given(
 ) -> None:
     group = parse_config(with_rules(ingress=[rule])).multus.networks[0].security_group
     assert (group.ingress or [])[0].rule_description(direction) == description
+
+
+def test_an_unknown_network_as_destination_names_the_egress_rule() -> None:
+    message = error_for(with_rules(egress=[{"protocol": "all", "network": "n6"}]))
+    assert "multus.networks[0] (multus1).security_group.egress[0].network" in message
+    assert "'n6' is not a Multus network" in message
