@@ -18,6 +18,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictInt,
+    StrictStr,
     field_validator,
     model_validator,
 )
@@ -54,6 +56,13 @@ from config.node_prefix import (
     check_node_prefix_reservations,
     check_node_prefix_settings,
     default_prefixes_per_node,
+)
+from config.security_group_rules import (
+    PORT_FILTERED,
+    PROTOCOL_NAMES,
+    PortRange,
+    ip_protocol,
+    port_range,
 )
 from node_bootstrap.interface_names import reserved_interface_reason
 from node_bootstrap.renderer import USER_DATA_LIMIT_BYTES, deployed_size
@@ -239,6 +248,108 @@ def _smaller_block_hint(reservation: ipaddress.IPv4Network) -> str:
     return f"pick a smaller block inside it, for example {upper_half}"
 
 
+ANYWHERE = "0.0.0.0/0"
+
+
+class SecurityGroupRuleConfig(StrictModel):
+    """One rule of a Multus network's security group: what may pass, from or to where."""
+
+    # Strict: a YAML boolean (yes/no) would otherwise arrive as protocol 1 or 0.
+    protocol: StrictStr | StrictInt = Field(
+        description="all, tcp, udp, icmp, sctp, or an IP protocol number (-1 = all, 132 = "
+        "SCTP). EC2 filters ports only for tcp and udp; every other protocol is allowed whole."
+    )
+    ports: StrictInt | StrictStr | None = Field(
+        default=None,
+        description='tcp and udp only: one port (2152) or a range ("30000-32767"); omitted: '
+        "every port.",
+    )
+    cidr: Cidr | None = Field(
+        default=None, description="Source (ingress) or destination (egress) IPv4 CIDR."
+    )
+    network: str | None = Field(
+        default=None,
+        description="Or: the name of a Multus network, whose security group is the source or "
+        "destination (its ENIs); a network may name itself (its ENIs reach each other).",
+    )
+    description: str | None = Field(
+        default=None,
+        pattern=patterns.SECURITY_GROUP_RULE_DESCRIPTION.regex,
+        description="The rule's EC2 description (default: from/to the source or destination).",
+    )
+
+    @property
+    def ip_protocol(self) -> str:
+        return ip_protocol(self.protocol)
+
+    @property
+    def port_range(self) -> PortRange | None:
+        return None if self.ports is None else port_range(self.ports)
+
+    @field_validator("protocol")
+    @classmethod
+    def _known_protocol(cls, protocol: str | int) -> str | int:
+        ip_protocol(protocol)
+        return protocol
+
+    @field_validator("ports")
+    @classmethod
+    def _valid_ports(cls, ports: int | str | None) -> int | str | None:
+        if ports is not None:
+            port_range(ports)
+        return ports
+
+    @model_validator(mode="after")
+    def _ports_only_where_filtered(self) -> SecurityGroupRuleConfig:
+        if self.ports is not None and self.ip_protocol not in PORT_FILTERED:
+            raise ValueError(
+                f"ports: EC2 filters ports only for tcp and udp; a protocol {self.protocol!r} "
+                "rule allows every port whatever range it names (EC2 API Reference, "
+                f"IpPermission); omit ports (the whole protocol from this source), for example "
+                f'{{"protocol": {json.dumps(self.protocol)}, {self._peer_json()}}}'
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _one_peer(self) -> SecurityGroupRuleConfig:
+        if (self.cidr is None) == (self.network is None):
+            given = "both" if self.cidr is not None else "neither"
+            raise ValueError(
+                f"cidr / network: {given} given; a rule names exactly one source or "
+                'destination: "cidr": "10.1.0.0/16" or "network": "<a multus network name>"'
+            )
+        return self
+
+    def _peer_json(self) -> str:
+        if self.cidr is not None:
+            return f'"cidr": "{self.cidr}"'
+        return f'"network": "{self.network}"'
+
+    @property
+    def allows_everything_anywhere(self) -> bool:
+        return self.ip_protocol == PROTOCOL_NAMES["all"] and self.cidr == ANYWHERE
+
+    def rule_description(self, direction: Literal["from", "to"]) -> str:
+        peer = self.cidr if self.cidr is not None else f"{self.network} ENIs"
+        return self.description or f"{direction} {peer}"
+
+
+class NetworkSecurityGroupConfig(StrictModel):
+    """The security group of one Multus network's ENIs (one group per network)."""
+
+    ingress: list[SecurityGroupRuleConfig] | None = Field(
+        default=None,
+        description="What may reach the network's ENIs. Unset: all traffic from the VPC CIDR "
+        "(the seed's rule); [] admits only replies to the ENIs' own traffic (groups are "
+        "stateful).",
+    )
+    egress: list[SecurityGroupRuleConfig] = Field(
+        default_factory=lambda: [SecurityGroupRuleConfig(protocol="all", cidr=ANYWHERE)],
+        description="Where the network's ENIs may send (default: all traffic to 0.0.0.0/0, as "
+        "in the seed, which makes any other egress rule redundant); [] lets out only replies.",
+    )
+
+
 class MultusNetworkConfig(StrictModel):
     """A secondary network: one ENI per node, one subnet per AZ, one NAD per AZ."""
 
@@ -283,6 +394,11 @@ class MultusNetworkConfig(StrictModel):
         ge=1,
         description="node_prefix only: /28 prefixes on each node's ENI (default: enough for "
         "the max pods of the largest size, see config/node_prefix.py).",
+    )
+    security_group: NetworkSecurityGroupConfig = Field(
+        default_factory=NetworkSecurityGroupConfig,
+        description="Rules of this network's own security group, which only its ENIs carry "
+        "(docs/network.md, Security groups).",
     )
 
     @property
@@ -370,10 +486,6 @@ class MultusConfig(StrictModel):
         description="Secondary networks: one ENI per Karpenter node, one subnet, reservation "
         "and NAD per AZ (default: the seed's multus1 and multus2).",
     )
-    security_group_ingress_cidrs: list[Cidr] | None = Field(
-        default=None,
-        description="Sources allowed to reach Multus ENIs (default: the VPC CIDR, as in the seed).",
-    )
     nad_namespace: str = Field(
         default="default",
         pattern=_K8S_NAME,
@@ -381,17 +493,21 @@ class MultusConfig(StrictModel):
         description="Namespace of the NADs; the app creates it unless Kubernetes already has it.",
     )
 
-    @field_validator("security_group_ingress_cidrs")
+    @model_validator(mode="before")
     @classmethod
-    def _ingress_not_empty(cls, cidrs: list[str] | None) -> list[str] | None:
-        # An empty list would mean "no traffic reaches any Multus interface", which makes the
-        # networks useless; omitting the key means the VPC CIDR. Ask for what was meant.
-        if cidrs == []:
+    def _shared_ingress_replaced(cls, data: object) -> object:
+        # One group for every network became one per network; show the old sources in the
+        # new form so the migration is a copy.
+        if isinstance(data, dict) and "security_group_ingress_cidrs" in data:
+            cidrs = data["security_group_ingress_cidrs"]
+            rules = [{"protocol": "all", "cidr": cidr} for cidr in cidrs or []]
             raise ValueError(
-                "an empty list would let no traffic reach the Multus interfaces; omit the key "
-                'to allow the VPC CIDR, or list the sources, for example ["10.0.0.0/16"]'
+                "security_group_ingress_cidrs: replaced by a security group per network; "
+                "remove it and give each of multus.networks "
+                f'"security_group": {json.dumps({"ingress": rules})} (its egress stays all '
+                "traffic anywhere unless you set it)"
             )
-        return cidrs
+        return data
 
     @field_validator("nad_namespace")
     @classmethod
@@ -419,6 +535,22 @@ class MultusConfig(StrictModel):
                         f"{value!r}; give each network its own"
                     )
                 seen.add(value)
+        return self
+
+    @model_validator(mode="after")
+    def _rules_name_known_networks(self) -> MultusConfig:
+        names = [network.name for network in self.networks]
+        for index, network in enumerate(self.networks):
+            group = network.security_group
+            for direction, rules in (("ingress", group.ingress or []), ("egress", group.egress)):
+                for position, rule in enumerate(rules):
+                    if rule.network is not None and rule.network not in names:
+                        raise ValueError(
+                            f"networks[{index}] ({network.name}).security_group.{direction}"
+                            f"[{position}].network: {rule.network!r} is not a Multus network "
+                            f"({', '.join(names)}); name one of them (the network itself "
+                            "too: its ENIs reaching each other), or give a cidr"
+                        )
         return self
 
 
@@ -918,6 +1050,12 @@ class AppConfig(StrictModel):
                     "left next to Karpenter's part within EC2's 16 KB limit; use fewer "
                     "availability zones or networks in this pool"
                 )
+
+    def multus_ingress_rules(self, network: MultusNetworkConfig) -> list[SecurityGroupRuleConfig]:
+        """A network's ingress rules; unset: all traffic from the VPC CIDR (the seed's rule)."""
+        if network.security_group.ingress is not None:
+            return network.security_group.ingress
+        return [SecurityGroupRuleConfig(protocol="all", cidr=self.vpc.cidr)]
 
     @property
     def cluster_name(self) -> str:

@@ -21,10 +21,6 @@ ReservationType = Literal["explicit", "prefix"]
 #: The kernel's ipvlan modes (the config allows l2 only: config.model explains why).
 IpvlanMode = Literal["l2", "l3", "l3s"]
 
-#: Every Multus ENI shares one security group (today's only choice; a row names it, so that a
-#: group per network is a change of this field alone).
-SHARED_SECURITY_GROUP = "multus"
-
 
 @dataclass(frozen=True)
 class IpManagementMode:
@@ -89,6 +85,8 @@ class NetworkPlanRow:
     prefixes_per_node: /28 prefixes on each node's ENI (node_local_config modes only, else None).
     static_range / static_nad_name: the subnet's block of fixed pod addresses and the NAD that
     hands them out (None without a static_range).
+    security_group: the key of the network's own security group (the network's name), which
+    the network stack maps to that group and everything else reads from there.
     network_path / subnet_path: where the row comes from in the config, for error messages.
     pool: None in the network plan; in a pool's view (pool_network_plan), the pool's name, and
     device_index and prefixes_per_node are those of that pool's nodes.
@@ -244,7 +242,7 @@ def _network_rows(
             else None,
             ipvlan_mode=network.ipvlan_mode,
             source_dest_check=network.source_dest_check,
-            security_group=SHARED_SECURITY_GROUP,
+            security_group=network.name,
             network_path=network_path,
             subnet_path=f"{network_path}.subnets[{az_index}]",
             pool=pool,

@@ -17,8 +17,9 @@ def node_bootstrap_props(
     subnet_id: Callable[[NetworkPlanRow], str],
     security_group_id: Callable[[NetworkPlanRow], str],
 ) -> NodeBootstrapProps:
-    """Each network's interface at its device index and, per AZ, its subnets (in interface
-    order) and security groups; subnet_id and security_group_id give a row's deploy-time IDs."""
+    """Each network's interface at its device index with its network's security group and,
+    per AZ, each interface's subnet (in interface order); subnet_id and security_group_id give
+    a row's deploy-time IDs."""
     zones: dict[str, list[NetworkPlanRow]] = {}
     for row in sorted(plan, key=lambda row: row.device_index):
         zones.setdefault(row.availability_zone, []).append(row)
@@ -30,14 +31,12 @@ def node_bootstrap_props(
                 interface_name=row.interface_name,
                 device_index=row.device_index,
                 source_dest_check=row.source_dest_check,
+                security_group_ids=[security_group_id(row)],
             )
             for row in networks_in_order(plan)
         ],
         placements={
-            az: AzPlacement(
-                subnet_ids=[subnet_id(row) for row in rows],
-                security_group_ids=list(dict.fromkeys(security_group_id(row) for row in rows)),
-            )
+            az: AzPlacement(subnet_ids=[subnet_id(row) for row in rows])
             for az, rows in zones.items()
         },
         node_prefix=[

@@ -110,11 +110,19 @@ IMAGE_DIGEST = PlainPattern(
     "an image digest: sha256: and 64 lowercase hex digits",
     "sha256:" + "0" * 64,
 )
+# EC2 API Reference, IpRange / UserIdGroupPair: Description.
+SECURITY_GROUP_RULE_DESCRIPTION = PlainPattern(
+    r"^[a-zA-Z0-9 ._:/()#,@\[\]+=&;{}!$*-]{0,255}$",
+    "a security-group rule description: up to 255 letters, digits, spaces and "
+    "._-:/()#,@[]+=&;{}!$*",
+    "N2 (SCTP) from the RAN",
+)
 
 PLAIN_PATTERNS: dict[str, PlainPattern] = {
     pattern.regex: pattern
     for pattern in (
         ACCOUNT_ID,
+        SECURITY_GROUP_RULE_DESCRIPTION,
         KUBERNETES_NAME,
         LINUX_INTERFACE_NAME,
         CPU_QUANTITY,

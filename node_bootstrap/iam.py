@@ -1,10 +1,12 @@
 """IAM statements the node role needs for the Multus ENI bootstrap, and nothing more.
 
 What the bootstrap touches, and how each statement family pins it down:
-- create: ENIs only in the Multus subnets, only with the Multus security groups, and only when
-  the request tags them with OWNER_TAG_KEY=<cluster> (tags only at creation). Nothing else sets
-  that tag, so it marks exactly the ENIs the bootstrap made (Karpenter's primary ENIs carry the
-  cluster tag, never this one);
+- create: ENIs only in the Multus subnets, only with the Multus security groups (any of them:
+  IAM authorizes each subnet and security group of the request on its own, so it cannot tie a
+  network's group to its subnet; the bootstrap does), and only when the request tags them with
+  OWNER_TAG_KEY=<cluster> (tags only at creation). Nothing else sets that tag, so it marks
+  exactly the ENIs the bootstrap made (Karpenter's primary ENIs carry the cluster tag, never
+  this one);
 - owned ENIs: attach, detach, modify and delete only ENIs that carry the owner tag;
 - instance side: attach, detach and modify only on the calling instance (ec2:SourceInstanceARN
   must be the target instance's ARN), so a node can attach ENIs to itself and to no other node;

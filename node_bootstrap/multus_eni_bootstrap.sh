@@ -8,7 +8,8 @@
 #                        tags (the node role may only touch ENIs carrying the owner tag)
 #   MULTUS_NETWORKS      one line per network: <network> <interface-name> <device-index>
 #                        <source-dest-check> (true: EC2's default is kept; false: turned off)
-#   MULTUS_PLACEMENTS    one line per AZ: <az> <subnet,...> <security-group,...>
+#                        <security-group,...> (that network's ENI's groups)
+#   MULTUS_PLACEMENTS    one line per AZ: <az> <subnet,...>
 #                        (one subnet per network, in MULTUS_NETWORKS order)
 #   MULTUS_NODE_PREFIX   only with node_prefix networks (node_prefix.sh): one line per
 #                        (AZ, network): <az> <interface-name> <prefix-count> <cni-network-name>
@@ -309,7 +310,7 @@ node_prefix_up() { :; }
 
 # Makes sure one network's ENI is attached, configured and up. Runs as a background job.
 attach_network() {
-  local network=$1 ifname=$2 device_index=$3 source_dest_check=$4 subnet=$5
+  local network=$1 ifname=$2 device_index=$3 source_dest_check=$4 subnet=$5 groups=$6
   local state_file=$STATE_DIR/$ifname.eni
   local eni mac attachment="" attached_subnet
 
@@ -328,7 +329,8 @@ attach_network() {
   else
     local create=("SubnetId=$subnet" "Description=Multus $network of $instance_id"
       "ClientToken=$instance_id-$device_index-$run_id"
-      TagSpecification.1.ResourceType=network-interface) i tag
+      TagSpecification.1.ResourceType=network-interface) i tag security_groups
+    IFS=, read -ra security_groups <<<"$groups"
     for i in "${!security_groups[@]}"; do
       create+=("SecurityGroupId.$((i + 1))=${security_groups[i]}")
     done
@@ -391,13 +393,11 @@ main() {
   log "instance $instance_id in $az"
   rm -f "$READY_MARKER"
 
-  local placement_az subnet_list group_list configured_azs=() subnets=()
-  security_groups=()
-  while read -r placement_az subnet_list group_list; do
+  local placement_az subnet_list configured_azs=() subnets=()
+  while read -r placement_az subnet_list; do
     configured_azs+=("$placement_az")
     if [[ $placement_az == "$az" ]]; then
       IFS=, read -ra subnets <<<"$subnet_list"
-      IFS=, read -ra security_groups <<<"$group_list"
     fi
   done <<<"$MULTUS_PLACEMENTS"
   ((${#subnets[@]} > 0)) ||
@@ -409,11 +409,11 @@ main() {
     die "IMDS has no services/domain to build the EC2 endpoint from"
   load_credentials
 
-  local networks=() ifnames=() device_indexes=() source_dest_checks=() network ifname
-  local device_index source_dest_check
-  while read -r network ifname device_index source_dest_check; do
+  local networks=() ifnames=() device_indexes=() source_dest_checks=() network_groups=()
+  local network ifname device_index source_dest_check groups
+  while read -r network ifname device_index source_dest_check groups; do
     networks+=("$network") ifnames+=("$ifname") device_indexes+=("$device_index")
-    source_dest_checks+=("$source_dest_check")
+    source_dest_checks+=("$source_dest_check") network_groups+=("$groups")
   done <<<"$MULTUS_NETWORKS"
 
   # Only device numbers are fetched for every ENI; subnet and ENI id only for ours.
@@ -436,7 +436,7 @@ main() {
   local i pids=() failed=()
   for i in "${!networks[@]}"; do
     attach_network "${networks[i]}" "${ifnames[i]}" "${device_indexes[i]}" \
-      "${source_dest_checks[i]}" "${subnets[i]}" &
+      "${source_dest_checks[i]}" "${subnets[i]}" "${network_groups[i]}" &
     pids+=($!)
   done
   for i in "${!pids[@]}"; do

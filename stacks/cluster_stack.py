@@ -102,13 +102,14 @@ class ClusterStack(ConfiguredAzStack):
         self.karpenter_crds = karpenter.crds
 
         attachments = network.multus_attachments
-        security_group_id = network.multus_security_group.security_group_id
         eni_policy = grant_multus_eni_management(
             self,
             self.karpenter_node_role,
             cluster_name=config.cluster_name,
             multus_subnet_ids=[a.subnet.subnet_id for a in attachments],
-            security_group_id=security_group_id,
+            security_group_ids=[
+                group.security_group_id for group in network.multus_security_groups.values()
+            ],
         )
         node_pools = [
             cluster_props.node_pool_props(
@@ -137,7 +138,9 @@ class ClusterStack(ConfiguredAzStack):
                 node_pools=node_pools,
             ),
         )
-        self.workloads.node_pool.node.add_dependency(*ami_checks)
+        # The user-data names each network's security group; the node role must be allowed to
+        # use every one of them before a node of the new EC2NodeClass boots.
+        self.workloads.node_pool.node.add_dependency(*ami_checks, eni_policy)
         self.teardown = KarpenterTeardown(
             self,
             "Teardown",

@@ -18,7 +18,7 @@ def grant_multus_eni_management(
     *,
     cluster_name: str,
     multus_subnet_ids: Sequence[str],
-    security_group_id: str,
+    security_group_ids: Sequence[str],
 ) -> iam.Policy:
     """The node bootstrap creates and attaches the Multus ENIs with the node's role; the
     multus-pod-ips agent (host network) assigns pod addresses to them with the same role."""
@@ -35,7 +35,9 @@ def grant_multus_eni_management(
             *multus_eni_policy_statements(
                 cluster_name=cluster_name,
                 subnet_arns=subnet_arns,
-                security_group_arns=[ec2_arn("security-group", security_group_id)],
+                security_group_arns=[
+                    ec2_arn("security-group", group_id) for group_id in security_group_ids
+                ],
             ),
             *multus_pod_ip_policy_statements(
                 cluster_name=cluster_name, multus_subnet_arns=subnet_arns

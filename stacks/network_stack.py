@@ -1,11 +1,13 @@
-"""NetworkStack: the VPC, Multus subnets, their security group and CIDR reservations."""
+"""NetworkStack: the VPC, Multus subnets, a security group per Multus network and the CIDR
+reservations."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import CfnOutput, Fn
+from aws_cdk import CfnOutput, Fn, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -13,8 +15,18 @@ from constructs import Construct
 from cdk_constructs.multus_vpc import MultusNetworkLayout, MultusVpc, MultusVpcProps
 from cdk_constructs.subnet_cidr_reservation import ReservationSpec, SubnetCidrReservationProvider
 from config import AppConfig
-from config.network_plan import SHARED_SECURITY_GROUP, NetworkPlanRow, network_plan
+from config.model import SecurityGroupRuleConfig
+from config.network_plan import NetworkPlanRow, network_plan
 from stacks.base import ConfiguredAzStack
+
+#: Construct ID and description of the group every Multus ENI shared before each network had
+#: its own. The first network's group keeps both: a new description or logical ID would make
+#: CloudFormation replace the group, and EC2 refuses to delete a group that the running nodes'
+#: ENIs still carry.
+LEGACY_SECURITY_GROUP_ID = "MultusSecurityGroup"
+SECURITY_GROUP_DESCRIPTION = "Multus ENIs: traffic from the configured sources"
+# What EC2 needs for "every port" of the protocols with ports or ICMP types (IpPermission).
+_ALL_PORTS = {"tcp": (0, 65535), "udp": (0, 65535), "icmp": (-1, -1)}
 
 
 @dataclass(frozen=True)
@@ -39,8 +51,8 @@ class NetworkStack(ConfiguredAzStack):
         self.vpc = multus_vpc.vpc
         self.node_subnets = multus_vpc.node_subnets
         self.public_subnets = multus_vpc.public_subnets
-        self.multus_security_group = self._multus_security_group(config)
-        security_groups = {SHARED_SECURITY_GROUP: self.multus_security_group}
+        #: network name (a plan row's security_group) -> that network's group
+        self.multus_security_groups = self._multus_security_groups(config)
         subnets = {
             (network.name, az): subnet
             for network in config.multus.networks
@@ -54,24 +66,40 @@ class NetworkStack(ConfiguredAzStack):
             MultusAttachment(
                 plan=row,
                 subnet=subnets[row.network, row.availability_zone],
-                security_group=security_groups[row.security_group],
+                security_group=self.multus_security_groups[row.security_group],
             )
             for row in network_plan(config)
         ]
         self._reserve_multus_ranges()
         self._outputs()
 
-    def _multus_security_group(self, config: AppConfig) -> ec2.SecurityGroup:
-        group = ec2.SecurityGroup(
-            self,
-            "MultusSecurityGroup",
-            vpc=self.vpc,
-            description="Multus ENIs: traffic from the configured sources",
-            allow_all_outbound=True,
-        )
-        for cidr in config.multus.security_group_ingress_cidrs or [config.vpc.cidr]:
-            group.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.all_traffic(), f"from {cidr}")
-        return group
+    def _multus_security_groups(self, config: AppConfig) -> dict[str, ec2.SecurityGroup]:
+        networks = config.multus.networks
+        groups = {
+            network.name: ec2.SecurityGroup(
+                self,
+                LEGACY_SECURITY_GROUP_ID if index == 0 else f"MultusSecurityGroup-{network.name}",
+                vpc=self.vpc,
+                description=SECURITY_GROUP_DESCRIPTION,
+                # aws-cdk refuses an all-traffic egress rule and wants this instead (it then
+                # renders the seed's rule, with its own description, and no other).
+                allow_all_outbound=_allows_all_egress(network.security_group.egress),
+            )
+            for index, network in enumerate(networks)
+        }
+        for network in networks:
+            group = groups[network.name]
+            Tags.of(group).add("Name", multus_security_group_name(config.name, network.name))
+            for rule in config.multus_ingress_rules(network):
+                group.add_ingress_rule(
+                    _peer(rule, groups), _port(rule), rule.rule_description("from")
+                )
+            if not group.allow_all_outbound:
+                for rule in network.security_group.egress:
+                    group.add_egress_rule(
+                        _peer(rule, groups), _port(rule), rule.rule_description("to")
+                    )
+        return groups
 
     def _reserve_multus_ranges(self) -> None:
         provider = SubnetCidrReservationProvider(
@@ -112,7 +140,56 @@ class NetworkStack(ConfiguredAzStack):
                 description=f"Multus subnet of {row.network} in {row.availability_zone}",
                 value=attachment.subnet.subnet_id,
             )
-        CfnOutput(self, "MultusSecurityGroupId", value=self.multus_security_group.security_group_id)
+        for network, group in self.multus_security_groups.items():
+            CfnOutput(
+                self,
+                f"MultusSecurityGroupId-{network}",
+                description=f"Security group of the {network} ENIs",
+                value=group.security_group_id,
+            )
+
+
+def multus_security_group_name(app_name: str, network: str) -> str:
+    """The Name tag of a network's group: its groups share one description (see above)."""
+    return f"{app_name}-{network}"
+
+
+def _allows_all_egress(rules: list[SecurityGroupRuleConfig]) -> bool:
+    return any(rule.allows_everything_anywhere for rule in rules)
+
+
+def _peer(rule: SecurityGroupRuleConfig, groups: dict[str, ec2.SecurityGroup]) -> ec2.IPeer:
+    if rule.network is not None:
+        return groups[rule.network]
+    assert rule.cidr is not None  # the config gives each rule exactly one of the two
+    return ec2.Peer.ipv4(rule.cidr)
+
+
+def _port(rule: SecurityGroupRuleConfig) -> ec2.Port:
+    protocol = rule.ip_protocol
+    ports = rule.port_range
+    from_port, to_port = (
+        (ports.from_port, ports.to_port) if ports else _ALL_PORTS.get(protocol, (None, None))
+    )
+    return ec2.Port(
+        protocol=_cdk_protocols()[protocol],
+        from_port=from_port,
+        to_port=to_port,
+        # Part of the construct ID of a rule between groups: unique per protocol and ports.
+        string_representation=f"{protocol} {from_port}-{to_port}" if ports else f"{protocol} ALL",
+    )
+
+
+@functools.cache
+def _cdk_protocols() -> dict[str, ec2.Protocol]:
+    """EC2's IpProtocol -> the ec2.Protocol member aws-cdk renders it from (the enum's Python
+    members carry names only; the IpProtocol is what each renders to)."""
+    return {
+        ec2.Port(protocol=member, string_representation=member.name).to_rule_json()[
+            "ipProtocol"
+        ]: member
+        for member in ec2.Protocol
+    }
 
 
 def _vpc_props(config: AppConfig) -> MultusVpcProps:

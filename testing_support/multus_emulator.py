@@ -604,7 +604,7 @@ class EmulatedVpc:
     vpc_id: str
     private_subnets: dict[str, str]
     multus_subnets: dict[tuple[str, str], str]
-    security_group_id: str
+    security_group_ids: dict[str, str]  # network -> its own group, as the network stack makes
     networks: tuple[str, ...]
 
     def bootstrap_props(
@@ -613,13 +613,17 @@ class EmulatedVpc:
         return NodeBootstrapProps(
             cluster_name=cluster_name,
             interfaces=[
-                MultusInterface(network=network, interface_name=network, device_index=index)
+                MultusInterface(
+                    network=network,
+                    interface_name=network,
+                    device_index=index,
+                    security_group_ids=[self.security_group_ids[network]],
+                )
                 for index, network in enumerate(self.networks, start=1)
             ],
             placements={
                 az: AzPlacement(
-                    subnet_ids=[self.multus_subnets[network, az] for network in self.networks],
-                    security_group_ids=[self.security_group_id],
+                    subnet_ids=[self.multus_subnets[network, az] for network in self.networks]
                 )
                 for az in azs
             },
@@ -720,10 +724,13 @@ class Ec2Emulator:
             for network_index, network in enumerate(networks)
             for az_index, az in enumerate(AVAILABILITY_ZONES)
         }
-        group_id = ec2.create_security_group(
-            GroupName=f"multus-{vpc_id}", Description="Multus ENIs", VpcId=vpc_id
-        )["GroupId"]
-        return EmulatedVpc(vpc_id, private, multus, group_id, networks)
+        groups = {
+            network: ec2.create_security_group(
+                GroupName=f"{network}-{vpc_id}", Description="Multus ENIs", VpcId=vpc_id
+            )["GroupId"]
+            for network in networks
+        }
+        return EmulatedVpc(vpc_id, private, multus, groups, networks)
 
     def create_planned_vpc(
         self, vpc_cidr: str, node_subnet_cidrs: Mapping[str, str], plan: NetworkPlan
@@ -751,8 +758,7 @@ class Ec2Emulator:
             for name in dict.fromkeys(row.security_group for row in plan)
         }
         networks = tuple(dict.fromkeys(row.network for row in plan))
-        first_group = next(iter(groups.values()), "")
-        return PlannedVpc(EmulatedVpc(vpc_id, private, multus, first_group, networks), groups)
+        return PlannedVpc(EmulatedVpc(vpc_id, private, multus, groups, networks), groups)
 
     def launch_instance(
         self,

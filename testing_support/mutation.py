@@ -149,6 +149,10 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
         ["--confcutdir=tests/unit/config", "tests/unit/config/test_node_prefix.py"],
         _CONFIG_TESTS[1],
     ],
+    "config/security_group_rules.py": [
+        ["--confcutdir=tests/unit/config", "tests/unit/config/test_security_group_rules.py"],
+        _CONFIG_TESTS[1],
+    ],
     # The plan's rows and modes first, then the config rules and the cluster props built on it.
     "config/network_plan.py": [
         *_config_tests_after("tests/unit/config/test_network_plan.py"),

@@ -106,7 +106,7 @@ def leaked_multus_eni(emulator: Ec2Emulator, vpc: EmulatedVpc, az: str, cluster:
     return str(
         emulator.ec2.create_network_interface(
             SubnetId=vpc.multus_subnets[network, az],
-            Groups=[vpc.security_group_id],
+            Groups=[vpc.security_group_ids[network]],
             TagSpecifications=_tag_specs(
                 "network-interface", {CLUSTER_TAG_KEY: cluster, NETWORK_TAG_KEY: network}
             ),

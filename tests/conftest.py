@@ -109,6 +109,60 @@ def two_pools_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
     )
 
 
+RAN = "10.100.0.0/16"
+
+
+def _n2_n3_subnets(third_octet: int) -> list[dict[str, str]]:
+    return [
+        {"cidr": f"10.0.{octet}.0/24", "reservation": f"10.0.{octet}.32/27"}
+        for octet in (third_octet, third_octet + 1)
+    ]
+
+
+#: An N2/N3 layout with a rule of each kind (docs/network.md): SCTP (N2, whole protocol: EC2
+#: filters no SCTP ports) from the RAN, GTP-U (UDP 2152) from the RAN and among the network's
+#: own ENIs, TCP from the other network's ENIs, egress limited to the RAN.
+PER_NETWORK_RULES: dict[str, Any] = {
+    "multus": {
+        "networks": [
+            {
+                "name": "n2",
+                "subnets": _n2_n3_subnets(4),
+                "security_group": {
+                    "ingress": [
+                        {"protocol": "sctp", "cidr": RAN, "description": "N2 from the RAN"}
+                    ],
+                    "egress": [{"protocol": 132, "cidr": RAN}],
+                },
+            },
+            {
+                "name": "n3",
+                "subnets": _n2_n3_subnets(6),
+                "security_group": {
+                    "ingress": [
+                        {"protocol": "udp", "ports": 2152, "cidr": RAN},
+                        {"protocol": "udp", "ports": "2152", "network": "n3"},
+                        {"protocol": "tcp", "ports": "30000-32767", "network": "n2"},
+                    ],
+                    "egress": [
+                        {"protocol": "udp", "ports": 2152, "cidr": RAN},
+                        {"protocol": "udp", "ports": 2152, "network": "n3"},
+                    ],
+                },
+            },
+        ]
+    }
+}
+
+
+@pytest.fixture(scope="session")
+def per_network_rules_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
+    """PER_NETWORK_RULES: one security group per network, with rules between the groups."""
+    return synthesize(
+        tmp_path_factory.mktemp("per-network-rules"), cdk_json_context(config=PER_NETWORK_RULES)
+    )
+
+
 @dataclass(frozen=True)
 class SynthesizedPipeline:
     """A synthesized pipeline app, with the cdk-nag validation failure if any."""

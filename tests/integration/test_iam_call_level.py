@@ -7,7 +7,7 @@ The bootstrap, the agent (both on the node role) and the teardown run against th
 consult (tags, subnet and VPC of the ENIs, attachments). The reservation handler runs
 in-process against moto, its boto3 calls recorded through a botocore event hook. The policies
 come from the default app's templates, with the Multus subnets and security group resolved to
-the emulator's IDs.
+the emulator's IDs (one security group per network).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from node_bootstrap.renderer import (
     OWNER_TAG_KEY,
     SCRIPT_NAME,
 )
+from stacks.network_stack import multus_security_group_name
 from testing_support.ec2_iam_requests import (
     Caller,
     Ec2Call,
@@ -63,7 +64,6 @@ CONFIG = parse_config({})
 CLUSTER = CONFIG.cluster_name
 # The stack names EnvironmentStage gives them.
 NETWORK_STACK, CLUSTER_STACK = f"{CONFIG.name}-network", f"{CONFIG.name}-cluster"
-MULTUS_SG_DESCRIPTION = "Multus ENIs: traffic from the configured sources"
 
 
 # --- the synthesized policies, resolved to the emulator's resources --------------------------
@@ -97,15 +97,15 @@ def _subnet_ids(network: dict[str, Any], subnets: dict[tuple[str, str], str]) ->
 
 
 def _physical_ids(network: dict[str, Any], vpc: EmulatedVpc) -> dict[str, str]:
-    """Template logical IDs of the Multus subnets and security group -> emulator IDs."""
+    """Template logical IDs of the Multus subnets and of each network's security group (by its
+    Name tag) -> emulator IDs."""
     ids = _subnet_ids(network, vpc.multus_subnets)
-    (group_id,) = [
-        k
-        for k, g in _resources(network, "AWS::EC2::SecurityGroup").items()
-        if g["Properties"]["GroupDescription"] == MULTUS_SG_DESCRIPTION
-    ]
-    ids[group_id] = vpc.security_group_id
-    assert len(ids) == len(vpc.multus_subnets) + 1
+    names = {multus_security_group_name(CONFIG.name, n): n for n in vpc.security_group_ids}
+    for logical_id, group in _resources(network, "AWS::EC2::SecurityGroup").items():
+        tags = {t["Key"]: t["Value"] for t in group["Properties"].get("Tags", [])}
+        if tags.get("Name") in names:
+            ids[logical_id] = vpc.security_group_ids[names[tags["Name"]]]
+    assert len(ids) == len(vpc.multus_subnets) + len(vpc.security_group_ids)
     return ids
 
 
@@ -178,7 +178,7 @@ def _owned_leftover_eni(emulator: Ec2Emulator, vpc: EmulatedVpc, instance_id: st
     }
     eni = emulator.ec2.create_network_interface(
         SubnetId=vpc.multus_subnets[network, "us-west-2a"],
-        Groups=[vpc.security_group_id],
+        Groups=[vpc.security_group_ids[network]],
         TagSpecifications=[
             {
                 "ResourceType": "network-interface",
@@ -726,3 +726,61 @@ def test_instance_type_limits_are_readable_only_in_the_clusters_region(
     for region, allowed in ((REGION, True), ("eu-west-1", False)):
         (request,) = authorization_requests(call, Caller(region, agent_run.instance_id))
         assert evaluate(node_statements, request).allowed is allowed
+
+
+def _create_in_groups(
+    bootstrap_calls: list[tuple[str, RecordedCall]], network: str, groups: list[str]
+) -> tuple[AuthorizationRequest, ...]:
+    """The bootstrap's CreateNetworkInterface of `network`, with its groups swapped for `groups`."""
+    instance, create = next(
+        (instance, call)
+        for instance, call in bootstrap_calls
+        if call.action == "CreateNetworkInterface"
+        and any(value == network for key, value in call.params.items() if key.endswith("Value"))
+    )
+    params = {k: v for k, v in create.params.items() if not k.startswith("SecurityGroupId.")}
+    params |= {f"SecurityGroupId.{n}": group for n, group in enumerate(groups, start=1)}
+    return tuple(
+        authorization_requests(
+            Ec2Call(create.action, params, create.observed), Caller(REGION, instance)
+        )
+    )
+
+
+def test_each_bootstrap_eni_is_created_in_its_own_networks_group(
+    bootstrap_calls: list[tuple[str, RecordedCall]], vpc: EmulatedVpc
+) -> None:
+    for network in vpc.networks:
+        create = next(
+            call
+            for _, call in bootstrap_calls
+            if call.action == "CreateNetworkInterface"
+            and call.params["SubnetId"] == vpc.multus_subnets[network, "us-west-2a"]
+        )
+        groups = [v for k, v in create.params.items() if k.startswith("SecurityGroupId.")]
+        assert groups == [vpc.security_group_ids[network]]
+
+
+def test_the_policy_admits_any_multus_group_but_no_other(
+    bootstrap_calls: list[tuple[str, RecordedCall]],
+    vpc: EmulatedVpc,
+    emulator: Ec2Emulator,
+    node_statements: list[dict[str, Any]],
+) -> None:
+    """What the ENI policy promises: Multus ENIs only in the Multus subnets and the Multus
+    groups. It cannot promise that an ENI of multus1's subnet gets multus1's group: IAM
+    authorizes CreateNetworkInterface on each subnet and security-group resource on its own
+    (Service Authorization Reference, Amazon EC2: CreateNetworkInterface lists subnet and
+    security-group as separate resource types, and no condition key of one names the other),
+    so a node could put multus2's group on multus1's ENI. That pairing is the bootstrap's
+    (rendered per interface from the network plan, tested above and on the emulator)."""
+    first, second = vpc.networks
+    crossed = _create_in_groups(bootstrap_calls, first, [vpc.security_group_ids[second]])
+    assert _denied(node_statements, crossed) == []
+    foreign = emulator.ec2.create_security_group(
+        GroupName="not-multus", Description="another group of the VPC", VpcId=vpc.vpc_id
+    )["GroupId"]
+    outside = _create_in_groups(bootstrap_calls, first, [vpc.security_group_ids[first], foreign])
+    denied = _denied(node_statements, outside)
+    assert len(denied) == 1
+    assert f"security-group/{foreign}" in denied[0]

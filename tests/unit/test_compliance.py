@@ -18,9 +18,17 @@ LINT_REGIONS = ["us-west-2", "ap-northeast-1"]
 CFN_LINT = Path(sys.executable).with_name("cfn-lint")
 
 
-def test_cfn_lint_reports_nothing_in_either_region(default_app: SynthesizedApp) -> None:
-    templates = [str(path) for path in default_app.template_paths()]
-    assert len(templates) == len(default_app.stage.node.children)
+# The default app, and one with a security group per network and rules between the groups.
+APPS = ["default_app", "per_network_rules_app"]
+
+
+@pytest.mark.parametrize("app_fixture", APPS)
+def test_cfn_lint_reports_nothing_in_either_region(
+    app_fixture: str, request: pytest.FixtureRequest
+) -> None:
+    app: SynthesizedApp = request.getfixturevalue(app_fixture)
+    templates = [str(path) for path in app.template_paths()]
+    assert len(templates) == len(app.stage.node.children)
     result = subprocess.run(
         [str(CFN_LINT), "--format", "json", "--regions", *LINT_REGIONS, "--", *templates],
         capture_output=True,
@@ -33,10 +41,14 @@ def test_cfn_lint_reports_nothing_in_either_region(default_app: SynthesizedApp) 
     assert result.returncode == 0, result.stderr
 
 
-def test_cdk_nag_has_no_unacknowledged_findings(default_app: SynthesizedApp) -> None:
-    open_findings = open_nag_findings(default_app.validation_report())
+@pytest.mark.parametrize("app_fixture", APPS)
+def test_cdk_nag_has_no_unacknowledged_findings(
+    app_fixture: str, request: pytest.FixtureRequest
+) -> None:
+    app: SynthesizedApp = request.getfixturevalue(app_fixture)
+    open_findings = open_nag_findings(app.validation_report())
     assert open_findings == [], "\n".join(open_findings)
-    assert default_app.synth_error is None
+    assert app.synth_error is None
 
 
 def test_every_acknowledgment_gives_a_reason(default_app: SynthesizedApp) -> None:

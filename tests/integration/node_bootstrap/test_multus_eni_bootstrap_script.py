@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 from botocore.credentials import Credentials
 
+from config import parse_config
+from config.network_plan import network_plan
+from config.node_bootstrap_plan import node_bootstrap_props
 from node_bootstrap import CLUSTER_TAG_KEY, READY_MARKER_PATH, render_user_data
 from node_bootstrap.renderer import (
     INSTANCE_TAG_KEY,
@@ -82,7 +85,9 @@ def test_fresh_node_gets_one_eni_per_network_in_its_az(
     for index, network in ((1, "multus1"), (2, "multus2")):
         eni = enis[index]
         assert eni["SubnetId"] == vpc.multus_subnets[network, "us-west-2a"]
-        assert [group["GroupId"] for group in eni["Groups"]] == [vpc.security_group_id]
+        # Each ENI carries its own network's group only (the network stack makes one per
+        # network; so does the emulator's VPC), never another network's.
+        assert [group["GroupId"] for group in eni["Groups"]] == [vpc.security_group_ids[network]]
         assert eni["SourceDestCheck"] is False
         assert {tag["Key"]: tag["Value"] for tag in eni["TagSet"]} == {
             CLUSTER_TAG_KEY: CLUSTER,
@@ -346,7 +351,8 @@ def test_rerun_after_an_interrupted_run_finishes_configuration_without_creating(
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
     # As if an earlier run had been killed right after attaching multus2.
     leftover = emulator.ec2.create_network_interface(
-        SubnetId=vpc.multus_subnets["multus2", "us-west-2a"], Groups=[vpc.security_group_id]
+        SubnetId=vpc.multus_subnets["multus2", "us-west-2a"],
+        Groups=[vpc.security_group_ids["multus2"]],
     )["NetworkInterface"]["NetworkInterfaceId"]
     attachment = emulator.ec2.attach_network_interface(
         NetworkInterfaceId=leftover, InstanceId=instance_id, DeviceIndex=2
@@ -518,3 +524,31 @@ def test_az_missing_from_the_placement_table_fails_clearly(
     assert run.ec2_calls == []
     assert multus_enis(emulator, instance_id) == {}
     assert not marker(run).exists()
+
+
+def test_user_data_from_the_network_plan_puts_each_eni_in_its_networks_group(
+    emulator: Ec2Emulator, vpc: EmulatedVpc
+) -> None:
+    """The chain the cluster stack renders through (config -> network plan -> bootstrap props
+    -> user-data), with the plan's security-group key (the network's name) mapped to the
+    emulator's group of that network, as the network stack maps it to its own groups."""
+    config = parse_config({})
+    assert [network.name for network in config.multus.networks] == list(vpc.networks)
+    props = node_bootstrap_props(
+        CLUSTER,
+        network_plan(config),
+        subnet_id=lambda row: vpc.multus_subnets[row.network, row.availability_zone],
+        security_group_id=lambda row: vpc.security_group_ids[row.security_group],
+    )
+    instance_id = emulator.launch_instance(vpc, "us-west-2b", CLUSTER)
+    run = emulator.run_bootstrap(render_user_data(props), instance_id)
+    assert run.returncode == 0, run.output
+    enis = multus_enis(emulator, instance_id)
+    assert {
+        index: (eni["SubnetId"], [group["GroupId"] for group in eni["Groups"]])
+        for index, eni in enis.items()
+    } == {
+        index: (vpc.multus_subnets[network, "us-west-2b"], [vpc.security_group_ids[network]])
+        for index, network in enumerate(vpc.networks, start=1)
+    }
+    assert len(set(vpc.security_group_ids.values())) == len(vpc.networks)

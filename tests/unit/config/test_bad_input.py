@@ -304,11 +304,18 @@ ACCEPTED = [
         ("config_file", "key 'name' appears twice", "keep one and merge"),
         files={"twice.json": b'{"name": "a", "name": "b"}'},
     ),
+    # The shared group's key gave way to a group per network: the message shows the old
+    # sources in the new form.
     BadInput(
-        "empty-security-group-ingress-list",
+        "shared-security-group-ingress-key",
         "accepted",
-        {"config.multus.security_group_ingress_cidrs": "[]"},
-        ("multus.security_group_ingress_cidrs", "omit the key", '["10.0.0.0/16"]'),
+        {"config.multus.security_group_ingress_cidrs": '["10.0.4.0/22", "192.168.0.0/16"]'},
+        (
+            "multus: security_group_ingress_cidrs",
+            "a security group per network",
+            '"security_group": {"ingress": [{"protocol": "all", "cidr": "10.0.4.0/22"}, '
+            '{"protocol": "all", "cidr": "192.168.0.0/16"}]}',
+        ),
     ),
     # CloudFormation waits at most ServiceTimeout, 3600 s, for a custom resource (template
     # reference, AWS::CloudFormation::CustomResource); the old limit was 110 minutes.
@@ -850,7 +857,124 @@ NODE_POOLS = [
     ),
 ]
 
-CASES = ACCEPTED + TRACEBACKS + UNCLEAR + COVERED + NODE_POOLS
+
+def ingress(**rule: Any) -> dict[str, Any]:
+    """A config whose first Multus network admits only `rule`."""
+    return config({"multus": {"networks": networks(security_group={"ingress": [rule]})}})
+
+
+RULE = "multus.networks[0].security_group.ingress[0]"
+# Security-group rules of a network (EC2 API Reference, IpPermission: ports are filtered only
+# for tcp and udp, ICMP takes types and codes; -1 is every protocol).
+SECURITY_GROUP_RULES = [
+    BadInput(
+        "port-on-protocol-all",
+        "covered",
+        ingress(protocol=-1, ports=80, cidr="10.0.0.0/16"),
+        (f"{RULE}.ports", "only for tcp and udp", '{"protocol": -1, "cidr": "10.0.0.0/16"}'),
+    ),
+    BadInput(
+        "port-on-icmp",
+        "covered",
+        ingress(protocol="icmp", ports=8, cidr="10.0.0.0/16"),
+        (f"{RULE}.ports", "only for tcp and udp", '{"protocol": "icmp", "cidr": "10.0.0.0/16"}'),
+    ),
+    BadInput(
+        "port-on-sctp-which-ec2-does-not-filter",
+        "covered",
+        ingress(protocol="sctp", ports=38412, cidr="10.100.0.0/16"),
+        (
+            f"{RULE}.ports",
+            "allows every port whatever range it names",
+            '{"protocol": "sctp", "cidr": "10.100.0.0/16"}',
+        ),
+    ),
+    BadInput(
+        "port-zero",
+        "covered",
+        ingress(protocol="udp", ports=0, cidr="10.0.0.0/16"),
+        (f"{RULE}.ports", "0 is outside 1-65535", "omit ports for every port"),
+    ),
+    BadInput(
+        "port-above-65535",
+        "covered",
+        ingress(protocol="tcp", ports="1000-65536", cidr="10.0.0.0/16"),
+        (f"{RULE}.ports", "65536 is outside 1-65535"),
+    ),
+    BadInput(
+        "port-range-reversed",
+        "covered",
+        ingress(protocol="udp", ports="2153-2152", cidr="10.0.0.0/16"),
+        (f"{RULE}.ports", 'write "2152-2153"'),
+    ),
+    BadInput(
+        "port-range-not-a-range",
+        "covered",
+        ingress(protocol="udp", ports="2152:2153", cidr="10.0.0.0/16"),
+        (f"{RULE}.ports", 'for example 2152 or "30000-32767"'),
+    ),
+    BadInput(
+        "rule-naming-an-unknown-network",
+        "covered",
+        ingress(protocol="udp", ports=2152, network="n3"),
+        (
+            "multus.networks[0] (multus1).security_group.ingress[0].network",
+            "'n3' is not a Multus network (multus1, multus2)",
+            "the network itself",
+            "give a cidr",
+        ),
+    ),
+    BadInput(
+        "rule-with-an-invalid-cidr",
+        "covered",
+        ingress(protocol="udp", cidr="10.0.0.1/16"),
+        (f"{RULE}.cidr", "host bits", "for example 10.0.4.0/24"),
+    ),
+    BadInput(
+        "rule-with-an-unknown-protocol-name",
+        "covered",
+        ingress(protocol="gtp", cidr="10.0.0.0/16"),
+        (f"{RULE}.protocol", "'gtp' is neither a name", 'for example "sctp" or 132'),
+    ),
+    BadInput(
+        "rule-with-a-protocol-number-out-of-range",
+        "covered",
+        ingress(protocol=256, cidr="10.0.0.0/16"),
+        (f"{RULE}.protocol", "256", "-1..255"),
+    ),
+    BadInput(
+        "rule-with-a-protocol-aws-cdk-cannot-express",
+        "covered",
+        ingress(protocol=150, cidr="10.0.0.0/16"),
+        (f"{RULE}.protocol", "protocol 150", "0-143 except 13 and 61, and 253-255"),
+    ),
+    BadInput(
+        "rule-protocol-as-a-yaml-boolean",
+        "covered",
+        ingress(protocol=True, cidr="10.0.0.0/16"),
+        (f"{RULE}.protocol", "arrived as a boolean"),
+    ),
+    BadInput(
+        "rule-with-cidr-and-network",
+        "covered",
+        ingress(protocol="all", cidr="10.0.0.0/16", network="multus2"),
+        (RULE, "cidr / network: both given", '"network": "<a multus network name>"'),
+    ),
+    BadInput(
+        "rule-with-neither-cidr-nor-network",
+        "covered",
+        ingress(protocol="all"),
+        (RULE, "cidr / network: neither given"),
+    ),
+    BadInput(
+        "rule-description-ec2-refuses",
+        "covered",
+        ingress(protocol="all", cidr="10.0.0.0/16", description="from the RAN <gNB>"),
+        (f"{RULE}.description",),
+    ),
+]
+
+CASES = ACCEPTED + TRACEBACKS + UNCLEAR + COVERED + NODE_POOLS + SECURITY_GROUP_RULES
 # Run as a real `python app.py` too: exit status and stderr end to end.
 IN_A_PROCESS = {
     "config-context-value-not-an-object",

@@ -85,11 +85,11 @@ def test_three_az_three_network_example_fits_the_user_data_budget() -> None:
     props = NodeBootstrapProps(
         cluster_name=example.cluster_name,
         interfaces=[
-            MultusInterface(n.name, n.device_name, i + 1)
+            MultusInterface(n.name, n.device_name, i + 1, security_group_ids=["sg-1"])
             for i, n in enumerate(example.multus.networks)
         ],
         placements={
-            az: AzPlacement(["subnet"] * len(example.multus.networks), ["sg"])
+            az: AzPlacement(["subnet"] * len(example.multus.networks))
             for az in example.availability_zones
         },
     )

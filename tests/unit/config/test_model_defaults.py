@@ -33,7 +33,12 @@ def test_multus_defaults_are_the_seeds_networks() -> None:
     # --no-source-dest-check).
     assert {n.source_dest_check for n in multus.networks} == {False}
     assert multus.nad_namespace == "default"
-    assert multus.security_group_ingress_cidrs is None  # the VPC CIDR, as in the seed
+    # The seed's one group: all traffic from the VPC CIDR, all egress; now each network's own.
+    for network in multus.networks:
+        assert network.security_group.ingress is None  # the VPC CIDR, as in the seed
+        assert [(r.ip_protocol, r.cidr) for r in network.security_group.egress] == [
+            ("-1", "0.0.0.0/0")
+        ]
 
 
 def test_cluster_defaults() -> None:

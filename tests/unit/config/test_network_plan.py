@@ -14,7 +14,6 @@ from config.model import MultusNetworkConfig
 from config.network_plan import (
     IP_MANAGEMENT_MODES,
     NODE_PREFIX,
-    SHARED_SECURITY_GROUP,
     WHEREABOUTS,
     NetworkPlanRow,
     network_attachment_name,
@@ -63,7 +62,8 @@ def test_default_plan_is_the_seeds_two_networks_in_two_zones() -> None:
         ("multus2", "us-west-2b", 2, "multus2", "multus2-us-west-2b", "whereabouts",
          "explicit", "10.0.7.0/24", "10.0.7.32/27", None),
     ]  # fmt: skip
-    assert {row.security_group for row in plan} == {SHARED_SECURITY_GROUP}
+    # Each network's rows name its own group, keyed by the network's name.
+    assert [row.security_group for row in plan] == [row.network for row in plan]
     assert {(row.ipvlan_mode, row.source_dest_check) for row in plan} == {("l2", False)}
 
 
@@ -203,8 +203,8 @@ def test_only_node_local_modes_add_a_bootstrap_line_per_zone() -> None:
         "subnet-signaling-us-west-2b",
         "subnet-userplane-us-west-2b",
     ]
-    # One shared group today: named once per AZ, not once per network.
-    assert props.placements["us-west-2b"].security_group_ids == ["sg-multus"]
+    # Each interface gets its own network's group.
+    assert [i.security_group_ids for i in props.interfaces] == [["sg-signaling"], ["sg-userplane"]]
 
 
 def test_a_network_without_a_subnet_for_every_zone_has_no_plan() -> None:

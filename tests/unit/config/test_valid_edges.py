@@ -9,7 +9,7 @@ characters; Linux interface names at most 15 (IFNAMSIZ - 1)."""
 from __future__ import annotations
 
 import copy
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 import pytest
 
@@ -402,8 +402,10 @@ def test_cluster_names_up_to_100_characters(length: int, accepted: bool) -> None
 
 
 def test_a_single_ingress_source_passes() -> None:
-    raw = changed("multus.security_group_ingress_cidrs", ["192.168.0.0/16"])
-    assert parse_config(raw).multus.security_group_ingress_cidrs == ["192.168.0.0/16"]
+    rule = {"protocol": "all", "cidr": "192.168.0.0/16"}
+    raw = changed("multus.networks.0.security_group", {"ingress": [rule]})
+    (parsed,) = parse_config(raw).multus.networks[0].security_group.ingress or []
+    assert (parsed.ip_protocol, parsed.cidr) == ("-1", "192.168.0.0/16")
 
 
 @pytest.mark.parametrize(
@@ -564,3 +566,92 @@ def test_a_static_range_is_optional_per_subnet_and_absent_by_default() -> None:
     seed = parse_config({})
     assert [s.static_range for n in seed.multus.networks for s in n.subnets] == [None] * 4
     assert all(row.static_nad_name is None for row in network_plan(seed))
+
+
+def with_rules(**security_group: Any) -> dict[str, Any]:
+    """The seed with the first Multus network's security_group set."""
+    return changed("multus.networks.0.security_group", security_group)
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        # a network naming itself: its ENIs reach each other
+        {"protocol": "udp", "ports": 2152, "network": "multus1"},
+        {"protocol": "all", "network": "multus2"},
+        {"protocol": "sctp", "cidr": "10.100.0.0/16"},
+        {"protocol": 132, "cidr": "10.100.0.0/16", "description": "N2 (SCTP) from the RAN"},
+        {"protocol": "tcp", "ports": 1, "cidr": "10.0.0.0/16"},
+        {"protocol": "tcp", "ports": "1-65535", "cidr": "10.0.0.0/16"},
+        {"protocol": 17, "ports": "65535", "cidr": "10.0.0.0/16"},
+        {"protocol": "icmp", "cidr": "10.0.0.0/16"},
+    ],
+)
+def test_rules_ec2_takes_pass_in_both_directions(rule: dict[str, Any]) -> None:
+    for direction in ("ingress", "egress"):
+        group = parse_config(with_rules(**{direction: [rule]})).multus.networks[0].security_group
+        assert [r.model_dump(exclude_none=True) for r in getattr(group, direction)] == [rule]
+
+
+def test_empty_rule_lists_pass_groups_are_stateful() -> None:
+    # Replies to what an ENI sent (or was sent) pass whatever the rules: an empty list is a
+    # network that only answers, or only sends (EC2 user guide, security group connection
+    # tracking).
+    group = parse_config(with_rules(ingress=[], egress=[])).multus.networks[0].security_group
+    assert (group.ingress, group.egress) == ([], [])
+
+
+def test_unset_ingress_is_all_traffic_from_the_vpc_cidr() -> None:
+    config = parse_config(changed("vpc.cidr", "10.0.0.0/16"))
+    (rule,) = config.multus_ingress_rules(config.multus.networks[1])
+    assert (rule.ip_protocol, rule.port_range, rule.cidr) == ("-1", None, "10.0.0.0/16")
+
+
+@pytest.mark.parametrize(
+    ("ports", "accepted"), [(65535, True), (65536, False), (1, True), (0, False)]
+)
+def test_rule_ports_are_16_bit_and_not_0(ports: int, accepted: bool) -> None:
+    raw = with_rules(ingress=[{"protocol": "udp", "ports": ports, "cidr": "10.0.0.0/16"}])
+    if accepted:
+        parse_config(raw)
+    else:
+        assert "multus.networks[0].security_group.ingress[0].ports" in error_for(raw)
+
+
+@pytest.mark.parametrize(
+    ("rule", "everything"),
+    [
+        ({"protocol": "all", "cidr": "0.0.0.0/0"}, True),
+        ({"protocol": -1, "cidr": "0.0.0.0/0"}, True),
+        ({"protocol": "tcp", "cidr": "0.0.0.0/0"}, False),
+        ({"protocol": "all", "cidr": "10.0.0.0/8"}, False),
+        ({"protocol": "all", "network": "multus1"}, False),
+    ],
+)
+def test_only_all_traffic_to_anywhere_allows_everything(
+    rule: dict[str, Any], everything: bool
+) -> None:
+    # aws-cdk renders that one rule as allowAllOutbound (docs/network.md, Security groups).
+    group = parse_config(with_rules(egress=[rule])).multus.networks[0].security_group
+    assert group.egress[0].allows_everything_anywhere is everything
+
+
+@pytest.mark.parametrize(
+    ("rule", "direction", "description"),
+    [
+        ({"protocol": "all", "cidr": "10.0.0.0/16"}, "from", "from 10.0.0.0/16"),
+        ({"protocol": "udp", "network": "multus2"}, "to", "to multus2 ENIs"),
+        ({"protocol": "sctp", "cidr": "10.100.0.0/16", "description": "N2"}, "from", "N2"),
+    ],
+)
+def test_a_rules_description_names_its_peer_unless_given(
+    rule: dict[str, Any], direction: Literal["from", "to"], description: str
+) -> None:
+    group = parse_config(with_rules(ingress=[rule])).multus.networks[0].security_group
+    assert (group.ingress or [])[0].rule_description(direction) == description
+
+
+def test_an_unknown_network_as_destination_names_the_egress_rule() -> None:
+    message = error_for(with_rules(egress=[{"protocol": "all", "network": "n6"}]))
+    assert "multus.networks[0] (multus1).security_group.egress[0].network" in message
+    assert "'n6' is not a Multus network" in message

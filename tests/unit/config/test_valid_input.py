@@ -35,7 +35,11 @@ VALID = {
     "kubernetes-1.36": {"config.cluster.kubernetes_version": "1.36"},
     "single-nat-gateway": {"config.vpc.nat_gateways": "single"},
     "own-nad-namespace": {"config.multus.nad_namespace": "telco-nads"},
-    "multus-ingress-sources": {"config.multus.security_group_ingress_cidrs": '["10.0.0.0/8"]'},
+    "multus-ingress-sources": {
+        "config.multus.networks": '[{"name": "n2", "subnets": [{"cidr": "10.0.4.0/24", '
+        '"reservation": "10.0.4.32/27"}, {"cidr": "10.0.5.0/24", "reservation": "10.0.5.32/27"}],'
+        ' "security_group": {"ingress": [{"protocol": "sctp", "cidr": "10.0.0.0/8"}]}}]'
+    },
 }
 
 

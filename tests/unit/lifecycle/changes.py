@@ -34,6 +34,12 @@ def _third_az(networks: list[dict[str, Any]]) -> None:
         network["subnets"].append({"cidr": cidr, "reservation": cidr.replace(".0/24", ".32/27")})
 
 
+def _gtp_u_only(networks: list[dict[str, Any]]) -> None:
+    networks[0]["security_group"]["ingress"] = [
+        {"protocol": "udp", "ports": 2152, "cidr": "10.0.0.0/16"}
+    ]
+
+
 def _moved_subnet(networks: list[dict[str, Any]]) -> None:
     networks[0]["subnets"][1] = {"cidr": "10.0.12.0/24", "reservation": "10.0.12.32/27"}
 
@@ -72,6 +78,10 @@ DAY2_CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # the last AZ of the list, one the control plane does not use
     "remove-az": (THREE_AZS, DEFAULTS),
     "move-multus-subnet": (DEFAULTS, {"multus": {"networks": _networks_with(_moved_subnet)}}),
+    "change-security-group-rules": (
+        DEFAULTS,
+        {"multus": {"networks": _networks_with(_gtp_u_only)}},
+    ),
 }
 
 # Not a documented day-2 change (the old subnet holds the nodes' and the control plane's ENIs):

@@ -40,6 +40,7 @@ DOCUMENTED_ROWS = {
     "add an AZ": "add-az",
     "remove the last AZ": "remove-az",
     "move a Multus subnet": "move-multus-subnet",
+    "change a network's `security_group` rules": "change-security-group-rules",
 }
 HASH_LENGTH = 8  # CDK appends an 8-character hash of the construct path to logical IDs
 
@@ -55,6 +56,8 @@ EXPECTED_REPLACEMENTS: dict[str, set[tuple[str, str, str]]] = {
     "add-az": {(CLUSTER, "AWS::EKS::Nodegroup", "SystemNodesNodegroup")},
     "remove-az": {(CLUSTER, "AWS::EKS::Nodegroup", "SystemNodesNodegroup")},
     # a subnet's CIDR is createOnly, and so is its route table association's subnet
+    # rules are properties EC2 changes in place; the group and its ENIs stay
+    "change-security-group-rules": set(),
     "move-multus-subnet": {
         (NETWORK, "AWS::EC2::Subnet", "NetworkVpcmultus1Subnet2Subnet"),
         (
@@ -100,6 +103,7 @@ EXPECTED_UPDATES: dict[str, set[tuple[str, str]]] = {
     # the EKS cluster keeps its subnets (test below); the teardown's Lambda runs in every AZ
     "add-az": {*PER_AZ_UPDATES},
     "remove-az": {*PER_AZ_UPDATES},
+    "change-security-group-rules": {(NETWORK, "MultusSecurityGroup")},
     "move-multus-subnet": {
         (NETWORK, "CidrReservationsmultus1uswest2b"),
         (CLUSTER, "EksClusterkarpenternodepool"),

@@ -17,7 +17,11 @@ from node_bootstrap.renderer import (
     render_configuration,
 )
 from testing_support.multus_emulator import expanded_script
-from tests.unit.node_bootstrap.test_renderer import SHELLCHECK, two_network_props
+from tests.unit.node_bootstrap.test_renderer import (
+    SHELLCHECK,
+    deployed_interfaces,
+    two_network_props,
+)
 
 NODE_DIR = "node_bootstrap"
 
@@ -106,8 +110,9 @@ def test_stripping_comments_and_indentation_changes_no_function() -> None:
 
 def test_shellcheck_reports_nothing_but_the_overridden_hooks(tmp_path: Path) -> None:
     # As deployed: CloudFormation has replaced the tokens with plain IDs by then.
-    deployed = AzPlacement(subnet_ids=["subnet-0b1", "subnet-0b2"], security_group_ids=["sg-1"])
+    deployed = AzPlacement(subnet_ids=["subnet-0b1", "subnet-0b2"])
     props = two_network_props(
+        interfaces=deployed_interfaces(),
         placements={"us-west-2a": deployed, "us-west-2b": deployed},
         node_prefix=[userplane("us-west-2a"), userplane("us-west-2b")],
     )
@@ -126,15 +131,19 @@ def test_shellcheck_reports_nothing_but_the_overridden_hooks(tmp_path: Path) -> 
 
 def test_the_size_budget_counts_the_node_prefix_part() -> None:
     # The node_prefix data lines and library are in the user-data EC2 receives.
-    # As two_network_props: two subnets per AZ, one security group in 2a and two in 2b.
+    # As two_network_props: two subnets per AZ, two groups on the first interface, one on the
+    # second.
+    longest = "sg-" + "0" * 17
     placements = {
-        az: AzPlacement(
-            subnet_ids=["subnet-" + "0" * 17] * 2, security_group_ids=["sg-" + "0" * 17] * groups
-        )
-        for az, groups in (("us-west-2a", 1), ("us-west-2b", 2))
+        az: AzPlacement(subnet_ids=["subnet-" + "0" * 17] * 2)
+        for az in ("us-west-2a", "us-west-2b")
     }
+    interfaces = [
+        replace(interface, security_group_ids=[longest] * len(interface.security_group_ids))
+        for interface in two_network_props().interfaces
+    ]
     networks = [userplane("us-west-2a"), userplane("us-west-2b")]
-    deployed = two_network_props(placements=placements, node_prefix=networks)
+    deployed = two_network_props(interfaces=interfaces, placements=placements, node_prefix=networks)
     assert deployed_size(two_network_props(node_prefix=networks)) == len(
         render_user_data(deployed).encode()
     )

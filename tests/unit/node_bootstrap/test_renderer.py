@@ -37,19 +37,33 @@ def two_network_props(**changes: object) -> NodeBootstrapProps:
     props = NodeBootstrapProps(
         cluster_name="telco-cluster",
         interfaces=[
-            MultusInterface(network="multus1", interface_name="multus1", device_index=1),
-            MultusInterface(network="multus2", interface_name="multus2", device_index=2),
+            MultusInterface(
+                network="multus1",
+                interface_name="multus1",
+                device_index=1,
+                security_group_ids=["sg-1", GROUP_TOKEN],
+            ),
+            MultusInterface(
+                network="multus2",
+                interface_name="multus2",
+                device_index=2,
+                security_group_ids=["sg-2"],
+            ),
         ],
         placements={
-            "us-west-2a": AzPlacement(
-                subnet_ids=["subnet-0a1", "subnet-0a2"], security_group_ids=["sg-1"]
-            ),
-            "us-west-2b": AzPlacement(
-                subnet_ids=[SUBNET_TOKEN, "subnet-0b2"], security_group_ids=["sg-1", GROUP_TOKEN]
-            ),
+            "us-west-2a": AzPlacement(subnet_ids=["subnet-0a1", "subnet-0a2"]),
+            "us-west-2b": AzPlacement(subnet_ids=[SUBNET_TOKEN, "subnet-0b2"]),
         },
     )
     return replace(props, **changes)  # type: ignore[arg-type]
+
+
+def deployed_interfaces() -> list[MultusInterface]:
+    """two_network_props' interfaces as deployed: plain group IDs in place of the token."""
+    return [
+        replace(interface, security_group_ids=[f"sg-{interface.device_index}"])
+        for interface in two_network_props().interfaces
+    ]
 
 
 SCRIPT_FILE = Path(__file__).parents[3] / "node_bootstrap" / SCRIPT_NAME
@@ -118,22 +132,31 @@ def test_configuration_lists_networks_and_one_line_per_az() -> None:
     cluster, networks, placements = shell_values(render_configuration(two_network_props()))
 
     assert cluster == "telco-cluster"
-    assert networks.splitlines() == ["multus1 multus1 1 false", "multus2 multus2 2 false"]
+    # Each network's line ends with its own ENI's groups; a group is VPC-wide, so it is named
+    # once, not once per AZ.
+    assert networks.splitlines() == [
+        f"multus1 multus1 1 false sg-1,{GROUP_TOKEN}",
+        "multus2 multus2 2 false sg-2",
+    ]
     assert placements.splitlines() == [
-        "us-west-2a subnet-0a1,subnet-0a2 sg-1",
-        f"us-west-2b {SUBNET_TOKEN},subnet-0b2 sg-1,{GROUP_TOKEN}",
+        "us-west-2a subnet-0a1,subnet-0a2",
+        f"us-west-2b {SUBNET_TOKEN},subnet-0b2",
     ]
 
 
 def test_each_network_line_says_whether_its_source_dest_check_stays_on() -> None:
     props = two_network_props(
         interfaces=[
-            MultusInterface("multus1", "multus1", 1, source_dest_check=True),
-            MultusInterface("multus2", "multus2", 2, source_dest_check=False),
+            MultusInterface(
+                "multus1", "multus1", 1, source_dest_check=True, security_group_ids=["sg-1"]
+            ),
+            MultusInterface(
+                "multus2", "multus2", 2, source_dest_check=False, security_group_ids=["sg-1"]
+            ),
         ]
     )
     _, networks, _ = shell_values(render_configuration(props))
-    assert networks.splitlines() == ["multus1 multus1 1 true", "multus2 multus2 2 false"]
+    assert networks.splitlines() == ["multus1 multus1 1 true sg-1", "multus2 multus2 2 false sg-1"]
 
 
 def test_token_strings_reach_the_shell_unexpanded() -> None:
@@ -150,8 +173,10 @@ def test_token_strings_reach_the_shell_unexpanded() -> None:
 def test_cdk_resolves_tokens_embedded_in_user_data() -> None:
     stack = cdk.Stack(cdk.App(), "UserDataTokens")
     subnet = cdk.CfnParameter(stack, "MultusSubnet").value_as_string
-    placement = AzPlacement(subnet_ids=[subnet, "subnet-0a2"], security_group_ids=["sg-1"])
-    props = two_network_props(placements={"us-west-2a": placement})
+    placement = AzPlacement(subnet_ids=[subnet, "subnet-0a2"])
+    props = two_network_props(
+        placements={"us-west-2a": placement}, interfaces=deployed_interfaces()
+    )
 
     resolved = stack.resolve(render_user_data(props))
 
@@ -159,19 +184,21 @@ def test_cdk_resolves_tokens_embedded_in_user_data() -> None:
     assert {"Ref": "MultusSubnet"} in parts
     text = "".join(part for part in parts if isinstance(part, str))
     assert "us-west-2a " in text
-    assert ",subnet-0a2 sg-1" in text
+    assert ",subnet-0a2'" in text
 
 
 def test_rendered_user_data_leaves_room_for_karpenters_part() -> None:
     """EC2 caps user-data at 16 KB; Karpenter's nodeadm part (with the cluster CA) needs ~3."""
     interfaces = [
-        MultusInterface(network=f"multus{n}", interface_name=f"multus{n}", device_index=n)
+        MultusInterface(
+            network=f"multus{n}",
+            interface_name=f"multus{n}",
+            device_index=n,
+            security_group_ids=["sg-1"],
+        )
         for n in range(1, 5)
     ]
-    placement = AzPlacement(
-        subnet_ids=["subnet-0123456789abcdef0"] * 4,
-        security_group_ids=["sg-0123456789abcdef0", "sg-0123456789abcdef1"],
-    )
+    placement = AzPlacement(subnet_ids=["subnet-0123456789abcdef0"] * 4)
     props = two_network_props(
         interfaces=interfaces,
         placements={f"us-west-2{zone}": placement for zone in "abc"},
@@ -181,7 +208,7 @@ def test_rendered_user_data_leaves_room_for_karpenters_part() -> None:
 
 
 def test_user_data_over_the_budget_is_refused_naming_what_to_reduce() -> None:
-    placement = AzPlacement(subnet_ids=["subnet-1", "subnet-2"], security_group_ids=["sg-1"])
+    placement = AzPlacement(subnet_ids=["subnet-1", "subnet-2"])
     many_zones = {f"zone{n}": placement for n in range(200)}
 
     with pytest.raises(UserDataTooLarge) as caught:
@@ -195,10 +222,8 @@ def test_user_data_over_the_budget_is_refused_naming_what_to_reduce() -> None:
 
 def test_budget_counts_ids_as_deployed_not_as_tokens() -> None:
     """A token is ~20 characters, a subnet ID 24: the check uses the deployed length."""
-    tokens = AzPlacement(subnet_ids=[SUBNET_TOKEN] * 2, security_group_ids=[GROUP_TOKEN])
-    ids = AzPlacement(
-        subnet_ids=["subnet-0123456789abcdef0"] * 2, security_group_ids=["sg-0123456789abcdef0"]
-    )
+    tokens = AzPlacement(subnet_ids=[SUBNET_TOKEN] * 2)
+    ids = AzPlacement(subnet_ids=["subnet-0123456789abcdef0"] * 2)
     with_tokens = two_network_props(placements={"us-west-2a": tokens})
     with_ids = two_network_props(placements={"us-west-2a": ids})
     assert len(render_user_data(with_tokens)) < len(render_user_data(with_ids))
@@ -222,8 +247,8 @@ def test_readiness_marker_contract_with_the_cleartaints_chart() -> None:
         (
             {
                 "interfaces": [
-                    MultusInterface("multus1", "multus1", 1),
-                    MultusInterface("multus2", "multus2", 1),
+                    MultusInterface("multus1", "multus1", 1, security_group_ids=["sg-1"]),
+                    MultusInterface("multus2", "multus2", 1, security_group_ids=["sg-1"]),
                 ]
             },
             "duplicate device_index 1",
@@ -231,8 +256,8 @@ def test_readiness_marker_contract_with_the_cleartaints_chart() -> None:
         (
             {
                 "interfaces": [
-                    MultusInterface("multus1", "net", 1),
-                    MultusInterface("multus2", "net", 2),
+                    MultusInterface("multus1", "net", 1, security_group_ids=["sg-1"]),
+                    MultusInterface("multus2", "net", 2, security_group_ids=["sg-1"]),
                 ]
             },
             "duplicate interface_name net",
@@ -240,45 +265,57 @@ def test_readiness_marker_contract_with_the_cleartaints_chart() -> None:
         (
             {
                 "interfaces": [
-                    MultusInterface("multus1", "multus1", 1),
-                    MultusInterface("multus1", "multus2", 2),
+                    MultusInterface("multus1", "multus1", 1, security_group_ids=["sg-1"]),
+                    MultusInterface("multus1", "multus2", 2, security_group_ids=["sg-1"]),
                 ]
             },
             "duplicate network multus1",
         ),
         (
-            {"interfaces": [MultusInterface("multus1", "multus1", 0)]},
+            {"interfaces": [MultusInterface("multus1", "multus1", 0, security_group_ids=["sg-1"])]},
             "device_index 0 of multus1 must be >= 1",
         ),
         (
-            {"interfaces": [MultusInterface("multus1", "a-very-long-name", 1)]},
+            {
+                "interfaces": [
+                    MultusInterface("multus1", "a-very-long-name", 1, security_group_ids=["sg-1"])
+                ]
+            },
             "interface_name 'a-very-long-name'",
         ),
         # The config's rule (node_bootstrap/interface_names.py): no '_' or capitals, no name the
         # AMI or the VPC CNI uses on the node.
         (
-            {"interfaces": [MultusInterface("multus1", "Multus_1", 1)]},
+            {
+                "interfaces": [
+                    MultusInterface("multus1", "Multus_1", 1, security_group_ids=["sg-1"])
+                ]
+            },
             "interface_name 'Multus_1' is not a usable interface name",
         ),
         (
-            {"interfaces": [MultusInterface("multus1", "ens6", 1)]},
+            {"interfaces": [MultusInterface("multus1", "ens6", 1, security_group_ids=["sg-1"])]},
             "interface_name 'ens6' is the AL2023 AMI's name",
         ),
         (
-            {"interfaces": [MultusInterface("Multus 1", "multus1", 1)]},
+            {
+                "interfaces": [
+                    MultusInterface("Multus 1", "multus1", 1, security_group_ids=["sg-1"])
+                ]
+            },
             "network 'Multus 1' must be a DNS label",
         ),
         ({"placements": {}}, "placements: at least one availability zone"),
         (
-            {"placements": {"us-west-2a": AzPlacement(["subnet-1"], ["sg-1"])}},
+            {"placements": {"us-west-2a": AzPlacement(["subnet-1"])}},
             "placements[us-west-2a]: 1 subnet IDs for 2 interfaces",
         ),
         (
-            {"placements": {"us-west-2a": AzPlacement(["subnet-1", "subnet-2"], [])}},
-            "placements[us-west-2a]: at least one security group",
+            {"interfaces": [MultusInterface("multus1", "multus1", 1)]},
+            "interfaces: multus1 has no security group ID",
         ),
         (
-            {"placements": {"us west": AzPlacement(["subnet-1", "subnet-2"], ["sg-1"])}},
+            {"placements": {"us west": AzPlacement(["subnet-1", "subnet-2"])}},
             "'us west' is not an availability zone name",
         ),
     ],
@@ -293,8 +330,8 @@ def test_invalid_props_are_rejected_with_the_field_named(
 def test_shellcheck_reports_nothing(tmp_path: Path) -> None:
     rendered, expanded = tmp_path / "rendered.sh", tmp_path / "expanded.sh"
     # As deployed: CloudFormation has replaced the tokens with plain IDs by then.
-    deployed = AzPlacement(subnet_ids=["subnet-0b1", "subnet-0b2"], security_group_ids=["sg-1"])
-    props = two_network_props(placements={"us-west-2b": deployed})
+    deployed = AzPlacement(subnet_ids=["subnet-0b1", "subnet-0b2"])
+    props = two_network_props(placements={"us-west-2b": deployed}, interfaces=deployed_interfaces())
     wrapper = shell_part(render_user_data(props))
     rendered.write_text(wrapper)
     # What runs on the node: the data block followed by the unpacked code.

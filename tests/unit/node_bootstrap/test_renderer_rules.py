@@ -31,10 +31,15 @@ from testing_support.multus_emulator import shell_part
 def props(**changes: object) -> NodeBootstrapProps:
     base = NodeBootstrapProps(
         cluster_name="telco-cluster",
-        interfaces=[MultusInterface(network="multus1", interface_name="multus1", device_index=1)],
-        placements={
-            "us-west-2a": AzPlacement(subnet_ids=["subnet-0a1"], security_group_ids=["sg-1"])
-        },
+        interfaces=[
+            MultusInterface(
+                network="multus1",
+                interface_name="multus1",
+                device_index=1,
+                security_group_ids=["sg-1"],
+            )
+        ],
+        placements={"us-west-2a": AzPlacement(subnet_ids=["subnet-0a1"])},
     )
     return replace(base, **changes)  # type: ignore[arg-type]
 
@@ -100,17 +105,29 @@ def test_the_script_code_carries_no_comments_blank_lines_or_indentation() -> Non
 @pytest.mark.parametrize(
     ("interface", "accepted"),
     [
-        (MultusInterface("multus1", "a" * 15, 1), True),  # IFNAMSIZ 16 with the NUL byte
-        (MultusInterface("multus1", "a" * 16, 1), False),
-        (MultusInterface("multus1", "", 1), False),
-        (MultusInterface("multus1", "n_1-A", 1), False),  # the config's rule: [a-z][a-z0-9]*
-        (MultusInterface("multus1", "multus.1", 1), False),  # dots clash with sysctl keys
-        (MultusInterface("a" * 63, "multus1", 1), True),  # DNS label: at most 63
-        (MultusInterface("a" * 64, "multus1", 1), False),
-        (MultusInterface("m", "multus1", 1), True),
-        (MultusInterface("multus-", "multus1", 1), False),
-        (MultusInterface("-multus", "multus1", 1), False),
-        (MultusInterface("multus1", "multus1", 7), True),
+        (
+            MultusInterface("multus1", "a" * 15, 1, security_group_ids=["sg-1"]),
+            True,
+        ),  # IFNAMSIZ 16 with the NUL byte
+        (MultusInterface("multus1", "a" * 16, 1, security_group_ids=["sg-1"]), False),
+        (MultusInterface("multus1", "", 1, security_group_ids=["sg-1"]), False),
+        (
+            MultusInterface("multus1", "n_1-A", 1, security_group_ids=["sg-1"]),
+            False,
+        ),  # the config's rule: [a-z][a-z0-9]*
+        (
+            MultusInterface("multus1", "multus.1", 1, security_group_ids=["sg-1"]),
+            False,
+        ),  # dots clash with sysctl keys
+        (
+            MultusInterface("a" * 63, "multus1", 1, security_group_ids=["sg-1"]),
+            True,
+        ),  # DNS label: at most 63
+        (MultusInterface("a" * 64, "multus1", 1, security_group_ids=["sg-1"]), False),
+        (MultusInterface("m", "multus1", 1, security_group_ids=["sg-1"]), True),
+        (MultusInterface("multus-", "multus1", 1, security_group_ids=["sg-1"]), False),
+        (MultusInterface("-multus", "multus1", 1, security_group_ids=["sg-1"]), False),
+        (MultusInterface("multus1", "multus1", 7, security_group_ids=["sg-1"]), True),
     ],
 )
 def test_interface_rules_at_their_edges(interface: MultusInterface, accepted: bool) -> None:
@@ -126,10 +143,10 @@ def test_interface_rules_at_their_edges(interface: MultusInterface, accepted: bo
     [("us-west-2a", True), ("use1-az1", True), ("us_west", False), ("", False)],
 )
 def test_zone_names(zone: str, accepted: bool) -> None:
-    placements = {zone: AzPlacement(subnet_ids=["subnet-0a1"], security_group_ids=["sg-1"])}
+    placements = {zone: AzPlacement(subnet_ids=["subnet-0a1"])}
     if accepted:
         assert (
-            f"\n{zone} subnet-0a1 sg-1"
+            f"\n{zone} subnet-0a1"
             in "\n"
             + shell_variables(
                 render_configuration(props(placements=placements)), "MULTUS_PLACEMENTS"
@@ -142,27 +159,27 @@ def test_zone_names(zone: str, accepted: bool) -> None:
 
 def test_distinct_interfaces_with_consecutive_indexes_pass() -> None:
     interfaces = [
-        MultusInterface("multus1", "multus1", 1),
-        MultusInterface("multus2", "multus2", 2),
-        MultusInterface("multus3", "multus3", 3),
+        MultusInterface("multus1", "multus1", 1, security_group_ids=["sg-1"]),
+        MultusInterface("multus2", "multus2", 2, security_group_ids=["sg-1"]),
+        MultusInterface("multus3", "multus3", 3, security_group_ids=["sg-1"]),
     ]
-    placement = AzPlacement(subnet_ids=["s-1", "s-2", "s-3"], security_group_ids=["sg-1"])
+    placement = AzPlacement(subnet_ids=["s-1", "s-2", "s-3"])
     configuration = render_configuration(
         props(interfaces=interfaces, placements={"us-west-2a": placement})
     )
     (networks,) = shell_variables(configuration, "MULTUS_NETWORKS")
     assert networks.splitlines() == [
-        "multus1 multus1 1 false",
-        "multus2 multus2 2 false",
-        "multus3 multus3 3 false",
+        "multus1 multus1 1 false sg-1",
+        "multus2 multus2 2 false sg-1",
+        "multus3 multus3 3 false sg-1",
     ]
 
 
 @pytest.mark.parametrize(
     ("value", "field"),
     [
-        (MultusInterface("multus1", "multus1", 1), "device_index"),
-        (AzPlacement(subnet_ids=["subnet-0a1"], security_group_ids=["sg-1"]), "subnet_ids"),
+        (MultusInterface("multus1", "multus1", 1, security_group_ids=["sg-1"]), "device_index"),
+        (AzPlacement(subnet_ids=["subnet-0a1"]), "subnet_ids"),
         (props(), "cluster_name"),
     ],
 )
@@ -189,10 +206,13 @@ def test_user_data_of_exactly_12_kib_passes_and_one_byte_more_is_refused() -> No
 
 def test_the_size_is_counted_with_the_longest_ids_aws_gives() -> None:
     # EC2 resource IDs carry 8 or (the long format) 17 hex digits; tokens stand for either.
-    tokens = AzPlacement(subnet_ids=["${Token[TOKEN.1]}"], security_group_ids=["${Token[TOKEN.2]}"])
-    longest = AzPlacement(subnet_ids=["subnet-" + "0" * 17], security_group_ids=["sg-" + "0" * 17])
-    with_tokens = props(placements={"us-west-2a": tokens})
-    with_longest = props(placements={"us-west-2a": longest})
+    tokens = AzPlacement(subnet_ids=["${Token[TOKEN.1]}"])
+    longest = AzPlacement(subnet_ids=["subnet-" + "0" * 17])
+    (interface,) = props().interfaces
+    token_group = replace(interface, security_group_ids=["${Token[TOKEN.2]}", "sg-1"])
+    longest_group = replace(interface, security_group_ids=["sg-" + "0" * 17] * 2)
+    with_tokens = props(placements={"us-west-2a": tokens}, interfaces=[token_group])
+    with_longest = props(placements={"us-west-2a": longest}, interfaces=[longest_group])
     assert deployed_size(with_tokens) == len(render_user_data(with_longest).encode())
 
 

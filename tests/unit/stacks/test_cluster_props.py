@@ -145,7 +145,7 @@ def test_node_bootstrap_places_each_network_at_its_device_index_per_az() -> None
         "subnet-multus1-us-west-2b",
         "subnet-multus2-us-west-2b",
     ]
-    assert props.placements["us-west-2b"].security_group_ids == ["sg-multus"]
+    assert [i.security_group_ids for i in props.interfaces] == [["sg-multus1"], ["sg-multus2"]]
     assert props.node_prefix == []
 
 

@@ -19,6 +19,7 @@ from tests.helpers import (
     resources,
     shared_reference,
     sub_notation,
+    waits_for,
 )
 
 SEED = parse_config({})
@@ -630,3 +631,59 @@ def test_public_endpoint_only_for_the_listed_cidrs(variant: dict[str, Any]) -> N
 def test_karpenter_controller_gets_its_region_without_imds(cluster: dict[str, Any]) -> None:
     env = helm_values(cluster, "karpenter")["controller"]["env"]
     assert {"name": "AWS_REGION", "value": SEED.region} in env
+
+
+# --- the Multus ENIs' security groups ----------------------------------------------------------
+
+
+def eni_policy_group_outputs(template: dict[str, Any]) -> list[str]:
+    """The network-stack outputs (one per group ID) the ENI policy's security-group ARNs name."""
+    (policy,) = [
+        r["Properties"]
+        for k, r in resources(template, "AWS::IAM::Policy").items()
+        if k.startswith("MultusEniPolicy")
+    ]
+    (create,) = [
+        s
+        for s in policy["PolicyDocument"]["Statement"]
+        if s.get("Sid") == "CreateMultusEniInMultusSubnets"
+    ]
+    return [
+        part["Fn::GetStackOutput"]["OutputName"]
+        for arn in create["Resource"]
+        if ":security-group/" in json.dumps(arn)
+        for part in arn["Fn::Join"][1]
+        if isinstance(part, dict) and "Fn::GetStackOutput" in part
+    ]
+
+
+@pytest.mark.parametrize("app_fixture", ["default_app", "per_network_rules_app"])
+def test_the_eni_policy_names_every_multus_group_and_nothing_else(
+    app_fixture: str, request: pytest.FixtureRequest
+) -> None:
+    """CreateNetworkInterface authorizes each security group it names (Service Authorization
+    Reference, Amazon EC2: CreateNetworkInterface, resource type security-group): every
+    network's group, and no other, must be in the statement."""
+    app: SynthesizedApp = request.getfixturevalue(app_fixture)
+    network = app.template_json(app.stage.network)
+    group_ids = {
+        logical_id
+        for logical_id, group in resources(network, "AWS::EC2::SecurityGroup").items()
+        if group["Properties"]["GroupDescription"].startswith("Multus ENIs")
+    }
+    assert len(group_ids) == 2
+    named = [
+        network["Outputs"][output]["Value"]["Fn::GetAtt"][0]
+        for output in eni_policy_group_outputs(app.template_json(app.stage.cluster))
+    ]
+    assert sorted(named) == sorted(group_ids)
+
+
+def test_the_node_pool_waits_for_the_eni_policy(cluster: dict[str, Any]) -> None:
+    """A node of a changed EC2NodeClass creates ENIs in groups only the updated policy allows."""
+    node_pool = logical_id(
+        cluster, "Custom::AWSCDK-EKS-KubernetesResource", "EksClusterkarpenternodepool"
+    )
+    assert logical_id(cluster, "AWS::IAM::Policy", "MultusEniPolicy") in waits_for(
+        cluster, node_pool
+    )

@@ -9,7 +9,7 @@ import pytest
 
 from config import load_config
 from stacks.network_stack import NetworkStack
-from tests.conftest import REPO, cdk_json_context
+from tests.conftest import PER_NETWORK_RULES, RAN, REPO, cdk_json_context
 from tests.helpers import resources
 
 
@@ -75,16 +75,135 @@ def test_single_nat_gateway_option() -> None:
     assert len(resources(template, "AWS::EC2::NatGateway")) == 1
 
 
-def test_custom_multus_ingress_sources() -> None:
-    template = network_template(
-        {"config.multus.security_group_ingress_cidrs": '["10.0.4.0/22", "192.168.0.0/16"]'}
+@pytest.fixture(scope="module")
+def per_network_rules() -> dict[str, Any]:
+    return network_template({"config": PER_NETWORK_RULES})
+
+
+def group_ids(template: dict[str, Any]) -> dict[str, str]:
+    """Network -> logical ID of its group (by the group's Name tag, <app>-<network>)."""
+    return {
+        tag["Value"].removeprefix("karpenterwithmultus-"): logical_id
+        for logical_id, group in resources(template, "AWS::EC2::SecurityGroup").items()
+        for tag in group["Properties"].get("Tags", [])
+        if tag["Key"] == "Name"
+    }
+
+
+def group_ref(logical_id: str) -> dict[str, Any]:
+    return {"Fn::GetAtt": [logical_id, "GroupId"]}
+
+
+def test_each_network_group_has_exactly_its_cidr_rules(per_network_rules: dict[str, Any]) -> None:
+    """EC2 API Reference, IpPermission: a protocol other than tcp, udp, icmp or icmpv6 (here
+    SCTP, 132) allows every port, so its rule carries none; tcp and udp carry FromPort/ToPort."""
+    ids = group_ids(per_network_rules)
+    groups = resources(per_network_rules, "AWS::EC2::SecurityGroup")
+    n2, n3 = (groups[ids[network]]["Properties"] for network in ("n2", "n3"))
+    assert n2["SecurityGroupIngress"] == [
+        {"CidrIp": RAN, "Description": "N2 from the RAN", "IpProtocol": "132"}
+    ]
+    assert n2["SecurityGroupEgress"] == [
+        {"CidrIp": RAN, "Description": f"to {RAN}", "IpProtocol": "132"}
+    ]
+    assert n3["SecurityGroupIngress"] == [
+        {
+            "CidrIp": RAN,
+            "Description": f"from {RAN}",
+            "FromPort": 2152,
+            "ToPort": 2152,
+            "IpProtocol": "udp",
+        }
+    ]
+    assert n3["SecurityGroupEgress"] == [
+        {
+            "CidrIp": RAN,
+            "Description": f"to {RAN}",
+            "FromPort": 2152,
+            "ToPort": 2152,
+            "IpProtocol": "udp",
+        }
+    ]
+
+
+def test_a_network_as_source_or_destination_is_its_group(per_network_rules: dict[str, Any]) -> None:
+    ids = group_ids(per_network_rules)
+    ingress = [
+        r["Properties"]
+        for r in resources(per_network_rules, "AWS::EC2::SecurityGroupIngress").values()
+    ]
+    egress = [
+        r["Properties"]
+        for r in resources(per_network_rules, "AWS::EC2::SecurityGroupEgress").values()
+    ]
+    n2, n3 = group_ref(ids["n2"]), group_ref(ids["n3"])
+    assert sorted(ingress, key=str) == sorted(
+        [
+            {  # a network naming itself: its ENIs reach each other
+                "GroupId": n3,
+                "SourceSecurityGroupId": n3,
+                "IpProtocol": "udp",
+                "FromPort": 2152,
+                "ToPort": 2152,
+                "Description": "from n3 ENIs",
+            },
+            {
+                "GroupId": n3,
+                "SourceSecurityGroupId": n2,
+                "IpProtocol": "tcp",
+                "FromPort": 30000,
+                "ToPort": 32767,
+                "Description": "from n2 ENIs",
+            },
+        ],
+        key=str,
     )
+    assert egress == [
+        {
+            "GroupId": n3,
+            "DestinationSecurityGroupId": n3,
+            "IpProtocol": "udp",
+            "FromPort": 2152,
+            "ToPort": 2152,
+            "Description": "to n3 ENIs",
+        }
+    ]
+
+
+def test_an_all_traffic_egress_rule_allows_everything_as_the_seed() -> None:
+    """aws-cdk refuses an all-traffic egress rule through addEgressRule and renders
+    allowAllOutbound instead (aws-cdk-lib aws-ec2/lib/security-group.ts): the rule given in
+    the config and the default render the same, and any other egress rule is redundant."""
+    rules = [
+        {"protocol": -1, "cidr": "0.0.0.0/0"},
+        {"protocol": "udp", "ports": 2152, "cidr": RAN},
+    ]
+    document = {"multus": {"networks": [{**PER_NETWORK_RULES["multus"]["networks"][0]}]}}
+    document["multus"]["networks"][0]["security_group"] = {"egress": rules}
+    template = network_template({"config": document})
+    assert [
+        g["Properties"]["SecurityGroupEgress"]
+        for g in resources(template, "AWS::EC2::SecurityGroup").values()
+        if "Multus" in g["Properties"]["GroupDescription"]
+    ] == [
+        [
+            {
+                "CidrIp": "0.0.0.0/0",
+                "Description": "Allow all outbound traffic by default",
+                "IpProtocol": "-1",
+            }
+        ]
+    ]
+
+
+def test_an_empty_ingress_list_admits_nothing() -> None:
+    document = {"multus": {"networks": [{**PER_NETWORK_RULES["multus"]["networks"][0]}]}}
+    document["multus"]["networks"][0]["security_group"] = {"ingress": []}
+    template = network_template({"config": document})
     (group,) = [
-        g
+        g["Properties"]
         for g in resources(template, "AWS::EC2::SecurityGroup").values()
         if "Multus" in g["Properties"]["GroupDescription"]
     ]
-    assert sorted(rule["CidrIp"] for rule in group["Properties"]["SecurityGroupIngress"]) == [
-        "10.0.4.0/22",
-        "192.168.0.0/16",
-    ]
+    assert "SecurityGroupIngress" not in group
+    assert not resources(template, "AWS::EC2::SecurityGroupIngress")

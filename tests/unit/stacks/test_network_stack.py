@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from aws_cdk.assertions import Match
 
 from config import parse_config
 from tests.conftest import SynthesizedApp
@@ -166,24 +165,61 @@ def test_every_reservation_waits_for_the_handler_policy(network: dict[str, Any])
     assert all(policy_id in r.get("DependsOn", []) for r in reservations)
 
 
-def test_multus_security_group_admits_the_vpc_cidr(default_app: SynthesizedApp) -> None:
-    template = default_app.template(default_app.stage.network)
-    template.has_resource_properties(
-        "AWS::EC2::SecurityGroup",
-        {
-            "GroupDescription": Match.string_like_regexp("Multus"),
-            "SecurityGroupIngress": [
-                Match.object_like({"CidrIp": "10.0.0.0/16", "IpProtocol": "-1"})
-            ],
-        },
-    )
+def multus_groups(template: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Network name (the group's Name tag, <app>-<network>) -> (logical ID, properties)."""
+    return {
+        tags(group)["Name"].removeprefix(f"{SEED.name}-"): (logical_id, group["Properties"])
+        for logical_id, group in resources(template, "AWS::EC2::SecurityGroup").items()
+        if group["Properties"]["GroupDescription"].startswith("Multus ENIs")
+    }
+
+
+# The seed's one rule pair: all traffic from the VPC CIDR, all traffic out (aws-cdk's own
+# description for allowAllOutbound).
+SEED_INGRESS = [{"CidrIp": "10.0.0.0/16", "Description": "from 10.0.0.0/16", "IpProtocol": "-1"}]
+SEED_EGRESS = [
+    {
+        "CidrIp": "0.0.0.0/0",
+        "Description": "Allow all outbound traffic by default",
+        "IpProtocol": "-1",
+    }
+]
+
+
+def test_each_network_has_its_own_group_with_the_seeds_rules(network: dict[str, Any]) -> None:
+    groups = multus_groups(network)
+    assert sorted(groups) == ["multus1", "multus2"]
+    for _, properties in groups.values():
+        assert properties["SecurityGroupIngress"] == SEED_INGRESS
+        assert properties["SecurityGroupEgress"] == SEED_EGRESS
+    # No rule outside the groups' own lists in the seed layout.
+    assert not resources(network, "AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress")
+
+
+def test_the_first_networks_group_is_the_shared_group_of_before(network: dict[str, Any]) -> None:
+    """Upgrade safety. GroupDescription (and VpcId) changes replace an AWS::EC2::SecurityGroup
+    (CloudFormation template reference, AWS::EC2::SecurityGroup, "Update requires:
+    Replacement"), as does a new logical ID; EC2 refuses to delete a group that network
+    interfaces still use (EC2 user guide, "Delete a security group"), and the running nodes'
+    Multus ENIs keep the old group until Karpenter replaces them. The shared group's logical ID
+    and description stay, on the first network's group."""
+    logical_id, properties = multus_groups(network)["multus1"]
+    assert logical_id == "MultusSecurityGroup0FEC33EF"
+    assert properties["GroupDescription"] == "Multus ENIs: traffic from the configured sources"
+    assert properties["VpcId"] == {"Ref": "NetworkVpc7FB7348F"}
+    other_id, _ = multus_groups(network)["multus2"]
+    assert other_id != logical_id
 
 
 def test_outputs_for_operators_and_later_stacks(network: dict[str, Any]) -> None:
-    outputs = set(network["Outputs"])
-    assert {"VpcId", "NodeSubnetIds", "PublicSubnetIds", "MultusSecurityGroupId"} <= outputs
+    outputs = network["Outputs"]
+    assert {"VpcId", "NodeSubnetIds", "PublicSubnetIds"} <= set(outputs)
     multus_outputs = [name for name in outputs if name.startswith("MultusSubnet")]
     assert len(multus_outputs) == 4
+    groups = multus_groups(network)
+    assert {
+        name: outputs[f"MultusSecurityGroupId{name}"]["Value"]["Fn::GetAtt"][0] for name in groups
+    } == {name: logical_id for name, (logical_id, _) in groups.items()}
 
 
 def test_vpc_flow_logs_enabled(default_app: SynthesizedApp) -> None:
