@@ -85,7 +85,7 @@ def default_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
 
 
 THREE_BY_THREE = "examples/three-az-three-networks.json"
-TWO_NODE_POOLS = "examples/two-node-pools.json"
+FIVE_G_CORE = "examples/5g-core.json"
 PIPELINE_SAMPLE = "examples/pipeline-three-environments.json"
 
 
@@ -102,10 +102,11 @@ def three_by_three_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedA
 
 
 @pytest.fixture(scope="session")
-def two_pools_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
-    """Two node pools: upf (n3 + n6, tainted) and control (n2)."""
+def five_g_core_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
+    """examples/5g-core.json: two node pools, upf (n3 + n6, tainted) and control (n2), rules of
+    their own on n2 (SCTP) and n3 (GTP-U), and a static range on n3 in each zone."""
     return synthesize(
-        tmp_path_factory.mktemp("two-pools"), cdk_json_context(config_file=TWO_NODE_POOLS)
+        tmp_path_factory.mktemp("5g-core"), cdk_json_context(config_file=FIVE_G_CORE)
     )
 
 

@@ -25,8 +25,8 @@ def test_three_by_three_policies_conform(three_by_three_app: SynthesizedApp) -> 
     assert_conformant(three_by_three_app.outdir, expected_templates=2)
 
 
-def test_two_node_pools_policies_conform(two_pools_app: SynthesizedApp) -> None:
-    assert_conformant(two_pools_app.outdir, expected_templates=2)
+def test_5g_core_policies_conform(five_g_core_app: SynthesizedApp) -> None:
+    assert_conformant(five_g_core_app.outdir, expected_templates=2)
 
 
 def test_pipeline_policies_conform(pipeline_synth: SynthesizedPipeline) -> None:

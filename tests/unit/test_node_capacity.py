@@ -69,7 +69,7 @@ def test_seed_reserves_one_eni_per_multus_network() -> None:
 
 POOL_CONFIGS = {
     "default": {},
-    "two-node-pools": json.loads((REPO / "examples" / "two-node-pools.json").read_text()),
+    "5g-core": json.loads((REPO / "examples" / "5g-core.json").read_text()),
 }
 SIZE_NAMES = {2: "large", 4: "xlarge", 8: "2xlarge", 16: "4xlarge"}
 
@@ -108,4 +108,4 @@ def test_the_per_pool_table_matches_karpenters_formula_for_each_pools_sizes() ->
 
 def test_reserved_enis_is_the_most_networks_of_any_pool() -> None:
     assert parse_config({}).reserved_enis == 2
-    assert parse_config(POOL_CONFIGS["two-node-pools"]).reserved_enis == 2
+    assert parse_config(POOL_CONFIGS["5g-core"]).reserved_enis == 2

@@ -1,6 +1,6 @@
 """Each node pool's user-data on the emulator: a node of the pool attaches exactly the pool's
 networks, at the device indexes of its view of the network plan, with the security groups its
-plan rows name (examples/two-node-pools.json: upf attaches n3 + n6, control n2)."""
+plan rows name (examples/5g-core.json: upf attaches n3 + n6, control n2)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ CLUSTER = "pools-cluster"
 
 @pytest.fixture(scope="module")
 def config() -> AppConfig:
-    return parse_config(json.loads((REPO / "examples" / "two-node-pools.json").read_text()))
+    return parse_config(json.loads((REPO / "examples" / "5g-core.json").read_text()))
 
 
 @pytest.fixture(scope="module")

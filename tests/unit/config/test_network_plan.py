@@ -292,7 +292,7 @@ def test_three_by_three_pool_view_keeps_every_network_and_zone() -> None:
 
 
 def test_a_pools_view_numbers_only_its_networks_from_one_in_config_order() -> None:
-    raw = example_raw("two-node-pools.json")
+    raw = example_raw("5g-core.json")
     assert pool_view(raw, "upf") == [
         ("upf", "n3", "us-west-2a", 1),
         ("upf", "n3", "us-west-2b", 1),
@@ -309,7 +309,7 @@ def test_a_pools_view_numbers_only_its_networks_from_one_in_config_order() -> No
 
 
 def test_a_pools_view_keeps_each_rows_network_facts() -> None:
-    config = parse_config(example_raw("two-node-pools.json"))
+    config = parse_config(example_raw("5g-core.json"))
     plan = {(row.network, row.availability_zone): row for row in network_plan(config)}
     for pool in config.node_pools:
         for row in config.pool_plan(pool):
@@ -321,17 +321,17 @@ def test_a_pools_view_keeps_each_rows_network_facts() -> None:
 
 
 def test_a_pool_without_networks_has_an_empty_view() -> None:
-    raw = example_raw("two-node-pools.json")
+    raw = example_raw("5g-core.json")
     raw["node_pools"].append({"name": "plain", "networks": []})
     assert pool_view(raw, "plain") == []
 
 
 def test_a_network_no_pool_attaches_is_a_warning_not_an_error() -> None:
-    raw = example_raw("two-node-pools.json")
+    raw = example_raw("5g-core.json")
     raw["node_pools"][1]["networks"] = []
     config = parse_config(raw)
     assert config.warnings == [
         "multus.networks[0] (n2): no node pool attaches it, so no pod can use it; add it to the "
         "networks of a pool in node_pools"
     ]
-    assert parse_config(example_raw("two-node-pools.json")).warnings == []
+    assert parse_config(example_raw("5g-core.json")).warnings == []

@@ -309,8 +309,8 @@ def test_the_config_check_measures_the_user_data_the_nodes_get(
 
 
 def two_pools() -> AppConfig:
-    """examples/two-node-pools.json: upf (n3 + n6, a taint), control (n2)."""
-    return example_config("two-node-pools.json")
+    """examples/5g-core.json: upf (n3 + n6, a taint), control (n2)."""
+    return example_config("5g-core.json")
 
 
 def pool_named(config: AppConfig, name: str) -> config_model.NodePoolConfig:
@@ -359,7 +359,7 @@ def test_each_pool_labels_its_nodes_with_its_networks_and_its_own_labels_and_tai
 
 
 def test_a_pool_without_networks_gets_no_startup_taint_and_no_daemon_sets() -> None:
-    raw = example_raw("two-node-pools.json")
+    raw = example_raw("5g-core.json")
     raw["node_pools"].append({"name": "plain", "networks": []})
     config = parse_config(raw)
     plain = pool_named(config, "plain")
@@ -407,7 +407,7 @@ def test_reserved_enis_is_the_most_any_pool_attaches() -> None:
     config = two_pools()
     props = cluster_props.karpenter_controller_props(config, cluster=None)  # type: ignore[arg-type]
     assert props.reserved_enis == 2  # upf's n3 + n6; control attaches 1
-    raw = example_raw("two-node-pools.json")
+    raw = example_raw("5g-core.json")
     raw["node_pools"][0]["networks"] = ["n3"]
     assert parse_config(raw).reserved_enis == 1
     raw["node_pools"][1]["networks"] = []
@@ -416,7 +416,7 @@ def test_reserved_enis_is_the_most_any_pool_attaches() -> None:
 
 
 def test_one_ami_check_per_distinct_alias_naming_every_pool_that_pins_it() -> None:
-    raw = example_raw("two-node-pools.json")
+    raw = example_raw("5g-core.json")
     raw["node_pools"].append({"name": "oam", "networks": [], "ami_alias": "al2023@v20261001"})
     checks = cluster_props.ami_release_check_props(parse_config(raw))
     assert [(c.ami_alias, c.config_field) for c in checks] == [
@@ -429,7 +429,7 @@ def test_one_ami_check_per_distinct_alias_naming_every_pool_that_pins_it() -> No
 
 
 def test_sample_workloads_follow_the_pools() -> None:
-    raw = example_raw("two-node-pools.json")
+    raw = example_raw("5g-core.json")
     raw["extras"] = {"sample_workloads": True}
     props = workloads(parse_config(raw))
     assert [

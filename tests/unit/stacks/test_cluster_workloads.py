@@ -268,10 +268,10 @@ def test_node_latency_does_not_wait_for_imds_that_pods_cannot_reach(
 
 
 @pytest.fixture(scope="module")
-def two_pools(two_pools_app: SynthesizedApp) -> dict[str, Any]:
+def two_pools(five_g_core_app: SynthesizedApp) -> dict[str, Any]:
     # Synthesized with cdk-nag attached, like the default app: no open finding either.
-    assert two_pools_app.synth_error is None, two_pools_app.synth_error
-    return two_pools_app.template_json(two_pools_app.stage.cluster)
+    assert five_g_core_app.synth_error is None, five_g_core_app.synth_error
+    return five_g_core_app.template_json(five_g_core_app.stage.cluster)
 
 
 def multus_networks_line(user_data: str) -> list[str]:
@@ -354,7 +354,7 @@ def test_each_pool_gets_its_own_cleartaints_and_pod_ip_agent_on_its_nodes_only(
 
 
 def test_a_network_no_pool_attaches_is_a_cdk_warning(tmp_path: Path) -> None:
-    raw = json.loads((REPO / "examples" / "two-node-pools.json").read_text())
+    raw = json.loads((REPO / "examples" / "5g-core.json").read_text())
     raw["node_pools"][1]["networks"] = []
     app = synthesize(tmp_path, cdk_json_context(config=raw))
     warnings = Annotations.from_stack(app.stage.cluster).find_warning(
