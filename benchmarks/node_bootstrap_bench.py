@@ -3,7 +3,7 @@
 Each run is a fresh instance; every EC2 call gets a fixed latency in the proxy, standing in
 for the round trip to the regional endpoint. The first table has a row per network count (one
 pool with every network); the second a row per node pool of a multi-pool config (--pools,
-default examples/two-node-pools.json), each node running its own pool's user-data.
+default examples/5g-core.json), each node running its own pool's user-data.
 Usage: python benchmarks/node_bootstrap_bench.py
 """
 
@@ -29,7 +29,7 @@ TARGET_NETWORKS = 2
 TARGET_MEDIAN_SECONDS = 3.0
 TARGET_CALLS_PER_NETWORK = 4
 REPO = Path(__file__).resolve().parents[1]
-POOLS_CONFIG = REPO / "examples" / "two-node-pools.json"
+POOLS_CONFIG = REPO / "examples" / "5g-core.json"
 
 
 @dataclass(frozen=True)
