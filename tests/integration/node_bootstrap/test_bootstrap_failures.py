@@ -23,6 +23,7 @@ from testing_support.multus_emulator import (
     EmulatedVpc,
     Fault,
 )
+from tests.conftest import REPO
 from tests.integration.node_bootstrap.conftest import CLUSTER
 from tests.integration.node_bootstrap.test_multus_eni_bootstrap_script import marker
 
@@ -61,6 +62,13 @@ def failure_tag(emulator: Ec2Emulator, instance_id: str) -> str | None:
         ]
     )["Tags"]
     return str(tags[0]["Value"]) if tags else None
+
+
+def test_the_operations_guide_names_the_tag_and_the_console_prefix() -> None:
+    guide = (REPO / "docs" / "operations.md").read_text()
+    section = guide.split("## A node powered itself off", 1)[1].split("\n## ", 1)[0]
+    assert f"`{FAILURE_TAG_KEY}`" in section
+    assert CONSOLE_PREFIX.strip() in section
 
 
 def assert_failed_cleanly(emulator: Ec2Emulator, instance_id: str, run: BootstrapRun) -> None:
