@@ -32,8 +32,8 @@
 # written under MULTUS_ROOT, host commands are appended to
 # $MULTUS_ROOT/var/lib/multus-eni/host-commands instead of being run, and an interface counts
 # as present once IMDS lists its MAC at the expected device number. On a real host it counts
-# as present once /sys/class/net/<interface-name> carries that MAC. The shutdown a fatal error
-# requests is one of those host commands.
+# as present once /sys/class/net/<interface-name> carries that MAC. The console line and the
+# shutdown a fatal error requests are host commands too.
 #
 # Per network, on a fresh node: create the ENI with its tags (1 EC2 call), write a systemd
 # .link file naming it by MAC and a .network file leaving it unmanaged, attach it (1), then set

@@ -171,6 +171,25 @@ def test_a_reason_outside_what_tags_take_is_cut_and_cleaned_for_the_tag_only(
     assert tag == re.sub(r"[^A-Za-z0-9 _.:/=+@-]", " ", reason)[:256]
 
 
+def test_a_rerun_reports_its_own_failure_not_the_earlier_runs(
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str, tmp_path: Path
+) -> None:
+    """A run by hand after a failed one: the released network fails again, at another step."""
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    root = tmp_path / "node"
+    root.mkdir()
+    first = emulator.run_bootstrap(user_data, instance_id, root=root, faults=[ATTACH_REFUSED])
+    assert "AttachNetworkInterface: AttachmentLimitExceeded" in console_reasons(first)[-1]
+    no_addresses = Fault(
+        "InsufficientFreeAddressesInSubnet", status=400, action="CreateNetworkInterface"
+    )
+    second = emulator.run_bootstrap(user_data, instance_id, root=root, faults=[no_addresses])
+    assert second.returncode != 0, second.output
+    reason = console_reasons(second)[-1]
+    assert "CreateNetworkInterface: InsufficientFreeAddressesInSubnet" in reason, reason
+    assert failure_tag(emulator, instance_id) == reason
+
+
 def test_a_failing_create_tags_does_not_keep_the_node_up(
     emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str
 ) -> None:
