@@ -64,8 +64,9 @@
 # then is the readiness marker written.
 #
 # Any fatal error (die, a failed command under set -e, a network that could not be attached)
-# ends in on_fatal_exit: after the error is logged, its reason (one line: the failed step and
-# EC2's error code and message, or what timed out) goes to the console (EC2's console output)
+# ends in on_fatal_exit: after the error is logged, its reason (the run's first failure, one
+# line: the network, the failed step and EC2's error code and message, or what timed out) goes
+# to the console (EC2's console output)
 # as "multus-eni-bootstrap-failure: <reason>" and, best effort, into the instance's tag
 # MULTUS_FAILURE_TAG_KEY; every unattached ENI tagged with this instance is deleted (also one
 # whose creation answer was lost), then the node powers itself off. kubelet would otherwise
@@ -98,7 +99,6 @@ readonly NETWORK_TAG_KEY=${MULTUS_NETWORK_TAG_KEY:?missing}
 readonly INSTANCE_TAG_KEY=${MULTUS_INSTANCE_TAG_KEY:?missing}
 readonly NO_MANAGE_TAG_KEY=${MULTUS_NO_MANAGE_TAG_KEY:?missing}
 readonly FAILURE_TAG_KEY=${MULTUS_FAILURE_TAG_KEY:?missing}
-readonly CONSOLE_PREFIX=multus-eni-bootstrap-failure:
 readonly EC2_API_VERSION=2016-11-15
 readonly EC2_MAX_ATTEMPTS=8
 # Failures worth another attempt: any HTTP 5xx; these error codes, which are throttling
@@ -112,17 +112,15 @@ declare -A credentials=()
 log() { printf '%(%Y-%m-%dT%H:%M:%S%z)T multus-eni: %s\n' -1 "$*"; }
 die() {
   log "ERROR: $*"
-  record_reason "$*"
+  note_failure "$*"
   exit 1
 }
 
-# The reason a fatal exit reports, one line. Each network's background job keeps its own
-# (reason_file is local to run_network); main's names the failed network's.
-reason_file=$STATE_DIR/failure-reason
-record_reason() { printf '%s\n' "${1//[$'\n\r']/ }" 2>/dev/null >"$reason_file" || true; }
-# An EC2 error is the reason unless an earlier one of this job already is (the cleanup's own
-# errors come after the one that failed the network).
-record_ec2_reason() { [[ -s $reason_file ]] || record_reason "$1"; }
+# The first failure of a run is the reason its fatal exit reports: a network's EC2 error comes
+# before the cleanup's and main's "not ready". noclobber (O_EXCL) lets one of the parallel
+# jobs win.
+readonly REASON_FILE=$STATE_DIR/failure-reason
+note_failure() { (set -C && printf '%s\n' "${1//[$'\n\r']/ }" >"$REASON_FILE") 2>/dev/null || true; }
 
 run_on_host() {
   if [[ $HOST_CHANGES == 0 ]]; then
@@ -192,7 +190,7 @@ xml_value() {
 # in $ec2_response. Retryable failures are retried after a delay drawn uniformly from
 # [0, min(20 s, 0.2 s * 2^attempt)); the final error goes to the log.
 ec2_call() {
-  local action=$1 attempt status code message curl_exit ceiling_ms delay_ms delay parameter
+  local action=$1 attempt status code curl_exit ceiling_ms delay_ms delay parameter
   shift
   local form=(--data-urlencode "Action=$action" --data-urlencode "Version=$EC2_API_VERSION")
   for parameter; do
@@ -213,9 +211,10 @@ ec2_call() {
       code=$(xml_value Code) || code="HTTP $status"
     fi
     if ((attempt == EC2_MAX_ATTEMPTS)) || ! ec2_retryable "$curl_exit" "$status" "$code"; then
-      if message=$(xml_value Message); then code+=": $message"; fi
+      code+=": $(xml_value Message || true)"
       log "$action failed after $attempt attempt(s): $code"
-      record_ec2_reason "$action: $code"
+      # attach_network's ifname, when a network's job makes the call.
+      note_failure "${ifname:+$ifname: }$action: $code"
       return 1
     fi
     ceiling_ms=$((200 << attempt < 20000 ? 200 << attempt : 20000))
@@ -289,25 +288,21 @@ release_orphans() {
 
 write_console() { printf '%s\n' "$1" >/dev/console; }
 
-# Leaves the reason where an operator finds it once the node is off: the console (EC2's
-# console output) and a tag on this instance. The tag value keeps to what every AWS service
-# accepts in a tag value (EC2 takes any character): at most 256 letters, digits, spaces and
-# _ . : / = + - @; ASCII only, so that cutting it at 256 bytes cuts no character.
-report_failure() {
-  local reason=$1 value
-  run_on_host write_console "$CONSOLE_PREFIX $reason" || true
-  value=${reason//[^A-Za-z0-9 _.:\/=+@-]/ }
-  [[ -z ${credentials[Token]:-} ]] ||
-    ec2_call CreateTags "ResourceId.1=$instance_id" "Tag.1.Key=$FAILURE_TAG_KEY" \
-      "Tag.1.Value=${value:0:256}" || true
-}
-
 # EXIT trap of the main shell (background jobs and command substitutions do not run it).
+# The reason goes where an operator finds it once the node is off: the console (EC2's console
+# output) and, best effort, a tag on this instance, whose value keeps to what every AWS service
+# accepts (EC2 takes any character): at most 256 letters, digits, spaces and _ . : / = + - @;
+# ASCII only, so that cutting at 256 bytes cuts no character.
 on_fatal_exit() {
-  local status=$? failed_command=$BASH_COMMAND reason=""
+  # Both $? are the exit status (local expands all its words first). A command that failed
+  # under set -e records nothing, and BASH_COMMAND would name the renderer's eval.
+  local status=$? reason="exit $?, see $LOG_FILE"
   ((status != 0)) || return 0
-  [[ -s $reason_file ]] && reason=$(<"$reason_file")
-  report_failure "${reason:-exit $status: $failed_command}"
+  [[ ! -s $REASON_FILE ]] || reason=$(<"$REASON_FILE")
+  run_on_host write_console "multus-eni-bootstrap-failure: $reason" || true
+  reason=${reason//[^A-Za-z0-9 _.:\/=+@-]/ }
+  [[ -z ${credentials[Token]:-} ]] || ec2_call CreateTags "ResourceId.1=$instance_id" \
+    "Tag.1.Key=$FAILURE_TAG_KEY" "Tag.1.Value=${reason:0:256}" || true
   # Credentials are loaded last, after the instance ID and the EC2 endpoint.
   [[ -z ${credentials[Token]:-} ]] || release_orphans || true
   # Karpenter replaces a node whose instance stops (interruption queue).
@@ -342,13 +337,7 @@ node_prefix_created() { :; }
 node_prefix_attached() { :; }
 node_prefix_up() { :; }
 
-# Runs attach_network as a background job with a reason file of its own.
-run_network() {
-  local reason_file=$STATE_DIR/$2.failure-reason
-  attach_network "$@"
-}
-
-# Makes sure one network's ENI is attached, configured and up.
+# Makes sure one network's ENI is attached, configured and up. Runs as a background job.
 attach_network() {
   local network=$1 ifname=$2 device_index=$3 source_dest_check=$4 subnet=$5 groups=$6
   local state_file=$STATE_DIR/$ifname.eni
@@ -419,7 +408,7 @@ attach_network() {
 main() {
   trap on_fatal_exit EXIT
   mkdir -p "$STATE_DIR" "${LOG_FILE%/*}" "$LINK_DIR" "${SYSCTL_FILE%/*}" "$RULES_DIR"
-  rm -f "$STATE_DIR"/*failure-reason
+  rm -f "$REASON_FILE"
   exec > >(tee -a "$LOG_FILE") 2>&1
   : "${MULTUS_CLUSTER_NAME:?missing configuration block}"
   : "${MULTUS_NETWORKS:?missing}" "${MULTUS_PLACEMENTS:?missing}"
@@ -476,18 +465,14 @@ main() {
   run_id=$EPOCHSECONDS-$$
   local i pids=() failed=()
   for i in "${!networks[@]}"; do
-    run_network "${networks[i]}" "${ifnames[i]}" "${device_indexes[i]}" \
+    attach_network "${networks[i]}" "${ifnames[i]}" "${device_indexes[i]}" \
       "${source_dest_checks[i]}" "${subnets[i]}" "${network_groups[i]}" &
     pids+=($!)
   done
   for i in "${!pids[@]}"; do
     wait "${pids[i]}" || failed+=("${ifnames[i]}")
   done
-  if ((${#failed[@]} > 0)); then
-    local first_reason=$STATE_DIR/${failed[0]}.failure-reason cause="see $LOG_FILE"
-    [[ -s $first_reason ]] && cause=$(<"$first_reason")
-    die "${failed[0]}: $cause - ${#failed[@]} of ${#pids[@]} networks failed: ${failed[*]}"
-  fi
+  ((${#failed[@]} == 0)) || die "not ready: ${failed[*]} failed (${#failed[@]} of ${#pids[@]})"
 
   printf '%s\n' "${ifnames[@]}" >"$READY_MARKER"
   log "all ${#ifnames[@]} Multus interfaces attached and up; wrote $READY_MARKER"

@@ -470,7 +470,7 @@ def test_failed_attach_deletes_the_new_eni_and_a_rerun_completes_the_node(
     )
 
     assert failed.returncode != 0
-    assert "1 of 2 networks failed: " in failed.output
+    assert "not ready:" in failed.output
     assert "AttachmentLimitExceeded" in failed.output
     enis = multus_enis(emulator, instance_id)
     assert None not in enis, "an unattached ENI was left behind"
