@@ -10,6 +10,8 @@ What the bootstrap touches, and how each statement family pins it down:
 - owned ENIs: attach, detach, modify and delete only ENIs that carry the owner tag;
 - instance side: attach, detach and modify only on the calling instance (ec2:SourceInstanceARN
   must be the target instance's ARN), so a node can attach ENIs to itself and to no other node;
+- failure tag: a node whose bootstrap failed tags its own instance with FAILURE_TAG_KEY (the
+  reason) and with no other key, on no other instance;
 - read: DescribeNetworkInterfaces (no resource-level permissions), in this region only.
 
 One function per family so that new actions (e.g. secondary IP assignment on Multus ENIs) join
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from aws_cdk import Aws
 from aws_cdk import aws_iam as iam
 
-from node_bootstrap.renderer import OWNER_TAG_KEY
+from node_bootstrap.renderer import FAILURE_TAG_KEY, OWNER_TAG_KEY
 
 #: Resolved by IAM per request: the ID of the instance the request targets.
 TARGET_INSTANCE_ID = "${ec2:InstanceID}"
@@ -59,6 +61,7 @@ def multus_eni_policy_statements(
         *create_statements(scope),
         owned_eni_statement(scope),
         calling_instance_statement(scope),
+        failure_tag_statement(scope),
         read_statement(),
     ]
 
@@ -102,6 +105,11 @@ def owned_eni_statement(scope: MultusEniScope) -> iam.PolicyStatement:
     )
 
 
+def _is_calling_instance(scope: MultusEniScope) -> dict[str, dict[str, str]]:
+    """The target instance (instance/*) is the one whose credentials sign the request."""
+    return {"ArnEquals": {"ec2:SourceInstanceARN": scope.ec2_arn(f"instance/{TARGET_INSTANCE_ID}")}}
+
+
 def calling_instance_statement(scope: MultusEniScope) -> iam.PolicyStatement:
     return iam.PolicyStatement(
         sid="AttachMultusEnisToCallingInstanceOnly",
@@ -111,8 +119,21 @@ def calling_instance_statement(scope: MultusEniScope) -> iam.PolicyStatement:
             "ec2:ModifyNetworkInterfaceAttribute",
         ],
         resources=[scope.ec2_arn("instance/*")],
+        conditions=_is_calling_instance(scope),
+    )
+
+
+def failure_tag_statement(scope: MultusEniScope) -> iam.PolicyStatement:
+    # aws:TagKeys lists every key of the request (ForAllValues: no other key); ForAllValues
+    # also holds for a request without tags, hence the Null check that the key is there.
+    return iam.PolicyStatement(
+        sid="TagCallingInstanceWithBootstrapFailureOnly",
+        actions=["ec2:CreateTags"],
+        resources=[scope.ec2_arn("instance/*")],
         conditions={
-            "ArnEquals": {"ec2:SourceInstanceARN": scope.ec2_arn(f"instance/{TARGET_INSTANCE_ID}")}
+            **_is_calling_instance(scope),
+            "ForAllValues:StringEquals": {"aws:TagKeys": [FAILURE_TAG_KEY]},
+            "Null": {f"aws:RequestTag/{FAILURE_TAG_KEY}": "false"},
         },
     )
 

@@ -5,7 +5,8 @@
 # (node_bootstrap/renderer.py) puts a data-only block in front of this script:
 #   MULTUS_CLUSTER_NAME  cluster name, tagged on every ENI
 #   MULTUS_*_TAG_KEY     keys of the cluster, owner, network, instance and VPC-CNI no_manage
-#                        tags (the node role may only touch ENIs carrying the owner tag)
+#                        tags (the node role may only touch ENIs carrying the owner tag), and
+#                        of the failure tag (the only tag the node may put on its instance)
 #   MULTUS_NETWORKS      one line per network: <network> <interface-name> <device-index>
 #                        <source-dest-check> (true: EC2's default is kept; false: turned off)
 #                        <security-group,...> (that network's ENI's groups)
@@ -31,8 +32,8 @@
 # written under MULTUS_ROOT, host commands are appended to
 # $MULTUS_ROOT/var/lib/multus-eni/host-commands instead of being run, and an interface counts
 # as present once IMDS lists its MAC at the expected device number. On a real host it counts
-# as present once /sys/class/net/<interface-name> carries that MAC. The shutdown a fatal error
-# requests is one of those host commands.
+# as present once /sys/class/net/<interface-name> carries that MAC. The console line and the
+# shutdown a fatal error requests are host commands too.
 #
 # Per network, on a fresh node: create the ENI with its tags (1 EC2 call), write a systemd
 # .link file naming it by MAC and a .network file leaving it unmanaged, attach it (1), then set
@@ -63,10 +64,14 @@
 # then is the readiness marker written.
 #
 # Any fatal error (die, a failed command under set -e, a network that could not be attached)
-# ends in on_fatal_exit: after the error is logged, every unattached ENI tagged with this
-# instance is deleted (also one whose creation answer was lost), then the node powers itself
-# off. kubelet would otherwise register a node that keeps the Multus startup taint forever;
-# Karpenter sees the instance stop (interruption queue) and replaces it.
+# ends in on_fatal_exit: after the error is logged, its reason (the run's first failure, one
+# line: the network, the failed step and EC2's error code and message, or what timed out) goes
+# to the console (EC2's console output)
+# as "multus-eni-bootstrap-failure: <reason>" and, best effort, into the instance's tag
+# MULTUS_FAILURE_TAG_KEY; every unattached ENI tagged with this instance is deleted (also one
+# whose creation answer was lost), then the node powers itself off. kubelet would otherwise
+# register a node that keeps the Multus startup taint forever; Karpenter sees the instance stop
+# (interruption queue) and replaces it.
 #
 # node_prefix networks (docs/node-prefix-mode.md) are handled by node_prefix.sh through the
 # node_prefix_* hooks: prefixes in the create call, checked against the reservation, and the
@@ -93,6 +98,7 @@ readonly OWNER_TAG_KEY=${MULTUS_OWNER_TAG_KEY:?missing}
 readonly NETWORK_TAG_KEY=${MULTUS_NETWORK_TAG_KEY:?missing}
 readonly INSTANCE_TAG_KEY=${MULTUS_INSTANCE_TAG_KEY:?missing}
 readonly NO_MANAGE_TAG_KEY=${MULTUS_NO_MANAGE_TAG_KEY:?missing}
+readonly FAILURE_TAG_KEY=${MULTUS_FAILURE_TAG_KEY:?missing}
 readonly EC2_API_VERSION=2016-11-15
 readonly EC2_MAX_ATTEMPTS=8
 # Failures worth another attempt: any HTTP 5xx; these error codes, which are throttling
@@ -106,8 +112,15 @@ declare -A credentials=()
 log() { printf '%(%Y-%m-%dT%H:%M:%S%z)T multus-eni: %s\n' -1 "$*"; }
 die() {
   log "ERROR: $*"
+  note_failure "$*"
   exit 1
 }
+
+# The first failure of a run is the reason its fatal exit reports: a network's EC2 error comes
+# before the cleanup's and main's "not ready". noclobber (O_EXCL) lets one of the parallel
+# jobs win.
+readonly REASON_FILE=$STATE_DIR/failure-reason
+note_failure() { (set -C && printf '%s\n' "${1//[$'\n\r']/ }" >"$REASON_FILE") 2>/dev/null || true; }
 
 run_on_host() {
   if [[ $HOST_CHANGES == 0 ]]; then
@@ -198,7 +211,10 @@ ec2_call() {
       code=$(xml_value Code) || code="HTTP $status"
     fi
     if ((attempt == EC2_MAX_ATTEMPTS)) || ! ec2_retryable "$curl_exit" "$status" "$code"; then
-      log "$action failed after $attempt attempt(s): $code: $(xml_value Message || true)"
+      code+=": $(xml_value Message || true)"
+      log "$action failed after $attempt attempt(s): $code"
+      # attach_network's ifname, when a network's job makes the call.
+      note_failure "${ifname:+$ifname: }$action: $code"
       return 1
     fi
     ceiling_ms=$((200 << attempt < 20000 ? 200 << attempt : 20000))
@@ -270,10 +286,23 @@ release_orphans() {
   done
 }
 
+write_console() { printf '%s\n' "$1" >/dev/console; }
+
 # EXIT trap of the main shell (background jobs and command substitutions do not run it).
+# The reason goes where an operator finds it once the node is off: the console (EC2's console
+# output) and, best effort, a tag on this instance, whose value keeps to what every AWS service
+# accepts (EC2 takes any character): at most 256 letters, digits, spaces and _ . : / = + - @;
+# ASCII only, so that cutting at 256 bytes cuts no character.
 on_fatal_exit() {
-  local status=$?
+  # Both $? are the exit status (local expands all its words first). A command that failed
+  # under set -e records nothing, and BASH_COMMAND would name the renderer's eval.
+  local status=$? reason="exit $?, see $LOG_FILE"
   ((status != 0)) || return 0
+  [[ ! -s $REASON_FILE ]] || reason=$(<"$REASON_FILE")
+  run_on_host write_console "multus-eni-bootstrap-failure: $reason" || true
+  reason=${reason//[^A-Za-z0-9 _.:\/=+@-]/ }
+  [[ -z ${credentials[Token]:-} ]] || ec2_call CreateTags "ResourceId.1=$instance_id" \
+    "Tag.1.Key=$FAILURE_TAG_KEY" "Tag.1.Value=${reason:0:256}" || true
   # Credentials are loaded last, after the instance ID and the EC2 endpoint.
   [[ -z ${credentials[Token]:-} ]] || release_orphans || true
   # Karpenter replaces a node whose instance stops (interruption queue).
@@ -379,6 +408,7 @@ attach_network() {
 main() {
   trap on_fatal_exit EXIT
   mkdir -p "$STATE_DIR" "${LOG_FILE%/*}" "$LINK_DIR" "${SYSCTL_FILE%/*}" "$RULES_DIR"
+  rm -f "$REASON_FILE"
   exec > >(tee -a "$LOG_FILE") 2>&1
   : "${MULTUS_CLUSTER_NAME:?missing configuration block}"
   : "${MULTUS_NETWORKS:?missing}" "${MULTUS_PLACEMENTS:?missing}"

@@ -41,6 +41,9 @@ NETWORK_TAG_KEY = "multus-eni/network"
 INSTANCE_TAG_KEY = "multus-eni/instance-id"
 #: Makes the VPC CNI leave the ENI alone.
 NO_MANAGE_TAG_KEY = "node.k8s.amazonaws.com/no_manage"
+#: Put on its own instance by a node whose bootstrap failed, before it powers off; the value is
+#: the reason. The only tag the node role may put on an instance.
+FAILURE_TAG_KEY = "multus-eni/bootstrap-failure"
 
 SCRIPT_NAME = "multus_eni_bootstrap.sh"
 #: Included only when a network is in node_prefix mode.
@@ -232,6 +235,7 @@ def render_configuration(props: NodeBootstrapProps) -> str:
         f"MULTUS_NETWORK_TAG_KEY={shlex.quote(NETWORK_TAG_KEY)}\n"
         f"MULTUS_INSTANCE_TAG_KEY={shlex.quote(INSTANCE_TAG_KEY)}\n"
         f"MULTUS_NO_MANAGE_TAG_KEY={shlex.quote(NO_MANAGE_TAG_KEY)}\n"
+        f"MULTUS_FAILURE_TAG_KEY={shlex.quote(FAILURE_TAG_KEY)}\n"
         f"MULTUS_NETWORKS={shlex.quote(networks)}\n"
         f"MULTUS_PLACEMENTS={shlex.quote(placements)}\n"
     ) + _node_prefix_configuration(props)

@@ -56,8 +56,9 @@ def grant_multus_eni_management(
         ),
         Acknowledgment(
             id=f"AwsSolutions::AwsSolutions-IAM5[Resource::{arn_prefix}:instance/*]",
-            reason="Attach, detach and modify on instance/* match only the calling "
-            "instance: ec2:SourceInstanceARN must equal the target instance's ARN.",
+            reason="Attach, detach and modify on instance/*, and CreateTags of the "
+            "bootstrap-failure tag (no other key), match only the calling instance: "
+            "ec2:SourceInstanceARN must equal the target instance's ARN.",
         ),
         Acknowledgment(
             id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",

@@ -10,11 +10,13 @@ ec2:NetworkInterfaceID, ec2:Subnet and ec2:Vpc (ARNs) and ec2:AvailabilityZone; 
 resource-level permissions (Describe*, Get/Delete of CIDR reservations) are on "*"; every
 request carries aws:RequestedRegion and ec2:Region, and ec2:SourceInstanceARN when the
 credentials are an instance's. Tag-on-create adds the implied ec2:CreateTags authorization
-(ec2:CreateAction = the creating action). Where the reference marks a resource type optional,
-the instance is included whenever the ENI is (or becomes) attached to one: stricter than IAM may
-be, never laxer. Assign/UnassignPrivateIpAddresses are authorized on the ENI the request names,
-the only resource the reference lists for them (with AllowReassignment, the ENI an address is
-taken from is not part of the request).
+(ec2:CreateAction = the creating action); CreateTags on its own is authorized on each instance
+or ENI it names, with the request's tags as aws:RequestTag/* and aws:TagKeys. Where the
+reference marks a resource type optional, the instance is included whenever the ENI is (or
+becomes) attached to one: stricter than IAM may be, never laxer.
+Assign/UnassignPrivateIpAddresses are authorized on the ENI the request names, the only
+resource the reference lists for them (with AllowReassignment, the ENI an address is taken from
+is not part of the request).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from testing_support.iam_evaluator import AuthorizationRequest, ContextValue, Re
 
 ACCOUNT = "123456789012"  # moto's account
 _TAG = re.compile(r"TagSpecification\.(\d+)\.Tag\.(\d+)\.Key")
+_CREATE_TAGS_TAG = re.compile(r"Tag\.(\d+)\.Key")
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,20 @@ def _request_tags(params: Mapping[str, str]) -> dict[str, str]:
     return tags
 
 
+def _request_tag_context(tags: Mapping[str, str]) -> dict[str, ContextValue]:
+    context: dict[str, ContextValue] = {f"aws:RequestTag/{k}": v for k, v in tags.items()}
+    context["aws:TagKeys"] = list(tags)
+    return context
+
+
+def _create_tags_tags(params: Mapping[str, str]) -> dict[str, str]:
+    return {
+        key: params.get(f"Tag.{match.group(1)}.Value", "")
+        for name, key in params.items()
+        if (match := _CREATE_TAGS_TAG.fullmatch(name))
+    }
+
+
 def authorization_requests(call: Ec2Call, caller: Caller) -> list[AuthorizationRequest]:
     """The IAM authorizations one call needs (more than one with tag-on-create)."""
     params, state = call.params, call.state
@@ -128,9 +145,7 @@ def authorization_requests(call: Ec2Call, caller: Caller) -> list[AuthorizationR
     everything = RequestedResource("*")
     if call.action == "CreateNetworkInterface":
         tags = _request_tags(params)
-        tag_context: dict[str, ContextValue] = {f"aws:RequestTag/{k}": v for k, v in tags.items()}
-        tag_context["aws:TagKeys"] = list(tags)
-        new_eni = RequestedResource(caller.arn("network-interface/*"), tag_context)
+        new_eni = RequestedResource(caller.arn("network-interface/*"), _request_tag_context(tags))
         groups = [
             RequestedResource(caller.arn(f"security-group/{value}"))
             for name, value in params.items()
@@ -147,6 +162,17 @@ def authorization_requests(call: Ec2Call, caller: Caller) -> list[AuthorizationR
                 )
             )
         return requests
+    if call.action == "CreateTags":
+
+        def tagged(resource_id: str) -> RequestedResource:
+            if resource_id.startswith("i-"):
+                return instance(resource_id)
+            if resource_id.startswith("eni-"):
+                return eni(resource_id)
+            raise ValueError(f"no IAM model for tagging {resource_id}; add it here")
+
+        resources = [tagged(v) for name, v in params.items() if name.startswith("ResourceId.")]
+        return [request(*resources, **_request_tag_context(_create_tags_tags(params)))]
     if call.action == "AttachNetworkInterface":
         return [request(instance(params["InstanceId"]), eni(params["NetworkInterfaceId"]))]
     if call.action == "DetachNetworkInterface":

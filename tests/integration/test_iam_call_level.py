@@ -29,6 +29,7 @@ from config import parse_config
 from node_bootstrap import render_user_data
 from node_bootstrap.renderer import (
     CLUSTER_TAG_KEY,
+    FAILURE_TAG_KEY,
     INSTANCE_TAG_KEY,
     NETWORK_TAG_KEY,
     NO_MANAGE_TAG_KEY,
@@ -195,7 +196,8 @@ def _owned_leftover_eni(emulator: Ec2Emulator, vpc: EmulatedVpc, instance_id: st
 @pytest.fixture(scope="module")
 def bootstrap_calls(emulator: Ec2Emulator, vpc: EmulatedVpc) -> list[tuple[str, RecordedCall]]:
     """(instance, call) for the three paths that between them make every bootstrap call:
-    a fresh node, a re-run after an interrupted run, and a failed attachment setting."""
+    a fresh node, a re-run after an interrupted run, and a failed attachment setting (which
+    tags its instance with the reason)."""
     user_data = render_user_data(vpc.bootstrap_props(CLUSTER))
     runs = []
 
@@ -542,6 +544,7 @@ NODE_SIDS = [
     "TagMultusEniOnlyWhileCreating",
     "ManageOwnedMultusEnis",
     "AttachMultusEnisToCallingInstanceOnly",
+    "TagCallingInstanceWithBootstrapFailureOnly",
     "ReadNetworkInterfacesInRegion",
 ]
 # The pod IP agent's statements, in the node role's policy too; the agent also reads ENIs
@@ -625,6 +628,59 @@ def test_a_node_cannot_attach_an_eni_to_another_instance(
     decision = evaluate(node_statements, other)
     assert not decision.allowed
     assert f"instance/{attach.params['InstanceId']}" in decision.reason
+
+
+def _without_tags(params: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in params.items() if not k.startswith("Tag.")}
+
+
+@pytest.mark.parametrize(
+    ("tags", "allowed"),
+    [
+        pytest.param({FAILURE_TAG_KEY: "reason"}, True, id="failure-key"),
+        pytest.param({"karpenter.sh/nodepool": "other"}, False, id="another-key"),
+        pytest.param({FAILURE_TAG_KEY: "reason", "Name": "x"}, False, id="failure-and-another-key"),
+        pytest.param({}, False, id="no-tag"),
+    ],
+)
+def test_a_failed_node_tags_its_instance_with_the_failure_key_only(
+    tags: dict[str, str],
+    allowed: bool,
+    bootstrap_calls: list[tuple[str, RecordedCall]],
+    node_statements: list[dict[str, Any]],
+) -> None:
+    """CreateTags on an instance takes aws:RequestTag/${TagKey} and aws:TagKeys (Service
+    Authorization Reference, Amazon EC2, CreateTags: resource type instance): ForAllValues on
+    aws:TagKeys admits no other key, and a request without the key is refused too."""
+    instance, tagging = _first(bootstrap_calls, "CreateTags")
+    assert tagging.params["ResourceId.1"] == instance
+    assert tagging.params["Tag.1.Key"] == FAILURE_TAG_KEY
+    params = _without_tags(tagging.params)
+    for n, (key, value) in enumerate(tags.items(), start=1):
+        params |= {f"Tag.{n}.Key": key, f"Tag.{n}.Value": value}
+    (request,) = authorization_requests(
+        Ec2Call(tagging.action, params, tagging.observed), Caller(REGION, instance)
+    )
+    assert evaluate(node_statements, request).allowed is allowed
+
+
+def test_a_failed_node_cannot_tag_another_instance_or_an_eni(
+    bootstrap_calls: list[tuple[str, RecordedCall]], node_statements: list[dict[str, Any]]
+) -> None:
+    """ec2:SourceInstanceARN (the instance whose credentials sign the request) must be the
+    tagged instance's ARN, as for the attach statements."""
+    instance, tagging = _first(bootstrap_calls, "CreateTags")
+    _, attach = _first(bootstrap_calls, "AttachNetworkInterface")
+    call = Ec2Call(tagging.action, tagging.params, tagging.observed)
+    (other,) = authorization_requests(call, Caller(REGION, "i-0another0node000"))
+    decision = evaluate(node_statements, other)
+    assert not decision.allowed
+    assert f"instance/{instance}" in decision.reason
+    on_eni = {**tagging.params, "ResourceId.1": attach.params["NetworkInterfaceId"]}
+    (eni_request,) = authorization_requests(
+        Ec2Call(tagging.action, on_eni, Ec2State()), Caller(REGION, instance)
+    )
+    assert not evaluate(node_statements, eni_request).allowed
 
 
 def test_enis_without_the_owner_tag_are_out_of_reach(

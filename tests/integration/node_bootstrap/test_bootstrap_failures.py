@@ -1,9 +1,13 @@
 """A node whose Multus bootstrap fails takes itself out of service: after logging and cleanup
-it powers off (Karpenter replaces a stopped instance), and no unattached ENI stays behind.
-Runs the rendered user-data in dry-host mode, where the power-off shows as a host command."""
+it powers off (Karpenter replaces a stopped instance), and no unattached ENI stays behind. It
+leaves the reason where an operator finds it once the node is off: a console line and a tag on
+its instance (docs/operations.md, "A node powered itself off").
+Runs the rendered user-data in dry-host mode, where the power-off and the console line show as
+host commands."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -11,7 +15,7 @@ from typing import Any
 import pytest
 
 from node_bootstrap import render_user_data
-from node_bootstrap.renderer import INSTANCE_TAG_KEY
+from node_bootstrap.renderer import FAILURE_TAG_KEY, INSTANCE_TAG_KEY
 from testing_support.multus_emulator import (
     DROP_CONNECTION,
     BootstrapRun,
@@ -19,12 +23,20 @@ from testing_support.multus_emulator import (
     EmulatedVpc,
     Fault,
 )
+from tests.conftest import REPO
 from tests.integration.node_bootstrap.conftest import CLUSTER
 from tests.integration.node_bootstrap.test_multus_eni_bootstrap_script import marker
 
 pytestmark = pytest.mark.integration
 
 ATTACH_REFUSED = Fault("AttachmentLimitExceeded", status=400, action="AttachNetworkInterface")
+#: docs/operations.md tells operators to grep the console output for it.
+CONSOLE_PREFIX = "multus-eni-bootstrap-failure: "
+NETWORKS = ("multus1", "multus2")
+#: What every AWS service accepts in a tag value (EC2 user guide, "Tag your Amazon EC2
+#: resources", tag restrictions: at most 256 Unicode characters; letters, numbers, spaces and
+#: _ . : / = + - @ are allowed everywhere, EC2 itself takes any character).
+PORTABLE_TAG_VALUE = re.compile(r"[A-Za-z0-9 _.:/=+@-]{0,256}")
 
 
 def tagged_enis(emulator: Ec2Emulator, instance_id: str) -> list[dict[str, Any]]:
@@ -34,6 +46,30 @@ def tagged_enis(emulator: Ec2Emulator, instance_id: str) -> list[dict[str, Any]]
             Filters=[{"Name": f"tag:{INSTANCE_TAG_KEY}", "Values": [instance_id]}]
         )["NetworkInterfaces"]
     )
+
+
+def console_reasons(run: BootstrapRun) -> list[str]:
+    """The reasons the run wrote to the console (in dry-host mode: a logged host command)."""
+    command = f"write_console {CONSOLE_PREFIX}"
+    return [line.removeprefix(command) for line in run.host_commands if line.startswith(command)]
+
+
+def failure_tag(emulator: Ec2Emulator, instance_id: str) -> str | None:
+    """The failure reason EC2 holds as a tag on the instance, if any."""
+    tags = emulator.ec2.describe_tags(
+        Filters=[
+            {"Name": "resource-id", "Values": [instance_id]},
+            {"Name": "key", "Values": [FAILURE_TAG_KEY]},
+        ]
+    )["Tags"]
+    return str(tags[0]["Value"]) if tags else None
+
+
+def test_the_operations_guide_names_the_tag_and_the_console_prefix() -> None:
+    guide = (REPO / "docs" / "operations.md").read_text()
+    section = guide.split("## A node powered itself off", 1)[1].split("\n## ", 1)[0]
+    assert f"`{FAILURE_TAG_KEY}`" in section
+    assert CONSOLE_PREFIX.strip() in section
 
 
 def assert_failed_cleanly(emulator: Ec2Emulator, instance_id: str, run: BootstrapRun) -> None:
@@ -62,6 +98,9 @@ def test_a_successful_run_does_not_power_off(
     assert run.returncode == 0, run.output
     assert not run.shutdown_requested
     assert run.actions("DescribeNetworkInterfaces") == []
+    assert console_reasons(run) == []
+    assert run.actions("CreateTags") == []
+    assert failure_tag(emulator, instance_id) is None
 
 
 def interface_files(run: BootstrapRun, ifname: str) -> list[Path]:
@@ -85,6 +124,102 @@ def test_attach_refused(emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str)
     (attached,) = names - {released}
     assert [path for path in interface_files(run, released) if path.exists()] == []
     assert all(path.exists() for path in interface_files(run, attached))
+
+
+def test_a_refused_attach_leaves_ec2s_error_on_the_console_and_on_the_instance(
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str
+) -> None:
+    """The reason is the run's first failure (not the "not ready" that follows it): the network,
+    the step and EC2's error code and message. The console line and the tag are written before
+    the power-off, the tag only on this instance."""
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    run = emulator.run_bootstrap(user_data, instance_id, faults=[ATTACH_REFUSED])
+    assert_failed_cleanly(emulator, instance_id, run)
+    (released,) = [n for n in NETWORKS if f"{n}: deleting eni-" in run.output]
+    expected = (
+        f"{released}: AttachNetworkInterface: AttachmentLimitExceeded: injected "
+        "AttachmentLimitExceeded"
+    )
+    assert f"not ready: {released} failed" in run.output
+    assert console_reasons(run) == [expected]
+    assert failure_tag(emulator, instance_id) == expected
+    (tagging,) = run.actions("CreateTags")
+    assert tagging.params == {
+        "Action": "CreateTags",
+        "Version": "2016-11-15",
+        "ResourceId.1": instance_id,
+        "Tag.1.Key": FAILURE_TAG_KEY,
+        "Tag.1.Value": expected,
+    }
+    commands = run.host_commands
+    assert commands.index(f"write_console {CONSOLE_PREFIX}{expected}") < len(commands) - 1
+
+
+def test_a_reason_outside_what_tags_take_is_cut_and_cleaned_for_the_tag_only(
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str
+) -> None:
+    """Past 256 characters, and characters other services refuse in a tag value, become a
+    portable tag value; the console line keeps the reason as it was."""
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    code = "Refused,(see)'why'" + "x" * 300
+    refused = Fault(code, status=400, action="AttachNetworkInterface", times=2)
+    run = emulator.run_bootstrap(user_data, instance_id, faults=[refused])
+    assert_failed_cleanly(emulator, instance_id, run)
+    (reason,) = console_reasons(run)
+    assert reason in {f"{n}: AttachNetworkInterface: {code}: injected {code}" for n in NETWORKS}
+    tag = failure_tag(emulator, instance_id)
+    assert tag is not None
+    assert len(tag) == 256
+    assert PORTABLE_TAG_VALUE.fullmatch(tag), tag
+    assert tag == re.sub(r"[^A-Za-z0-9 _.:/=+@-]", " ", reason)[:256]
+
+
+def test_a_command_that_fails_without_a_message_of_its_own_points_to_the_log(
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str, tmp_path: Path
+) -> None:
+    """set -e ends the run at a failed command that records no reason (here: the sysctl.d file
+    is a directory); the log has its error."""
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    root = tmp_path / "node"
+    (root / "etc/sysctl.d/90-multus-eni.conf").mkdir(parents=True)
+    run = emulator.run_bootstrap(user_data, instance_id, root=root)
+    assert_failed_cleanly(emulator, instance_id, run)
+    log = root / "var/log/multus-eni-bootstrap.log"
+    assert "Is a directory" in log.read_text()
+    assert console_reasons(run) == [f"exit 1, see {log}"]
+    assert failure_tag(emulator, instance_id) == f"exit 1  see {log}"
+
+
+def test_a_rerun_reports_its_own_failure_not_the_earlier_runs(
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str, tmp_path: Path
+) -> None:
+    """A run by hand after a failed one: the released network fails again, at another step."""
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    root = tmp_path / "node"
+    root.mkdir()
+    first = emulator.run_bootstrap(user_data, instance_id, root=root, faults=[ATTACH_REFUSED])
+    assert "AttachNetworkInterface: AttachmentLimitExceeded" in console_reasons(first)[-1]
+    no_addresses = Fault(
+        "InsufficientFreeAddressesInSubnet", status=400, action="CreateNetworkInterface"
+    )
+    second = emulator.run_bootstrap(user_data, instance_id, root=root, faults=[no_addresses])
+    assert second.returncode != 0, second.output
+    reason = console_reasons(second)[-1]
+    assert "CreateNetworkInterface: InsufficientFreeAddressesInSubnet" in reason, reason
+    assert failure_tag(emulator, instance_id) == reason
+
+
+def test_a_failing_create_tags_does_not_keep_the_node_up(
+    emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str
+) -> None:
+    instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
+    tagging_refused = Fault("UnauthorizedOperation", status=403, action="CreateTags")
+    run = emulator.run_bootstrap(user_data, instance_id, faults=[ATTACH_REFUSED, tagging_refused])
+    assert_failed_cleanly(emulator, instance_id, run)
+    assert [call.status for call in run.actions("CreateTags")] == [403]
+    assert failure_tag(emulator, instance_id) is None
+    (reason,) = console_reasons(run)
+    assert "AttachNetworkInterface: AttachmentLimitExceeded" in reason
 
 
 @pytest.mark.parametrize(
@@ -165,6 +300,12 @@ def test_interface_that_never_appears(
     assert_failed_cleanly(emulator, instance_id, run)
     assert "no interface with MAC" in run.output
     assert len(tagged_enis(emulator, instance_id)) == 2
+    (reason,) = console_reasons(run)
+    assert re.fullmatch(
+        r"(multus[12]): no interface with MAC [0-9a-f:]{17} appeared within 0s",
+        reason,
+    ), reason
+    assert failure_tag(emulator, instance_id) == reason
 
 
 def test_device_index_taken_by_another_eni(
@@ -193,6 +334,9 @@ def test_az_missing_from_the_placement_table_powers_off_before_any_ec2_call(
     run = emulator.run_bootstrap(only_second_az, instance_id)
     assert_failed_cleanly(emulator, instance_id, run)
     assert run.ec2_calls == []
+    assert console_reasons(run) == [
+        "availability zone us-west-2a is not in the Multus placement table (us-west-2b)"
+    ]
 
 
 def test_credentials_missing_early_in_boot_are_waited_for(
@@ -222,6 +366,8 @@ def test_credentials_that_never_come_fail_within_the_bound(
         emulator.imds.credentials_missing_for = 0
     assert_failed_cleanly(emulator, instance_id, run)
     assert "IMDS has no instance profile credentials" in run.output
+    # Without credentials the console is the only place the reason can go.
+    assert console_reasons(run) == ["IMDS has no instance profile credentials"]
     assert run.ec2_calls == []
     assert run.seconds < 30
 

@@ -158,9 +158,11 @@ def test_calls_signed_with_other_credentials_are_refused_and_leave_nothing(
         emulator.proxy.signer = NODE_CREDENTIALS
 
     assert run.returncode != 0
-    # The create is refused, and so is the search for leftovers before the node powers off.
+    # The create is refused, and so are the failure tag and the search for leftovers before
+    # the node powers off.
     assert [(call.action, call.status) for call in run.ec2_calls] == [
         ("CreateNetworkInterface", 403),
+        ("CreateTags", 403),
         ("DescribeNetworkInterfaces", 403),
     ]
     assert run.shutdown_requested
@@ -393,8 +395,8 @@ def test_device_index_taken_by_an_eni_from_another_subnet_fails_clearly(
 
     assert run.returncode != 0
     assert f"multus1: device index 1 holds {stranger_id} from " in run.output
-    # Only the search for leftovers before the node powers off.
-    assert [call.action for call in run.ec2_calls] == ["DescribeNetworkInterfaces"]
+    # Only the failure tag and the search for leftovers before the node powers off.
+    assert [call.action for call in run.ec2_calls] == ["CreateTags", "DescribeNetworkInterfaces"]
     assert run.shutdown_requested
     assert not marker(run).exists()
 

@@ -248,10 +248,10 @@ def six_zone_node_prefix_layout(networks: int) -> dict[str, Any]:
 
 
 def test_node_prefix_lines_count_toward_the_user_data_budget() -> None:
-    # Each (AZ, node_prefix network) adds a line to every node's user-data: six zones take four
-    # such networks, not five (the cluster stack would otherwise fail to render the user-data).
-    assert len(parse_config(six_zone_node_prefix_layout(4)).multus.networks) == 4
-    message = error_for(six_zone_node_prefix_layout(5))
+    # Each (AZ, node_prefix network) adds a line to every node's user-data: six zones take three
+    # such networks, not four (the cluster stack would otherwise fail to render the user-data).
+    assert len(parse_config(six_zone_node_prefix_layout(3)).multus.networks) == 3
+    message = error_for(six_zone_node_prefix_layout(4))
     assert (
         "node_pools[0] (multus).networks: with availability_zones, the node user-data would be"
         in message

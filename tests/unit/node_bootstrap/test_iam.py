@@ -10,7 +10,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
 from node_bootstrap.iam import TARGET_INSTANCE_ID, multus_eni_policy_statements
-from node_bootstrap.renderer import CLUSTER_TAG_KEY, OWNER_TAG_KEY
+from node_bootstrap.renderer import CLUSTER_TAG_KEY, FAILURE_TAG_KEY, OWNER_TAG_KEY
 
 SUBNET_ARNS = [
     "arn:aws:ec2:us-west-2:111122223333:subnet/subnet-multus1a",
@@ -81,11 +81,14 @@ def test_created_enis_must_carry_the_owner_tag(statements: list[dict[str, Any]])
     }
 
 
-def test_tags_can_only_be_written_while_creating_an_owned_eni(
+def test_eni_tags_can_only_be_written_while_creating_an_owned_eni(
     statements: list[dict[str, Any]],
 ) -> None:
-    (statement,) = granting(statements, "ec2:CreateTags")
-    assert [arn_suffix(r) for r in resources_of(statement)] == [":network-interface/*"]
+    (statement,) = [
+        s
+        for s in granting(statements, "ec2:CreateTags")
+        if [arn_suffix(r) for r in resources_of(s)] == [":network-interface/*"]
+    ]
     assert statement["Condition"]["StringEquals"] == {
         "ec2:CreateAction": "CreateNetworkInterface",
         f"aws:RequestTag/{OWNER_TAG_KEY}": "telco-cluster",
@@ -110,12 +113,29 @@ def test_instance_side_is_only_the_calling_instance(statements: list[dict[str, A
     instance_side = [
         s for s in statements if any(arn_suffix(r) == ":instance/*" for r in resources_of(s))
     ]
-    (statement,) = instance_side
-    assert actions_of(statement) == ENI_ACTIONS - {"ec2:DeleteNetworkInterface"}
-    (condition,) = statement["Condition"]["ArnEquals"].items()
-    key, arn = condition
-    assert key == "ec2:SourceInstanceARN"
-    assert arn_suffix(arn) == f":instance/{TARGET_INSTANCE_ID}"
+    assert sorted(sorted(actions_of(s)) for s in instance_side) == sorted(
+        [sorted(ENI_ACTIONS - {"ec2:DeleteNetworkInterface"}), ["ec2:CreateTags"]]
+    )
+    for statement in instance_side:
+        (condition,) = statement["Condition"]["ArnEquals"].items()
+        key, arn = condition
+        assert key == "ec2:SourceInstanceARN"
+        assert arn_suffix(arn) == f":instance/{TARGET_INSTANCE_ID}"
+
+
+def test_the_only_tag_an_instance_may_get_is_the_failure_tag(
+    statements: list[dict[str, Any]],
+) -> None:
+    (statement,) = [
+        s
+        for s in granting(statements, "ec2:CreateTags")
+        if [arn_suffix(r) for r in resources_of(s)] == [":instance/*"]
+    ]
+    conditions = {k: v for k, v in statement["Condition"].items() if k != "ArnEquals"}
+    assert conditions == {
+        "ForAllValues:StringEquals": {"aws:TagKeys": [FAILURE_TAG_KEY]},
+        "Null": {f"aws:RequestTag/{FAILURE_TAG_KEY}": "false"},
+    }
 
 
 def test_only_describe_is_granted_on_every_resource_and_only_in_region(

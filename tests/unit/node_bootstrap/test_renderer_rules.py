@@ -75,7 +75,8 @@ def test_props_that_contain_the_boundary_are_refused() -> None:
 def test_tag_keys_are_the_ones_enis_of_earlier_nodes_carry() -> None:
     # eks:eks-cluster-name is the tag EKS puts on cluster resources (the IAM policy conditions on
     # it); node.k8s.amazonaws.com/no_manage makes the VPC CNI leave an ENI alone. The multus-eni/
-    # ones are this app's own: renaming them would orphan ENIs that running nodes created.
+    # ones are this app's own: renaming them would orphan ENIs that running nodes created (and
+    # the failure tag is the one docs/operations.md tells operators to look for).
     values = shell_variables(
         render_configuration(props()),
         "MULTUS_CLUSTER_TAG_KEY",
@@ -83,6 +84,7 @@ def test_tag_keys_are_the_ones_enis_of_earlier_nodes_carry() -> None:
         "MULTUS_NETWORK_TAG_KEY",
         "MULTUS_INSTANCE_TAG_KEY",
         "MULTUS_NO_MANAGE_TAG_KEY",
+        "MULTUS_FAILURE_TAG_KEY",
     )
     assert values == [
         "eks:eks-cluster-name",
@@ -90,6 +92,7 @@ def test_tag_keys_are_the_ones_enis_of_earlier_nodes_carry() -> None:
         "multus-eni/network",
         "multus-eni/instance-id",
         "node.k8s.amazonaws.com/no_manage",
+        "multus-eni/bootstrap-failure",
     ]
 
 
