@@ -105,9 +105,7 @@ def three_by_three_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedA
 def five_g_core_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
     """examples/5g-core.json: two node pools, upf (n3 + n6, tainted) and control (n2), rules of
     their own on n2 (SCTP) and n3 (GTP-U), and a static range on n3 in each zone."""
-    return synthesize(
-        tmp_path_factory.mktemp("5g-core"), cdk_json_context(config_file=FIVE_G_CORE)
-    )
+    return synthesize(tmp_path_factory.mktemp("5g-core"), cdk_json_context(config_file=FIVE_G_CORE))
 
 
 RAN = "10.100.0.0/16"
