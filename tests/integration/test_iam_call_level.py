@@ -29,11 +29,7 @@ from config import parse_config
 from node_bootstrap import render_user_data
 from node_bootstrap.renderer import (
     CLUSTER_TAG_KEY,
-    INSTANCE_TAG_KEY,
-    NETWORK_TAG_KEY,
-    NO_MANAGE_TAG_KEY,
     OWNER_TAG_KEY,
-    SCRIPT_NAME,
 )
 from testing_support.ec2_iam_requests import (
     Caller,
@@ -45,7 +41,9 @@ from testing_support.ec2_iam_requests import (
 from testing_support.iam_call_level import (
     AgentRun,
     agent_requests,
+    bootstrap_path_calls,
     bootstrap_requests,
+    bootstrap_script_actions,
     denied,
     node_role_statements,
     physical_ids,
@@ -59,7 +57,6 @@ from testing_support.multus_emulator import (
     REGION,
     Ec2Emulator,
     EmulatedVpc,
-    Fault,
     RecordedCall,
     running_emulator,
 )
@@ -127,68 +124,17 @@ def vpc(emulator: Ec2Emulator) -> EmulatedVpc:
     return pod_ip_vpc(emulator)
 
 
-def _owned_leftover_eni(emulator: Ec2Emulator, vpc: EmulatedVpc, instance_id: str) -> str:
-    """As an interrupted run leaves it: created and tagged by the bootstrap, attached."""
-    network = vpc.networks[-1]
-    tags = {
-        CLUSTER_TAG_KEY: CLUSTER,
-        OWNER_TAG_KEY: CLUSTER,
-        NETWORK_TAG_KEY: network,
-        INSTANCE_TAG_KEY: instance_id,
-        NO_MANAGE_TAG_KEY: "true",
-    }
-    eni = emulator.ec2.create_network_interface(
-        SubnetId=vpc.multus_subnets[network, "us-west-2a"],
-        Groups=[vpc.security_group_ids[network]],
-        TagSpecifications=[
-            {
-                "ResourceType": "network-interface",
-                "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
-            }
-        ],
-    )["NetworkInterface"]["NetworkInterfaceId"]
-    emulator.ec2.attach_network_interface(
-        NetworkInterfaceId=eni, InstanceId=instance_id, DeviceIndex=len(vpc.networks)
-    )
-    return str(eni)
-
-
 @pytest.fixture(scope="module")
 def bootstrap_calls(emulator: Ec2Emulator, vpc: EmulatedVpc) -> list[tuple[str, RecordedCall]]:
-    """(instance, call) for the three paths that between them make every bootstrap call:
-    a fresh node, a re-run after an interrupted run, and a failed attachment setting."""
     user_data = render_user_data(vpc.bootstrap_props(CLUSTER))
-    runs = []
-
-    fresh = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
-    runs.append((fresh, emulator.run_bootstrap(user_data, fresh)))
-
-    interrupted = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
-    _owned_leftover_eni(emulator, vpc, interrupted)
-    runs.append((interrupted, emulator.run_bootstrap(user_data, interrupted)))
-
-    failing = emulator.launch_instance(vpc, "us-west-2b", CLUSTER)
-    fault = Fault(
-        "InternalError",
-        status=400,
-        action="ModifyNetworkInterfaceAttribute",
-        with_param="Attachment.DeleteOnTermination",
-    )
-    runs.append((failing, emulator.run_bootstrap(user_data, failing, faults=[fault])))
-
-    assert [run.returncode for _, run in runs] == [0, 0, 1], [run.output for _, run in runs]
-    return [(instance, call) for instance, run in runs for call in run.ec2_calls]
-
-
-def _script_actions() -> set[str]:
-    script = (REPO / "node_bootstrap" / SCRIPT_NAME).read_text()
-    return set(re.findall(r"ec2_call (\w+)", script))
+    leftover = (vpc.networks[-1], len(vpc.networks))
+    return bootstrap_path_calls(emulator, vpc, user_data, CLUSTER, leftover)
 
 
 def test_the_bootstrap_paths_make_every_ec2_call_in_the_script(
     bootstrap_calls: list[tuple[str, RecordedCall]],
 ) -> None:
-    assert {call.action for _, call in bootstrap_calls} == _script_actions()
+    assert {call.action for _, call in bootstrap_calls} == bootstrap_script_actions()
 
 
 def test_the_node_role_allows_every_bootstrap_call(
