@@ -81,15 +81,13 @@ def planned(emulator: Ec2Emulator) -> PlannedVpc:
     model_secondary_addresses(emulator)
     plan = network_plan(CONFIG)
     node_subnets = dict(zip(CONFIG.availability_zones, CONFIG.vpc.node_subnet_cidrs, strict=True))
-    vpc = emulator.create_planned_vpc(CONFIG.vpc.cidr, node_subnets, plan)
+    example = emulator.create_planned_vpc(CONFIG.vpc.cidr, node_subnets, plan)
+    subnets = example.vpc.multus_subnets
     reserve_pod_ranges(
         emulator,
-        [
-            (vpc.vpc.multus_subnets[row.network, row.availability_zone], row.reservation_cidr)
-            for row in plan
-        ],
+        [(subnets[row.network, row.availability_zone], row.reservation_cidr) for row in plan],
     )
-    return vpc
+    return example
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +101,7 @@ def node_statements(five_g_core_app: SynthesizedApp, planned: PlannedVpc) -> lis
     return node_role_statements(templates, CLUSTER_STACK, ids)
 
 
-def test_the_statements_under_test_are_the_node_roles_of_the_default_app(
+def test_the_node_role_has_the_statements_of_the_default_apps(
     node_statements: list[dict[str, Any]],
 ) -> None:
     sids = [str(s["Sid"]) for s in node_statements if s.get("Sid")]
