@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,23 +39,36 @@ EMULATOR_RANGES = {
 EMULATOR_STATIC_RANGES = {"multus1": ["10.0.4.48/28", "10.0.5.48/28"]}
 
 
-def pod_ip_vpc(emulator: Ec2Emulator) -> EmulatedVpc:
-    """The emulator's Multus VPC with the pod ranges reserved (explicit CIDR reservations, as
-    the network stack makes them, so no ENI gets a pod's address as its primary) and EC2's
-    secondary-address behaviour in the proxy (and its delay of moves in IMDS: see
+def model_secondary_addresses(emulator: Ec2Emulator) -> None:
+    """EC2's secondary-address behaviour in the proxy (and its delay of moves in IMDS: see
     address_model)."""
     model = EniAddressModel(emulator.ec2)
     emulator.proxy.model = model
     emulator.imds.local_ipv4s = model.imds_addresses
+
+
+def reserve_pod_ranges(emulator: Ec2Emulator, reservations: Iterable[tuple[str, str]]) -> None:
+    """Explicit CIDR reservations of (subnet ID, CIDR), as the network stack makes them, so no
+    ENI gets a pod's address as its primary."""
+    for subnet_id, cidr in reservations:
+        emulator.ec2.create_subnet_cidr_reservation(
+            SubnetId=subnet_id, Cidr=cidr, ReservationType="explicit"
+        )
+
+
+def pod_ip_vpc(emulator: Ec2Emulator) -> EmulatedVpc:
+    """The emulator's Multus VPC with the pod ranges reserved and EC2's secondary-address
+    behaviour modelled (model_secondary_addresses)."""
+    model_secondary_addresses(emulator)
     vpc = emulator.create_multus_vpc(network_count=len(EMULATOR_RANGES))
+    reservations = []
     for subnet_id in vpc.multus_subnets.values():
         subnet = emulator.ec2.describe_subnets(SubnetIds=[subnet_id])["Subnets"][0]
         network = ipaddress.ip_network(subnet["CidrBlock"])
         for cidr in (c for ranges in EMULATOR_RANGES.values() for c in ranges):
             if ipaddress.ip_network(cidr).subnet_of(network):  # type: ignore[arg-type]
-                emulator.ec2.create_subnet_cidr_reservation(
-                    SubnetId=subnet_id, Cidr=cidr, ReservationType="explicit"
-                )
+                reservations.append((subnet_id, cidr))
+    reserve_pod_ranges(emulator, reservations)
     return vpc
 
 
@@ -107,6 +120,11 @@ class PodIpNode:
     enis: dict[str, str] = field(default_factory=dict)  # interface -> ENI ID
     #: Where the agent serves its Prometheus metrics on 127.0.0.1 (a free port per node).
     metrics_port: int = field(default_factory=free_port)
+    #: The agent's ranges and static ranges per Multus interface (AgentConfig's fields).
+    interfaces: Mapping[str, Sequence[str]] = field(default_factory=lambda: EMULATOR_RANGES)
+    static_ranges: Mapping[str, Sequence[str]] = field(
+        default_factory=lambda: EMULATOR_STATIC_RANGES
+    )
 
     @classmethod
     def bootstrap(
@@ -150,8 +168,8 @@ class PodIpNode:
             "ready_marker": str(self.ready_marker),
             "eni_state_dir": str(self.root / "var/lib/multus-eni"),
             "netns_root": str(self.root) if self.netns_root is None else self.netns_root,
-            "interfaces": EMULATOR_RANGES,
-            "static_ranges": EMULATOR_STATIC_RANGES,
+            "interfaces": {name: list(ranges) for name, ranges in self.interfaces.items()},
+            "static_ranges": {name: list(r) for name, r in self.static_ranges.items()},
             "reconcile_seconds": self.reconcile_seconds,
             "settle_seconds": self.settle_seconds,
             "add_timeout_seconds": self.add_timeout_seconds,

@@ -13,7 +13,7 @@ the emulator's IDs (one security group per network).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -30,13 +30,8 @@ from node_bootstrap import render_user_data
 from node_bootstrap.renderer import (
     CLUSTER_TAG_KEY,
     FAILURE_TAG_KEY,
-    INSTANCE_TAG_KEY,
-    NETWORK_TAG_KEY,
-    NO_MANAGE_TAG_KEY,
     OWNER_TAG_KEY,
-    SCRIPT_NAME,
 )
-from stacks.network_stack import multus_security_group_name
 from testing_support.ec2_iam_requests import (
     Caller,
     Ec2Call,
@@ -44,13 +39,25 @@ from testing_support.ec2_iam_requests import (
     EniPlacement,
     authorization_requests,
 )
+from testing_support.iam_call_level import (
+    AgentRun,
+    agent_requests,
+    bootstrap_path_calls,
+    bootstrap_requests,
+    bootstrap_script_actions,
+    denied,
+    node_role_statements,
+    physical_ids,
+    resolver,
+    resources,
+    subnet_ids,
+)
 from testing_support.iam_evaluator import AuthorizationRequest, evaluate
-from testing_support.iam_reference import TemplateResolver, exported_values, role_statements
+from testing_support.iam_reference import role_statements
 from testing_support.multus_emulator import (
     REGION,
     Ec2Emulator,
     EmulatedVpc,
-    Fault,
     RecordedCall,
     running_emulator,
 )
@@ -70,46 +77,6 @@ NETWORK_STACK, CLUSTER_STACK = f"{CONFIG.name}-network", f"{CONFIG.name}-cluster
 # --- the synthesized policies, resolved to the emulator's resources --------------------------
 
 
-def _denied(
-    statements: list[dict[str, Any]], requests: Iterable[AuthorizationRequest]
-) -> list[str]:
-    """Each request the statements do not allow, with the evaluator's reason."""
-    return [
-        f"{request.describe()}: {decision.reason}"
-        for request in requests
-        if not (decision := evaluate(statements, request)).allowed
-    ]
-
-
-def _resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
-    return {k: r for k, r in template["Resources"].items() if r["Type"] == kind}
-
-
-def _subnet_ids(network: dict[str, Any], subnets: dict[tuple[str, str], str]) -> dict[str, str]:
-    """Template logical IDs of the Multus subnets -> emulator IDs, by (network, AZ)."""
-    ids = {}
-    for logical_id, subnet in _resources(network, "AWS::EC2::Subnet").items():
-        props = subnet["Properties"]
-        names = [t["Value"] for t in props["Tags"] if t["Key"] == "aws-cdk:subnet-name"]
-        key = (names[0], props["AvailabilityZone"])
-        if key in subnets:
-            ids[logical_id] = subnets[key]
-    return ids
-
-
-def _physical_ids(network: dict[str, Any], vpc: EmulatedVpc) -> dict[str, str]:
-    """Template logical IDs of the Multus subnets and of each network's security group (by its
-    Name tag) -> emulator IDs."""
-    ids = _subnet_ids(network, vpc.multus_subnets)
-    names = {multus_security_group_name(CONFIG.name, n): n for n in vpc.security_group_ids}
-    for logical_id, group in _resources(network, "AWS::EC2::SecurityGroup").items():
-        tags = {t["Key"]: t["Value"] for t in group["Properties"].get("Tags", [])}
-        if tags.get("Name") in names:
-            ids[logical_id] = vpc.security_group_ids[names[tags["Name"]]]
-    assert len(ids) == len(vpc.multus_subnets) + len(vpc.security_group_ids)
-    return ids
-
-
 @pytest.fixture(scope="module")
 def templates(default_app: SynthesizedApp) -> dict[str, dict[str, Any]]:
     stage = default_app.stage
@@ -119,19 +86,10 @@ def templates(default_app: SynthesizedApp) -> dict[str, dict[str, Any]]:
     }
 
 
-def _resolver(
-    templates: dict[str, dict[str, Any]], name: str, physical_ids: dict[str, str]
-) -> TemplateResolver:
-    exports = exported_values(templates, REGION, physical_ids)
-    return TemplateResolver(templates[name], REGION, exports, physical_ids)
-
-
 @pytest.fixture(scope="module")
 def node_statements(templates: dict[str, dict[str, Any]], vpc: EmulatedVpc) -> list[dict[str, Any]]:
-    cluster = templates[CLUSTER_STACK]
-    (role_id,) = [k for k in _resources(cluster, "AWS::IAM::Role") if "KarpenterNodeRole" in k]
-    resolver = _resolver(templates, CLUSTER_STACK, _physical_ids(templates[NETWORK_STACK], vpc))
-    return role_statements(cluster, role_id, resolver)
+    ids = physical_ids(templates[NETWORK_STACK], vpc, CONFIG.name)
+    return node_role_statements(templates, CLUSTER_STACK, ids)
 
 
 @pytest.fixture(scope="module")
@@ -141,13 +99,13 @@ def handler_statements(
     network = templates[NETWORK_STACK]
     (function,) = [
         f
-        for f in _resources(network, "AWS::Lambda::Function").values()
+        for f in resources(network, "AWS::Lambda::Function").values()
         if f["Properties"].get("Handler") == "index.on_event"
     ]
     role_id = function["Properties"]["Role"]["Fn::GetAtt"][0]
     first_multus_subnet = (CONFIG.multus.networks[0].name, CONFIG.availability_zones[0])
-    ids = _subnet_ids(network, {first_multus_subnet: handler_run.subnet_id})
-    return role_statements(network, role_id, _resolver(templates, NETWORK_STACK, ids))
+    ids = subnet_ids(network, {first_multus_subnet: handler_run.subnet_id})
+    return role_statements(network, role_id, resolver(templates, NETWORK_STACK, ids))
 
 
 # --- the bootstrap's calls ---------------------------------------------------------------------
@@ -167,101 +125,32 @@ def vpc(emulator: Ec2Emulator) -> EmulatedVpc:
     return pod_ip_vpc(emulator)
 
 
-def _owned_leftover_eni(emulator: Ec2Emulator, vpc: EmulatedVpc, instance_id: str) -> str:
-    """As an interrupted run leaves it: created and tagged by the bootstrap, attached."""
-    network = vpc.networks[-1]
-    tags = {
-        CLUSTER_TAG_KEY: CLUSTER,
-        OWNER_TAG_KEY: CLUSTER,
-        NETWORK_TAG_KEY: network,
-        INSTANCE_TAG_KEY: instance_id,
-        NO_MANAGE_TAG_KEY: "true",
-    }
-    eni = emulator.ec2.create_network_interface(
-        SubnetId=vpc.multus_subnets[network, "us-west-2a"],
-        Groups=[vpc.security_group_ids[network]],
-        TagSpecifications=[
-            {
-                "ResourceType": "network-interface",
-                "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
-            }
-        ],
-    )["NetworkInterface"]["NetworkInterfaceId"]
-    emulator.ec2.attach_network_interface(
-        NetworkInterfaceId=eni, InstanceId=instance_id, DeviceIndex=len(vpc.networks)
-    )
-    return str(eni)
-
-
 @pytest.fixture(scope="module")
 def bootstrap_calls(emulator: Ec2Emulator, vpc: EmulatedVpc) -> list[tuple[str, RecordedCall]]:
     """(instance, call) for the three paths that between them make every bootstrap call:
     a fresh node, a re-run after an interrupted run, and a failed attachment setting (which
     tags its instance with the reason)."""
     user_data = render_user_data(vpc.bootstrap_props(CLUSTER))
-    runs = []
-
-    fresh = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
-    runs.append((fresh, emulator.run_bootstrap(user_data, fresh)))
-
-    interrupted = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
-    _owned_leftover_eni(emulator, vpc, interrupted)
-    runs.append((interrupted, emulator.run_bootstrap(user_data, interrupted)))
-
-    failing = emulator.launch_instance(vpc, "us-west-2b", CLUSTER)
-    fault = Fault(
-        "InternalError",
-        status=400,
-        action="ModifyNetworkInterfaceAttribute",
-        with_param="Attachment.DeleteOnTermination",
-    )
-    runs.append((failing, emulator.run_bootstrap(user_data, failing, faults=[fault])))
-
-    assert [run.returncode for _, run in runs] == [0, 0, 1], [run.output for _, run in runs]
-    return [(instance, call) for instance, run in runs for call in run.ec2_calls]
-
-
-def _bootstrap_requests(
-    calls: Sequence[tuple[str, RecordedCall]],
-) -> list[tuple[str, Any]]:
-    return [
-        (call.action, request)
-        for instance, call in calls
-        for request in authorization_requests(
-            Ec2Call(call.action, call.params, call.observed), Caller(REGION, instance)
-        )
-    ]
-
-
-def _script_actions() -> set[str]:
-    script = (REPO / "node_bootstrap" / SCRIPT_NAME).read_text()
-    return set(re.findall(r"ec2_call (\w+)", script))
+    leftover = (vpc.networks[-1], len(vpc.networks))
+    return bootstrap_path_calls(emulator, vpc, user_data, CLUSTER, leftover)
 
 
 def test_the_bootstrap_paths_make_every_ec2_call_in_the_script(
     bootstrap_calls: list[tuple[str, RecordedCall]],
 ) -> None:
-    assert {call.action for _, call in bootstrap_calls} == _script_actions()
+    assert {call.action for _, call in bootstrap_calls} == bootstrap_script_actions()
 
 
 def test_the_node_role_allows_every_bootstrap_call(
     bootstrap_calls: list[tuple[str, RecordedCall]], node_statements: list[dict[str, Any]]
 ) -> None:
-    requests = _bootstrap_requests(bootstrap_calls)
-    assert _denied(node_statements, (request for _, request in requests)) == []
+    requests = bootstrap_requests(bootstrap_calls)
+    assert denied(node_statements, (request for _, request in requests)) == []
     # Tag-on-create's implied ec2:CreateTags is evaluated too.
     assert "ec2:CreateTags" in {request.action for _, request in requests}
 
 
 # --- the pod IP agent's calls ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AgentRun:
-    """The EC2 calls the pod IP agent made, and the node whose credentials (node role) it used."""
-
-    instance_id: str
-    calls: list[RecordedCall]
 
 
 @pytest.fixture(scope="module")
@@ -293,17 +182,6 @@ def agent_run(emulator: Ec2Emulator, vpc: EmulatedVpc) -> AgentRun:
     return AgentRun(node.instance_id, emulator.proxy.calls)
 
 
-def _agent_requests(run: AgentRun) -> list[AuthorizationRequest]:
-    caller = Caller(REGION, run.instance_id)
-    return [
-        request
-        for call in run.calls
-        for request in authorization_requests(
-            Ec2Call(call.action, call.params, call.observed), caller
-        )
-    ]
-
-
 def _agent_actions() -> set[str]:
     source = "".join(path.read_text() for path in (REPO / "multus_pod_ips" / "agent").glob("*.py"))
     return set(re.findall(r'(?:\.call|\._change)\(\s*"(\w+)"', source))
@@ -319,8 +197,8 @@ def test_the_agent_run_makes_every_ec2_call_in_the_agent(agent_run: AgentRun) ->
 def test_the_node_role_allows_every_agent_call(
     agent_run: AgentRun, node_statements: list[dict[str, Any]]
 ) -> None:
-    requests = _agent_requests(agent_run)
-    assert _denied(node_statements, requests) == []
+    requests = agent_requests(agent_run)
+    assert denied(node_statements, requests) == []
     assert len(requests) == len(agent_run.calls)  # one authorization per call
 
 
@@ -400,7 +278,7 @@ def test_the_handler_role_allows_every_handler_call(
     handler_calls: list[Ec2Call], handler_statements: list[dict[str, Any]]
 ) -> None:
     requests = (r for call in handler_calls for r in authorization_requests(call, Caller(REGION)))
-    assert _denied(handler_statements, requests) == []
+    assert denied(handler_statements, requests) == []
 
 
 # --- the teardown's calls ----------------------------------------------------------------------
@@ -410,7 +288,7 @@ def test_the_handler_role_allows_every_handler_call(
 def teardown_run(templates: dict[str, dict[str, Any]]) -> TeardownRun:
     """A destroy on an emulator of its own (the teardown terminates and deletes what it finds
     of the cluster, which the other runs here must keep)."""
-    (resource,) = _resources(templates[CLUSTER_STACK], "Custom::KarpenterTeardown").values()
+    (resource,) = resources(templates[CLUSTER_STACK], "Custom::KarpenterTeardown").values()
     with running_emulator() as own:
         own.proxy.state_probe = own.ec2_state
         run = destroy_a_cluster(own, own.create_multus_vpc(), CLUSTER, resource["Properties"])
@@ -423,11 +301,11 @@ def teardown_statements(templates: dict[str, dict[str, Any]]) -> list[dict[str, 
     cluster = templates[CLUSTER_STACK]
     (function,) = [
         f
-        for f in _resources(cluster, "AWS::Lambda::Function").values()
+        for f in resources(cluster, "AWS::Lambda::Function").values()
         if f["Properties"].get("Handler") == "index.is_complete"
     ]
     role_id = function["Properties"]["Role"]["Fn::GetAtt"][0]
-    return role_statements(cluster, role_id, _resolver(templates, CLUSTER_STACK, {}))
+    return role_statements(cluster, role_id, resolver(templates, CLUSTER_STACK, {}))
 
 
 def _teardown_requests(run: TeardownRun) -> list[tuple[RecordedCall, AuthorizationRequest]]:
@@ -455,7 +333,7 @@ def test_the_teardown_role_allows_every_teardown_call(
     teardown_run: TeardownRun, teardown_statements: list[dict[str, Any]]
 ) -> None:
     requests = _teardown_requests(teardown_run)
-    assert _denied(teardown_statements, (request for _, request in requests)) == []
+    assert denied(teardown_statements, (request for _, request in requests)) == []
     deleted = {
         c.params["NetworkInterfaceId"] for c, _ in requests if c.action == "DeleteNetworkInterface"
     }
@@ -569,7 +447,7 @@ def test_removing_any_node_statement_denies_a_bootstrap_call(
     remaining = [s for s in node_statements if s.get("Sid") != sid]
     denied = [
         request
-        for _, request in _bootstrap_requests(bootstrap_calls)
+        for _, request in bootstrap_requests(bootstrap_calls)
         if not evaluate(remaining, request).allowed
     ]
     assert denied, f"nothing needs {sid}"
@@ -595,7 +473,7 @@ def test_removing_a_statement_the_agent_needs_denies_exactly_its_agent_calls(
     remaining = [s for s in node_statements if s.get("Sid") != sid]
     denied = {
         request.action
-        for request in _agent_requests(agent_run)
+        for request in agent_requests(agent_run)
         if not evaluate(remaining, request).allowed
     }
     assert denied == denied_actions
@@ -832,11 +710,11 @@ def test_the_policy_admits_any_multus_group_but_no_other(
     (rendered per interface from the network plan, tested above and on the emulator)."""
     first, second = vpc.networks
     crossed = _create_in_groups(bootstrap_calls, first, [vpc.security_group_ids[second]])
-    assert _denied(node_statements, crossed) == []
+    assert denied(node_statements, crossed) == []
     foreign = emulator.ec2.create_security_group(
         GroupName="not-multus", Description="another group of the VPC", VpcId=vpc.vpc_id
     )["GroupId"]
     outside = _create_in_groups(bootstrap_calls, first, [vpc.security_group_ids[first], foreign])
-    denied = _denied(node_statements, outside)
-    assert len(denied) == 1
-    assert f"security-group/{foreign}" in denied[0]
+    refused = denied(node_statements, outside)
+    assert len(refused) == 1
+    assert f"security-group/{foreign}" in refused[0]
