@@ -17,6 +17,7 @@ the primary ENI and those attached with DeleteOnTermination are deleted, the oth
 
 from __future__ import annotations
 
+import abc
 import base64
 import email
 import gzip
@@ -427,7 +428,7 @@ class ImdsTokens:
             self.issued.clear()
 
 
-class ImdsV2Handler(BaseHTTPRequestHandler):
+class ImdsV2Handler(BaseHTTPRequestHandler, abc.ABC):
     """IMDSv2 over HTTP, shared by the fakes: PUT .../latest/api/token with
     X-aws-ec2-metadata-token-ttl-seconds returns a session token; a GET carrying one in
     X-aws-ec2-metadata-token is answered with `metadata(path)` (404 when None), any other with
@@ -435,8 +436,9 @@ class ImdsV2Handler(BaseHTTPRequestHandler):
 
     tokens: ImdsTokens
 
+    @abc.abstractmethod
     def metadata(self, path: str) -> str | None:
-        raise NotImplementedError
+        """The answer to a GET of `path`, or None (404)."""
 
     def log_message(self, message_format: str, *args: Any) -> None:
         pass

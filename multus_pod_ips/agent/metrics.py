@@ -9,6 +9,7 @@ docs/multus-pod-ips.md ("Metrics") lists every metric; a test keeps the two in s
 
 from __future__ import annotations
 
+import abc
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,7 +22,7 @@ LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0)
 Labels = tuple[str, ...]
 
 
-class _Metric:
+class _Metric(abc.ABC):
     kind = ""
 
     def __init__(self, name: str, help_text: str, label_names: Labels) -> None:
@@ -35,8 +36,9 @@ class _Metric:
         yield f"# TYPE {self.name} {self.kind}"
         yield from self._samples()
 
+    @abc.abstractmethod
     def _samples(self) -> Iterator[str]:
-        raise NotImplementedError
+        """The metric's sample lines."""
 
     def _labels(self, values: Labels, extra: str = "") -> str:
         pairs = [f'{name}="{_escape(value)}"' for name, value in zip(self.label_names, values)]
