@@ -173,8 +173,7 @@ class PodIpNode:
             "reconcile_seconds": self.reconcile_seconds,
             "settle_seconds": self.settle_seconds,
             "add_timeout_seconds": self.add_timeout_seconds,
-            # 0: not served; the key is then left out (agents older than the metrics lack it).
-            **({"metrics_port": self.metrics_port} if self.metrics_port else {}),
+            "metrics_port": self.metrics_port,  # 0: not served (AgentConfig.metrics_port)
         }
         config_path = self.root / "agent-config.json"
         config_path.write_text(json.dumps(config))
