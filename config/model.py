@@ -554,6 +554,79 @@ class MultusConfig(StrictModel):
         return self
 
 
+def _usable_vpc_cidr(cidr: str) -> str:
+    if not MIN_PREFIX_LENGTH <= net(cidr).prefixlen <= MAX_PREFIX_LENGTH:
+        raise ValueError(f"{cidr}: a VPC's prefix must be /16 to /28 (for example 10.0.0.0/16)")
+    for name, unusable in UNUSABLE_VPC_RANGES.items():
+        if net(cidr).overlaps(unusable):
+            raise ValueError(
+                f"{cidr} overlaps {unusable} ({name}), which a VPC cannot use; take a "
+                "private range (RFC 1918: 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16), "
+                "for example 10.0.0.0/16"
+            )
+    return cidr
+
+
+VpcCidr = Annotated[Cidr, AfterValidator(_usable_vpc_cidr)]
+
+
+class ExistingSubnetConfig(StrictModel):
+    """A subnet of the existing VPC, by ID, with its CIDR (checked against the Multus subnets;
+    synth looks nothing up)."""
+
+    id: str = Field(pattern=patterns.SUBNET_ID.regex, description="The subnet's ID.")
+    cidr: SubnetCidr = Field(description="The subnet's IPv4 CIDR, as EC2 shows it.")
+
+
+class ExistingVpcConfig(StrictModel):
+    """A VPC the network team owns: the app only adds the Multus subnets, their route tables,
+    security groups and reservations to it (docs/network.md, Your own VPC)."""
+
+    vpc_id: str = Field(pattern=patterns.VPC_ID.regex, description="The VPC's ID.")
+    cidrs: list[VpcCidr] = Field(
+        min_length=1,
+        description="The VPC's IPv4 CIDR blocks (primary and secondary); every subnet, the "
+        "Multus subnets too, lies inside one of them.",
+    )
+    node_subnets: list[ExistingSubnetConfig] = Field(
+        description="One node subnet per AZ, in the order of availability_zones: the nodes' "
+        "primary ENIs and the cluster's ENIs; Karpenter selects them by ID."
+    )
+    public_subnets: list[ExistingSubnetConfig] = Field(
+        default=[],
+        description="Optional: one public subnet per AZ (internet-facing load balancers), in "
+        "the order of availability_zones; [] when there are none.",
+    )
+    nat_gateway_ids: list[Annotated[str, Field(pattern=patterns.NAT_GATEWAY_ID.regex)]] = Field(
+        default=[],
+        description="The NAT gateway each AZ's Multus subnets route their default route to, "
+        "in the order of availability_zones (repeat an ID to share one); []: none, so every "
+        "network needs nat_egress false.",
+    )
+
+    @field_validator("cidrs")
+    @classmethod
+    def _distinct_blocks(cls, cidrs: list[str]) -> list[str]:
+        for index, cidr in enumerate(cidrs):
+            for other in cidrs[:index]:
+                if net(cidr).overlaps(net(other)):
+                    raise ValueError(
+                        f"{cidr} overlaps {other}; a VPC's CIDR blocks never overlap, list "
+                        "each block once as EC2 shows it"
+                    )
+        return cidrs
+
+    @model_validator(mode="after")
+    def _subnets_listed_once(self) -> ExistingVpcConfig:
+        ids = [subnet.id for subnet in self.node_subnets + self.public_subnets]
+        for subnet_id in sorted({i for i in ids if ids.count(i) > 1}):
+            raise ValueError(
+                f"node_subnets / public_subnets: {subnet_id} is listed more than once; give "
+                "each AZ its own subnet and keep node and public subnets apart"
+            )
+        return self
+
+
 class VpcConfig(StrictModel):
     """The VPC, its public and node subnets (Multus subnets are under multus.networks)."""
 
@@ -580,19 +653,39 @@ class VpcConfig(StrictModel):
         "Below ONE_YEAR the log group fails AWS Control Tower's CT.CLOUDWATCH.PR.2.",
     )
 
+    existing: ExistingVpcConfig | None = Field(
+        default=None,
+        description="Deploy into a VPC the network team owns instead of creating one (IDs and "
+        "CIDRs as values: synth looks nothing up); then cidr, public_subnet_cidrs, "
+        "node_subnet_cidrs, nat_gateways and flow_log_retention stay unset.",
+    )
+
+    # What only a VPC the app creates has; with an existing VPC each would be silently ignored.
+    NEW_VPC_FIELDS: ClassVar[tuple[str, ...]] = (
+        "cidr",
+        "public_subnet_cidrs",
+        "node_subnet_cidrs",
+        "nat_gateways",
+        "flow_log_retention",
+    )
+
     @field_validator("cidr")
     @classmethod
     def _vpc_size(cls, cidr: str) -> str:
-        if not MIN_PREFIX_LENGTH <= net(cidr).prefixlen <= MAX_PREFIX_LENGTH:
-            raise ValueError(f"{cidr}: a VPC's prefix must be /16 to /28 (for example 10.0.0.0/16)")
-        for name, unusable in UNUSABLE_VPC_RANGES.items():
-            if net(cidr).overlaps(unusable):
+        return _usable_vpc_cidr(cidr)
+
+    @model_validator(mode="after")
+    def _existing_alone(self) -> VpcConfig:
+        if self.existing is None:
+            return self
+        for name in self.NEW_VPC_FIELDS:
+            if name in self.model_fields_set:
                 raise ValueError(
-                    f"{cidr} overlaps {unusable} ({name}), which a VPC cannot use; take a "
-                    "private range (RFC 1918: 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16), "
-                    "for example 10.0.0.0/16"
+                    f"{name}: describes a VPC the app creates, but existing names a VPC that "
+                    f"exists; remove {name} (the existing VPC's CIDRs and subnets go under "
+                    "existing)"
                 )
-        return cidr
+        return self
 
 
 class SystemNodeGroupConfig(StrictModel):
@@ -981,6 +1074,7 @@ class AppConfig(StrictModel):
         self._check_control_plane_zones()
         self._check_subnet_counts()
         self._check_subnets_fit_vpc()
+        self._check_nat_egress_has_gateway()
         self._check_karpenter_supports_kubernetes()
         self._check_pools_name_known_networks()
         self._check_enis_fit_instances()
@@ -1055,7 +1149,40 @@ class AppConfig(StrictModel):
         """A network's ingress rules; unset: all traffic from the VPC CIDR (the seed's rule)."""
         if network.security_group.ingress is not None:
             return network.security_group.ingress
-        return [SecurityGroupRuleConfig(protocol="all", cidr=self.vpc.cidr)]
+        return [SecurityGroupRuleConfig(protocol="all", cidr=cidr) for cidr in self.vpc_cidrs]
+
+    @property
+    def vpc_cidrs(self) -> list[str]:
+        """The VPC's IPv4 CIDR blocks: those of the existing VPC, or the one the app creates."""
+        existing = self.vpc.existing
+        return list(existing.cidrs) if existing else [self.vpc.cidr]
+
+    @property
+    def has_nat_gateway(self) -> bool:
+        """Whether each AZ has a NAT gateway the Multus subnets may route to: the app creates
+        them in a new VPC; in an existing one, those of nat_gateway_ids."""
+        existing = self.vpc.existing
+        return existing is None or bool(existing.nat_gateway_ids)
+
+    def _check_nat_egress_has_gateway(self) -> None:
+        existing = self.vpc.existing
+        zones = self.availability_zones
+        if existing and existing.nat_gateway_ids and len(existing.nat_gateway_ids) != len(zones):
+            raise ValueError(
+                f"vpc.existing.nat_gateway_ids: {len(existing.nat_gateway_ids)} NAT gateway(s) "
+                f"for {len(zones)} availability zones; give one per AZ in the order of "
+                f"availability_zones {zones} (repeat an ID to share a gateway), or [] for none"
+            )
+        if self.has_nat_gateway:
+            return
+        for index, network in enumerate(self.multus.networks):
+            if network.nat_egress:
+                raise ValueError(
+                    f"multus.networks[{index}] ({network.name}).nat_egress: the network's "
+                    "default route goes to its AZ's NAT gateway, but vpc.existing."
+                    "nat_gateway_ids is empty; set nat_egress false or give one NAT gateway "
+                    "ID per AZ in vpc.existing.nat_gateway_ids"
+                )
 
     @property
     def cluster_name(self) -> str:
@@ -1176,12 +1303,23 @@ class AppConfig(StrictModel):
                 f"the cluster was created with, for example {self.availability_zones[:2]}"
             )
 
+    def _vpc_subnet_counts(self) -> dict[str, int]:
+        """What a per-AZ subnet list of the VPC section holds (an existing VPC's public subnets
+        may also be none)."""
+        existing = self.vpc.existing
+        if existing is None:
+            return {
+                "vpc.public_subnet_cidrs": len(self.vpc.public_subnet_cidrs),
+                "vpc.node_subnet_cidrs": len(self.vpc.node_subnet_cidrs),
+            }
+        counts = {"vpc.existing.node_subnets": len(existing.node_subnets)}
+        if existing.public_subnets:
+            counts["vpc.existing.public_subnets"] = len(existing.public_subnets)
+        return counts
+
     def _check_subnet_counts(self) -> None:
         want = len(self.availability_zones)
-        counted = {
-            "vpc.public_subnet_cidrs": len(self.vpc.public_subnet_cidrs),
-            "vpc.node_subnet_cidrs": len(self.vpc.node_subnet_cidrs),
-        }
+        counted = self._vpc_subnet_counts()
         for index, network in enumerate(self.multus.networks):
             counted[f"multus.networks[{index}] ({network.name}).subnets"] = len(network.subnets)
         for field, count in counted.items():
@@ -1192,14 +1330,14 @@ class AppConfig(StrictModel):
                 )
 
     def _check_subnets_fit_vpc(self) -> None:
-        vpc = net(self.vpc.cidr)
+        blocks = [net(cidr) for cidr in self.vpc_cidrs]
         placed: list[tuple[str, ipaddress.IPv4Network]] = []
         for label, cidr in self.all_subnet_cidrs():
             subnet = net(cidr)
-            if not subnet.subnet_of(vpc):
+            if not any(subnet.subnet_of(block) for block in blocks):
                 raise ValueError(
-                    f"{label}: {cidr} is outside the VPC CIDR {self.vpc.cidr}; pick a range "
-                    "inside it"
+                    f"{label}: {cidr} is outside the VPC CIDR {', '.join(self.vpc_cidrs)}; "
+                    "pick a range inside it"
                 )
             for other_label, other in placed:
                 if subnet.overlaps(other):
@@ -1220,15 +1358,26 @@ class AppConfig(StrictModel):
 
     def all_subnet_cidrs(self) -> list[tuple[str, str]]:
         """(config path, CIDR) of every subnet the VPC gets."""
-        labelled = [
-            (f"vpc.public_subnet_cidrs[{i}]", c) for i, c in enumerate(self.vpc.public_subnet_cidrs)
-        ]
-        labelled += [
-            (f"vpc.node_subnet_cidrs[{i}]", c) for i, c in enumerate(self.vpc.node_subnet_cidrs)
-        ]
+        labelled = self._vpc_subnet_cidrs()
         for n, network in enumerate(self.multus.networks):
             labelled += [
                 (f"multus.networks[{n}].subnets[{i}].cidr", s.cidr)
                 for i, s in enumerate(network.subnets)
             ]
         return labelled
+
+    def _vpc_subnet_cidrs(self) -> list[tuple[str, str]]:
+        """(config path, CIDR) of the public and node subnets, given or to be created."""
+        existing = self.vpc.existing
+        if existing is not None:
+            return [
+                (f"vpc.existing.{group}[{i}].cidr", subnet.cidr)
+                for group, subnets in (
+                    ("public_subnets", existing.public_subnets),
+                    ("node_subnets", existing.node_subnets),
+                )
+                for i, subnet in enumerate(subnets)
+            ]
+        return [
+            (f"vpc.public_subnet_cidrs[{i}]", c) for i, c in enumerate(self.vpc.public_subnet_cidrs)
+        ] + [(f"vpc.node_subnet_cidrs[{i}]", c) for i, c in enumerate(self.vpc.node_subnet_cidrs)]

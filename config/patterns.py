@@ -118,6 +118,24 @@ SECURITY_GROUP_RULE_DESCRIPTION = PlainPattern(
     "N2 (SCTP) from the RAN",
 )
 
+# EC2 resource IDs: the type's prefix, then 8 (older resources) or 17 lowercase hex digits
+# (EC2 user guide, "Resource IDs": longer IDs).
+VPC_ID = PlainPattern(
+    r"^vpc-([0-9a-f]{8}|[0-9a-f]{17})$",
+    "a VPC ID: vpc- and 8 or 17 lowercase hex digits",
+    "vpc-0123456789abcdef0",
+)
+SUBNET_ID = PlainPattern(
+    r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})$",
+    "a subnet ID: subnet- and 8 or 17 lowercase hex digits",
+    "subnet-0123456789abcdef0",
+)
+NAT_GATEWAY_ID = PlainPattern(
+    r"^nat-([0-9a-f]{8}|[0-9a-f]{17})$",
+    "a NAT gateway ID: nat- and 8 or 17 lowercase hex digits",
+    "nat-0123456789abcdef0",
+)
+
 PLAIN_PATTERNS: dict[str, PlainPattern] = {
     pattern.regex: pattern
     for pattern in (
@@ -141,5 +159,8 @@ PLAIN_PATTERNS: dict[str, PlainPattern] = {
         IMAGE_REPOSITORY,
         IMAGE_TAG,
         IMAGE_DIGEST,
+        VPC_ID,
+        SUBNET_ID,
+        NAT_GATEWAY_ID,
     )
 }
