@@ -98,24 +98,34 @@ class MultusVpc(Construct):
                 self._name(subnet, network.name)
 
     def _name(self, subnet: ec2.ISubnet, group: str) -> None:
-        Tags.of(subnet).add("Name", f"{self._props.name_prefix}-{group}-{subnet.availability_zone}")
+        name_subnet(subnet, self._props.name_prefix, group)
 
     def _accept_literal_availability_zones(self) -> None:
-        # Subnets, CIDR reservations, NAD ranges and NodePool zones must line up AZ by AZ, so
-        # the AZ names are fixed in the config (validated against the region), not looked up.
-        reason = (
-            "AZ names come from the validated config so that subnets, reservations, NADs and "
-            "NodePool zones stay aligned; Fn::GetAZs would pick AZs we don't control."
-        )
-        for subnet in (
+        accept_literal_availability_zones(
             self.vpc.public_subnets + self.vpc.private_subnets + self.vpc.isolated_subnets
-        ):
-            cfn_subnet = subnet.node.default_child
-            assert isinstance(cfn_subnet, CfnResource)
-            cfn_subnet.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3010"]}})
-            Validations.of(cfn_subnet).acknowledge(
-                Acknowledgment(id="CloudFormation-Validate::W3010", reason=reason)
-            )
+        )
+
+
+def name_subnet(subnet: ec2.ISubnet, name_prefix: str, group: str) -> None:
+    """The Name tag of a subnet the app creates: <app>-<group>-<az>."""
+    Tags.of(subnet).add("Name", f"{name_prefix}-{group}-{subnet.availability_zone}")
+
+
+def accept_literal_availability_zones(subnets: Sequence[ec2.ISubnet]) -> None:
+    """Acknowledge cfn-lint's W3010 (hardcoded AZ) on subnets the app creates."""
+    # Subnets, CIDR reservations, NAD ranges and NodePool zones must line up AZ by AZ, so
+    # the AZ names are fixed in the config (validated against the region), not looked up.
+    reason = (
+        "AZ names come from the validated config so that subnets, reservations, NADs and "
+        "NodePool zones stay aligned; Fn::GetAZs would pick AZs we don't control."
+    )
+    for subnet in subnets:
+        cfn_subnet = subnet.node.default_child
+        assert isinstance(cfn_subnet, CfnResource)
+        cfn_subnet.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3010"]}})
+        Validations.of(cfn_subnet).acknowledge(
+            Acknowledgment(id="CloudFormation-Validate::W3010", reason=reason)
+        )
 
 
 def _planned_cidrs(props: MultusVpcProps) -> dict[tuple[str, str], str]:

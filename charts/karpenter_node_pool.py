@@ -30,8 +30,10 @@ from charts.building_blocks import (
 class KarpenterNodePoolProps:
     """zones: availability zones the nodes may launch in (one per configured AZ).
     node_role_name: IAM role of the nodes; may be a CloudFormation token.
-    subnet_selector_tags / security_group_selector_tags: EC2 tags (values may be tokens) that
-    select the private node subnets and the node security groups.
+    subnet_selector_terms: Karpenter's subnetSelectorTerms that select the node subnets (by
+    tags, or by ID in a VPC the app does not own).
+    security_group_selector_tags: EC2 tags (values may be tokens) that select the node
+    security groups.
     user_data: MIME multi-part user data (the Multus ENI bootstrap of the pool's networks),
     passed through verbatim; None for a pool without Multus networks.
     tags: EC2 tags for instances, volumes and launch templates.
@@ -48,7 +50,7 @@ class KarpenterNodePoolProps:
 
     zones: Sequence[str]
     node_role_name: str
-    subnet_selector_tags: Mapping[str, str]
+    subnet_selector_terms: Sequence[Mapping[str, Any]]
     security_group_selector_tags: Mapping[str, str]
     ami_alias: str
     root_volume_size: str
@@ -146,7 +148,7 @@ def _node_class_spec(props: KarpenterNodePoolProps) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "amiSelectorTerms": [{"alias": props.ami_alias}],
         "role": props.node_role_name,
-        "subnetSelectorTerms": [{"tags": dict(props.subnet_selector_tags)}],
+        "subnetSelectorTerms": [dict(term) for term in props.subnet_selector_terms],
         "securityGroupSelectorTerms": [{"tags": dict(props.security_group_selector_tags)}],
         # IMDSv2 only, one hop: the bootstrap and hostNetwork pods (VPC CNI, Multus) reach IMDS,
         # other pods cannot take the node role's credentials.

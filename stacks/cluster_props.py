@@ -7,6 +7,7 @@ once an earlier construct is built, and return the typed props; ClusterStack onl
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
@@ -202,7 +203,7 @@ def node_pool_props(
         weight=pool.weight,
         zones=config.availability_zones,
         node_role_name=node_role_name,
-        subnet_selector_tags={KARPENTER_DISCOVERY_TAG: config.cluster_name},
+        subnet_selector_terms=node_subnet_selector_terms(config),
         security_group_selector_tags={EKS_CLUSTER_SG_TAG: config.cluster_name},
         user_data=user_data,
         ami_alias=pool.ami_alias,
@@ -216,6 +217,16 @@ def node_pool_props(
         memory_limit=pool.memory_limit,
         termination_grace_period=pool.termination_grace_period,
     )
+
+
+def node_subnet_selector_terms(config: AppConfig) -> list[dict[str, Any]]:
+    """Karpenter's subnetSelectorTerms of the node subnets: the discovery tag the network stack
+    puts on the subnets it creates, or the IDs of an existing VPC's node subnets, which the app
+    never tags (EC2NodeClass CRD: a term selects by id or by tags)."""
+    existing = config.vpc.existing
+    if existing is None:
+        return [{"tags": {KARPENTER_DISCOVERY_TAG: config.cluster_name}}]
+    return [{"id": subnet.id} for subnet in existing.node_subnets]
 
 
 def cluster_workloads_props(

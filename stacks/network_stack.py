@@ -12,10 +12,11 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from cdk_constructs.existing_vpc import ExistingVpc, ExistingVpcProps, GivenSubnet
 from cdk_constructs.multus_vpc import MultusNetworkLayout, MultusVpc, MultusVpcProps
 from cdk_constructs.subnet_cidr_reservation import ReservationSpec, SubnetCidrReservationProvider
 from config import AppConfig
-from config.model import SecurityGroupRuleConfig
+from config.model import ExistingSubnetConfig, ExistingVpcConfig, SecurityGroupRuleConfig
 from config.network_plan import NetworkPlanRow, network_plan
 from stacks.base import ConfiguredAzStack
 
@@ -47,7 +48,12 @@ class NetworkStack(ConfiguredAzStack):
         super().__init__(
             scope, construct_id, availability_zones=config.availability_zones, **kwargs
         )
-        multus_vpc = MultusVpc(self, "Network", _vpc_props(config))
+        existing = config.vpc.existing
+        multus_vpc = (
+            MultusVpc(self, "Network", _vpc_props(config))
+            if existing is None
+            else ExistingVpc(self, "Network", _existing_vpc_props(config, existing))
+        )
         self.vpc = multus_vpc.vpc
         self.node_subnets = multus_vpc.node_subnets
         self.public_subnets = multus_vpc.public_subnets
@@ -127,11 +133,12 @@ class NetworkStack(ConfiguredAzStack):
             "NodeSubnetIds",
             value=Fn.join(",", [s.subnet_id for s in self.node_subnets]),
         )
-        CfnOutput(
-            self,
-            "PublicSubnetIds",
-            value=Fn.join(",", [s.subnet_id for s in self.public_subnets]),
-        )
+        if self.public_subnets:  # an existing VPC may have none
+            CfnOutput(
+                self,
+                "PublicSubnetIds",
+                value=Fn.join(",", [s.subnet_id for s in self.public_subnets]),
+            )
         for attachment in self.multus_attachments:
             row = attachment.plan
             CfnOutput(
@@ -200,14 +207,34 @@ def _vpc_props(config: AppConfig) -> MultusVpcProps:
         cidr=config.vpc.cidr,
         public_subnet_cidrs=config.vpc.public_subnet_cidrs,
         node_subnet_cidrs=config.vpc.node_subnet_cidrs,
-        multus_networks=[
-            MultusNetworkLayout(
-                name=network.name,
-                subnet_cidrs=[subnet.cidr for subnet in network.subnets],
-                nat_egress=network.nat_egress,
-            )
-            for network in config.multus.networks
-        ],
+        multus_networks=_multus_layouts(config),
         single_nat_gateway=config.vpc.nat_gateways == "single",
         flow_log_retention=logs.RetentionDays[config.vpc.flow_log_retention],
+    )
+
+
+def _multus_layouts(config: AppConfig) -> list[MultusNetworkLayout]:
+    return [
+        MultusNetworkLayout(
+            name=network.name,
+            subnet_cidrs=[subnet.cidr for subnet in network.subnets],
+            nat_egress=network.nat_egress,
+        )
+        for network in config.multus.networks
+    ]
+
+
+def _existing_vpc_props(config: AppConfig, existing: ExistingVpcConfig) -> ExistingVpcProps:
+    def given(subnets: list[ExistingSubnetConfig]) -> list[GivenSubnet]:
+        return [GivenSubnet(subnet_id=subnet.id, cidr=subnet.cidr) for subnet in subnets]
+
+    return ExistingVpcProps(
+        name_prefix=config.name,
+        availability_zones=config.availability_zones,
+        vpc_id=existing.vpc_id,
+        cidrs=existing.cidrs,
+        node_subnets=given(existing.node_subnets),
+        public_subnets=given(existing.public_subnets),
+        nat_gateway_ids=existing.nat_gateway_ids,
+        multus_networks=_multus_layouts(config),
     )

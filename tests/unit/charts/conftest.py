@@ -70,7 +70,7 @@ def node_pool_props(**overrides: Any) -> KarpenterNodePoolProps:
     """The default config's NodePool props (config/model.py holds the defaults), with test
     selectors, tags and user data."""
     values: dict[str, Any] = {
-        "subnet_selector_tags": {"karpenter.sh/discovery": "eks-karpenterwithmultus"},
+        "subnet_selector_terms": [{"tags": {"karpenter.sh/discovery": "eks-karpenterwithmultus"}}],
         "security_group_selector_tags": {"karpenter.sh/discovery": "eks-karpenterwithmultus"},
         "tags": {"project": "karpenter-multus"},
     }

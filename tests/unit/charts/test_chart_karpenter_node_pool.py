@@ -141,7 +141,7 @@ def test_node_class_ami_is_a_pinned_al2023_release(seed: dict[str, dict[str, Any
 def test_node_class_selects_only_the_tagged_node_subnets(helpers: SimpleNamespace) -> None:
     spec = synth(
         helpers,
-        subnet_selector_tags={"karpenter.sh/discovery": "prod-cluster"},
+        subnet_selector_terms=[{"tags": {"karpenter.sh/discovery": "prod-cluster"}}],
         security_group_selector_tags={"aws:cloudformation:logical-id": "NodeSg"},
     )["EC2NodeClass"]["spec"]
     assert spec["subnetSelectorTerms"] == [{"tags": {"karpenter.sh/discovery": "prod-cluster"}}]

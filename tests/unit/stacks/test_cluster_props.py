@@ -95,7 +95,7 @@ def test_node_pool_selects_the_node_subnets_and_the_cluster_security_group() -> 
     )
     # NetworkStack tags only the node subnets karpenter.sh/discovery=<cluster>; EKS tags the
     # cluster security group aws:eks:cluster-name=<cluster>.
-    assert props.subnet_selector_tags == {"karpenter.sh/discovery": "edge"}
+    assert props.subnet_selector_terms == [{"tags": {"karpenter.sh/discovery": "edge"}}]
     assert props.security_group_selector_tags == {"aws:eks:cluster-name": "edge"}
 
 
