@@ -86,6 +86,7 @@ def default_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
 
 THREE_BY_THREE = "examples/three-az-three-networks.json"
 FIVE_G_CORE = "examples/5g-core.json"
+EXISTING_VPC = "examples/existing-vpc.json"
 PIPELINE_SAMPLE = "examples/pipeline-three-environments.json"
 
 
@@ -106,6 +107,15 @@ def five_g_core_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
     """examples/5g-core.json: two node pools, upf (n3 + n6, tainted) and control (n2), rules of
     their own on n2 (SCTP) and n3 (GTP-U), and a static range on n3 in each zone."""
     return synthesize(tmp_path_factory.mktemp("5g-core"), cdk_json_context(config_file=FIVE_G_CORE))
+
+
+@pytest.fixture(scope="session")
+def existing_vpc_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
+    """examples/existing-vpc.json: the 5G networks n2/n3/n6 in a VPC the network team owns
+    (given by IDs and CIDRs, with NAT gateways per AZ; only n6 routes to them)."""
+    return synthesize(
+        tmp_path_factory.mktemp("existing-vpc"), cdk_json_context(config_file=EXISTING_VPC)
+    )
 
 
 RAN = "10.100.0.0/16"

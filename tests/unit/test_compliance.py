@@ -19,7 +19,7 @@ CFN_LINT = Path(sys.executable).with_name("cfn-lint")
 
 
 # The default app, and one with a security group per network and rules between the groups.
-APPS = ["default_app", "per_network_rules_app"]
+APPS = ["default_app", "per_network_rules_app", "existing_vpc_app"]
 
 
 @pytest.mark.parametrize("app_fixture", APPS)

@@ -1,0 +1,143 @@
+"""examples/existing-vpc.json synthesized: the app adds only the Multus subnets, their route
+tables, security groups and reservations to a VPC the network team owns, and selects that VPC's
+node subnets by ID."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from config import parse_config
+from testing_support.crd_rules import rule_violations
+from tests.conftest import EXISTING_VPC, REPO, SynthesizedApp
+from tests.helpers import only, resources
+from tests.unit.stacks.test_cluster_workloads import by_kind, upstream_schemas
+
+DOCUMENT = json.loads((REPO / EXISTING_VPC).read_text())
+EXAMPLE = DOCUMENT["vpc"]["existing"]
+NODE_SUBNET_IDS = [subnet["id"] for subnet in EXAMPLE["node_subnets"]]
+MULTUS_CIDRS = {
+    subnet.cidr: network.name
+    for network in parse_config(DOCUMENT).multus.networks
+    for subnet in network.subnets
+}
+
+
+@pytest.fixture(scope="module")
+def network(existing_vpc_app: SynthesizedApp) -> dict[str, Any]:
+    return existing_vpc_app.template_json(existing_vpc_app.stage.network)
+
+
+@pytest.fixture(scope="module")
+def cluster(existing_vpc_app: SynthesizedApp) -> dict[str, Any]:
+    return existing_vpc_app.template_json(existing_vpc_app.stage.cluster)
+
+
+def test_example_synthesizes_without_nag_findings(existing_vpc_app: SynthesizedApp) -> None:
+    assert existing_vpc_app.synth_error is None
+
+
+def test_nothing_the_network_team_owns_is_created(existing_vpc_app: SynthesizedApp) -> None:
+    owned_by_the_network_team = {
+        "AWS::EC2::VPC",
+        "AWS::EC2::NatGateway",
+        "AWS::EC2::EIP",
+        "AWS::EC2::InternetGateway",
+        "AWS::EC2::VPCGatewayAttachment",
+        "AWS::EC2::FlowLog",
+    }
+    for path in existing_vpc_app.template_paths():
+        template = json.loads(path.read_text())
+        assert resources(template, *owned_by_the_network_team) == {}, path.name
+
+
+def test_the_only_subnets_are_the_multus_subnets_in_the_given_vpc(
+    network: dict[str, Any],
+) -> None:
+    subnets = resources(network, "AWS::EC2::Subnet").values()
+    assert sorted(s["Properties"]["CidrBlock"] for s in subnets) == sorted(MULTUS_CIDRS)
+    assert {s["Properties"]["VpcId"] for s in subnets} == {EXAMPLE["vpc_id"]}
+    for subnet in subnets:
+        props = subnet["Properties"]
+        name = MULTUS_CIDRS[props["CidrBlock"]]
+        assert props["Tags"] == [
+            {"Key": "Name", "Value": f"karpenterwithmultus-{name}-{props['AvailabilityZone']}"}
+        ]
+
+
+def test_each_multus_subnet_has_its_own_route_table_and_no_user_subnet_is_associated(
+    network: dict[str, Any],
+) -> None:
+    associations = resources(network, "AWS::EC2::SubnetRouteTableAssociation").values()
+    # Refs only: a literal subnet ID would re-associate a subnet the network team owns.
+    subnets = [a["Properties"]["SubnetId"]["Ref"] for a in associations]
+    tables = [a["Properties"]["RouteTableId"]["Ref"] for a in associations]
+    assert sorted(subnets) == sorted(resources(network, "AWS::EC2::Subnet"))
+    assert len(set(tables)) == len(tables) == len(MULTUS_CIDRS)
+    for table in resources(network, "AWS::EC2::RouteTable").values():
+        assert table["Properties"]["VpcId"] == EXAMPLE["vpc_id"]
+
+
+def test_only_nat_egress_networks_route_to_their_azs_given_nat_gateway(
+    network: dict[str, Any],
+) -> None:
+    subnet_of_table = {
+        a["Properties"]["RouteTableId"]["Ref"]: network["Resources"][
+            a["Properties"]["SubnetId"]["Ref"]
+        ]
+        for a in resources(network, "AWS::EC2::SubnetRouteTableAssociation").values()
+    }
+    routes = {
+        (
+            MULTUS_CIDRS[subnet_of_table[route["RouteTableId"]["Ref"]]["Properties"]["CidrBlock"]],
+            subnet_of_table[route["RouteTableId"]["Ref"]]["Properties"]["AvailabilityZone"],
+        ): (route["DestinationCidrBlock"], route["NatGatewayId"])
+        for route in (r["Properties"] for r in resources(network, "AWS::EC2::Route").values())
+    }
+    nat_a, nat_b = EXAMPLE["nat_gateway_ids"]
+    # n2 and n3 have nat_egress false; n6 the default (true).
+    assert routes == {
+        ("n6", "us-west-2a"): ("0.0.0.0/0", nat_a),
+        ("n6", "us-west-2b"): ("0.0.0.0/0", nat_b),
+    }
+
+
+def test_security_groups_are_in_the_given_vpc_and_default_to_its_cidr(
+    network: dict[str, Any],
+) -> None:
+    groups = resources(network, "AWS::EC2::SecurityGroup").values()
+    assert {g["Properties"]["VpcId"] for g in groups} == {EXAMPLE["vpc_id"]}
+    (n6,) = [
+        g
+        for g in groups
+        if {"Key": "Name", "Value": "karpenterwithmultus-n6"} in g["Properties"]["Tags"]
+    ]
+    assert [rule["CidrIp"] for rule in n6["Properties"]["SecurityGroupIngress"]] == EXAMPLE["cidrs"]
+
+
+def test_cluster_and_teardown_use_the_given_node_subnets(cluster: dict[str, Any]) -> None:
+    vpc_config = only(cluster, "AWS::EKS::Cluster")["Properties"]["ResourcesVpcConfig"]
+    assert vpc_config["SubnetIds"] == NODE_SUBNET_IDS
+    in_vpc = [
+        f["Properties"]["VpcConfig"]["SubnetIds"]
+        for f in resources(cluster, "AWS::Lambda::Function").values()
+        if "VpcConfig" in f["Properties"]
+    ]
+    assert in_vpc and all(ids == NODE_SUBNET_IDS for ids in in_vpc)
+
+
+def test_node_classes_select_the_node_subnets_by_id(cluster: dict[str, Any]) -> None:
+    """EC2NodeClass CRD (shared/reference/karpenter-v1.14.1/crds/
+    karpenter.k8s.aws_ec2nodeclasses.yaml, spec.subnetSelectorTerms): a term selects a subnet by
+    `id` (mutually exclusive with tags), so the network team's subnets need no discovery tag;
+    the schema and its CEL rules accept the terms."""
+    schema = upstream_schemas()["EC2NodeClass"]
+    node_classes = by_kind(cluster, "EC2NodeClass")
+    assert sorted(nc["metadata"]["name"] for nc in node_classes) == ["control", "upf"]
+    for node_class in node_classes:
+        assert node_class["spec"]["subnetSelectorTerms"] == [{"id": i} for i in NODE_SUBNET_IDS]
+        assert list(Draft202012Validator(schema).iter_errors(node_class)) == []
+        assert list(rule_violations(node_class, schema)) == []
