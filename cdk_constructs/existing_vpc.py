@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aws_cdk import Annotations
+from aws_cdk import Annotations, Tags
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from cdk_constructs.multus_vpc import (
+    SUBNET_GROUP_TAG,
     MultusNetworkLayout,
     accept_literal_availability_zones,
     name_subnet,
@@ -107,5 +108,8 @@ class ExistingVpc(Construct):
             if network.nat_egress:
                 subnet.add_default_nat_route(props.nat_gateway_ids[index])
             name_subnet(subnet, props.name_prefix, network.name)
+            # The tag ec2.Vpc puts on the subnets of a group: a network's subnets carry the
+            # same tags in both modes, so whatever finds them by tag (tests, operators) works.
+            Tags.of(subnet).add(SUBNET_GROUP_TAG, network.name)
             subnets.append(subnet)
         return subnets

@@ -15,6 +15,8 @@ from cdk_constructs.fixed_subnet_cidrs import FixedSubnetCidrs
 PUBLIC_GROUP = "Public"
 NODE_GROUP = "Nodes"
 KARPENTER_DISCOVERY_TAG = "karpenter.sh/discovery"
+# ec2.Vpc tags each subnet with the name of its subnet group.
+SUBNET_GROUP_TAG = "aws-cdk:subnet-name"
 
 
 @dataclass(frozen=True)

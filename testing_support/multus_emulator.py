@@ -741,12 +741,53 @@ class Ec2Emulator:
         one security group per group name the rows give, as the network stack builds them."""
         ec2 = self.ec2
         vpc_id = ec2.create_vpc(CidrBlock=vpc_cidr)["Vpc"]["VpcId"]
+        private = {
+            az: ec2.create_subnet(VpcId=vpc_id, CidrBlock=cidr, AvailabilityZone=az)["Subnet"][
+                "SubnetId"
+            ]
+            for az, cidr in node_subnet_cidrs.items()
+        }
+        return self.plan_in_vpc(vpc_id, private, plan)
+
+    def create_users_vpc(
+        self, vpc_cidr: str, node_subnet_cidrs: Mapping[str, str], tags: Mapping[str, str]
+    ) -> tuple[str, dict[str, str]]:
+        """A VPC as a network team hands it over: the VPC and a node subnet per AZ (AZ -> CIDR),
+        each with the team's `tags`; returns the VPC ID and AZ -> node subnet ID."""
+        tag_list = [{"Key": key, "Value": value} for key, value in tags.items()]
+
+        def spec(resource: str) -> list[dict[str, Any]]:
+            return [{"ResourceType": resource, "Tags": tag_list}]
+
+        vpc_id = str(
+            self.ec2.create_vpc(CidrBlock=vpc_cidr, TagSpecifications=spec("vpc"))["Vpc"]["VpcId"]
+        )
+        subnets = {
+            az: str(
+                self.ec2.create_subnet(
+                    VpcId=vpc_id,
+                    CidrBlock=cidr,
+                    AvailabilityZone=az,
+                    TagSpecifications=spec("subnet"),
+                )["Subnet"]["SubnetId"]
+            )
+            for az, cidr in node_subnet_cidrs.items()
+        }
+        return vpc_id, subnets
+
+    def plan_in_vpc(
+        self, vpc_id: str, node_subnet_ids: Mapping[str, str], plan: NetworkPlan
+    ) -> PlannedVpc:
+        """In a VPC that exists (with its node subnet per AZ: AZ -> ID), per plan row its Multus
+        subnet and one security group per group name the rows give, as the network stack
+        builds them."""
+        ec2 = self.ec2
 
         def subnet(cidr: str, az: str) -> str:
             created = ec2.create_subnet(VpcId=vpc_id, CidrBlock=cidr, AvailabilityZone=az)
             return str(created["Subnet"]["SubnetId"])
 
-        private = {az: subnet(cidr, az) for az, cidr in node_subnet_cidrs.items()}
+        private = dict(node_subnet_ids)
         multus = {
             (row.network, row.availability_zone): subnet(row.subnet_cidr, row.availability_zone)
             for row in plan

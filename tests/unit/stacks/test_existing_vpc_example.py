@@ -63,8 +63,9 @@ def test_the_only_subnets_are_the_multus_subnets_in_the_given_vpc(
     for subnet in subnets:
         props = subnet["Properties"]
         name = MULTUS_CIDRS[props["CidrBlock"]]
-        assert props["Tags"] == [
-            {"Key": "Name", "Value": f"karpenterwithmultus-{name}-{props['AvailabilityZone']}"}
+        assert sorted(props["Tags"], key=lambda tag: tag["Key"]) == [
+            {"Key": "Name", "Value": f"karpenterwithmultus-{name}-{props['AvailabilityZone']}"},
+            {"Key": "aws-cdk:subnet-name", "Value": name},
         ]
 
 
