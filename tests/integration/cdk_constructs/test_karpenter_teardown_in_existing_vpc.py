@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from config import parse_config
+from config.model import ExistingVpcConfig
 from config.network_plan import network_plan
 from testing_support.multus_emulator import Ec2Emulator, PlannedVpc
 from testing_support.teardown_emulation import TeardownRun, destroy_a_cluster, vpc_enis
@@ -26,8 +27,15 @@ from tests.helpers import resources
 pytestmark = pytest.mark.integration
 
 CONFIG = parse_config(json.loads((REPO / EXISTING_VPC).read_text()))
-EXISTING = CONFIG.vpc.existing
-assert EXISTING is not None
+
+
+def _existing_section() -> ExistingVpcConfig:
+    existing = CONFIG.vpc.existing
+    assert existing is not None
+    return existing
+
+
+EXISTING = _existing_section()
 # Tags the network team put on its resources; the app must neither change nor remove them.
 TEAM_TAGS = {"Name": "network-team-prod", "owner": "network-team", "cost-center": "4711"}
 
