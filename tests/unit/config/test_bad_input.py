@@ -974,7 +974,161 @@ SECURITY_GROUP_RULES = [
     ),
 ]
 
-CASES = ACCEPTED + TRACEBACKS + UNCLEAR + COVERED + NODE_POOLS + SECURITY_GROUP_RULES
+
+def existing_vpc(**changes: Any) -> dict[str, Any]:
+    """The seed's networks in an existing VPC 10.0.0.0/16 whose node subnets are the seed's,
+    with NAT gateways; `changes` replace keys of vpc.existing (a `vpc` key: of vpc itself)."""
+    vpc_changes = changes.pop("vpc", {})
+    existing = {
+        "vpc_id": "vpc-0123456789abcdef0",
+        "cidrs": ["10.0.0.0/16"],
+        "node_subnets": [
+            {"id": "subnet-0123456789abcdef1", "cidr": "10.0.2.0/24"},
+            {"id": "subnet-0123456789abcdef2", "cidr": "10.0.3.0/24"},
+        ],
+        "nat_gateway_ids": ["nat-0123456789abcdef1", "nat-0123456789abcdef2"],
+        **changes,
+    }
+    return config({"vpc": {"existing": existing, **vpc_changes}})
+
+
+SUBNET_ONE = {"id": "subnet-0123456789abcdef1", "cidr": "10.0.2.0/24"}
+# Issue #26: a VPC the network team owns (vpc.existing); IDs as EC2 writes them (vpc-, subnet-,
+# nat- and 8 or 17 lowercase hex digits: EC2 user guide, "Resource IDs").
+EXISTING_VPC = [
+    BadInput(
+        "existing-vpc-with-a-new-vpc-cidr",
+        "existing-vpc",
+        existing_vpc(vpc={"cidr": "10.0.0.0/16"}),
+        ("vpc.cidr", "describes a VPC the app creates", "remove cidr"),
+    ),
+    BadInput(
+        "existing-vpc-with-new-vpc-node-subnets",
+        "existing-vpc",
+        existing_vpc(vpc={"node_subnet_cidrs": ["10.0.2.0/24", "10.0.3.0/24"]}),
+        ("vpc.node_subnet_cidrs", "remove node_subnet_cidrs", "go under existing"),
+    ),
+    BadInput(
+        "existing-vpc-with-nat-gateways-setting",
+        "existing-vpc",
+        existing_vpc(vpc={"nat_gateways": "single"}),
+        ("vpc.nat_gateways", "remove nat_gateways"),
+    ),
+    BadInput(
+        "existing-vpc-with-flow-log-retention",
+        "existing-vpc",
+        existing_vpc(vpc={"flow_log_retention": "ONE_YEAR"}),
+        ("vpc.flow_log_retention", "remove flow_log_retention"),
+    ),
+    BadInput(
+        "existing-vpc-id-of-16-hex-digits",
+        "existing-vpc",
+        existing_vpc(vpc_id="vpc-0123456789abcdef"),
+        ("vpc.existing.vpc_id", "vpc- and 8 or 17 lowercase hex digits", "vpc-0123456789abcdef0"),
+    ),
+    BadInput(
+        "existing-subnet-id-in-upper-case",
+        "existing-vpc",
+        existing_vpc(
+            node_subnets=[{"id": "subnet-0123456789ABCDEF1", "cidr": "10.0.2.0/24"}, SUBNET_ONE]
+        ),
+        ("vpc.existing.node_subnets[0].id", "subnet- and 8 or 17 lowercase hex digits"),
+    ),
+    BadInput(
+        "existing-nat-gateway-id-of-another-type",
+        "existing-vpc",
+        existing_vpc(nat_gateway_ids=["igw-0123456789abcdef1", "nat-0123456789abcdef2"]),
+        ("vpc.existing.nat_gateway_ids[0]", "nat- and 8 or 17 lowercase hex digits"),
+    ),
+    BadInput(
+        "existing-vpc-without-cidrs",
+        "existing-vpc",
+        existing_vpc(cidrs=[]),
+        ("vpc.existing.cidrs", "at least 1"),
+    ),
+    BadInput(
+        "existing-vpc-cidr-not-a-cidr",
+        "existing-vpc",
+        existing_vpc(cidrs=["10.0.0.0/33"]),
+        ("vpc.existing.cidrs[0]", "not an IPv4 CIDR block"),
+    ),
+    BadInput(
+        "existing-vpc-cidrs-overlapping",
+        "existing-vpc",
+        existing_vpc(cidrs=["10.0.0.0/16", "10.0.128.0/17"]),
+        ("vpc.existing.cidrs", "10.0.128.0/17 overlaps 10.0.0.0/16"),
+    ),
+    BadInput(
+        "existing-vpc-one-node-subnet-for-two-zones",
+        "existing-vpc",
+        existing_vpc(node_subnets=[SUBNET_ONE]),
+        ("vpc.existing.node_subnets", "1 subnet(s) for 2 availability zones", "one per AZ"),
+    ),
+    BadInput(
+        "existing-vpc-one-public-subnet-for-two-zones",
+        "existing-vpc",
+        existing_vpc(public_subnets=[{"id": "subnet-0123456789abcdef3", "cidr": "10.0.0.0/24"}]),
+        ("vpc.existing.public_subnets", "1 subnet(s) for 2 availability zones"),
+    ),
+    BadInput(
+        "existing-vpc-one-nat-gateway-for-two-zones",
+        "existing-vpc",
+        existing_vpc(nat_gateway_ids=["nat-0123456789abcdef1"]),
+        ("vpc.existing.nat_gateway_ids", "1 NAT gateway(s) for 2", "repeat an ID to share"),
+    ),
+    BadInput(
+        "existing-vpc-node-subnet-listed-twice",
+        "existing-vpc",
+        existing_vpc(node_subnets=[SUBNET_ONE, {**SUBNET_ONE, "cidr": "10.0.3.0/24"}]),
+        ("vpc.existing", "subnet-0123456789abcdef1 is listed more than once"),
+    ),
+    BadInput(
+        "existing-node-subnet-outside-the-vpc-cidrs",
+        "existing-vpc",
+        existing_vpc(
+            node_subnets=[SUBNET_ONE, {"id": "subnet-0123456789abcdef2", "cidr": "10.1.3.0/24"}]
+        ),
+        ("vpc.existing.node_subnets[1].cidr", "outside the VPC CIDR 10.0.0.0/16", "inside it"),
+    ),
+    BadInput(
+        "existing-node-subnet-overlapping-a-multus-subnet",
+        "existing-vpc",
+        existing_vpc(
+            node_subnets=[SUBNET_ONE, {"id": "subnet-0123456789abcdef2", "cidr": "10.0.4.0/23"}]
+        ),
+        (
+            "multus.networks[0].subnets[0].cidr",
+            "overlaps vpc.existing.node_subnets[1].cidr (10.0.4.0/23)",
+            "a range of its own",
+        ),
+    ),
+    BadInput(
+        "existing-node-subnets-overlapping-each-other",
+        "existing-vpc",
+        existing_vpc(
+            node_subnets=[SUBNET_ONE, {"id": "subnet-0123456789abcdef2", "cidr": "10.0.2.128/25"}]
+        ),
+        ("vpc.existing.node_subnets[1].cidr", "overlaps vpc.existing.node_subnets[0].cidr"),
+    ),
+    BadInput(
+        "existing-multus-subnet-outside-the-vpc-cidrs",
+        "existing-vpc",
+        existing_vpc(cidrs=["10.0.0.0/22"]),
+        ("multus.networks[0].subnets[0].cidr", "10.0.4.0/24 is outside the VPC CIDR 10.0.0.0/22"),
+    ),
+    BadInput(
+        "existing-vpc-nat-egress-without-nat-gateways",
+        "existing-vpc",
+        existing_vpc(nat_gateway_ids=[]),
+        (
+            "multus.networks[0] (multus1).nat_egress",
+            "nat_gateway_ids is empty",
+            "set nat_egress false or give one NAT gateway ID per AZ",
+        ),
+    ),
+]
+
+CASES = ACCEPTED + TRACEBACKS + UNCLEAR + COVERED + NODE_POOLS + SECURITY_GROUP_RULES + EXISTING_VPC
 # Run as a real `python app.py` too: exit status and stderr end to end.
 IN_A_PROCESS = {
     "config-context-value-not-an-object",

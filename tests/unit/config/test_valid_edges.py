@@ -655,3 +655,105 @@ def test_an_unknown_network_as_destination_names_the_egress_rule() -> None:
     message = error_for(with_rules(egress=[{"protocol": "all", "network": "n6"}]))
     assert "multus.networks[0] (multus1).security_group.egress[0].network" in message
     assert "'n6' is not a Multus network" in message
+
+
+# --- an existing VPC (vpc.existing) --------------------------------------------------------------
+
+
+def in_existing_vpc(networks: list[dict[str, Any]] | None = None, **changes: Any) -> dict[str, Any]:
+    """The seed's networks (or `networks`) in an existing VPC 10.0.0.0/16 with the seed's node
+    subnets and a NAT gateway per AZ; `changes` replace keys of vpc.existing."""
+    existing = {
+        "vpc_id": "vpc-0123456789abcdef0",
+        "cidrs": ["10.0.0.0/16"],
+        "node_subnets": [
+            {"id": "subnet-0123456789abcdef1", "cidr": "10.0.2.0/24"},
+            {"id": "subnet-0123456789abcdef2", "cidr": "10.0.3.0/24"},
+        ],
+        "nat_gateway_ids": ["nat-0123456789abcdef1", "nat-0123456789abcdef2"],
+        **changes,
+    }
+    raw: dict[str, Any] = {"vpc": {"existing": existing}}
+    if networks is not None:
+        raw["multus"] = {"networks": networks}
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("vpc_id", "valid"),
+    [
+        ("vpc-01234567", True),  # 8 hex digits: IDs of resources created before 2018
+        ("vpc-0123456", False),
+        ("vpc-0123456789abcdef0", True),  # 17: today's IDs
+        ("vpc-0123456789abcdef01", False),
+        ("vpc-0123456789abcdefg", False),
+    ],
+)
+def test_existing_vpc_ids_have_8_or_17_hex_digits(vpc_id: str, valid: bool) -> None:
+    """EC2 user guide, "Resource IDs": the type's prefix and 8 or 17 hexadecimal characters."""
+    raw = in_existing_vpc(vpc_id=vpc_id)
+    if valid:
+        assert parse_config(raw).vpc.existing is not None
+    else:
+        assert "vpc.existing.vpc_id" in error_for(raw)
+
+
+def test_an_existing_vpc_needs_neither_public_subnets_nor_nat_gateways() -> None:
+    isolated = [one_network(nat_egress=False)]
+    config = parse_config(in_existing_vpc(isolated, nat_gateway_ids=[], public_subnets=[]))
+    assert config.has_nat_gateway is False
+    assert "nat_egress false" in error_for(in_existing_vpc(nat_gateway_ids=[]))
+
+
+def test_a_nat_gateway_id_may_serve_every_zone() -> None:
+    shared = ["nat-0123456789abcdef1", "nat-0123456789abcdef1"]
+    assert parse_config(in_existing_vpc(nat_gateway_ids=shared)).has_nat_gateway is True
+
+
+def test_the_vpc_cidrs_are_the_existing_blocks_or_the_one_created() -> None:
+    assert parse_config({}).vpc_cidrs == ["10.0.0.0/16"]
+    blocks = ["10.0.0.0/16", "100.64.0.0/16"]
+    assert parse_config(in_existing_vpc(cidrs=blocks)).vpc_cidrs == blocks
+
+
+def test_a_multus_subnet_may_lie_in_a_secondary_block_and_defaults_admit_every_block() -> None:
+    secondary = one_network(
+        subnets=[
+            {"cidr": "100.64.0.0/24", "reservation": "100.64.0.32/27"},
+            {"cidr": "100.64.1.0/24", "reservation": "100.64.1.32/27"},
+        ]
+    )
+    blocks = ["10.0.0.0/16", "100.64.0.0/16"]
+    config = parse_config(in_existing_vpc([secondary], cidrs=blocks))
+    rules = config.multus_ingress_rules(config.multus.networks[0])
+    assert [rule.cidr for rule in rules] == blocks
+    # Just outside the secondary block.
+    outside = one_network(
+        subnets=[
+            {"cidr": "100.64.0.0/24", "reservation": "100.64.0.32/27"},
+            {"cidr": "100.65.0.0/24", "reservation": "100.65.0.32/27"},
+        ]
+    )
+    assert "outside the VPC CIDR" in error_for(in_existing_vpc([outside], cidrs=blocks))
+
+
+def test_a_node_subnet_may_touch_a_multus_subnet_but_not_overlap_it() -> None:
+    first = {"id": "subnet-0123456789abcdef1", "cidr": "10.0.2.0/24"}
+    # 10.0.3.0/24 ends where multus1's 10.0.4.0/24 begins; 10.0.4.0/28 is its first block.
+    touching = [first, {"id": "subnet-0123456789abcdef2", "cidr": "10.0.3.0/24"}]
+    assert parse_config(in_existing_vpc(node_subnets=touching)).vpc.existing is not None
+    overlapping = [first, {"id": "subnet-0123456789abcdef2", "cidr": "10.0.4.0/28"}]
+    message = error_for(in_existing_vpc(node_subnets=overlapping))
+    assert (
+        "multus.networks[0].subnets[0].cidr: 10.0.4.0/24 overlaps vpc.existing.node_subnets[1]"
+        in message
+    )
+
+
+@pytest.mark.parametrize("field", VpcConfig.NEW_VPC_FIELDS)
+def test_each_new_vpc_field_is_refused_next_to_an_existing_vpc_only_when_set(field: str) -> None:
+    seed = seed_raw()["vpc"][field]
+    assert parse_config(in_existing_vpc()).vpc.existing is not None  # unset: fine
+    raw = in_existing_vpc()
+    raw["vpc"][field] = seed  # set, even to its default
+    assert f"vpc.{field}: describes a VPC the app creates" in error_for(raw)
