@@ -443,3 +443,29 @@ def test_sample_workloads_follow_the_pools() -> None:
     ]
     # The UPF pool's taint: its sample pods tolerate it, the control pool's have none to.
     assert [len(w.tolerations) for w in props.sample_workloads.workloads] == [1, 1, 0, 0]
+
+
+def test_node_pools_select_an_existing_vpcs_node_subnets_by_id() -> None:
+    """EC2NodeClass CRD (shared/reference/karpenter-v1.14.1/crds/
+    karpenter.k8s.aws_ec2nodeclasses.yaml): a subnetSelectorTerms entry selects by `id`, so
+    the network team's subnets need no tag of ours."""
+    ids = ["subnet-0123456789abcdef1", "subnet-0123456789abcdef2"]
+    config = parse_config(
+        {
+            "vpc": {
+                "existing": {
+                    "vpc_id": "vpc-0123456789abcdef0",
+                    "cidrs": ["10.0.0.0/16"],
+                    "node_subnets": [
+                        {"id": ids[0], "cidr": "10.0.2.0/24"},
+                        {"id": ids[1], "cidr": "10.0.3.0/24"},
+                    ],
+                    "nat_gateway_ids": ["nat-0123456789abcdef1", "nat-0123456789abcdef2"],
+                }
+            }
+        }
+    )
+    props = cluster_props.node_pool_props(
+        config, config.node_pools[0], node_role_name="role", user_data="data"
+    )
+    assert props.subnet_selector_terms == [{"id": ids[0]}, {"id": ids[1]}]
