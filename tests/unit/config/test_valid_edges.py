@@ -682,7 +682,7 @@ def in_existing_vpc(networks: list[dict[str, Any]] | None = None, **changes: Any
 @pytest.mark.parametrize(
     ("vpc_id", "valid"),
     [
-        ("vpc-01234567", True),  # 8 hex digits: IDs of resources created before 2018
+        ("vpc-01234567", True),  # 8: the short IDs of resources from before 2016-2018
         ("vpc-0123456", False),
         ("vpc-0123456789abcdef0", True),  # 17: today's IDs
         ("vpc-0123456789abcdef01", False),
