@@ -20,6 +20,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from charts.network_attachments import whereabouts_range_and_gateway
 from config import AppConfig, ConfigError
+from config.model import ExistingVpcConfig
 from config.network_plan import NetworkPlanRow, network_plan, networks_in_order
 from config.node_prefix import PREFIX_LENGTH
 from docs_tools.context import REPO, load_from_cli
@@ -95,8 +96,21 @@ def address_plan(row: NetworkPlanRow) -> tuple[str, str]:
 
 def zone_rows(config: AppConfig, index: int) -> list[Row]:
     zone = config.availability_zones[index]
+    existing = config.vpc.existing
+    rows = new_vpc_rows(config, index) if existing is None else existing_vpc_rows(existing, index)
+    nat_egress = {network.name: network.nat_egress for network in config.multus.networks}
+    rows += [
+        multus_row(row, nat_egress[row.network])
+        for row in network_plan(config)
+        if row.availability_zone == zone
+    ]
+    return rows
+
+
+def new_vpc_rows(config: AppConfig, index: int) -> list[Row]:
+    """The public and node subnet of the AZ at `index` that the app creates."""
     has_nat = config.vpc.nat_gateways == "per_az" or index == 0
-    rows = [
+    return [
         Row(
             kind="public",
             title=f"public  {config.vpc.public_subnet_cidrs[index]}",
@@ -108,13 +122,30 @@ def zone_rows(config: AppConfig, index: int) -> list[Row]:
             details=("system and Karpenter nodes (primary ENI)",),
         ),
     ]
-    nat_egress = {network.name: network.nat_egress for network in config.multus.networks}
-    rows += [
-        multus_row(row, nat_egress[row.network])
-        for row in network_plan(config)
-        if row.availability_zone == zone
+
+
+def existing_vpc_rows(existing: ExistingVpcConfig, index: int) -> list[Row]:
+    """The network team's public (if any) and node subnet of the AZ at `index`."""
+    public = existing.public_subnets[index : index + 1]
+    rows = [
+        Row(kind="public", title=f"public  {s.cidr}", details=(f"{s.id} (given)",)) for s in public
     ]
-    return rows
+    node = existing.node_subnets[index]
+    nodes = Row(
+        kind="nodes",
+        title=f"nodes  {node.cidr}",
+        details=(f"{node.id} (given): system and Karpenter nodes",),
+    )
+    return [*rows, nodes]
+
+
+def vpc_summary(config: AppConfig) -> tuple[str, str]:
+    """The picture's title and the NAT part of its subtitle."""
+    existing = config.vpc.existing
+    if existing is None:
+        return f"VPC {config.vpc.cidr}", f"NAT gateways: {config.vpc.nat_gateways}"
+    nat = ", ".join(dict.fromkeys(existing.nat_gateway_ids)) or "none"
+    return f"VPC {existing.vpc_id} {', '.join(existing.cidrs)} (given)", f"NAT gateways: {nat}"
 
 
 def _rect(x: float, y: float, width: float, height: float, fill: str, **extra: str) -> str:
@@ -182,7 +213,8 @@ def render_svg(config: AppConfig) -> str:
     vpc_width = 2 * VPC_PADDING + count * AZ_WIDTH + (count - 1) * AZ_GAP
     vpc_height = VPC_HEADER + zone_height + VPC_PADDING
     width, height = vpc_width + 2 * MARGIN, vpc_height + 2 * MARGIN + FOOTER
-    title = f"VPC {config.vpc.cidr} in {config.region}, cluster {config.cluster_name}"
+    vpc, nat = vpc_summary(config)
+    title = f"{vpc} in {config.region}, cluster {config.cluster_name}"
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="Helvetica, Arial, sans-serif" '
@@ -195,7 +227,7 @@ def render_svg(config: AppConfig) -> str:
             MARGIN + VPC_PADDING,
             MARGIN + 40,
             f"Kubernetes {config.cluster.kubernetes_version}; NADs in namespace "
-            f"{config.multus.nad_namespace}; NAT gateways: {config.vpc.nat_gateways}",
+            f"{config.multus.nad_namespace}; {nat}",
             muted=True,
         ),
     ]

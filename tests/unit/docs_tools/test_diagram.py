@@ -94,3 +94,21 @@ def test_node_prefix_network_shows_prefixes_instead_of_a_range(tmp_path: Path) -
     assert lines.count(per_node) == 2
     assert not [line for line in lines if line.startswith("range 10.0.10.")]
     assert "range 10.0.4.32-10.0.4.63/24 via 10.0.4.1" in lines
+
+
+def test_an_existing_vpc_is_drawn_with_the_teams_ids_and_no_subnet_of_a_new_vpc() -> None:
+    lines = texts(
+        diagram.render_svg(load_from_cli(["config_file=examples/existing-vpc.json"]).base)
+    )
+    for expected in (
+        "nodes  10.0.2.0/24",
+        "subnet-0a1b2c3d4e5f60721 (given): system and Karpenter nodes",
+        "public  10.0.1.0/24",
+        "n6  10.0.68.0/24",
+    ):
+        assert expected in lines, expected
+    assert any("vpc-0a1b2c3d4e5f60718 10.0.0.0/16 (given)" in line for line in lines)
+    assert any(
+        "NAT gateways: nat-0a1b2c3d4e5f60731, nat-0a1b2c3d4e5f60732" in line for line in lines
+    )
+    assert not any("NAT gateway, load balancers" in line for line in lines)
