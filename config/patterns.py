@@ -118,11 +118,29 @@ SECURITY_GROUP_RULE_DESCRIPTION = PlainPattern(
     "N2 (SCTP) from the RAN",
 )
 
+
+def _ec2_resource_id(prefix: str, what: str) -> PlainPattern:
+    # EC2 resource IDs are the type's prefix and 8 or 17 lowercase hex digits (EC2 user guide,
+    # "Resource IDs": the longer IDs since 2018, the short ones of older resources).
+    return PlainPattern(
+        rf"^{prefix}-([0-9a-f]{{8}}|[0-9a-f]{{17}})$",
+        f"the ID of {what}: {prefix}- and 8 or 17 lowercase hex digits",
+        f"{prefix}-0123456789abcdef0",
+    )
+
+
+TRANSIT_GATEWAY_ID = _ec2_resource_id("tgw", "a transit gateway")
+VPN_GATEWAY_ID = _ec2_resource_id("vgw", "a virtual private gateway")
+NETWORK_INTERFACE_ID = _ec2_resource_id("eni", "a network interface")
+
 PLAIN_PATTERNS: dict[str, PlainPattern] = {
     pattern.regex: pattern
     for pattern in (
         ACCOUNT_ID,
         SECURITY_GROUP_RULE_DESCRIPTION,
+        TRANSIT_GATEWAY_ID,
+        VPN_GATEWAY_ID,
+        NETWORK_INTERFACE_ID,
         KUBERNETES_NAME,
         LINUX_INTERFACE_NAME,
         CPU_QUANTITY,
