@@ -382,8 +382,7 @@ class MultusRouteConfig(StrictModel):
     network_interface_id: str | None = Field(
         default=None,
         pattern=patterns.NETWORK_INTERFACE_ID.regex,
-        description="Target: a network interface in this VPC (an appliance, a router "
-        "instance).",
+        description="Target: a network interface in this VPC (an appliance, a router instance).",
     )
     nat_gateway: StrictBool = Field(
         default=False,
