@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from aws_cdk.assertions import Annotations, Match
 
 from config import parse_config
 from tests.conftest import APPLIANCE, TRANSIT_GATEWAY, VPN_GATEWAY, SynthesizedApp
@@ -282,3 +283,15 @@ def test_networks_without_routes_keep_only_their_default_route(
         if key[0] != "multus1":
             assert routed[key] == table, key
         assert list(table) == ["0.0.0.0/0"], key
+
+
+def test_deploy_shows_what_gateway_routes_need_attached_first(routes_app: SynthesizedApp) -> None:
+    # config.route_preconditions (tests/unit/config/test_valid_edges.py names the source):
+    # the transit gateway's and the virtual private gateway's routes, not the others.
+    warnings = Annotations.from_stack(routes_app.stage.network).find_warning(
+        "*", Match.string_like_regexp(r"multus\.networks\[0\] \(multus1\)\.routes\[\d\]: ")
+    )
+    texts = [warning.entry.data for warning in warnings]
+    assert len(texts) == 2, texts
+    assert any(TRANSIT_GATEWAY in text for text in texts)
+    assert any(VPN_GATEWAY in text for text in texts)
