@@ -6,8 +6,10 @@ same addresses to an ENI. Pods reach other subnets through the VPC router via so
 routing (sbr), so replies leave on the interface they came in on; the last plugin puts the
 subnet back into the pod's main table, which sbr empties of the interface's routes, so a
 connection to another address of the subnet leaves over the Multus interface even when the
-pod does not bind its source. Networks in node_prefix mode get a NAD without config instead
-(docs/node-prefix-mode.md).
+pod does not bind its source; a network's routes beyond the VPC (the RAN, a data network) go
+into the IPAM config via the VPC router and, past sbr, back into the main table the same way
+(docs/network.md, Routes to the RAN and data networks). Networks in node_prefix mode get a NAD
+without config instead (docs/node-prefix-mode.md).
 
 A subnet with a static_range gets a second NAD, <network>-<az>-static: the same chain with
 static IPAM, which takes the pod's fixed address from the `ips` of its network selection
