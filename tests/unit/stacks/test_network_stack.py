@@ -291,7 +291,7 @@ def test_deploy_shows_what_gateway_routes_need_attached_first(routes_app: Synthe
     warnings = Annotations.from_stack(routes_app.stage.network).find_warning(
         "*", Match.string_like_regexp(r"multus\.networks\[0\] \(multus1\)\.routes\[\d\]: ")
     )
-    texts = [warning.entry.data for warning in warnings]
+    texts = [str(warning.entry.data) for warning in warnings]
     assert len(texts) == 2, texts
     assert any(TRANSIT_GATEWAY in text for text in texts)
     assert any(VPN_GATEWAY in text for text in texts)
