@@ -419,20 +419,20 @@ class MultusRouteConfig(StrictModel):
             )
         return self
 
+    def _target_key(self) -> str | None:
+        """The key of the target named by ID (None: the NAT gateway)."""
+        return next((key for key in ROUTE_TARGET_IDS if getattr(self, key) is not None), None)
+
     @property
     def target(self) -> RouteTarget:
-        for key, target in ROUTE_TARGET_IDS.items():
-            if getattr(self, key) is not None:
-                return target
-        return "nat_gateway"
+        key = self._target_key()
+        return "nat_gateway" if key is None else ROUTE_TARGET_IDS[key]
 
     @property
     def target_id(self) -> str | None:
         """The target's ID; None for nat_gateway (the network stack knows each AZ's)."""
-        return next(
-            (getattr(self, key) for key in ROUTE_TARGET_IDS if getattr(self, key) is not None),
-            None,
-        )
+        key = self._target_key()
+        return None if key is None else str(getattr(self, key))
 
 
 class MultusNetworkConfig(StrictModel):
