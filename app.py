@@ -42,7 +42,12 @@ def print_config_warnings(loaded: LoadedConfig) -> None:
     """To stderr: `cdk synth` does not print the warnings of stacks inside a Stage."""
     configs = [e.config for e in loaded.environments] if loaded.pipeline else [loaded.base]
     for config in configs:
-        for warning in [*access_warnings(config.cluster.admin_principal_arns), *config.warnings]:
+        warnings = [
+            *access_warnings(config.cluster.admin_principal_arns),
+            *config.warnings,
+            *config.route_preconditions,
+        ]
+        for warning in warnings:
             print(f"[Warning] {config.name}: {warning}", file=sys.stderr)
 
 

@@ -52,6 +52,7 @@ class ExistingVpc(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, props: ExistingVpcProps) -> None:
         super().__init__(scope, construct_id)
+        self._props = props
         zones = list(props.availability_zones)
         self.vpc = ec2.Vpc.from_vpc_attributes(
             self,
@@ -89,6 +90,12 @@ class ExistingVpc(Construct):
     def multus_subnets(self, network: str) -> list[ec2.Subnet]:
         """The network's subnets in AZ order."""
         return self._multus_subnets[network]
+
+    def nat_gateway_id(self, availability_zone: str) -> str:
+        """The given NAT gateway of the AZ (the config has one per AZ whenever a route or a
+        nat_egress network needs it)."""
+        zones = list(self._props.availability_zones)
+        return self._props.nat_gateway_ids[zones.index(availability_zone)]
 
     def _create_multus_subnets(
         self, props: ExistingVpcProps, network: MultusNetworkLayout

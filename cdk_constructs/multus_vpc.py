@@ -53,12 +53,15 @@ class MultusVpc(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: MultusVpcProps) -> None:
         super().__init__(scope, construct_id)
         self._props = props
+        # ec2.Vpc's own default provider, kept to look up which gateway an AZ routes to.
+        self._nat_gateways = ec2.NatProvider.gateway()
         self.vpc = ec2.Vpc(
             self,
             "Vpc",
             ip_addresses=FixedSubnetCidrs(props.cidr, _planned_cidrs(props)),
             availability_zones=list(props.availability_zones),
             nat_gateways=1 if props.single_nat_gateway else len(props.availability_zones),
+            nat_gateway_provider=self._nat_gateways,
             nat_gateway_subnets=ec2.SubnetSelection(subnet_group_name=PUBLIC_GROUP),
             subnet_configuration=_subnet_groups(props),
             restrict_default_security_group=True,
@@ -85,6 +88,13 @@ class MultusVpc(Construct):
     def multus_subnets(self, network: str) -> list[ec2.ISubnet]:
         """The network's subnets in AZ order."""
         return self.vpc.select_subnets(subnet_group_name=network).subnets
+
+    def nat_gateway_id(self, availability_zone: str) -> str:
+        """The NAT gateway a subnet of the AZ routes to: the AZ's own, else the first (a single
+        NAT gateway serves every AZ), as ec2.Vpc routes its private subnets."""
+        gateways = self._nat_gateways.configured_gateways
+        in_zone = [gateway for gateway in gateways if gateway.az == availability_zone]
+        return (in_zone or gateways)[0].gateway_id
 
     def _tag_subnets(self) -> None:
         props = self._props

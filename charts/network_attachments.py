@@ -6,8 +6,10 @@ same addresses to an ENI. Pods reach other subnets through the VPC router via so
 routing (sbr), so replies leave on the interface they came in on; the last plugin puts the
 subnet back into the pod's main table, which sbr empties of the interface's routes, so a
 connection to another address of the subnet leaves over the Multus interface even when the
-pod does not bind its source. Networks in node_prefix mode get a NAD without config instead
-(docs/node-prefix-mode.md).
+pod does not bind its source; a network's routes beyond the VPC (the RAN, a data network) go
+into the IPAM config via the VPC router and, past sbr, back into the main table the same way
+(docs/network.md, Routes to the RAN and data networks). Networks in node_prefix mode get a NAD
+without config instead (docs/node-prefix-mode.md).
 
 A subnet with a static_range gets a second NAD, <network>-<az>-static: the same chain with
 static IPAM, which takes the pod's fixed address from the `ips` of its network selection
@@ -57,7 +59,8 @@ class NetworkAttachment:
     ipvlan_mode: l2, l3 or l3s.
     whereabouts_range / gateway: see whereabouts_range_and_gateway.
     static_range / static_name: the block of fixed addresses inside the range and the name of
-    the NAD that hands them out (config.network_plan.static_attachment_name), or None."""
+    the NAD that hands them out (config.network_plan.static_attachment_name), or None.
+    routes: destinations beyond the VPC the pod reaches via the gateway over this interface."""
 
     name: str
     master_interface: str
@@ -66,6 +69,12 @@ class NetworkAttachment:
     gateway: str
     static_range: str | None = None
     static_name: str | None = None
+    routes: Sequence[str] = ()
+
+    @property
+    def ipam_routes(self) -> list[dict[str, str]]:
+        """The routes as CNI routes (IPAM config and result): each via the VPC router."""
+        return [{"dst": destination, "gw": self.gateway} for destination in self.routes]
 
     @property
     def subnet_cidr(self) -> str:
@@ -101,6 +110,10 @@ def cni_config(attachment: NetworkAttachment) -> dict[str, Any]:
         # Whereabouts skips every address of an excluded block, network and broadcast address
         # included (whereabouts pkg/allocate/allocate.go, IterateForAssignment).
         ipam["exclude"] = [attachment.static_range]
+    if attachment.routes:
+        # Whereabouts hands its config's routes to ipvlan in the result (whereabouts
+        # cmd/whereabouts.go, cmdAdd: result.Routes = Config.Routes).
+        ipam["routes"] = attachment.ipam_routes
     return _chain(attachment, attachment.name, ipam, pod_ip_assignment(attachment))
 
 
@@ -113,7 +126,10 @@ def static_cni_config(attachment: NetworkAttachment) -> dict[str, Any]:
     and sbr moves into the table of the pod's address, as it does with Whereabouts' gateway."""
     if attachment.static_name is None or attachment.static_range is None:
         raise ValueError(f"{attachment.name} has no static_range")
-    ipam = {"type": "static", "routes": [{"dst": "0.0.0.0/0", "gw": attachment.gateway}]}
+    ipam = {
+        "type": "static",
+        "routes": [{"dst": "0.0.0.0/0", "gw": attachment.gateway}, *attachment.ipam_routes],
+    }
     pod_ip = {**pod_ip_assignment(attachment), "fixedAddresses": True}
     return _chain(attachment, attachment.static_name, ipam, pod_ip, capabilities={"ips": True})
 
@@ -152,12 +168,17 @@ def pod_ip_assignment(attachment: NetworkAttachment) -> dict[str, Any]:
     network (multus-pod-ips agent) before the pod's containers start, so the VPC delivers
     to it from other nodes and subnets, and routes the subnet via the pod's interface in its
     main table (after sbr, which moves every route of the interface out of it: see
-    multus_pod_ips/cni_plugin.py). Whereabouts-mode networks only."""
-    return {
+    multus_pod_ips/cni_plugin.py), and the routes beyond the VPC via the VPC router there too,
+    so the pod also initiates towards them over this interface. Whereabouts-mode networks
+    only."""
+    plugin: dict[str, Any] = {
         "type": CNI_PLUGIN_TYPE,
         "master": attachment.master_interface,
         "mainTableSubnet": attachment.subnet_cidr,
     }
+    if attachment.routes:
+        plugin["mainTableRoutes"] = attachment.ipam_routes
+    return plugin
 
 
 def cni_binaries(attachments: Sequence[NetworkAttachment]) -> list[str]:

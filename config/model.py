@@ -18,6 +18,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
     StrictInt,
     StrictStr,
     field_validator,
@@ -43,6 +44,7 @@ from config.network_plan import (
     WHEREABOUTS,
     IpManagementMode,
     NetworkPlan,
+    RouteTarget,
     networks_in_order,
     pool_network_plan,
 )
@@ -350,6 +352,89 @@ class NetworkSecurityGroupConfig(StrictModel):
     )
 
 
+#: Route targets an operator names by ID: config key -> RouteTarget.
+ROUTE_TARGET_IDS: dict[str, RouteTarget] = {
+    "transit_gateway_id": "transit_gateway",
+    "vpn_gateway_id": "vpn_gateway",
+    "network_interface_id": "network_interface",
+}
+
+
+class MultusRouteConfig(StrictModel):
+    """A destination outside the VPC (the RAN, a data network) that a Multus network's subnets
+    route to one target, and its pods over their Multus interface (docs/network.md)."""
+
+    destination: Cidr = Field(
+        description="IPv4 CIDR outside the VPC, for example the RAN's gNB range (N3) or a data "
+        "network (N6); not 0.0.0.0/0 (the default route is nat_egress)."
+    )
+    transit_gateway_id: str | None = Field(
+        default=None,
+        pattern=patterns.TRANSIT_GATEWAY_ID.regex,
+        description="Target: a transit gateway with an attachment to this VPC "
+        "(docs/network.md, Routes to the RAN and data networks).",
+    )
+    vpn_gateway_id: str | None = Field(
+        default=None,
+        pattern=patterns.VPN_GATEWAY_ID.regex,
+        description="Target: a virtual private gateway attached to this VPC.",
+    )
+    network_interface_id: str | None = Field(
+        default=None,
+        pattern=patterns.NETWORK_INTERFACE_ID.regex,
+        description="Target: a network interface in this VPC (an appliance, a router instance).",
+    )
+    nat_gateway: StrictBool = Field(
+        default=False,
+        description="Target: true = the NAT gateway of the subnet's AZ (vpc.nat_gateways "
+        "single: the one NAT gateway).",
+    )
+    description: str | None = Field(
+        default=None,
+        max_length=255,
+        description="What the destination is, for readers of the config (EC2 routes carry no "
+        "description).",
+    )
+
+    @field_validator("destination")
+    @classmethod
+    def _not_the_default_route(cls, destination: str) -> str:
+        if destination == ANYWHERE:
+            raise ValueError(
+                f"{ANYWHERE} is the default route, which the network's nat_egress gives (to "
+                "the AZ's NAT gateway); routes name the ranges beyond the VPC, for example "
+                "10.200.0.0/16"
+            )
+        return destination
+
+    @model_validator(mode="after")
+    def _one_target(self) -> MultusRouteConfig:
+        given = [key for key in ROUTE_TARGET_IDS if getattr(self, key) is not None]
+        given += ["nat_gateway"] if self.nat_gateway else []
+        if len(given) != 1:
+            keys = ", ".join([*ROUTE_TARGET_IDS, "nat_gateway: true"])
+            found = " and ".join(given) if given else "none"
+            raise ValueError(
+                f"a route has exactly one target ({keys}); {self.destination} has {found}"
+            )
+        return self
+
+    def _target_key(self) -> str | None:
+        """The key of the target named by ID (None: the NAT gateway)."""
+        return next((key for key in ROUTE_TARGET_IDS if getattr(self, key) is not None), None)
+
+    @property
+    def target(self) -> RouteTarget:
+        key = self._target_key()
+        return "nat_gateway" if key is None else ROUTE_TARGET_IDS[key]
+
+    @property
+    def target_id(self) -> str | None:
+        """The target's ID; None for nat_gateway (the network stack knows each AZ's)."""
+        key = self._target_key()
+        return None if key is None else str(getattr(self, key))
+
+
 class MultusNetworkConfig(StrictModel):
     """A secondary network: one ENI per node, one subnet per AZ, one NAD per AZ."""
 
@@ -400,6 +485,12 @@ class MultusNetworkConfig(StrictModel):
         description="Rules of this network's own security group, which only its ENIs carry "
         "(docs/network.md, Security groups).",
     )
+    routes: list[MultusRouteConfig] = Field(
+        default=[],
+        description="Ranges beyond the VPC (RAN, data networks) in the route tables of the "
+        "network's subnets and, via the subnet's VPC router, in its pods over the Multus "
+        "interface (docs/network.md, Routes to the RAN and data networks).",
+    )
 
     @property
     def device_name(self) -> str:
@@ -445,6 +536,23 @@ class MultusNetworkConfig(StrictModel):
                     "addresses of its own /28 prefixes, so an address cannot follow its pod to "
                     "another node: remove static_range or use ip_management "
                     f"{WHEREABOUTS.name!r}"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _routes_distinct_and_in_the_nad(self) -> MultusNetworkConfig:
+        if self.routes and self.mode.node_local_config:
+            raise ValueError(
+                f"routes: {self.ip_management!r} networks get their pods' CNI config from the "
+                "node, which carries no routes; routes need ip_management "
+                f"{WHEREABOUTS.name!r} (routes in the NAD) or remove them"
+            )
+        destinations = [route.destination for route in self.routes]
+        for index, destination in enumerate(destinations):
+            if destination in destinations[:index]:
+                raise ValueError(
+                    f"routes[{index}].destination: {destination} is routed twice; a route table "
+                    "holds one route per destination, so keep one of them"
                 )
         return self
 
@@ -535,6 +643,23 @@ class MultusConfig(StrictModel):
                         f"{value!r}; give each network its own"
                     )
                 seen.add(value)
+        return self
+
+    @model_validator(mode="after")
+    def _one_network_per_route_destination(self) -> MultusConfig:
+        # The pod IP plugin puts each route into the pod's main table via its network's
+        # interface (`ip route replace`): in a pod on both networks the second would replace
+        # the first.
+        routed_by: dict[str, str] = {}
+        for index, network in enumerate(self.networks):
+            for position, route in enumerate(network.routes):
+                other = routed_by.setdefault(route.destination, network.name)
+                if other != network.name:
+                    raise ValueError(
+                        f"networks[{index}] ({network.name}).routes[{position}].destination: "
+                        f"{route.destination} is routed by {other} too; a pod on both networks "
+                        "could reach it over one interface only: route it in one network"
+                    )
         return self
 
     @model_validator(mode="after")
@@ -1082,6 +1207,7 @@ class AppConfig(StrictModel):
         self._check_teardown_fits_cloudformation()
         self._check_drain_fits_teardown()
         self._check_user_data_fits()
+        self._check_routes()
         check_node_prefix_reservations(
             [(self.pool_path(pool), pool, self.pool_plan(pool)) for pool in self.node_pools]
         )
@@ -1105,6 +1231,51 @@ class AppConfig(StrictModel):
             for index, network in enumerate(self.multus.networks)
             if network.name not in attached
         ]
+
+    @property
+    def route_preconditions(self) -> list[str]:
+        """What must exist outside the app before the network stack can create a route: a
+        transit gateway attached to the VPC (an available VPC attachment), a virtual private
+        gateway attached to it (AWS::EC2::Route: the route table cannot use a transit gateway
+        before it is attached to the VPC; GatewayId is a gateway attached to the VPC)."""
+        needs = {
+            "transit_gateway": "an available VPC attachment of the transit gateway",
+            "vpn_gateway": "the virtual private gateway attached to it",
+        }
+        return [
+            f"{self.route_path(index, network, position)}: {route.target_id} is used only "
+            f"once the VPC has {needs[route.target]}; without it the network stack fails to "
+            "create the route (with a VPC this app creates: deploy without the route, attach "
+            "the gateway, then add the route)"
+            for index, network in enumerate(self.multus.networks)
+            for position, route in enumerate(network.routes)
+            if route.target in needs
+        ]
+
+    @staticmethod
+    def route_path(index: int, network: MultusNetworkConfig, position: int) -> str:
+        """Where a route is in the config, for messages."""
+        return f"multus.networks[{index}] ({network.name}).routes[{position}]"
+
+    def _check_routes(self) -> None:
+        vpc = [net(cidr) for cidr in self.vpc_cidrs]
+        for index, network in enumerate(self.multus.networks):
+            for position, route in enumerate(network.routes):
+                path = self.route_path(index, network, position)
+                destination = net(route.destination)
+                local = [str(block) for block in vpc if block.overlaps(destination)]
+                if local:
+                    raise ValueError(
+                        f"{path}.destination: {route.destination} overlaps the VPC CIDR "
+                        f"{', '.join(local)}, which the VPC routes itself (its local route); "
+                        "routes lead beyond the VPC: name the RAN's or data network's range"
+                    )
+                if route.nat_gateway and not self.has_nat_gateway:
+                    raise ValueError(
+                        f"{path}.nat_gateway: this VPC has no NAT gateway the app may route "
+                        "to; name another target (transit_gateway_id, vpn_gateway_id, "
+                        "network_interface_id)"
+                    )
 
     def _check_pools_name_known_networks(self) -> None:
         names = [pool.name for pool in self.node_pools]

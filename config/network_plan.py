@@ -20,6 +20,8 @@ from typing import Literal, Protocol
 ReservationType = Literal["explicit", "prefix"]
 #: The kernel's ipvlan modes (the config allows l2 only: config.model explains why).
 IpvlanMode = Literal["l2", "l3", "l3s"]
+#: What a route of a Multus network leads to (multus.networks[].routes[]).
+RouteTarget = Literal["transit_gateway", "vpn_gateway", "network_interface", "nat_gateway"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,18 @@ def static_attachment_name(network: str, availability_zone: str) -> str:
 
 
 @dataclass(frozen=True)
+class PlannedRoute:
+    """A destination beyond the VPC: in the route table of the row's subnet (to the target)
+    and in its pods (via the subnet's VPC router over the Multus interface). target_id: the
+    target's ID; None for nat_gateway, whose ID (the NAT gateway of the row's AZ) only the
+    network stack knows."""
+
+    destination: str
+    target: RouteTarget
+    target_id: str | None
+
+
+@dataclass(frozen=True)
 class NetworkPlanRow:
     """One Multus network in one AZ.
 
@@ -90,6 +104,7 @@ class NetworkPlanRow:
     network_path / subnet_path: where the row comes from in the config, for error messages.
     pool: None in the network plan; in a pool's view (pool_network_plan), the pool's name, and
     device_index and prefixes_per_node are those of that pool's nodes.
+    routes: the network's routes (the same in each of its rows).
     """
 
     network: str
@@ -109,6 +124,7 @@ class NetworkPlanRow:
     static_range: str | None = None
     static_nad_name: str | None = None
     pool: str | None = None
+    routes: tuple[PlannedRoute, ...] = ()
 
     @property
     def reservation_type(self) -> ReservationType:
@@ -129,6 +145,17 @@ class PlannedSubnet(Protocol):
     def static_range(self) -> str | None: ...
 
 
+class PlannedRouteSource(Protocol):
+    """What the plan reads of a route (config.model.MultusRouteConfig)."""
+
+    @property
+    def destination(self) -> str: ...
+    @property
+    def target(self) -> RouteTarget: ...
+    @property
+    def target_id(self) -> str | None: ...
+
+
 class PlannedNetwork(Protocol):
     """What the plan reads of a Multus network (config.model.MultusNetworkConfig)."""
 
@@ -146,6 +173,8 @@ class PlannedNetwork(Protocol):
     def prefixes_per_node(self) -> int | None: ...
     @property
     def subnets(self) -> Sequence[PlannedSubnet]: ...
+    @property
+    def routes(self) -> Sequence[PlannedRouteSource]: ...
 
 
 class PlannedNetworks(Protocol):
@@ -227,6 +256,9 @@ def _network_rows(
 ) -> list[NetworkPlanRow]:
     mode = IP_MANAGEMENT_MODES[network.ip_management]
     network_path = f"multus.networks[{index}] ({network.name})"
+    routes = tuple(
+        PlannedRoute(route.destination, route.target, route.target_id) for route in network.routes
+    )
     return [
         NetworkPlanRow(
             network=network.name,
@@ -250,6 +282,7 @@ def _network_rows(
             static_nad_name=static_attachment_name(network.name, az)
             if subnet.static_range
             else None,
+            routes=routes,
         )
         for az_index, (az, subnet) in enumerate(
             zip(config.availability_zones, network.subnets, strict=True)

@@ -118,29 +118,32 @@ SECURITY_GROUP_RULE_DESCRIPTION = PlainPattern(
     "N2 (SCTP) from the RAN",
 )
 
-# EC2 resource IDs: the type's prefix, then 8 (older resources) or 17 lowercase hex digits
-# (EC2 user guide, "Resource IDs": longer IDs).
-VPC_ID = PlainPattern(
-    r"^vpc-([0-9a-f]{8}|[0-9a-f]{17})$",
-    "a VPC ID: vpc- and 8 or 17 lowercase hex digits",
-    "vpc-0123456789abcdef0",
-)
-SUBNET_ID = PlainPattern(
-    r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})$",
-    "a subnet ID: subnet- and 8 or 17 lowercase hex digits",
-    "subnet-0123456789abcdef0",
-)
-NAT_GATEWAY_ID = PlainPattern(
-    r"^nat-([0-9a-f]{8}|[0-9a-f]{17})$",
-    "a NAT gateway ID: nat- and 8 or 17 lowercase hex digits",
-    "nat-0123456789abcdef0",
-)
+
+def _ec2_resource_id(prefix: str, what: str) -> PlainPattern:
+    # EC2 resource IDs are the type's prefix and 8 or 17 lowercase hex digits (EC2 user guide,
+    # "Resource IDs": the longer IDs since 2018, the short ones of older resources).
+    return PlainPattern(
+        rf"^{prefix}-([0-9a-f]{{8}}|[0-9a-f]{{17}})$",
+        f"the ID of {what}: {prefix}- and 8 or 17 lowercase hex digits",
+        f"{prefix}-0123456789abcdef0",
+    )
+
+
+VPC_ID = _ec2_resource_id("vpc", "a VPC")
+SUBNET_ID = _ec2_resource_id("subnet", "a subnet")
+NAT_GATEWAY_ID = _ec2_resource_id("nat", "a NAT gateway")
+TRANSIT_GATEWAY_ID = _ec2_resource_id("tgw", "a transit gateway")
+VPN_GATEWAY_ID = _ec2_resource_id("vgw", "a virtual private gateway")
+NETWORK_INTERFACE_ID = _ec2_resource_id("eni", "a network interface")
 
 PLAIN_PATTERNS: dict[str, PlainPattern] = {
     pattern.regex: pattern
     for pattern in (
         ACCOUNT_ID,
         SECURITY_GROUP_RULE_DESCRIPTION,
+        TRANSIT_GATEWAY_ID,
+        VPN_GATEWAY_ID,
+        NETWORK_INTERFACE_ID,
         KUBERNETES_NAME,
         LINUX_INTERFACE_NAME,
         CPU_QUANTITY,

@@ -8,8 +8,8 @@ assign it to the node's Multus ENI, so the pod's containers start only once the 
 to it. Follows the CNI spec (https://www.cni.dev/docs/spec/):
 
   ADD    needs prevResult; routes "mainTableSubnet" (when given) via the container interface
-         in the pod's main table, then asks the agent; prints prevResult unchanged (with
-         this config's cniVersion) on success.
+         in the pod's main table, then each of "mainTableRoutes", then asks the agent; prints
+         prevResult unchanged (with this config's cniVersion) on success.
   DEL    best effort and idempotent: an unreachable agent is not an error, the agent's
          reconcile releases the address later.
   CHECK  needs prevResult; fails unless the agent holds the address on the ENI.
@@ -29,6 +29,11 @@ another Multus address over eth0. The plugin, which runs after sbr, puts the sub
 the main table as an on-link route of the container interface with the interface's address as
 its preferred source: such a connection leaves over the Multus interface, from the Multus
 address, and its replies match sbr's rule.
+
+"mainTableRoutes" (optional, needs "mainTableSubnet"): [{"dst": <CIDR>, "gw": <VPC router>}],
+the network's routes beyond the VPC (the RAN, a data network). sbr moved them out of the main
+table with the rest; each goes back as `<dst> via <gw> dev <ifname> src <address>`, so the pod
+also initiates towards them over the Multus interface (the subnet's route makes gw on-link).
 """
 
 from __future__ import annotations
@@ -140,13 +145,17 @@ def _run(command: str, config: dict[str, Any], environ: dict[str, str]) -> str:
     if command == "CHECK":
         _ask_agent(socket_path, request, OTHER_TIMEOUT)
         return ""
-    if "mainTableSubnet" in config:
-        _route_subnet_in_main_table(
-            config["mainTableSubnet"],
-            addresses,
-            environ["CNI_IFNAME"],
-            environ.get("CNI_NETNS", ""),
+    if "mainTableRoutes" in config and "mainTableSubnet" not in config:
+        raise CniError(
+            INVALID_CONFIG, 'mainTableRoutes needs "mainTableSubnet" (its gateways are on it)'
         )
+    if "mainTableSubnet" in config:
+        ifname, netns = environ["CNI_IFNAME"], environ.get("CNI_NETNS", "")
+        network, source = _subnet_and_source(config["mainTableSubnet"], addresses, ifname)
+        routes = _main_table_routes(config.get("mainTableRoutes", []), network)
+        _ip_route_replace([str(network), "dev", ifname, "src", source, "scope", "link"], netns)
+        for destination, gateway in routes:
+            _ip_route_replace([destination, "via", gateway, "dev", ifname, "src", source], netns)
     if addresses:
         _ask_agent(socket_path, request, ADD_TIMEOUT)
     return json.dumps({**previous, "cniVersion": config["cniVersion"]})
@@ -176,8 +185,10 @@ def _ipv4_addresses(previous: dict[str, Any], ifname: str) -> list[str]:
     return addresses
 
 
-def _route_subnet_in_main_table(subnet: Any, addresses: list[str], ifname: str, netns: str) -> None:
-    """`ip route replace <subnet> dev <ifname> src <address> scope link` in the pod's netns."""
+def _subnet_and_source(
+    subnet: Any, addresses: list[str], ifname: str
+) -> tuple[ipaddress.IPv4Network, str]:
+    """mainTableSubnet as a network, and the interface's address in it (the routes' source)."""
     try:
         network = ipaddress.IPv4Network(subnet)
     except (ValueError, TypeError):
@@ -189,10 +200,36 @@ def _route_subnet_in_main_table(subnet: Any, addresses: list[str], ifname: str, 
             f"{ifname} has no address in mainTableSubnet {network} (addresses: "
             f"{', '.join(addresses) or 'none'}): the NAD's IPAM range is outside its subnet",
         )
+    return network, source
+
+
+def _main_table_routes(routes: Any, subnet: ipaddress.IPv4Network) -> list[tuple[str, str]]:
+    """(destination, gateway) of each mainTableRoutes entry, checked before any is set."""
+    if not isinstance(routes, list):
+        raise CniError(INVALID_CONFIG, "mainTableRoutes must be a list of {dst, gw}")
+    checked: list[tuple[str, str]] = []
+    for route in routes:
+        try:
+            destination = ipaddress.IPv4Network(route["dst"])
+            gateway = ipaddress.IPv4Address(route["gw"])
+        except (ValueError, TypeError, KeyError):
+            raise CniError(
+                INVALID_CONFIG, f"mainTableRoutes entry {route!r} needs an IPv4 dst and gw"
+            ) from None
+        if gateway not in subnet:
+            raise CniError(
+                INVALID_CONFIG,
+                f"mainTableRoutes gateway {gateway} is outside mainTableSubnet {subnet}",
+            )
+        checked.append((str(destination), str(gateway)))
+    return checked
+
+
+def _ip_route_replace(route: list[str], netns: str) -> None:
+    """`ip route replace <route>` in the pod's network namespace."""
     command = shutil.which("ip", path=IP_COMMAND_DIRS)
     if command is None:
         raise CniError(ROUTE_FAILURE, f"no `ip` command (iproute2) in {IP_COMMAND_DIRS}")
-    route = [str(network), "dev", ifname, "src", source, "scope", "link"]
     argv = [command, "route", "replace", *route]
     try:
         namespace = os.open(netns, os.O_RDONLY | os.O_CLOEXEC)

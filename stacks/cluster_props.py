@@ -362,4 +362,5 @@ def network_attachment(row: NetworkPlanRow) -> NetworkAttachment:
         gateway=gateway,
         static_range=row.static_range,
         static_name=row.static_nad_name,
+        routes=[route.destination for route in row.routes],
     )

@@ -7,7 +7,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import CfnOutput, Fn, Tags
+from aws_cdk import Annotations, CfnOutput, Fn, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -17,7 +17,7 @@ from cdk_constructs.multus_vpc import MultusNetworkLayout, MultusVpc, MultusVpcP
 from cdk_constructs.subnet_cidr_reservation import ReservationSpec, SubnetCidrReservationProvider
 from config import AppConfig
 from config.model import ExistingSubnetConfig, ExistingVpcConfig, SecurityGroupRuleConfig
-from config.network_plan import NetworkPlanRow, network_plan
+from config.network_plan import NetworkPlanRow, RouteTarget, network_plan
 from stacks.base import ConfiguredAzStack
 
 #: Construct ID and description of the group every Multus ENI shared before each network had
@@ -28,6 +28,14 @@ LEGACY_SECURITY_GROUP_ID = "MultusSecurityGroup"
 SECURITY_GROUP_DESCRIPTION = "Multus ENIs: traffic from the configured sources"
 # What EC2 needs for "every port" of the protocols with ports or ICMP types (IpPermission).
 _ALL_PORTS = {"tcp": (0, 65535), "udp": (0, 65535), "icmp": (-1, -1)}
+#: The AWS::EC2::Route property of each route target (a virtual private gateway is a GatewayId).
+ROUTE_TARGET_PROPERTIES: dict[RouteTarget, str] = {
+    "transit_gateway": "transit_gateway_id",
+    "vpn_gateway": "gateway_id",
+    "network_interface": "network_interface_id",
+    "nat_gateway": "nat_gateway_id",
+}
+ROUTE_PRECONDITION_WARNING_ID = "karpenter-multus:routeNeedsGatewayAttachment"
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,9 @@ class NetworkStack(ConfiguredAzStack):
             for row in network_plan(config)
         ]
         self._reserve_multus_ranges()
+        self._route_beyond_the_vpc(multus_vpc)
+        for warning in config.route_preconditions:
+            Annotations.of(self).add_warning_v2(ROUTE_PRECONDITION_WARNING_ID, warning)
         self._outputs()
 
     def _multus_security_groups(self, config: AppConfig) -> dict[str, ec2.SecurityGroup]:
@@ -125,6 +136,22 @@ class NetworkStack(ConfiguredAzStack):
                     reservation_type=row.reservation_type,
                 ),
             )
+
+    def _route_beyond_the_vpc(self, multus_vpc: MultusVpc | ExistingVpc) -> None:
+        # Construct IDs from the destination: adding or removing a route keeps the others'
+        # logical IDs (no replacement, no moment without the route).
+        for attachment in self.multus_attachments:
+            row = attachment.plan
+            for route in row.routes:
+                target_id = route.target_id or multus_vpc.nat_gateway_id(row.availability_zone)
+                ec2.CfnRoute(
+                    self,
+                    f"MultusRoute-{row.network}-{row.availability_zone}-"
+                    f"{route.destination.replace('/', '-')}",
+                    route_table_id=attachment.subnet.route_table.route_table_id,
+                    destination_cidr_block=route.destination,
+                    **{ROUTE_TARGET_PROPERTIES[route.target]: target_id},
+                )
 
     def _outputs(self) -> None:
         CfnOutput(self, "VpcId", value=self.vpc.vpc_id)

@@ -172,6 +172,55 @@ def per_network_rules_app(tmp_path_factory: pytest.TempPathFactory) -> Synthesiz
     )
 
 
+#: Beyond the VPC: the RAN's gNBs (N3), a site behind a VPN, an appliance, the internet's
+#: documentation range through NAT.
+TRANSIT_GATEWAY, VPN_GATEWAY, APPLIANCE = (
+    "tgw-0123456789abcdef0",
+    "vgw-0123456789abcdef0",
+    "eni-0123456789abcdef0",
+)
+ROUTED_NETWORK_ROUTES: list[dict[str, Any]] = [
+    {"destination": "10.200.0.0/16", "transit_gateway_id": TRANSIT_GATEWAY, "description": "RAN"},
+    {"destination": "10.201.0.0/16", "vpn_gateway_id": VPN_GATEWAY},
+    {"destination": "10.202.0.0/24", "network_interface_id": APPLIANCE},
+    {"destination": "198.51.100.0/24", "nat_gateway": True},
+]
+#: The seed's networks, multus1 with a route to each kind of target and a static range in its
+#: first subnet (so that AZ has two NADs); multus2 routes nothing.
+ROUTES: dict[str, Any] = {
+    "multus": {
+        "networks": [
+            {
+                "name": "multus1",
+                "subnets": [
+                    {
+                        "cidr": "10.0.4.0/24",
+                        "reservation": "10.0.4.32/27",
+                        "static_range": "10.0.4.48/28",
+                    },
+                    {"cidr": "10.0.5.0/24", "reservation": "10.0.5.32/27"},
+                ],
+                "routes": ROUTED_NETWORK_ROUTES,
+            },
+            {
+                "name": "multus2",
+                "subnets": [
+                    {"cidr": "10.0.6.0/24", "reservation": "10.0.6.32/27"},
+                    {"cidr": "10.0.7.0/24", "reservation": "10.0.7.32/27"},
+                ],
+            },
+        ]
+    }
+}
+
+
+@pytest.fixture(scope="session")
+def routes_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
+    """ROUTES: a network with routes to a transit gateway, a virtual private gateway, a network
+    interface and the AZ's NAT gateway, beside one without routes."""
+    return synthesize(tmp_path_factory.mktemp("routes"), cdk_json_context(config=ROUTES))
+
+
 @dataclass(frozen=True)
 class SynthesizedPipeline:
     """A synthesized pipeline app, with the cdk-nag validation failure if any."""

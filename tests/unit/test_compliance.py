@@ -18,8 +18,9 @@ LINT_REGIONS = ["us-west-2", "ap-northeast-1"]
 CFN_LINT = Path(sys.executable).with_name("cfn-lint")
 
 
-# The default app, and one with a security group per network and rules between the groups.
-APPS = ["default_app", "per_network_rules_app", "existing_vpc_app"]
+# The default app, one with a security group per network and rules between the groups, one
+# with routes to each kind of target, and one in a VPC the network team owns.
+APPS = ["default_app", "per_network_rules_app", "routes_app", "existing_vpc_app"]
 
 
 @pytest.mark.parametrize("app_fixture", APPS)

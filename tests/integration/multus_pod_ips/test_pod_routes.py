@@ -52,10 +52,12 @@ VPC_CNI_GATEWAY = "169.254.1.1"
 OUTSIDE_ADDRESS = "192.0.2.10"  # TEST-NET-1: neither the Multus subnet nor the pod network
 
 
-def rendered_network() -> dict[str, Any]:
+def rendered_network(routes: tuple[str, ...] = ()) -> dict[str, Any]:
     whereabouts_range, gateway = whereabouts_range_and_gateway(SUBNET, RESERVATION)
     return cni_config(
-        NetworkAttachment("multus1-us-west-2a", "multus1", "l2", whereabouts_range, gateway)
+        NetworkAttachment(
+            "multus1-us-west-2a", "multus1", "l2", whereabouts_range, gateway, routes=routes
+        )
     )
 
 
@@ -155,10 +157,13 @@ def multus_subnet(ns: Namespaces, link: str) -> None:
         ip("-n", ns.subnet, "addr", "add", f"{address}/24", "dev", link)
 
 
-def run_chain(ns: Namespaces, agent_socket: Path) -> dict[str, Any]:
-    """ADD through the rendered chain; returns the chain's result."""
-    network = rendered_network()
+def run_chain(
+    ns: Namespaces, agent_socket: Path, network: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """ADD through the rendered chain (by default the seed's NAD); returns the chain's result."""
+    network = network or rendered_network()
     ipvlan, *after_ipvlan = network["plugins"]
+    routes = ipvlan["ipam"].get("routes", [])
     chain = ChainRun(
         netns=ns.pod_path, ifname="net1", agent_socket=agent_socket, node_netns=ns.node
     )
@@ -167,6 +172,7 @@ def run_chain(ns: Namespaces, agent_socket: Path) -> dict[str, Any]:
         static = {
             "type": "static",
             "addresses": [{"address": f"{POD_ADDRESS}/24", "gateway": ipvlan["ipam"]["gateway"]}],
+            **({"routes": routes} if routes else {}),
         }
         multus_subnet(ns, "lan0")
         return chain.add(network, [{**ipvlan, "ipam": static}, *after_ipvlan])
@@ -175,6 +181,9 @@ def run_chain(ns: Namespaces, agent_socket: Path) -> dict[str, Any]:
     veth(ns.pod, "net1", ns.subnet, "lan0")
     ip("-n", ns.pod, "addr", "add", f"{POD_ADDRESS}/24", "dev", "net1")
     multus_subnet(ns, "lan0")
+    # What ipvlan does with the IPAM result's routes (see run_static_chain).
+    for route in routes:
+        ip("-n", ns.pod, "route", "prepend", route["dst"], "via", route["gw"], "dev", "net1")
     ipvlan_result = {
         "cniVersion": network["cniVersion"],
         "interfaces": [{"name": "net1", "sandbox": ns.pod_path}],
@@ -186,6 +195,7 @@ def run_chain(ns: Namespaces, agent_socket: Path) -> dict[str, Any]:
                 "interface": 0,
             }
         ],
+        **({"routes": routes} if routes else {}),
         "dns": {},
     }
     return chain.add(network, after_ipvlan, ipvlan_result)
@@ -195,9 +205,9 @@ def route_get(ns: Namespaces, *args: str) -> str:
     return ip("-n", ns.pod, "route", "get", *args).stdout
 
 
-def unbound_connection_source(ns: Namespaces) -> str:
-    """Connects from the pod to the other Multus pod without binding; the address the other
-    side saw the connection come from."""
+def unbound_connection_source(ns: Namespaces, address: str = OTHER_MULTUS_POD) -> str:
+    """Connects from the pod to `address` (by default the other Multus pod, on the subnet's
+    side) without binding; the address the other side saw the connection come from."""
     server = subprocess.Popen(
         [
             "ip",
@@ -207,7 +217,7 @@ def unbound_connection_source(ns: Namespaces) -> str:
             sys.executable,
             "-c",
             "import socket\n"
-            f"s = socket.create_server(('{OTHER_MULTUS_POD}', 8080))\n"
+            f"s = socket.create_server(('{address}', 8080))\n"
             "print('listening', flush=True)\n"
             "c, peer = s.accept()\n"
             "c.sendall(peer[0].encode())\n",
@@ -223,7 +233,7 @@ def unbound_connection_source(ns: Namespaces) -> str:
             sys.executable,
             "-c",
             "import socket\n"
-            f"c = socket.create_connection(('{OTHER_MULTUS_POD}', 8080), timeout=5)\n"
+            f"c = socket.create_connection(('{address}', 8080), timeout=5)\n"
             "print(c.recv(64).decode())\n",
         )
         assert client.returncode == 0, f"connection failed: {client.stderr}"
@@ -295,6 +305,40 @@ def test_a_route_the_kernel_refuses_fails_the_add_with_ips_reason(
     assert error["code"] == 104
     assert error["msg"].startswith(f"route replace {SUBNET} dev net1 src {POD_ADDRESS} scope link")
     assert "Cannot find device" in error["details"]
+
+
+# multus.networks[].routes: the RAN beyond the VPC router (10.0.4.1), here a host of the
+# subnet's side that owns an address of the RAN's range.
+RAN_RANGE, GNB = "10.200.0.0/16", "10.200.0.10"
+
+
+def test_a_routes_destination_is_reached_over_net1_with_and_without_a_bound_source(
+    namespaces: Namespaces, tmp_path: Path
+) -> None:
+    """containernetworking/plugins plugins/meta/sbr/main.go, doRoutes: sbr moves every route
+    of net1, the IPAM's routes included, into the table of the pod's address; multus-pod-ip's
+    mainTableRoutes put the destination back into the main table via the VPC router."""
+    vpc_cni_eth0(namespaces)
+    ip("-n", namespaces.subnet, "addr", "add", f"{GNB}/32", "dev", "lo")
+    agent = StandInAgent(tmp_path / "agent.sock")
+    try:
+        run_chain(namespaces, agent.path, rendered_network(routes=(RAN_RANGE,)))
+    finally:
+        agent.close()
+
+    unbound = route_get(namespaces, GNB)
+    assert f"via 10.0.4.1 dev net1 src {POD_ADDRESS}" in unbound, unbound
+    from_multus = route_get(namespaces, GNB, "from", POD_ADDRESS)
+    assert "via 10.0.4.1 dev net1" in from_multus, from_multus
+    assert unbound_connection_source(namespaces, GNB) == POD_ADDRESS
+    # Only the routes' destinations leave eth0's default route.
+    elsewhere = route_get(namespaces, OUTSIDE_ADDRESS)
+    assert f"via {VPC_CNI_GATEWAY} dev eth0" in elsewhere, elsewhere
+    main_table = json.loads(ip("-n", namespaces.pod, "-j", "route", "show", "dev", "net1").stdout)
+    assert [(r["dst"], r.get("gateway"), r.get("prefsrc")) for r in main_table] == [
+        (SUBNET, None, POD_ADDRESS),
+        (RAN_RANGE, "10.0.4.1", POD_ADDRESS),
+    ]
 
 
 # A static NAD (multus.networks[].subnets[].static_range): the pod's address from its annotation.

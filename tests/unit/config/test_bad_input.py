@@ -1128,7 +1128,157 @@ EXISTING_VPC = [
     ),
 ]
 
-CASES = ACCEPTED + TRACEBACKS + UNCLEAR + COVERED + NODE_POOLS + SECURITY_GROUP_RULES + EXISTING_VPC
+
+def routes(*route: dict[str, Any], **first: Any) -> dict[str, Any]:
+    """A config whose first Multus network routes `route` (and has `first` changed)."""
+    return config({"multus": {"networks": networks(routes=list(route), **first)}})
+
+
+TGW = "tgw-0123456789abcdef0"
+ROUTE = "multus.networks[0].routes[0]"
+# Issue #26: multus.networks[].routes (EC2 CreateRoute: one destination, exactly one target;
+# EC2 resource IDs: the type's prefix and 8 or 17 hex digits).
+ROUTES = [
+    BadInput(
+        "route-destination-not-a-cidr",
+        "routes",
+        routes({"destination": "10.200.0.0/33", "transit_gateway_id": TGW}),
+        (f"{ROUTE}.destination", "is not an IPv4 CIDR block", "for example 10.0.4.0/24"),
+    ),
+    BadInput(
+        "route-destination-ipv6",
+        "routes",
+        routes({"destination": "2001:db8::/32", "transit_gateway_id": TGW}),
+        (f"{ROUTE}.destination", "is not an IPv4 CIDR block"),
+    ),
+    BadInput(
+        "route-destination-with-host-bits",
+        "routes",
+        routes({"destination": "10.200.0.1/16", "transit_gateway_id": TGW}),
+        (f"{ROUTE}.destination", "host bits"),
+    ),
+    BadInput(
+        "route-destination-is-the-default-route",
+        "routes",
+        routes({"destination": "0.0.0.0/0", "transit_gateway_id": TGW}),
+        (f"{ROUTE}.destination", "is the default route", "nat_egress"),
+    ),
+    BadInput(
+        "route-destination-inside-the-vpc",
+        "routes",
+        routes({"destination": "10.0.128.0/17", "transit_gateway_id": TGW}),
+        (
+            "multus.networks[0] (multus1).routes[0].destination",
+            "overlaps the VPC CIDR 10.0.0.0/16",
+            "RAN's or data network's range",
+        ),
+    ),
+    BadInput(
+        "route-destination-around-the-vpc",
+        "routes",
+        routes({"destination": "10.0.0.0/8", "transit_gateway_id": TGW}),
+        ("multus.networks[0] (multus1).routes[0].destination", "overlaps the VPC CIDR"),
+    ),
+    BadInput(
+        "route-destination-twice-in-a-network",
+        "routes",
+        routes(
+            {"destination": "10.200.0.0/16", "transit_gateway_id": TGW},
+            {"destination": "10.200.0.0/16", "nat_gateway": True},
+        ),
+        ("multus.networks[0].routes[1].destination", "10.200.0.0/16 is routed twice"),
+    ),
+    BadInput(
+        "route-destination-in-two-networks",
+        "routes",
+        config(
+            {
+                "multus": {
+                    "networks": [
+                        {
+                            **network,
+                            "routes": [{"destination": "10.200.0.0/16", "nat_gateway": True}],
+                        }
+                        for network in networks()
+                    ]
+                }
+            }
+        ),
+        (
+            "multus.networks[1] (multus2).routes[0].destination",
+            "is routed by multus1 too",
+            "route it in one network",
+        ),
+    ),
+    BadInput(
+        "route-without-a-target",
+        "routes",
+        routes({"destination": "10.200.0.0/16", "description": "RAN"}),
+        (ROUTE, "exactly one target", "10.200.0.0/16 has none"),
+    ),
+    BadInput(
+        "route-with-nat-gateway-false-only",
+        "routes",
+        routes({"destination": "10.200.0.0/16", "nat_gateway": False}),
+        (ROUTE, "exactly one target", "has none"),
+    ),
+    BadInput(
+        "route-with-two-targets",
+        "routes",
+        routes({"destination": "10.200.0.0/16", "transit_gateway_id": TGW, "nat_gateway": True}),
+        (ROUTE, "exactly one target", "has transit_gateway_id and nat_gateway"),
+    ),
+    BadInput(
+        "route-to-a-malformed-transit-gateway-id",
+        "routes",
+        routes({"destination": "10.200.0.0/16", "transit_gateway_id": "tgw-12345"}),
+        (f"{ROUTE}.transit_gateway_id", "tgw- and 8 or 17 lowercase hex digits"),
+    ),
+    BadInput(
+        "route-to-a-vpn-gateway-id-of-another-type",
+        "routes",
+        routes({"destination": "10.200.0.0/16", "vpn_gateway_id": TGW}),
+        (f"{ROUTE}.vpn_gateway_id", "vgw- and 8 or 17 lowercase hex digits"),
+    ),
+    BadInput(
+        "route-to-an-uppercase-network-interface-id",
+        "routes",
+        routes({"destination": "10.200.0.0/16", "network_interface_id": "eni-0123456789ABCDEF0"}),
+        (f"{ROUTE}.network_interface_id", "eni- and 8 or 17 lowercase hex digits"),
+    ),
+    BadInput(
+        "route-nat-gateway-as-text",
+        "routes",
+        routes({"destination": "10.200.0.0/16", "nat_gateway": "yes"}),
+        (f"{ROUTE}.nat_gateway",),
+    ),
+    BadInput(
+        "route-target-key-misspelled",
+        "routes",
+        routes({"destination": "10.200.0.0/16", "transit_gateway": TGW}),
+        (f"{ROUTE}.transit_gateway", "transit_gateway_id"),
+    ),
+    BadInput(
+        "routes-on-a-node-prefix-network",
+        "routes",
+        routes(
+            {"destination": "10.200.0.0/16", "transit_gateway_id": TGW},
+            ip_management="node_prefix",
+        ),
+        ("multus.networks[0].routes", "'node_prefix' networks", "ip_management 'whereabouts'"),
+    ),
+]
+
+CASES = (
+    ACCEPTED
+    + TRACEBACKS
+    + UNCLEAR
+    + COVERED
+    + NODE_POOLS
+    + SECURITY_GROUP_RULES
+    + EXISTING_VPC
+    + ROUTES
+)
 # Run as a real `python app.py` too: exit status and stderr end to end.
 IN_A_PROCESS = {
     "config-context-value-not-an-object",

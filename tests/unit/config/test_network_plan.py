@@ -16,6 +16,7 @@ from config.network_plan import (
     NODE_PREFIX,
     WHEREABOUTS,
     NetworkPlanRow,
+    PlannedRoute,
     network_attachment_name,
     network_plan,
     networks_in_order,
@@ -335,3 +336,22 @@ def test_a_network_no_pool_attaches_is_a_warning_not_an_error() -> None:
         "networks of a pool in node_pools"
     ]
     assert parse_config(example_raw("5g-core.json")).warnings == []
+
+
+def test_every_row_of_a_routed_network_and_of_its_pools_view_carries_its_routes() -> None:
+    raw = parse_config({}).model_dump(mode="json")
+    raw["multus"]["networks"][1]["routes"] = [
+        {"destination": "10.200.0.0/16", "transit_gateway_id": "tgw-0123456789abcdef0"},
+        {"destination": "198.51.100.0/24", "nat_gateway": True},
+    ]
+    raw["node_pools"] = [{"name": "upf", "networks": ["multus2"]}]
+    config = parse_config(raw)
+    planned = (
+        PlannedRoute("10.200.0.0/16", "transit_gateway", "tgw-0123456789abcdef0"),
+        PlannedRoute("198.51.100.0/24", "nat_gateway", None),
+    )
+
+    plan = network_plan(config)
+    assert {(row.network, row.routes) for row in plan} == {("multus1", ()), ("multus2", planned)}
+    (pool,) = config.node_pools
+    assert {row.routes for row in config.pool_plan(pool)} == {planned}

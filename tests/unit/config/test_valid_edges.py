@@ -14,7 +14,7 @@ from typing import Any, Literal, get_args
 import pytest
 
 from config import ConfigError, parse_config
-from config.model import LogRetention, MultusSubnetConfig, VpcConfig
+from config.model import AppConfig, LogRetention, MultusSubnetConfig, VpcConfig
 from config.network_plan import network_plan
 from config.node_bootstrap_plan import node_bootstrap_props
 
@@ -757,3 +757,110 @@ def test_each_new_vpc_field_is_refused_next_to_an_existing_vpc_only_when_set(fie
     raw = in_existing_vpc()
     raw["vpc"][field] = seed  # set, even to its default
     assert f"vpc.{field}: describes a VPC the app creates" in error_for(raw)
+
+
+def with_route(**route: Any) -> dict[str, Any]:
+    """The seed with the first Multus network routing `route`."""
+    return changed("multus.networks.0.routes", [route])
+
+
+@pytest.mark.parametrize("key", ["transit_gateway_id", "vpn_gateway_id", "network_interface_id"])
+@pytest.mark.parametrize(
+    ("digits", "accepted"),
+    [(7, False), (8, True), (9, False), (16, False), (17, True), (18, False)],
+)
+def test_route_target_ids_have_8_or_17_hex_digits(key: str, digits: int, accepted: bool) -> None:
+    """EC2 user guide, "Resource IDs": a resource type's prefix and 8 (older resources) or 17
+    hexadecimal characters."""
+    prefix = {"transit_gateway_id": "tgw", "vpn_gateway_id": "vgw", "network_interface_id": "eni"}
+    target_id = f"{prefix[key]}-{'0123456789abcdef0f'[:digits]}"
+    raw = with_route(destination="10.200.0.0/16", **{key: target_id})
+    if accepted:
+        (route,) = parse_config(raw).multus.networks[0].routes
+        assert route.target_id == target_id
+    else:
+        assert f"multus.networks[0].routes[0].{key}: " in error_for(raw)
+
+
+@pytest.mark.parametrize(
+    ("destination", "accepted"),
+    [
+        ("9.255.255.255/32", True),  # the last address before the VPC's 10.0.0.0/16
+        ("10.0.0.0/32", False),
+        ("10.0.255.255/32", False),
+        ("10.1.0.0/32", True),  # the first after it
+        ("10.0.0.0/15", False),  # around it
+        ("128.0.0.0/1", True),  # half the address space, but not the default route
+        ("0.0.0.0/0", False),
+    ],
+)
+def test_a_route_leads_beyond_the_vpc_and_is_not_the_default_route(
+    destination: str, accepted: bool
+) -> None:
+    raw = with_route(destination=destination, nat_gateway=True)
+    if accepted:
+        assert parse_config(raw).multus.networks[0].routes[0].destination == destination
+    else:
+        assert ".routes[0].destination: " in error_for(raw)
+
+
+def test_overlapping_but_distinct_destinations_pass_the_longest_prefix_wins() -> None:
+    raw = changed(
+        "multus.networks.0.routes",
+        [
+            {"destination": "10.200.0.0/16", "transit_gateway_id": "tgw-0123456789abcdef0"},
+            {"destination": "10.200.7.0/24", "network_interface_id": "eni-0123456789abcdef0"},
+        ],
+    )
+    assert [r.target for r in parse_config(raw).multus.networks[0].routes] == [
+        "transit_gateway",
+        "network_interface",
+    ]
+
+
+@pytest.mark.parametrize("has_nat_gateway", [True, False])
+def test_a_route_to_the_nat_gateway_needs_one(
+    has_nat_gateway: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every VPC the app creates has one (vpc.nat_gateways per_az or single); an existing VPC
+    # may have none.
+    monkeypatch.setattr(AppConfig, "has_nat_gateway", property(lambda _: has_nat_gateway))
+    raw = with_route(destination="198.51.100.0/24", nat_gateway=True)
+    if has_nat_gateway:
+        assert parse_config(raw).multus.networks[0].routes[0].target == "nat_gateway"
+    else:
+        message = error_for(raw)
+        assert "multus.networks[0] (multus1).routes[0].nat_gateway: " in message
+        assert "no NAT gateway" in message
+
+
+@pytest.mark.parametrize(
+    ("target", "warned"),
+    [
+        ({"transit_gateway_id": "tgw-0123456789abcdef0"}, "VPC attachment of the transit gateway"),
+        ({"vpn_gateway_id": "vgw-0123456789abcdef0"}, "virtual private gateway attached to it"),
+        ({"network_interface_id": "eni-0123456789abcdef0"}, None),
+        ({"nat_gateway": True}, None),
+    ],
+)
+def test_routes_to_gateways_of_other_owners_warn_that_they_must_be_attached_first(
+    target: dict[str, Any], warned: str | None
+) -> None:
+    """AWS::EC2::Route (CloudFormation template reference): "The route table cannot use the
+    transit gateway until it has successfully attached to the VPC"; GatewayId is "an internet
+    gateway or virtual private gateway attached to your VPC". The app creates neither the
+    gateway nor its attachment, so no DependsOn can order them: the operator must."""
+    config = parse_config(with_route(destination="10.200.0.0/16", **target))
+    if warned is None:
+        assert config.route_preconditions == []
+    else:
+        (warning,) = config.route_preconditions
+        assert warning.startswith("multus.networks[0] (multus1).routes[0]: ")
+        assert warned in warning and "deploy without the route" in warning
+
+
+def test_the_seed_routes_nothing_beyond_its_default_routes() -> None:
+    seed = parse_config({})
+    assert [n.routes for n in seed.multus.networks] == [[], []]
+    assert all(row.routes == () for row in network_plan(seed))
+    assert seed.route_preconditions == []

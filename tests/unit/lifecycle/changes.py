@@ -40,6 +40,12 @@ def _gtp_u_only(networks: list[dict[str, Any]]) -> None:
     ]
 
 
+def _route_to_the_ran(networks: list[dict[str, Any]]) -> None:
+    networks[0]["routes"] = [
+        {"destination": "10.200.0.0/16", "transit_gateway_id": "tgw-0123456789abcdef0"}
+    ]
+
+
 def _moved_subnet(networks: list[dict[str, Any]]) -> None:
     networks[0]["subnets"][1] = {"cidr": "10.0.12.0/24", "reservation": "10.0.12.32/27"}
 
@@ -82,6 +88,7 @@ DAY2_CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         DEFAULTS,
         {"multus": {"networks": _networks_with(_gtp_u_only)}},
     ),
+    "add-route": (DEFAULTS, {"multus": {"networks": _networks_with(_route_to_the_ran)}}),
 }
 
 # Not a documented day-2 change (the old subnet holds the nodes' and the control plane's ENIs):

@@ -41,6 +41,7 @@ DOCUMENTED_ROWS = {
     "remove the last AZ": "remove-az",
     "move a Multus subnet": "move-multus-subnet",
     "change a network's `security_group` rules": "change-security-group-rules",
+    "add a route to a network's `routes`": "add-route",
 }
 HASH_LENGTH = 8  # CDK appends an 8-character hash of the construct path to logical IDs
 
@@ -58,6 +59,7 @@ EXPECTED_REPLACEMENTS: dict[str, set[tuple[str, str, str]]] = {
     # a subnet's CIDR is createOnly, and so is its route table association's subnet
     # rules are properties EC2 changes in place; the group and its ENIs stay
     "change-security-group-rules": set(),
+    "add-route": set(),
     "move-multus-subnet": {
         (NETWORK, "AWS::EC2::Subnet", "NetworkVpcmultus1Subnet2Subnet"),
         (
@@ -104,6 +106,8 @@ EXPECTED_UPDATES: dict[str, set[tuple[str, str]]] = {
     "add-az": {*PER_AZ_UPDATES},
     "remove-az": {*PER_AZ_UPDATES},
     "change-security-group-rules": {(NETWORK, "MultusSecurityGroup")},
+    # the network's NADs (IPAM routes and mainTableRoutes); the routes themselves are new
+    "add-route": {(CLUSTER, "EksClusternetworkattachments")},
     "move-multus-subnet": {
         (NETWORK, "CidrReservationsmultus1uswest2b"),
         (CLUSTER, "EksClusterkarpenternodepool"),

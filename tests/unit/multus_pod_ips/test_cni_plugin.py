@@ -401,3 +401,41 @@ def test_a_netns_path_that_is_no_network_namespace_fails_the_add(
     error = json.loads(done.stdout)
     assert error["code"] == 104 and str(not_a_namespace) in error["msg"], error
     assert agent.requests == []
+
+
+@pytest.mark.parametrize(
+    ("routes", "reason"),
+    [
+        ([{"dst": "10.200.0.0/16", "gw": "10.0.5.1"}], "outside mainTableSubnet 10.0.4.0/24"),
+        ([{"dst": "10.200.0.0/33", "gw": "10.0.4.1"}], "needs an IPv4 dst and gw"),
+        ([{"dst": "10.200.0.0/16"}], "needs an IPv4 dst and gw"),
+        (["10.200.0.0/16"], "needs an IPv4 dst and gw"),
+        ({"dst": "10.200.0.0/16", "gw": "10.0.4.1"}, "must be a list"),
+    ],
+    ids=["gateway-off-the-subnet", "bad-destination", "no-gateway", "not-an-object", "not-a-list"],
+)
+def test_bad_main_table_routes_fail_before_any_route_or_agent_call(
+    agent: StandInAgent, tmp_path: Path, routes: Any, reason: str
+) -> None:
+    # A namespace that does not exist: had the plugin set a route first, the error would be
+    # ROUTE_FAILURE (104) instead of the configuration error.
+    config = network(
+        agent.path, prevResult=PREV_RESULT, mainTableSubnet="10.0.4.0/24", mainTableRoutes=routes
+    )
+
+    status, error = run("ADD", config, CNI_NETNS=str(tmp_path / "gone"))
+
+    assert (status, error["code"]) == (1, 7)
+    assert reason in error["msg"]
+    assert agent.requests == []
+
+
+def test_main_table_routes_need_the_subnet_their_gateways_are_on(agent: StandInAgent) -> None:
+    routes = [{"dst": "10.200.0.0/16", "gw": "10.0.4.1"}]
+    config = network(agent.path, prevResult=PREV_RESULT, mainTableRoutes=routes)
+
+    status, error = run("ADD", config)
+
+    assert (status, error["code"]) == (1, 7)
+    assert "mainTableSubnet" in error["msg"]
+    assert agent.requests == []

@@ -15,7 +15,13 @@ from jsonschema import Draft202012Validator
 
 from node_bootstrap.renderer import READY_MARKER_DIR
 from testing_support.crd_rules import rule_violations
-from tests.conftest import REPO, SynthesizedApp, cdk_json_context, synthesize
+from tests.conftest import (
+    REPO,
+    ROUTED_NETWORK_ROUTES,
+    SynthesizedApp,
+    cdk_json_context,
+    synthesize,
+)
 from tests.helpers import TOKEN, joined_text, shared_reference
 
 
@@ -97,6 +103,48 @@ def test_seed_nads_match_the_seed(cluster: dict[str, Any]) -> None:
         "multus2-us-west-2a": ("multus2", "10.0.6.32-10.0.6.63/24", "10.0.6.1", "10.0.6.0/24"),
         "multus2-us-west-2b": ("multus2", "10.0.7.32-10.0.7.63/24", "10.0.7.1", "10.0.7.0/24"),
     }
+
+
+def nad_routes(template: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """NAD name -> (its IPAM routes, the pod IP plugin's mainTableRoutes)."""
+    routes = {}
+    for nad in by_kind(template, "NetworkAttachmentDefinition"):
+        ipvlan, _, pod_ip = json.loads(nad["spec"]["config"])["plugins"]
+        routes[nad["metadata"]["name"]] = (
+            ipvlan["ipam"].get("routes"),
+            pod_ip.get("mainTableRoutes"),
+        )
+    return routes
+
+
+def test_every_nad_of_a_routed_network_routes_its_destinations_over_net1(
+    routes_app: SynthesizedApp,
+) -> None:
+    """Whereabouts (k8snetworkplumbingwg/whereabouts v0.9.4, cmd/whereabouts.go cmdAdd:
+    result.Routes = Config.Routes) and static IPAM hand their config's routes to ipvlan, which
+    adds them on net1 via their gw; sbr (containernetworking/plugins plugins/meta/sbr, doRoutes)
+    moves them into the pod address's table, and multus-pod-ip's mainTableRoutes put them back
+    into the main table, so the pod also initiates over net1. gw: the subnet's VPC router, the
+    first host (VPC user guide, subnet CIDR blocks: the base address plus one)."""
+    routes = nad_routes(routes_app.template_json(routes_app.stage.cluster))
+
+    destinations = [route["destination"] for route in ROUTED_NETWORK_ROUTES]
+    via_2a = [{"dst": destination, "gw": "10.0.4.1"} for destination in destinations]
+    via_2b = [{"dst": destination, "gw": "10.0.5.1"} for destination in destinations]
+    assert routes == {
+        "multus1-us-west-2a": (via_2a, via_2a),
+        "multus1-us-west-2a-static": (
+            [{"dst": "0.0.0.0/0", "gw": "10.0.4.1"}, *via_2a],  # static IPAM has no gateway
+            via_2a,
+        ),
+        "multus1-us-west-2b": (via_2b, via_2b),
+        "multus2-us-west-2a": (None, None),
+        "multus2-us-west-2b": (None, None),
+    }
+
+
+def test_the_seeds_nads_carry_no_routes(cluster: dict[str, Any]) -> None:
+    assert set(nad_routes(cluster).values()) == {(None, None)}
 
 
 def test_pod_ip_agent_manages_each_interfaces_reservations_and_reads_the_bootstrap_state(

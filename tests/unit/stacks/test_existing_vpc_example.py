@@ -14,7 +14,7 @@ from config import parse_config
 from testing_support.crd_rules import rule_violations
 from tests.conftest import EXISTING_VPC, REPO, SynthesizedApp
 from tests.helpers import only, resources
-from tests.unit.stacks.test_cluster_workloads import by_kind, upstream_schemas
+from tests.unit.stacks.test_cluster_workloads import by_kind, nad_routes, upstream_schemas
 
 DOCUMENT = json.loads((REPO / EXISTING_VPC).read_text())
 EXAMPLE = DOCUMENT["vpc"]["existing"]
@@ -82,28 +82,48 @@ def test_each_multus_subnet_has_its_own_route_table_and_no_user_subnet_is_associ
         assert table["Properties"]["VpcId"] == EXAMPLE["vpc_id"]
 
 
-def test_only_nat_egress_networks_route_to_their_azs_given_nat_gateway(
+def test_multus_route_tables_lead_to_the_given_nat_gateways_and_the_ran_transit_gateway(
     network: dict[str, Any],
 ) -> None:
+    """Only nat_egress networks (n6) get a default route, to their AZ's given NAT gateway; n3's
+    route table leads the RAN range to the team's transit gateway."""
     subnet_of_table = {
         a["Properties"]["RouteTableId"]["Ref"]: network["Resources"][
             a["Properties"]["SubnetId"]["Ref"]
         ]
         for a in resources(network, "AWS::EC2::SubnetRouteTableAssociation").values()
     }
-    routes = {
-        (
-            MULTUS_CIDRS[subnet_of_table[route["RouteTableId"]["Ref"]]["Properties"]["CidrBlock"]],
-            subnet_of_table[route["RouteTableId"]["Ref"]]["Properties"]["AvailabilityZone"],
-        ): (route["DestinationCidrBlock"], route["NatGatewayId"])
-        for route in (r["Properties"] for r in resources(network, "AWS::EC2::Route").values())
-    }
+    routes = {}
+    for route in (r["Properties"] for r in resources(network, "AWS::EC2::Route").values()):
+        subnet = subnet_of_table[route["RouteTableId"]["Ref"]]["Properties"]
+        target = {k: v for k, v in route.items() if k.endswith("Id") and k != "RouteTableId"}
+        key = (MULTUS_CIDRS[subnet["CidrBlock"]], subnet["AvailabilityZone"])
+        routes[(*key, route["DestinationCidrBlock"])] = target
     nat_a, nat_b = EXAMPLE["nat_gateway_ids"]
+    (ran,) = next(n for n in DOCUMENT["multus"]["networks"] if n["name"] == "n3")["routes"]
     # n2 and n3 have nat_egress false; n6 the default (true).
     assert routes == {
-        ("n6", "us-west-2a"): ("0.0.0.0/0", nat_a),
-        ("n6", "us-west-2b"): ("0.0.0.0/0", nat_b),
+        ("n6", "us-west-2a", "0.0.0.0/0"): {"NatGatewayId": nat_a},
+        ("n6", "us-west-2b", "0.0.0.0/0"): {"NatGatewayId": nat_b},
+        ("n3", "us-west-2a", ran["destination"]): {"TransitGatewayId": ran["transit_gateway_id"]},
+        ("n3", "us-west-2b", ran["destination"]): {"TransitGatewayId": ran["transit_gateway_id"]},
     }
+
+
+def test_n3_pods_route_the_ran_range_over_net1(cluster: dict[str, Any]) -> None:
+    """The RAN range in n3's NADs (IPAM routes, and the pod IP plugin's main-table routes), via
+    each subnet's VPC router (base address + 1); no other network's NADs route it."""
+    ran = "10.100.0.0/16"
+    routed = {
+        name: ipam_routes
+        for name, (ipam_routes, _) in nad_routes(cluster).items()
+        if ipam_routes is not None
+    }
+    assert routed == {
+        "n3-us-west-2a": [{"dst": ran, "gw": "10.0.66.1"}],
+        "n3-us-west-2b": [{"dst": ran, "gw": "10.0.67.1"}],
+    }
+    assert {name: main for name, (_, main) in nad_routes(cluster).items() if main} == routed
 
 
 def test_security_groups_are_in_the_given_vpc_and_default_to_its_cidr(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import json
 from typing import Any
 
 import aws_cdk as cdk
@@ -9,7 +11,14 @@ import pytest
 
 from config import load_config
 from stacks.network_stack import NetworkStack
-from tests.conftest import PER_NETWORK_RULES, RAN, REPO, cdk_json_context
+from tests.conftest import (
+    PER_NETWORK_RULES,
+    RAN,
+    REPO,
+    ROUTED_NETWORK_ROUTES,
+    ROUTES,
+    cdk_json_context,
+)
 from tests.helpers import resources
 
 
@@ -207,3 +216,51 @@ def test_an_empty_ingress_list_admits_nothing() -> None:
     ]
     assert "SecurityGroupIngress" not in group
     assert not resources(template, "AWS::EC2::SecurityGroupIngress")
+
+
+def with_routes(routes: list[dict[str, Any]], **settings: Any) -> dict[str, Any]:
+    """The network template of ROUTES with multus1's routes replaced by `routes`."""
+    routed = copy.deepcopy(ROUTES)
+    routed["multus"]["networks"][0]["routes"] = routes
+    return network_template({"config": routed, **settings})
+
+
+def beyond_the_vpc(template: dict[str, Any]) -> dict[str, str]:
+    """Logical ID -> destination of every route that is not a default route."""
+    return {
+        logical_id: route["Properties"]["DestinationCidrBlock"]
+        for logical_id, route in resources(template, "AWS::EC2::Route").items()
+        if route["Properties"]["DestinationCidrBlock"] != "0.0.0.0/0"
+    }
+
+
+def test_adding_a_route_keeps_the_logical_ids_of_the_others() -> None:
+    # A changed logical ID is a new AWS::EC2::Route and the old one's deletion: CloudFormation
+    # creates the new one first, which EC2 refuses (RouteAlreadyExists for that destination).
+    before = beyond_the_vpc(with_routes(ROUTED_NETWORK_ROUTES[1:]))
+    after = beyond_the_vpc(with_routes(ROUTED_NETWORK_ROUTES))
+
+    assert set(before) < set(after)
+    assert sorted(set(after.values()) - set(before.values())) == ["10.200.0.0/16"]
+    assert {logical_id: after[logical_id] for logical_id in before} == before
+
+
+def test_with_a_single_nat_gateway_every_az_routes_to_it() -> None:
+    template = with_routes(
+        [{"destination": "198.51.100.0/24", "nat_gateway": True}],
+        **{"config.vpc.nat_gateways": "single"},
+    )
+    (gateway,) = resources(template, "AWS::EC2::NatGateway")
+    routes = list(resources(template, "AWS::EC2::Route").values())
+    nat_routes = [r for r in routes if r["Properties"]["DestinationCidrBlock"] != "0.0.0.0/0"]
+    assert len(nat_routes) == 2  # one per AZ
+    assert {json.dumps(r["Properties"]["NatGatewayId"]) for r in nat_routes} == {
+        json.dumps({"Ref": gateway})
+    }
+
+
+def test_a_network_without_nat_egress_still_routes_its_destinations() -> None:
+    routed = copy.deepcopy(ROUTES)
+    routed["multus"]["networks"][0]["nat_egress"] = False
+    destinations = sorted(beyond_the_vpc(network_template({"config": routed})).values())
+    assert destinations == sorted(2 * [r["destination"] for r in ROUTED_NETWORK_ROUTES])

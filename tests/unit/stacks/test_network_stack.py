@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from aws_cdk.assertions import Annotations, Match
 
 from config import parse_config
-from tests.conftest import SynthesizedApp
+from tests.conftest import APPLIANCE, TRANSIT_GATEWAY, VPN_GATEWAY, SynthesizedApp
 from tests.helpers import resources
 
 SEED = parse_config({})
@@ -224,3 +225,73 @@ def test_outputs_for_operators_and_later_stacks(network: dict[str, Any]) -> None
 
 def test_vpc_flow_logs_enabled(default_app: SynthesizedApp) -> None:
     default_app.template(default_app.stage.network).resource_count_is("AWS::EC2::FlowLog", 1)
+
+
+@pytest.fixture(scope="module")
+def routed_network(routes_app: SynthesizedApp) -> dict[str, Any]:
+    return routes_app.template_json(routes_app.stage.network)
+
+
+def routes_by_table(template: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(subnet group, AZ) of the table -> {destination: the route's target properties}."""
+    subnets = resources(template, "AWS::EC2::Subnet")
+    table_subnet = {
+        a["Properties"]["RouteTableId"]["Ref"]: subnets[a["Properties"]["SubnetId"]["Ref"]]
+        for a in resources(template, "AWS::EC2::SubnetRouteTableAssociation").values()
+    }
+    tables: dict[tuple[str, str], dict[str, Any]] = {}
+    for route in resources(template, "AWS::EC2::Route").values():
+        props = dict(route["Properties"])
+        subnet = table_subnet[props.pop("RouteTableId")["Ref"]]
+        key = (tags(subnet)["aws-cdk:subnet-name"], subnet["Properties"]["AvailabilityZone"])
+        tables.setdefault(key, {})[props.pop("DestinationCidrBlock")] = props
+    return tables
+
+
+def nat_gateway_of_az(template: dict[str, Any], az: str) -> str:
+    subnets = resources(template, "AWS::EC2::Subnet")
+    (gateway,) = [
+        key
+        for key, nat in resources(template, "AWS::EC2::NatGateway").items()
+        if subnets[nat["Properties"]["SubnetId"]["Ref"]]["Properties"]["AvailabilityZone"] == az
+    ]
+    return gateway
+
+
+@pytest.mark.parametrize("az", ["us-west-2a", "us-west-2b"])
+def test_each_subnet_of_a_routed_network_routes_its_destinations_to_their_targets(
+    routed_network: dict[str, Any], az: str
+) -> None:
+    """AWS::EC2::Route (CloudFormation template reference): exactly one target property per
+    route; a transit gateway is TransitGatewayId, a virtual private gateway GatewayId ("an
+    internet gateway or virtual private gateway attached to your VPC"), a network interface
+    NetworkInterfaceId, a NAT gateway NatGatewayId (this AZ's: traffic stays in its AZ)."""
+    assert routes_by_table(routed_network)[("multus1", az)] == {
+        "0.0.0.0/0": {"NatGatewayId": {"Ref": nat_gateway_of_az(routed_network, az)}},
+        "10.200.0.0/16": {"TransitGatewayId": TRANSIT_GATEWAY},
+        "10.201.0.0/16": {"GatewayId": VPN_GATEWAY},
+        "10.202.0.0/24": {"NetworkInterfaceId": APPLIANCE},
+        "198.51.100.0/24": {"NatGatewayId": {"Ref": nat_gateway_of_az(routed_network, az)}},
+    }
+
+
+def test_networks_without_routes_keep_only_their_default_route(
+    routed_network: dict[str, Any], network: dict[str, Any]
+) -> None:
+    routed = routes_by_table(routed_network)
+    for key, table in routes_by_table(network).items():
+        if key[0] != "multus1":
+            assert routed[key] == table, key
+        assert list(table) == ["0.0.0.0/0"], key
+
+
+def test_deploy_shows_what_gateway_routes_need_attached_first(routes_app: SynthesizedApp) -> None:
+    # config.route_preconditions (tests/unit/config/test_valid_edges.py names the source):
+    # the transit gateway's and the virtual private gateway's routes, not the others.
+    warnings = Annotations.from_stack(routes_app.stage.network).find_warning(
+        "*", Match.string_like_regexp(r"multus\.networks\[0\] \(multus1\)\.routes\[\d\]: ")
+    )
+    texts = [str(warning.entry.data) for warning in warnings]
+    assert len(texts) == 2, texts
+    assert any(TRANSIT_GATEWAY in text for text in texts)
+    assert any(VPN_GATEWAY in text for text in texts)
