@@ -14,7 +14,7 @@ from typing import Any, Literal, get_args
 import pytest
 
 from config import ConfigError, parse_config
-from config.model import AppConfig, LogRetention, MultusSubnetConfig, VpcConfig
+from config.model import LogRetention, MultusSubnetConfig, VpcConfig
 from config.network_plan import network_plan
 from config.node_bootstrap_plan import node_bootstrap_props
 
@@ -818,15 +818,14 @@ def test_overlapping_but_distinct_destinations_pass_the_longest_prefix_wins() ->
     ]
 
 
-@pytest.mark.parametrize("has_nat_gateway", [True, False])
-def test_a_route_to_the_nat_gateway_needs_one(
-    has_nat_gateway: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.parametrize("nat_gateway_ids", [["nat-0123456789abcdef1"] * 2, []])
+def test_a_route_to_the_nat_gateway_needs_one(nat_gateway_ids: list[str]) -> None:
     # Every VPC the app creates has one (vpc.nat_gateways per_az or single); an existing VPC
     # may have none.
-    monkeypatch.setattr(AppConfig, "has_nat_gateway", property(lambda _: has_nat_gateway))
-    raw = with_route(destination="198.51.100.0/24", nat_gateway=True)
-    if has_nat_gateway:
+    networks = [{**network, "nat_egress": False} for network in seed_raw()["multus"]["networks"]]
+    networks[0]["routes"] = [{"destination": "198.51.100.0/24", "nat_gateway": True}]
+    raw = in_existing_vpc(networks, nat_gateway_ids=nat_gateway_ids)
+    if nat_gateway_ids:
         assert parse_config(raw).multus.networks[0].routes[0].target == "nat_gateway"
     else:
         message = error_for(raw)
