@@ -9,6 +9,13 @@ connection to another address of the subnet leaves over the Multus interface eve
 pod does not bind its source. Networks in node_prefix mode get a NAD without config instead
 (docs/node-prefix-mode.md).
 
+On a dual-stack network the IPAM takes an IPv6 address too, from the subnet's reserved IPv6
+pod range (Whereabouts ipRanges, whereabouts pkg/config LoadIPAMConfig); the range and the /64
+are deploy-time values. Whereabouts gives every address of a pod its one `gateway`
+(cmd/whereabouts.go, cmdAdd), and sbr would route the IPv6 address via the IPv4 gateway
+(containernetworking/plugins plugins/meta/sbr, doRoutes), so these NADs give each family's
+VPC router as a route instead, which sbr moves into the table of the address it belongs to.
+
 A subnet with a static_range gets a second NAD, <network>-<az>-static: the same chain with
 static IPAM, which takes the pod's fixed address from the `ips` of its network selection
 annotation; Whereabouts excludes that range (docs/multus-pod-ips.md, fixed addresses).
@@ -51,13 +58,30 @@ def whereabouts_range_and_gateway(subnet_cidr: str, reservation_cidr: str) -> tu
 
 
 @dataclass(frozen=True)
+class Ipv6Range:
+    """A dual-stack attachment's IPv6 side (deploy-time values): the subnet's /64, the first
+    and last address of its reserved pod range, and the subnet's VPC router."""
+
+    subnet_cidr: str
+    first_address: str
+    last_address: str
+    gateway: str
+
+    @property
+    def whereabouts_range(self) -> str:
+        """first-last/64: the pod's address keeps the subnet's prefix, its on-link network."""
+        return f"{self.first_address}-{self.last_address}/64"
+
+
+@dataclass(frozen=True)
 class NetworkAttachment:
     """name: NAD name (config.network_plan.network_attachment_name).
     master_interface: the stable Linux name the node bootstrap gives this network's ENI.
     ipvlan_mode: l2, l3 or l3s.
     whereabouts_range / gateway: see whereabouts_range_and_gateway.
     static_range / static_name: the block of fixed addresses inside the range and the name of
-    the NAD that hands them out (config.network_plan.static_attachment_name), or None."""
+    the NAD that hands them out (config.network_plan.static_attachment_name), or None.
+    ipv6: the IPv6 side of a dual-stack network, or None."""
 
     name: str
     master_interface: str
@@ -66,6 +90,7 @@ class NetworkAttachment:
     gateway: str
     static_range: str | None = None
     static_name: str | None = None
+    ipv6: Ipv6Range | None = None
 
     @property
     def subnet_cidr(self) -> str:
@@ -97,6 +122,13 @@ def cni_config(attachment: NetworkAttachment) -> dict[str, Any]:
         "range": attachment.whereabouts_range,
         "gateway": attachment.gateway,
     }
+    if attachment.ipv6 is not None:
+        del ipam["gateway"]
+        ipam["ipRanges"] = [{"range": attachment.ipv6.whereabouts_range}]
+        ipam["routes"] = [
+            {"dst": "0.0.0.0/0", "gw": attachment.gateway},
+            {"dst": "::/0", "gw": attachment.ipv6.gateway},
+        ]
     if attachment.static_range:
         # Whereabouts skips every address of an excluded block, network and broadcast address
         # included (whereabouts pkg/allocate/allocate.go, IterateForAssignment).
@@ -153,11 +185,14 @@ def pod_ip_assignment(attachment: NetworkAttachment) -> dict[str, Any]:
     to it from other nodes and subnets, and routes the subnet via the pod's interface in its
     main table (after sbr, which moves every route of the interface out of it: see
     multus_pod_ips/cni_plugin.py). Whereabouts-mode networks only."""
-    return {
+    config = {
         "type": CNI_PLUGIN_TYPE,
         "master": attachment.master_interface,
         "mainTableSubnet": attachment.subnet_cidr,
     }
+    if attachment.ipv6 is not None:
+        config["mainTableSubnetIpv6"] = attachment.ipv6.subnet_cidr
+    return config
 
 
 def cni_binaries(attachments: Sequence[NetworkAttachment]) -> list[str]:

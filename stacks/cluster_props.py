@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from aws_cdk import Fn
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_logs as logs
@@ -35,6 +36,7 @@ from charts.karpenter_node_pool import KarpenterNodePoolProps
 from charts.multus import MultusProps
 from charts.multus_pod_ips import MultusPodIpsProps, PodIpsNodes
 from charts.network_attachments import (
+    Ipv6Range,
     NetworkAttachment,
     NetworkAttachmentsProps,
     cni_binaries,
@@ -228,7 +230,7 @@ def cluster_workloads_props(
 ) -> ClusterWorkloadsProps:
     images = config.images
     nads = [
-        network_attachment(a.plan)
+        network_attachment(a.plan, ipv6_range(a))
         for a in attachments
         if not a.plan.ip_management.node_local_config
     ]
@@ -339,7 +341,23 @@ def pod_ips_props(config: AppConfig, image: str) -> MultusPodIpsProps | None:
     return MultusPodIpsProps(image=image, pools=pools) if pools else None
 
 
-def network_attachment(row: NetworkPlanRow) -> NetworkAttachment:
+def ipv6_range(attachment: MultusAttachment) -> Ipv6Range | None:
+    """The IPv6 side of a dual-stack attachment's NAD. The VPC router is the /64's first
+    address after the network's, as in IPv4; an Amazon /64 is written with its zero host part
+    compressed (prefix::/64), so the router is prefix::1."""
+    if attachment.ipv6_subnet_cidr is None or attachment.ipv6_pod_range_bounds is None:
+        return None
+    first, last = attachment.ipv6_pod_range_bounds
+    prefix = Fn.select(0, Fn.split("::/64", attachment.ipv6_subnet_cidr))
+    return Ipv6Range(
+        subnet_cidr=attachment.ipv6_subnet_cidr,
+        first_address=first,
+        last_address=last,
+        gateway=f"{prefix}::1",
+    )
+
+
+def network_attachment(row: NetworkPlanRow, ipv6: Ipv6Range | None = None) -> NetworkAttachment:
     whereabouts_range, gateway = whereabouts_range_and_gateway(
         row.subnet_cidr, row.reservation_cidr
     )
@@ -351,4 +369,5 @@ def network_attachment(row: NetworkPlanRow) -> NetworkAttachment:
         gateway=gateway,
         static_range=row.static_range,
         static_name=row.static_nad_name,
+        ipv6=ipv6,
     )

@@ -13,7 +13,11 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from cdk_constructs.multus_vpc import MultusNetworkLayout, MultusVpc, MultusVpcProps
-from cdk_constructs.subnet_cidr_reservation import ReservationSpec, SubnetCidrReservationProvider
+from cdk_constructs.subnet_cidr_reservation import (
+    Ipv6PodRangeSpec,
+    ReservationSpec,
+    SubnetCidrReservationProvider,
+)
 from config import AppConfig
 from config.model import SecurityGroupRuleConfig
 from config.network_plan import NetworkPlanRow, network_plan
@@ -31,11 +35,16 @@ _ALL_PORTS = {"tcp": (0, 65535), "udp": (0, 65535), "icmp": (-1, -1)}
 
 @dataclass(frozen=True)
 class MultusAttachment:
-    """Where one Multus network lands in one AZ: its plan row, subnet and security group."""
+    """Where one Multus network lands in one AZ: its plan row, subnet and security group; on a
+    dual-stack network the subnet's IPv6 /64, its reserved pod range and that range's first and
+    last address (deploy-time values), else None."""
 
     plan: NetworkPlanRow
     subnet: ec2.ISubnet
     security_group: ec2.ISecurityGroup
+    ipv6_subnet_cidr: str | None = None
+    ipv6_pod_range: str | None = None
+    ipv6_pod_range_bounds: tuple[str, str] | None = None
 
 
 class NetworkStack(ConfiguredAzStack):
@@ -48,6 +57,7 @@ class NetworkStack(ConfiguredAzStack):
             scope, construct_id, availability_zones=config.availability_zones, **kwargs
         )
         multus_vpc = MultusVpc(self, "Network", _vpc_props(config))
+        self._multus_vpc = multus_vpc
         self.vpc = multus_vpc.vpc
         self.node_subnets = multus_vpc.node_subnets
         self.public_subnets = multus_vpc.public_subnets
@@ -62,16 +72,49 @@ class NetworkStack(ConfiguredAzStack):
                 strict=True,
             )
         }
+        provider = SubnetCidrReservationProvider(
+            self, "CidrReservations", subnets=list(subnets.values())
+        )
         self.multus_attachments = [
-            MultusAttachment(
-                plan=row,
-                subnet=subnets[row.network, row.availability_zone],
-                security_group=self.multus_security_groups[row.security_group],
+            self._attachment(
+                provider,
+                row,
+                subnets[row.network, row.availability_zone],
+                self.multus_security_groups[row.security_group],
             )
             for row in network_plan(config)
         ]
-        self._reserve_multus_ranges()
+        self._reserve_multus_ranges(provider)
         self._outputs()
+
+    def _attachment(
+        self,
+        provider: SubnetCidrReservationProvider,
+        row: NetworkPlanRow,
+        subnet: ec2.ISubnet,
+        group: ec2.ISecurityGroup,
+    ) -> MultusAttachment:
+        if row.ipv6 is None:
+            return MultusAttachment(plan=row, subnet=subnet, security_group=group)
+        subnet_cidr = self._multus_vpc.ipv6_subnet_cidr(subnet)
+        pod_range = provider.reserve_ipv6_pod_range(
+            f"{row.network}-{row.availability_zone}-ipv6",
+            Ipv6PodRangeSpec(
+                subnet=subnet,
+                subnet_cidr=subnet_cidr,
+                prefix_length=row.ipv6.pod_range_prefix_length,
+                offset=row.ipv6.pod_range_offset,
+                description=_reservation_description(row) + ", IPv6",
+            ),
+        )
+        return MultusAttachment(
+            plan=row,
+            subnet=subnet,
+            security_group=group,
+            ipv6_subnet_cidr=subnet_cidr,
+            ipv6_pod_range=pod_range.cidr,
+            ipv6_pod_range_bounds=(pod_range.first_address, pod_range.last_address),
+        )
 
     def _multus_security_groups(self, config: AppConfig) -> dict[str, ec2.SecurityGroup]:
         networks = config.multus.networks
@@ -83,7 +126,8 @@ class NetworkStack(ConfiguredAzStack):
                 description=SECURITY_GROUP_DESCRIPTION,
                 # aws-cdk refuses an all-traffic egress rule and wants this instead (it then
                 # renders the seed's rule, with its own description, and no other).
-                allow_all_outbound=_allows_all_egress(network.security_group.egress),
+                allow_all_outbound=_allows_all_egress(network.egress_rules),
+                allow_all_ipv6_outbound=_allows_all_ipv6_egress(network.egress_rules),
             )
             for index, network in enumerate(networks)
         }
@@ -94,19 +138,22 @@ class NetworkStack(ConfiguredAzStack):
                 group.add_ingress_rule(
                     _peer(rule, groups), _port(rule), rule.rule_description("from")
                 )
-            if not group.allow_all_outbound:
-                for rule in network.security_group.egress:
+            if config.ingress_from_vpc_ipv6(network):
+                assert self._multus_vpc.ipv6_block is not None  # the config requires vpc.ipv6
+                group.node.add_dependency(self._multus_vpc.ipv6_block)
+                group.add_ingress_rule(
+                    ec2.Peer.ipv6(Fn.select(0, self.vpc.vpc_ipv6_cidr_blocks)),
+                    ec2.Port.all_traffic(),
+                    "from the VPC's IPv6 block",
+                )
+            for rule in network.egress_rules:
+                if not _covered_by_all_outbound(rule, group):
                     group.add_egress_rule(
                         _peer(rule, groups), _port(rule), rule.rule_description("to")
                     )
         return groups
 
-    def _reserve_multus_ranges(self) -> None:
-        provider = SubnetCidrReservationProvider(
-            self,
-            "CidrReservations",
-            subnets=[attachment.subnet for attachment in self.multus_attachments],
-        )
+    def _reserve_multus_ranges(self, provider: SubnetCidrReservationProvider) -> None:
         for attachment in self.multus_attachments:
             row = attachment.plan
             provider.reserve(
@@ -114,8 +161,7 @@ class NetworkStack(ConfiguredAzStack):
                 ReservationSpec(
                     subnet=attachment.subnet,
                     cidr=row.reservation_cidr,
-                    description=f"Multus {row.network} pod addresses "
-                    f"({row.ip_management.reservation_purpose})",
+                    description=_reservation_description(row),
                     reservation_type=row.reservation_type,
                 ),
             )
@@ -149,6 +195,10 @@ class NetworkStack(ConfiguredAzStack):
             )
 
 
+def _reservation_description(row: NetworkPlanRow) -> str:
+    return f"Multus {row.network} pod addresses ({row.ip_management.reservation_purpose})"
+
+
 def multus_security_group_name(app_name: str, network: str) -> str:
     """The Name tag of a network's group: its groups share one description (see above)."""
     return f"{app_name}-{network}"
@@ -158,11 +208,20 @@ def _allows_all_egress(rules: list[SecurityGroupRuleConfig]) -> bool:
     return any(rule.allows_everything_anywhere for rule in rules)
 
 
+def _allows_all_ipv6_egress(rules: list[SecurityGroupRuleConfig]) -> bool:
+    return any(rule.allows_everything_anywhere_ipv6 for rule in rules)
+
+
+def _covered_by_all_outbound(rule: SecurityGroupRuleConfig, group: ec2.SecurityGroup) -> bool:
+    # aws-cdk drops every other egress rule of a family whose all-traffic rule it renders.
+    return group.allow_all_ipv6_outbound if rule.is_ipv6 else group.allow_all_outbound
+
+
 def _peer(rule: SecurityGroupRuleConfig, groups: dict[str, ec2.SecurityGroup]) -> ec2.IPeer:
     if rule.network is not None:
         return groups[rule.network]
     assert rule.cidr is not None  # the config gives each rule exactly one of the two
-    return ec2.Peer.ipv4(rule.cidr)
+    return ec2.Peer.ipv6(rule.cidr) if rule.is_ipv6 else ec2.Peer.ipv4(rule.cidr)
 
 
 def _port(rule: SecurityGroupRuleConfig) -> ec2.Port:
@@ -193,6 +252,7 @@ def _cdk_protocols() -> dict[str, ec2.Protocol]:
 
 
 def _vpc_props(config: AppConfig) -> MultusVpcProps:
+    plan = network_plan(config)
     return MultusVpcProps(
         name_prefix=config.name,
         cluster_name=config.cluster_name,
@@ -205,9 +265,15 @@ def _vpc_props(config: AppConfig) -> MultusVpcProps:
                 name=network.name,
                 subnet_cidrs=[subnet.cidr for subnet in network.subnets],
                 nat_egress=network.nat_egress,
+                ipv6_subnet_indexes=[
+                    row.ipv6.subnet_index
+                    for row in plan
+                    if row.network == network.name and row.ipv6 is not None
+                ],
             )
             for network in config.multus.networks
         ],
         single_nat_gateway=config.vpc.nat_gateways == "single",
         flow_log_retention=logs.RetentionDays[config.vpc.flow_log_retention],
+        ipv6=config.vpc.ipv6,
     )
