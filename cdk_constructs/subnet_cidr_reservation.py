@@ -48,11 +48,15 @@ class Ipv6PodRangeSpec:
 
 @dataclass(frozen=True)
 class ReservedIpv6PodRange:
-    """The reserved range and its first and last address (deploy-time values)."""
+    """The reserved range, its first and last address, the subnet's /64 and its VPC router, as
+    the handler returns them: plain attributes (deploy-time values) that another stack reads
+    by weak reference, where the subnet's own Ipv6CidrBlocks would be a list to split."""
 
     cidr: str
     first_address: str
     last_address: str
+    subnet_cidr: str
+    router_address: str
 
 
 def handler_statements(subnet_arns: Sequence[str]) -> list[iam.PolicyStatement]:
@@ -152,6 +156,8 @@ class SubnetCidrReservationProvider(Construct):
             cidr=reservation.get_att_string("Cidr"),
             first_address=reservation.get_att_string("FirstAddress"),
             last_address=reservation.get_att_string("LastAddress"),
+            subnet_cidr=reservation.get_att_string("SubnetCidr"),
+            router_address=reservation.get_att_string("RouterAddress"),
         )
 
     def _acknowledge_policy_findings(self) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Fn
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_logs as logs
@@ -342,18 +341,15 @@ def pod_ips_props(config: AppConfig, image: str) -> MultusPodIpsProps | None:
 
 
 def ipv6_range(attachment: MultusAttachment) -> Ipv6Range | None:
-    """The IPv6 side of a dual-stack attachment's NAD. The VPC router is the /64's first
-    address after the network's, as in IPv4; an Amazon /64 is written with its zero host part
-    compressed (prefix::/64), so the router is prefix::1."""
-    if attachment.ipv6_subnet_cidr is None or attachment.ipv6_pod_range_bounds is None:
+    """The IPv6 side of a dual-stack attachment's NAD, from its reservation's attributes."""
+    reservation = attachment.ipv6_reservation
+    if reservation is None:
         return None
-    first, last = attachment.ipv6_pod_range_bounds
-    prefix = Fn.select(0, Fn.split("::/64", attachment.ipv6_subnet_cidr))
     return Ipv6Range(
-        subnet_cidr=attachment.ipv6_subnet_cidr,
-        first_address=first,
-        last_address=last,
-        gateway=f"{prefix}::1",
+        subnet_cidr=reservation.subnet_cidr,
+        first_address=reservation.first_address,
+        last_address=reservation.last_address,
+        gateway=reservation.router_address,
     )
 
 

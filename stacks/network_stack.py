@@ -7,7 +7,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import CfnOutput, Fn, Tags
+from aws_cdk import Acknowledgment, CfnOutput, Fn, Tags, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -16,6 +16,7 @@ from cdk_constructs.multus_vpc import MultusNetworkLayout, MultusVpc, MultusVpcP
 from cdk_constructs.subnet_cidr_reservation import (
     Ipv6PodRangeSpec,
     ReservationSpec,
+    ReservedIpv6PodRange,
     SubnetCidrReservationProvider,
 )
 from config import AppConfig
@@ -36,15 +37,22 @@ _ALL_PORTS = {"tcp": (0, 65535), "udp": (0, 65535), "icmp": (-1, -1)}
 @dataclass(frozen=True)
 class MultusAttachment:
     """Where one Multus network lands in one AZ: its plan row, subnet and security group; on a
-    dual-stack network the subnet's IPv6 /64, its reserved pod range and that range's first and
-    last address (deploy-time values), else None."""
+    dual-stack network the reservation of its IPv6 pod range (deploy-time values), else None."""
 
     plan: NetworkPlanRow
     subnet: ec2.ISubnet
     security_group: ec2.ISecurityGroup
-    ipv6_subnet_cidr: str | None = None
-    ipv6_pod_range: str | None = None
-    ipv6_pod_range_bounds: tuple[str, str] | None = None
+    ipv6_reservation: ReservedIpv6PodRange | None = None
+
+    @property
+    def ipv6_subnet_cidr(self) -> str | None:
+        """The subnet's IPv6 /64 (a deploy-time value), None on an IPv4-only network."""
+        return self.ipv6_reservation.subnet_cidr if self.ipv6_reservation else None
+
+    @property
+    def ipv6_pod_range(self) -> str | None:
+        """The reserved IPv6 pod range (a deploy-time value), None on an IPv4-only network."""
+        return self.ipv6_reservation.cidr if self.ipv6_reservation else None
 
 
 class NetworkStack(ConfiguredAzStack):
@@ -96,24 +104,18 @@ class NetworkStack(ConfiguredAzStack):
     ) -> MultusAttachment:
         if row.ipv6 is None:
             return MultusAttachment(plan=row, subnet=subnet, security_group=group)
-        subnet_cidr = self._multus_vpc.ipv6_subnet_cidr(subnet)
-        pod_range = provider.reserve_ipv6_pod_range(
+        reservation = provider.reserve_ipv6_pod_range(
             f"{row.network}-{row.availability_zone}-ipv6",
             Ipv6PodRangeSpec(
                 subnet=subnet,
-                subnet_cidr=subnet_cidr,
+                subnet_cidr=self._multus_vpc.ipv6_subnet_cidr(subnet),
                 prefix_length=row.ipv6.pod_range_prefix_length,
                 offset=row.ipv6.pod_range_offset,
                 description=_reservation_description(row) + ", IPv6",
             ),
         )
         return MultusAttachment(
-            plan=row,
-            subnet=subnet,
-            security_group=group,
-            ipv6_subnet_cidr=subnet_cidr,
-            ipv6_pod_range=pod_range.cidr,
-            ipv6_pod_range_bounds=(pod_range.first_address, pod_range.last_address),
+            plan=row, subnet=subnet, security_group=group, ipv6_reservation=reservation
         )
 
     def _multus_security_groups(self, config: AppConfig) -> dict[str, ec2.SecurityGroup]:
@@ -145,6 +147,15 @@ class NetworkStack(ConfiguredAzStack):
                     ec2.Peer.ipv6(Fn.select(0, self.vpc.vpc_ipv6_cidr_blocks)),
                     ec2.Port.all_traffic(),
                     "from the VPC's IPv6 block",
+                )
+                Validations.of(group).acknowledge(
+                    Acknowledgment(
+                        id="AwsSolutions::AwsSolutions-EC23",
+                        reason="The IPv6 source is the VPC's own Amazon-provided /56 "
+                        "(Fn::Select of the VPC's Ipv6CidrBlocks), known only at deploy time, "
+                        "so cdk-nag cannot tell it from ::/0; the IPv4 rule next to it is "
+                        "the VPC CIDR.",
+                    )
                 )
             for rule in network.egress_rules:
                 if not _covered_by_all_outbound(rule, group):

@@ -87,6 +87,7 @@ def default_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
 THREE_BY_THREE = "examples/three-az-three-networks.json"
 FIVE_G_CORE = "examples/5g-core.json"
 PIPELINE_SAMPLE = "examples/pipeline-three-environments.json"
+DUAL_STACK = "examples/dual-stack.json"
 
 
 @pytest.fixture(scope="session")
@@ -106,6 +107,12 @@ def five_g_core_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
     """examples/5g-core.json: two node pools, upf (n3 + n6, tainted) and control (n2), rules of
     their own on n2 (SCTP) and n3 (GTP-U), and a static range on n3 in each zone."""
     return synthesize(tmp_path_factory.mktemp("5g-core"), cdk_json_context(config_file=FIVE_G_CORE))
+
+
+@pytest.fixture(scope="session")
+def dual_stack_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
+    """examples/dual-stack.json: the seed's networks with multus2 dual-stack (vpc.ipv6)."""
+    return synthesize(tmp_path_factory.mktemp("dual-stack"), cdk_json_context(config_file=DUAL_STACK))
 
 
 RAN = "10.100.0.0/16"

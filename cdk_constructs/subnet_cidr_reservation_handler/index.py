@@ -5,7 +5,8 @@ The physical resource ID is the reservation ID (scr-...).
 
 An IPv6 pod range has Ipv6PodRange (SubnetCidr, PrefixLength, Offset) instead of Cidr: the
 subnet's /64 is only known at deploy time, so the handler cuts the range out of it (block
-Offset of size /PrefixLength) and returns it with its first and last address.
+Offset of size /PrefixLength) and returns it with its first and last address, the /64 and the
+/64's VPC router (its first address after the network's, as in IPv4).
 
 - Create: reserve the CIDR. A retried create (the first attempt succeeded but its response was
   lost) finds the identical reservation already in place and adopts it instead of failing.
@@ -49,9 +50,12 @@ def on_event(event: dict[str, Any], _context: object = None) -> dict[str, Any]:
         raise ValueError(f"unknown RequestType {request!r}")
     data = {"ReservationId": reservation_id, "Cidr": props["Cidr"]}
     if "Ipv6PodRange" in props:
-        network = ipaddress.IPv6Network(props["Cidr"])
-        data["FirstAddress"] = str(network.network_address)
-        data["LastAddress"] = str(network.broadcast_address)
+        pod_range = ipaddress.IPv6Network(props["Cidr"])
+        subnet = ipaddress.IPv6Network(props["Ipv6PodRange"]["SubnetCidr"])
+        data["FirstAddress"] = str(pod_range.network_address)
+        data["LastAddress"] = str(pod_range.broadcast_address)
+        data["SubnetCidr"] = subnet.compressed
+        data["RouterAddress"] = str(subnet.network_address + 1)
     return {"PhysicalResourceId": reservation_id, "Data": data}
 
 

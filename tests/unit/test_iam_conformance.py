@@ -29,6 +29,10 @@ def test_5g_core_policies_conform(five_g_core_app: SynthesizedApp) -> None:
     assert_conformant(five_g_core_app.outdir, expected_templates=2)
 
 
+def test_dual_stack_policies_conform(dual_stack_app: SynthesizedApp) -> None:
+    assert_conformant(dual_stack_app.outdir, expected_templates=2)
+
+
 def test_pipeline_policies_conform(pipeline_synth: SynthesizedPipeline) -> None:
     # The pipeline stack, its cross-region support stack and 2 stacks per environment (3).
     assert_conformant(pipeline_synth.outdir, expected_templates=8)
