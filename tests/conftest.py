@@ -112,7 +112,9 @@ def five_g_core_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
 @pytest.fixture(scope="session")
 def dual_stack_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
     """examples/dual-stack.json: the seed's networks with multus2 dual-stack (vpc.ipv6)."""
-    return synthesize(tmp_path_factory.mktemp("dual-stack"), cdk_json_context(config_file=DUAL_STACK))
+    return synthesize(
+        tmp_path_factory.mktemp("dual-stack"), cdk_json_context(config_file=DUAL_STACK)
+    )
 
 
 RAN = "10.100.0.0/16"

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from testing_support.crd_rules import rule_violations
 from tests.conftest import SynthesizedApp, open_nag_findings
 from tests.helpers import resources
 from tests.unit.stacks.test_cluster_workloads import manifests, upstream_schemas
 from tests.unit.test_compliance import CFN_LINT
-from testing_support.crd_rules import rule_violations
 
 DUAL_STACK_SUBNETS = {"us-west-2a": ("10.0.6.0/24", 6), "us-west-2b": ("10.0.7.0/24", 7)}
 # Four regions, two of them without AWS::EC2::SubnetCidrReservation in CloudFormation.
