@@ -224,3 +224,12 @@ def test_outputs_for_operators_and_later_stacks(network: dict[str, Any]) -> None
 
 def test_vpc_flow_logs_enabled(default_app: SynthesizedApp) -> None:
     default_app.template(default_app.stage.network).resource_count_is("AWS::EC2::FlowLog", 1)
+
+
+def test_the_default_network_is_ipv4_only(network: dict[str, Any]) -> None:
+    """vpc.ipv6 is off by default: no IPv6 block, egress-only gateway, subnet /64, IPv6 rule or
+    IPv6 reservation (the dual-stack example adds them: test_dual_stack_example.py)."""
+    assert not resources(network, "AWS::EC2::VPCCidrBlock", "AWS::EC2::EgressOnlyInternetGateway")
+    text = str(network["Resources"])
+    for ipv6_key in ("Ipv6CidrBlock", "CidrIpv6", "DestinationIpv6CidrBlock", "Ipv6PodRange"):
+        assert ipv6_key not in text
