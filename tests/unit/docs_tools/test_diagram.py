@@ -94,3 +94,11 @@ def test_node_prefix_network_shows_prefixes_instead_of_a_range(tmp_path: Path) -
     assert lines.count(per_node) == 2
     assert not [line for line in lines if line.startswith("range 10.0.10.")]
     assert "range 10.0.4.32-10.0.4.63/24 via 10.0.4.1" in lines
+
+
+def test_dual_stack_subnets_show_their_64_and_pod_range() -> None:
+    loaded = load_from_cli(["config_file=examples/dual-stack.json"]).base
+    lines = texts(diagram.render_svg(loaded))
+    assert "IPv6 /64 no. 6 of the VPC /56, pods /112 no. 1" in lines
+    assert "IPv6 /64 no. 7 of the VPC /56, pods /112 no. 1" in lines
+    assert len([line for line in lines if line.startswith("IPv6 ")]) == 2
