@@ -341,6 +341,17 @@ class SecurityGroupRuleConfig(StrictModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _icmpv6_for_ipv6(self) -> SecurityGroupRuleConfig:
+        # EC2 names ICMP for IPv6 icmpv6 (58); protocol icmp (1) never matches it (EC2 API
+        # Reference, IpPermission, IpProtocol).
+        if self.is_ipv6 and self.ip_protocol == PROTOCOL_NAMES["icmp"]:
+            raise ValueError(
+                f"protocol: icmp is ICMP for IPv4 and matches nothing from {self.cidr}; use 58 "
+                f'(ICMPv6), for example {{"protocol": 58, {self._peer_json()}}}'
+            )
+        return self
+
     def _peer_json(self) -> str:
         if self.cidr is not None:
             return f'"cidr": "{self.cidr}"'

@@ -31,7 +31,7 @@ from stacks.base import ConfiguredAzStack
 LEGACY_SECURITY_GROUP_ID = "MultusSecurityGroup"
 SECURITY_GROUP_DESCRIPTION = "Multus ENIs: traffic from the configured sources"
 # What EC2 needs for "every port" of the protocols with ports or ICMP types (IpPermission).
-_ALL_PORTS = {"tcp": (0, 65535), "udp": (0, 65535), "icmp": (-1, -1)}
+_ALL_PORTS = {"tcp": (0, 65535), "udp": (0, 65535), "icmp": (-1, -1), "icmpv6": (-1, -1)}
 
 
 @dataclass(frozen=True)

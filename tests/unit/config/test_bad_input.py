@@ -1080,6 +1080,12 @@ DUAL_STACK = [
         (f"{NETWORK}", "security_group.ingress[0].cidr: 2001:db8::/32 is IPv6", '"ipv6": {}'),
     ),
     BadInput(
+        "ipv6-rule-with-icmp-for-ipv4",
+        "covered",
+        ingress(protocol="icmp", cidr="2001:db8::/32"),
+        (f"{RULE}.protocol", "matches nothing from 2001:db8::/32", '{"protocol": 58, '),
+    ),
+    BadInput(
         "ipv6-rule-with-host-bits",
         "covered",
         ingress(protocol="all", cidr="2001:db8::1/32"),

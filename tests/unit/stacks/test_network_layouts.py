@@ -242,7 +242,8 @@ def ipv6_rules(group: dict[str, Any], direction: str) -> list[tuple[Any, str, An
 
 
 def test_ipv6_rules_of_a_dual_stack_network_render_as_cidr_ipv6() -> None:
-    """EC2 takes an IPv6 peer as CidrIpv6 (EC2 API reference, IpPermission Ipv6Ranges); given
+    """EC2 takes an IPv6 peer as CidrIpv6 (EC2 API reference, IpPermission Ipv6Ranges; ICMP
+    for IPv6 is icmpv6, types and codes -1 for all); given
     ingress replaces the default (no rule from the VPC's block), given egress is kept as is and
     isolated networks get no egress-only gateway route."""
     template = network_template(
@@ -250,7 +251,10 @@ def test_ipv6_rules_of_a_dual_stack_network_render_as_cidr_ipv6() -> None:
             {
                 "nat_egress": False,
                 "security_group": {
-                    "ingress": [{"protocol": "udp", "ports": 2152, "cidr": RAN_IPV6}],
+                    "ingress": [
+                        {"protocol": "udp", "ports": 2152, "cidr": RAN_IPV6},
+                        {"protocol": 58, "cidr": RAN_IPV6},
+                    ],
                     "egress": [
                         {"protocol": "udp", "ports": 2152, "cidr": RAN_IPV6},
                         {"protocol": "udp", "ports": 2152, "cidr": RAN},
@@ -264,7 +268,11 @@ def test_ipv6_rules_of_a_dual_stack_network_render_as_cidr_ipv6() -> None:
         for g in resources(template, "AWS::EC2::SecurityGroup").values()
         if g["Properties"]["GroupDescription"].startswith("Multus ENIs")
     ]
-    assert ipv6_rules(group, "Ingress") == [(RAN_IPV6, "udp", 2152, 2152)]
+    # ICMPv6 as a whole: every type and code is -1 (IpPermission, FromPort and ToPort).
+    assert ipv6_rules(group, "Ingress") == [
+        (RAN_IPV6, "udp", 2152, 2152),
+        (RAN_IPV6, "icmpv6", -1, -1),
+    ]
     assert ipv6_rules(group, "Egress") == [(RAN_IPV6, "udp", 2152, 2152)]
     ipv4_egress = [r["CidrIp"] for r in group["Properties"]["SecurityGroupEgress"] if "CidrIp" in r]
     assert ipv4_egress == [RAN]
