@@ -6,7 +6,7 @@ The physical resource ID is the reservation ID (scr-...).
 An IPv6 pod range has Ipv6PodRange (SubnetCidr, PrefixLength, Offset) instead of Cidr: the
 subnet's /64 is only known at deploy time, so the handler cuts the range out of it (block
 Offset of size /PrefixLength) and returns it with its first and last address, the /64 and the
-/64's VPC router (its first address after the network's, as in IPv4).
+/64's VPC router (its ::1, which AWS reserves for it: VPC user guide, "Subnet CIDR blocks").
 
 - Create: reserve the CIDR. A retried create (the first attempt succeeded but its response was
   lost) finds the identical reservation already in place and adopts it instead of failing.

@@ -165,7 +165,8 @@ def test_ipv6_pod_range_is_the_configured_block_of_the_subnets_64(
 ) -> None:
     """CreateSubnetCidrReservation takes "the IPv4 or IPV6 CIDR range to reserve" (EC2 API
     reference): block 1 of /112 is the /64's addresses 0x10000-0x1ffff; the NAD reads the
-    first and last address, the /64 and its router (the first address after the network's)."""
+    first and last address, the /64 and its router, ::1, "reserved by AWS for the VPC router"
+    (VPC user guide, "Subnet CIDR blocks", subnet sizing for IPv6)."""
     subnet_id, subnet_64 = dual_stack_subnet
     event = {
         "RequestType": "Create",
