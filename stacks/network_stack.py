@@ -141,28 +141,32 @@ class NetworkStack(ConfiguredAzStack):
                     _peer(rule, groups), _port(rule), rule.rule_description("from")
                 )
             if config.ingress_from_vpc_ipv6(network):
-                assert self._multus_vpc.ipv6_block is not None  # the config requires vpc.ipv6
-                group.node.add_dependency(self._multus_vpc.ipv6_block)
-                group.add_ingress_rule(
-                    ec2.Peer.ipv6(Fn.select(0, self.vpc.vpc_ipv6_cidr_blocks)),
-                    ec2.Port.all_traffic(),
-                    "from the VPC's IPv6 block",
-                )
-                Validations.of(group).acknowledge(
-                    Acknowledgment(
-                        id="AwsSolutions::AwsSolutions-EC23",
-                        reason="The IPv6 source is the VPC's own Amazon-provided /56 "
-                        "(Fn::Select of the VPC's Ipv6CidrBlocks), known only at deploy time, "
-                        "so cdk-nag cannot tell it from ::/0; the IPv4 rule next to it is "
-                        "the VPC CIDR.",
-                    )
-                )
+                self._admit_vpc_ipv6_block(group)
             for rule in network.egress_rules:
                 if not _covered_by_all_outbound(rule, group):
                     group.add_egress_rule(
                         _peer(rule, groups), _port(rule), rule.rule_description("to")
                     )
         return groups
+
+    def _admit_vpc_ipv6_block(self, group: ec2.SecurityGroup) -> None:
+        block = self._multus_vpc.ipv6_block
+        assert block is not None  # the config has vpc.ipv6 for every dual-stack network
+        # The VPC's Ipv6CidrBlocks is empty until the block is associated.
+        group.node.add_dependency(block)
+        group.add_ingress_rule(
+            ec2.Peer.ipv6(Fn.select(0, self.vpc.vpc_ipv6_cidr_blocks)),
+            ec2.Port.all_traffic(),
+            "from the VPC's IPv6 block",
+        )
+        Validations.of(group).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-EC23",
+                reason="The IPv6 source is the VPC's own Amazon-provided /56 (Fn::Select of "
+                "the VPC's Ipv6CidrBlocks), known only at deploy time, so cdk-nag cannot tell "
+                "it from ::/0; the IPv4 rule next to it is the VPC CIDR.",
+            )
+        )
 
     def _reserve_multus_ranges(self, provider: SubnetCidrReservationProvider) -> None:
         for attachment in self.multus_attachments:
