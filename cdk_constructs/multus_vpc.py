@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -11,13 +12,11 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from cdk_constructs.fixed_subnet_cidrs import FixedSubnetCidrs
+from config.network_plan import IPV6_SUBNET_PREFIX_LENGTH, IPV6_SUBNETS_PER_VPC_BLOCK
 
 PUBLIC_GROUP = "Public"
 NODE_GROUP = "Nodes"
 KARPENTER_DISCOVERY_TAG = "karpenter.sh/discovery"
-#: An Amazon-provided VPC IPv6 block is a /56: Fn::Cidr cuts it into its 256 /64s.
-IPV6_SUBNETS_PER_BLOCK = 256
-IPV6_SUBNET_HOST_BITS = 64
 IPV6_ANYWHERE = "::/0"
 
 
@@ -106,10 +105,11 @@ class MultusVpc(Construct):
         block = ec2.CfnVPCCidrBlock(
             self, "Ipv6Block", vpc_id=self.vpc.vpc_id, amazon_provided_ipv6_cidr_block=True
         )
+        # Fn::Cidr's cidrBits are the host bits of each block it cuts.
         subnet_cidrs = Fn.cidr(
             Fn.select(0, self.vpc.vpc_ipv6_cidr_blocks),
-            IPV6_SUBNETS_PER_BLOCK,
-            str(IPV6_SUBNET_HOST_BITS),
+            IPV6_SUBNETS_PER_VPC_BLOCK,
+            str(ipaddress.IPV6LENGTH - IPV6_SUBNET_PREFIX_LENGTH),
         )
         dual_stack = [n for n in self._props.multus_networks if n.ipv6_subnet_indexes]
         egress_only = (

@@ -40,6 +40,7 @@ from config.coercion import number_as_version
 from config.images import ImagesConfig
 from config.network_plan import (
     IP_MANAGEMENT_MODES,
+    IPV6_SUBNET_PREFIX_LENGTH,
     WHEREABOUTS,
     IpManagementMode,
     NetworkPlan,
@@ -390,10 +391,6 @@ class NetworkSecurityGroupConfig(StrictModel):
     )
 
 
-#: Every subnet's IPv6 CIDR is a /64 (CloudFormation, AWS::EC2::SubnetCidrBlock Ipv6CidrBlock:
-#: "The subnet size must use a /64 prefix length"); an Amazon-provided VPC block is a /56, so it
-#: holds 256 of them (config.network_plan.ipv6_subnet_index picks one per subnet).
-IPV6_SUBNET_PREFIX_LENGTH = 64
 #: Fn::Cidr makes at most 256 blocks (CloudFormation template reference, Fn::Cidr, count: 1 to
 #: 256); the pod range is block pod_range_offset of its /64, so the offset is below 256.
 FN_CIDR_MAX_COUNT = 256

@@ -67,8 +67,10 @@ IP_MANAGEMENT_MODES: dict[str, IpManagementMode] = {
 }
 
 
-#: An Amazon-provided VPC IPv6 block is a /56 (VPC user guide, IPv6 CIDR blocks): 256 /64s,
-#: one per index 0-255 of ipv6_subnet_index.
+#: Every subnet's IPv6 CIDR is a /64 (VPC user guide, "Subnet CIDR blocks"; CloudFormation,
+#: AWS::EC2::SubnetCidrBlock), and an Amazon-provided VPC block a /56 (VPC user guide, "VPC
+#: CIDR blocks"): 256 /64s, one per index 0-255 of ipv6_subnet_index.
+IPV6_SUBNET_PREFIX_LENGTH = 64
 IPV6_SUBNETS_PER_VPC_BLOCK = 256
 
 
