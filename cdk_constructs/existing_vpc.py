@@ -78,6 +78,9 @@ class ExistingVpc(Construct):
         accept_literal_availability_zones(
             [subnet for subnets in self._multus_subnets.values() for subnet in subnets]
         )
+        #: No IPv6 block: the app adds none to a VPC it does not own (vpc.ipv6 needs a VPC the
+        #: app creates).
+        self.ipv6_block: ec2.CfnVPCCidrBlock | None = None
 
     @property
     def node_subnets(self) -> list[ec2.ISubnet]:

@@ -2,30 +2,35 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aws_cdk import Acknowledgment, CfnResource, Tags, Validations
+from aws_cdk import Acknowledgment, CfnResource, Fn, Tags, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from cdk_constructs.fixed_subnet_cidrs import FixedSubnetCidrs
+from config.network_plan import IPV6_SUBNET_PREFIX_LENGTH, IPV6_SUBNETS_PER_VPC_BLOCK
 
 PUBLIC_GROUP = "Public"
 NODE_GROUP = "Nodes"
 KARPENTER_DISCOVERY_TAG = "karpenter.sh/discovery"
 # ec2.Vpc tags each subnet with the name of its subnet group.
 SUBNET_GROUP_TAG = "aws-cdk:subnet-name"
+IPV6_ANYWHERE = "::/0"
 
 
 @dataclass(frozen=True)
 class MultusNetworkLayout:
-    """One Multus network: its name, a subnet CIDR per AZ (VPC AZ order), NAT egress or not."""
+    """One Multus network: its name, a subnet CIDR per AZ (VPC AZ order), NAT egress or not;
+    on a dual-stack network, which /64 of the VPC's IPv6 block each subnet gets (AZ order)."""
 
     name: str
     subnet_cidrs: Sequence[str]  # one per AZ, in the VPC's AZ order
     nat_egress: bool
+    ipv6_subnet_indexes: Sequence[int] = ()
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,7 @@ class MultusVpcProps:
     multus_networks: Sequence[MultusNetworkLayout]
     single_nat_gateway: bool
     flow_log_retention: logs.RetentionDays
+    ipv6: bool = False
 
 
 class MultusVpc(Construct):
@@ -76,6 +82,9 @@ class MultusVpc(Construct):
         Tags.of(self.vpc).add("Name", props.name_prefix)
         self._tag_subnets()
         self._accept_literal_availability_zones()
+        #: The VPC's Amazon-provided IPv6 block (None without vpc.ipv6): what reads the VPC's
+        #: Ipv6CidrBlocks depends on it, as they are empty until it is associated.
+        self.ipv6_block = self._dual_stack_multus_subnets() if props.ipv6 else None
 
     @property
     def public_subnets(self) -> list[ec2.ISubnet]:
@@ -95,6 +104,47 @@ class MultusVpc(Construct):
         gateways = self._nat_gateways.configured_gateways
         in_zone = [gateway for gateway in gateways if gateway.az == availability_zone]
         return (in_zone or gateways)[0].gateway_id
+
+    def _dual_stack_multus_subnets(self) -> ec2.CfnVPCCidrBlock:
+        # ec2.Vpc's DUAL_STACK would give every subnet a /64 and the node subnets IPv6 too;
+        # only the dual-stack Multus subnets get one, each its fixed /64 of the block (the
+        # aws-cdk-lib CfnSubnet example: Fn::Select over Fn::Cidr of the VPC's Ipv6CidrBlocks).
+        block = ec2.CfnVPCCidrBlock(
+            self, "Ipv6Block", vpc_id=self.vpc.vpc_id, amazon_provided_ipv6_cidr_block=True
+        )
+        # Fn::Cidr's cidrBits are the host bits of each block it cuts.
+        subnet_cidrs = Fn.cidr(
+            Fn.select(0, self.vpc.vpc_ipv6_cidr_blocks),
+            IPV6_SUBNETS_PER_VPC_BLOCK,
+            str(ipaddress.IPV6LENGTH - IPV6_SUBNET_PREFIX_LENGTH),
+        )
+        dual_stack = [n for n in self._props.multus_networks if n.ipv6_subnet_indexes]
+        egress_only = (
+            ec2.CfnEgressOnlyInternetGateway(
+                self, "EgressOnlyInternetGateway", vpc_id=self.vpc.vpc_id
+            )
+            if any(network.nat_egress for network in dual_stack)
+            else None
+        )
+        for network in dual_stack:
+            for subnet, index in zip(
+                self.multus_subnets(network.name), network.ipv6_subnet_indexes, strict=True
+            ):
+                assert isinstance(subnet, ec2.Subnet)
+                cfn_subnet = subnet.node.default_child
+                assert isinstance(cfn_subnet, ec2.CfnSubnet)
+                cfn_subnet.ipv6_cidr_block = Fn.select(index, subnet_cidrs)
+                cfn_subnet.node.add_dependency(block)
+                if egress_only is not None and network.nat_egress:
+                    # IPv6 has no NAT: the egress-only gateway lets out what the subnet opens.
+                    subnet.add_route(
+                        "Ipv6Egress",
+                        router_id=egress_only.ref,
+                        router_type=ec2.RouterType.EGRESS_ONLY_INTERNET_GATEWAY,
+                        destination_ipv6_cidr_block=IPV6_ANYWHERE,
+                        enables_internet_connectivity=True,
+                    )
+        return block
 
     def _tag_subnets(self) -> None:
         props = self._props
@@ -138,6 +188,12 @@ def accept_literal_availability_zones(subnets: Sequence[ec2.ISubnet]) -> None:
         Validations.of(cfn_subnet).acknowledge(
             Acknowledgment(id="CloudFormation-Validate::W3010", reason=reason)
         )
+
+
+def ipv6_subnet_cidr(subnet: ec2.ISubnet) -> str:
+    """A dual-stack subnet's /64 (deploy time: the subnet's own attribute)."""
+    assert isinstance(subnet, ec2.Subnet)
+    return Fn.select(0, subnet.subnet_ipv6_cidr_blocks)
 
 
 def _planned_cidrs(props: MultusVpcProps) -> dict[tuple[str, str], str]:

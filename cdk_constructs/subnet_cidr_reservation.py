@@ -34,6 +34,31 @@ class ReservationSpec:
     reservation_type: ReservationType = "explicit"
 
 
+@dataclass(frozen=True)
+class Ipv6PodRangeSpec:
+    """An explicit reservation of block `offset` of size /`prefix_length` inside the subnet's
+    IPv6 /64 (`subnet_cidr`, a deploy-time value): the handler computes the range."""
+
+    subnet: ec2.ISubnet
+    subnet_cidr: str
+    prefix_length: int
+    offset: int
+    description: str
+
+
+@dataclass(frozen=True)
+class ReservedIpv6PodRange:
+    """The reserved range, its first and last address, the subnet's /64 and its VPC router, as
+    the handler returns them: plain attributes (deploy-time values) that another stack reads
+    by weak reference, where the subnet's own Ipv6CidrBlocks would be a list to split."""
+
+    cidr: str
+    first_address: str
+    last_address: str
+    subnet_cidr: str
+    router_address: str
+
+
 def handler_statements(subnet_arns: Sequence[str]) -> list[iam.PolicyStatement]:
     """Create takes the subnet's ARN; Get and Delete have no resource-level permissions in IAM
     (they match only "*"), so they are limited to this region instead."""
@@ -89,21 +114,51 @@ class SubnetCidrReservationProvider(Construct):
         self._acknowledge_policy_findings()
 
     def reserve(self, construct_id: str, spec: ReservationSpec) -> CustomResource:
-        reservation = CustomResource(
-            self,
+        return self._reservation(
             construct_id,
-            service_token=self.provider.service_token,
-            resource_type=RESOURCE_TYPE,
-            service_timeout=kit.synchronous_service_timeout(self.handler),
-            properties={
+            {
                 "SubnetId": spec.subnet.subnet_id,
                 "Cidr": spec.cidr,
                 "ReservationType": spec.reservation_type,
                 "Description": spec.description,
             },
         )
+
+    def _reservation(self, construct_id: str, properties: dict[str, object]) -> CustomResource:
+        reservation = CustomResource(
+            self,
+            construct_id,
+            service_token=self.provider.service_token,
+            resource_type=RESOURCE_TYPE,
+            service_timeout=kit.synchronous_service_timeout(self.handler),
+            properties=properties,
+        )
         reservation.node.add_dependency(self.policy)
         return reservation
+
+    def reserve_ipv6_pod_range(
+        self, construct_id: str, spec: Ipv6PodRangeSpec
+    ) -> ReservedIpv6PodRange:
+        reservation = self._reservation(
+            construct_id,
+            {
+                "SubnetId": spec.subnet.subnet_id,
+                "Ipv6PodRange": {
+                    "SubnetCidr": spec.subnet_cidr,
+                    "PrefixLength": str(spec.prefix_length),
+                    "Offset": str(spec.offset),
+                },
+                "ReservationType": "explicit",
+                "Description": spec.description,
+            },
+        )
+        return ReservedIpv6PodRange(
+            cidr=reservation.get_att_string("Cidr"),
+            first_address=reservation.get_att_string("FirstAddress"),
+            last_address=reservation.get_att_string("LastAddress"),
+            subnet_cidr=reservation.get_att_string("SubnetCidr"),
+            router_address=reservation.get_att_string("RouterAddress"),
+        )
 
     def _acknowledge_policy_findings(self) -> None:
         Validations.of(self.policy).acknowledge(

@@ -11,6 +11,13 @@ into the IPAM config via the VPC router and, past sbr, back into the main table 
 (docs/network.md, Routes to the RAN and data networks). Networks in node_prefix mode get a NAD
 without config instead (docs/node-prefix-mode.md).
 
+On a dual-stack network the IPAM takes an IPv6 address too, from the subnet's reserved IPv6
+pod range (Whereabouts ipRanges, whereabouts pkg/config LoadIPAMConfig); the range and the /64
+are deploy-time values. Whereabouts gives every address of a pod its one `gateway`
+(cmd/whereabouts.go, cmdAdd), and sbr would route the IPv6 address via the IPv4 gateway
+(containernetworking/plugins plugins/meta/sbr, doRoutes), so these NADs give each family's
+VPC router as a route instead, which sbr moves into the table of the address it belongs to.
+
 A subnet with a static_range gets a second NAD, <network>-<az>-static: the same chain with
 static IPAM, which takes the pod's fixed address from the `ips` of its network selection
 annotation; Whereabouts excludes that range (docs/multus-pod-ips.md, fixed addresses).
@@ -53,6 +60,22 @@ def whereabouts_range_and_gateway(subnet_cidr: str, reservation_cidr: str) -> tu
 
 
 @dataclass(frozen=True)
+class Ipv6Range:
+    """A dual-stack attachment's IPv6 side (deploy-time values): the subnet's /64, the first
+    and last address of its reserved pod range, and the subnet's VPC router."""
+
+    subnet_cidr: str
+    first_address: str
+    last_address: str
+    gateway: str
+
+    @property
+    def whereabouts_range(self) -> str:
+        """first-last/64: the pod's address keeps the subnet's prefix, its on-link network."""
+        return f"{self.first_address}-{self.last_address}/64"
+
+
+@dataclass(frozen=True)
 class NetworkAttachment:
     """name: NAD name (config.network_plan.network_attachment_name).
     master_interface: the stable Linux name the node bootstrap gives this network's ENI.
@@ -60,7 +83,8 @@ class NetworkAttachment:
     whereabouts_range / gateway: see whereabouts_range_and_gateway.
     static_range / static_name: the block of fixed addresses inside the range and the name of
     the NAD that hands them out (config.network_plan.static_attachment_name), or None.
-    routes: destinations beyond the VPC the pod reaches via the gateway over this interface."""
+    routes: destinations beyond the VPC the pod reaches via the gateway over this interface.
+    ipv6: the IPv6 side of a dual-stack network, or None."""
 
     name: str
     master_interface: str
@@ -70,6 +94,7 @@ class NetworkAttachment:
     static_range: str | None = None
     static_name: str | None = None
     routes: Sequence[str] = ()
+    ipv6: Ipv6Range | None = None
 
     @property
     def ipam_routes(self) -> list[dict[str, str]]:
@@ -106,6 +131,13 @@ def cni_config(attachment: NetworkAttachment) -> dict[str, Any]:
         "range": attachment.whereabouts_range,
         "gateway": attachment.gateway,
     }
+    if attachment.ipv6 is not None:
+        del ipam["gateway"]
+        ipam["ipRanges"] = [{"range": attachment.ipv6.whereabouts_range}]
+        ipam["routes"] = [
+            {"dst": "0.0.0.0/0", "gw": attachment.gateway},
+            {"dst": "::/0", "gw": attachment.ipv6.gateway},
+        ]
     if attachment.static_range:
         # Whereabouts skips every address of an excluded block, network and broadcast address
         # included (whereabouts pkg/allocate/allocate.go, IterateForAssignment).
@@ -113,7 +145,7 @@ def cni_config(attachment: NetworkAttachment) -> dict[str, Any]:
     if attachment.routes:
         # Whereabouts hands its config's routes to ipvlan in the result (whereabouts
         # cmd/whereabouts.go, cmdAdd: result.Routes = Config.Routes).
-        ipam["routes"] = attachment.ipam_routes
+        ipam["routes"] = [*ipam.get("routes", []), *attachment.ipam_routes]
     return _chain(attachment, attachment.name, ipam, pod_ip_assignment(attachment))
 
 
@@ -178,6 +210,8 @@ def pod_ip_assignment(attachment: NetworkAttachment) -> dict[str, Any]:
     }
     if attachment.routes:
         plugin["mainTableRoutes"] = attachment.ipam_routes
+    if attachment.ipv6 is not None:
+        plugin["mainTableSubnetIpv6"] = attachment.ipv6.subnet_cidr
     return plugin
 
 

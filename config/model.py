@@ -41,10 +41,12 @@ from config.coercion import number_as_version
 from config.images import ImagesConfig
 from config.network_plan import (
     IP_MANAGEMENT_MODES,
+    IPV6_SUBNET_PREFIX_LENGTH,
     WHEREABOUTS,
     IpManagementMode,
     NetworkPlan,
     RouteTarget,
+    network_plan,
     networks_in_order,
     pool_network_plan,
 )
@@ -123,6 +125,23 @@ def _ipv4_network(value: str) -> str:
 
 
 Cidr = Annotated[str, AfterValidator(_ipv4_network)]
+
+
+def _ipv4_or_ipv6_network(value: str) -> str:
+    if ":" not in value:
+        return _ipv4_network(value)
+    try:
+        ipaddress.IPv6Network(value, strict=True)
+    except ValueError as error:
+        raise ValueError(
+            f"{value!r} is not an IPv6 CIDR block with its host bits unset "
+            f"(for example 2001:db8::/32): {error}"
+        ) from None
+    return value
+
+
+#: A security-group rule's peer: IPv4 (10.0.0.0/16) or IPv6 (::/0).
+RuleCidr = Annotated[str, AfterValidator(_ipv4_or_ipv6_network)]
 
 
 def _subnet_size(value: str) -> str:
@@ -251,6 +270,7 @@ def _smaller_block_hint(reservation: ipaddress.IPv4Network) -> str:
 
 
 ANYWHERE = "0.0.0.0/0"
+ANYWHERE_IPV6 = "::/0"
 
 
 class SecurityGroupRuleConfig(StrictModel):
@@ -266,8 +286,10 @@ class SecurityGroupRuleConfig(StrictModel):
         description='tcp and udp only: one port (2152) or a range ("30000-32767"); omitted: '
         "every port.",
     )
-    cidr: Cidr | None = Field(
-        default=None, description="Source (ingress) or destination (egress) IPv4 CIDR."
+    cidr: RuleCidr | None = Field(
+        default=None,
+        description="Source (ingress) or destination (egress) CIDR: IPv4, or IPv6 on a network "
+        "with ipv6.",
     )
     network: str | None = Field(
         default=None,
@@ -322,6 +344,17 @@ class SecurityGroupRuleConfig(StrictModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _icmpv6_for_ipv6(self) -> SecurityGroupRuleConfig:
+        # EC2 names ICMP for IPv6 icmpv6 (58); protocol icmp (1) never matches it (EC2 API
+        # Reference, IpPermission, IpProtocol).
+        if self.is_ipv6 and self.ip_protocol == PROTOCOL_NAMES["icmp"]:
+            raise ValueError(
+                f"protocol: icmp is ICMP for IPv4 and matches nothing from {self.cidr}; use 58 "
+                f'(ICMPv6), for example {{"protocol": 58, {self._peer_json()}}}'
+            )
+        return self
+
     def _peer_json(self) -> str:
         if self.cidr is not None:
             return f'"cidr": "{self.cidr}"'
@@ -330,6 +363,14 @@ class SecurityGroupRuleConfig(StrictModel):
     @property
     def allows_everything_anywhere(self) -> bool:
         return self.ip_protocol == PROTOCOL_NAMES["all"] and self.cidr == ANYWHERE
+
+    @property
+    def allows_everything_anywhere_ipv6(self) -> bool:
+        return self.ip_protocol == PROTOCOL_NAMES["all"] and self.cidr == ANYWHERE_IPV6
+
+    @property
+    def is_ipv6(self) -> bool:
+        return self.cidr is not None and ":" in self.cidr
 
     def rule_description(self, direction: Literal["from", "to"]) -> str:
         peer = self.cidr if self.cidr is not None else f"{self.network} ENIs"
@@ -435,6 +476,52 @@ class MultusRouteConfig(StrictModel):
         return None if key is None else str(getattr(self, key))
 
 
+#: Fn::Cidr makes at most 256 blocks (CloudFormation template reference, Fn::Cidr, count: 1 to
+#: 256); the pod range is block pod_range_offset of its /64, so the offset is below 256.
+FN_CIDR_MAX_COUNT = 256
+
+
+class NetworkIpv6Config(StrictModel):
+    """A dual-stack Multus network: each subnet gets a /64 of the VPC's IPv6 block and pods an
+    IPv6 address from a range of it, reserved like the IPv4 one (docs/network.md, Dual stack)."""
+
+    pod_range_prefix_length: int = Field(
+        default=112,
+        ge=IPV6_SUBNET_PREFIX_LENGTH + 1,
+        le=ipaddress.IPV6LENGTH,
+        description="Size of the pod range inside each subnet's /64 (default /112: 65,536 "
+        "addresses, more than any node count can use).",
+    )
+    pod_range_offset: int = Field(
+        default=1,
+        ge=1,
+        description="Which block of that size in the /64 the pod range is (0 would hold the "
+        "four addresses AWS keeps at the start of the /64, the last block its last address; "
+        f"at most {FN_CIDR_MAX_COUNT - 1}, the deploy-time Fn::Cidr limit).",
+    )
+
+    @model_validator(mode="after")
+    def _offset_inside_the_subnet(self) -> NetworkIpv6Config:
+        blocks = 2 ** (self.pod_range_prefix_length - IPV6_SUBNET_PREFIX_LENGTH)
+        # Block 0 holds the first four addresses AWS keeps, the last block the last one.
+        highest = min(FN_CIDR_MAX_COUNT - 1, blocks - 2)
+        if highest < 1:
+            raise ValueError(
+                f"pod_range_prefix_length: a /{self.pod_range_prefix_length} splits the /64 in "
+                f"{blocks} blocks, each holding addresses AWS keeps (the first four and the "
+                f"last of the /64); use /{IPV6_SUBNET_PREFIX_LENGTH + 2} or longer, for "
+                "example 112"
+            )
+        if self.pod_range_offset > highest:
+            raise ValueError(
+                f"pod_range_offset: {self.pod_range_offset} is outside the /64: it holds "
+                f"{blocks} blocks of /{self.pod_range_prefix_length}, of which 1-{highest} "
+                "are clear of the addresses AWS keeps and within the 256 blocks Fn::Cidr "
+                f"makes; pick one of them, for example 1"
+            )
+        return self
+
+
 class MultusNetworkConfig(StrictModel):
     """A secondary network: one ENI per node, one subnet per AZ, one NAD per AZ."""
 
@@ -491,10 +578,25 @@ class MultusNetworkConfig(StrictModel):
         "network's subnets and, via the subnet's VPC router, in its pods over the Multus "
         "interface (docs/network.md, Routes to the RAN and data networks).",
     )
+    ipv6: NetworkIpv6Config | None = Field(
+        default=None,
+        description="Dual stack: the network's subnets get a /64 of the VPC's IPv6 block "
+        "(needs vpc.ipv6) and pods an IPv6 address next to the IPv4 one (docs/network.md, "
+        "Dual stack). Unset: IPv4 only.",
+    )
 
     @property
     def device_name(self) -> str:
         return self.interface_name or self.name
+
+    @property
+    def egress_rules(self) -> list[SecurityGroupRuleConfig]:
+        """The egress rules; unset on a dual-stack network: all traffic to 0.0.0.0/0 and ::/0
+        (the seed's two rules)."""
+        rules = self.security_group.egress
+        if self.ipv6 is not None and "egress" not in self.security_group.model_fields_set:
+            return [*rules, SecurityGroupRuleConfig(protocol="all", cidr=ANYWHERE_IPV6)]
+        return rules
 
     @property
     def mode(self) -> IpManagementMode:
@@ -553,6 +655,34 @@ class MultusNetworkConfig(StrictModel):
                 raise ValueError(
                     f"routes[{index}].destination: {destination} is routed twice; a route table "
                     "holds one route per destination, so keep one of them"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _dual_stack_settings(self) -> MultusNetworkConfig:
+        if self.ipv6 is None:
+            group = self.security_group
+            for direction, rules in (("ingress", group.ingress or []), ("egress", group.egress)):
+                for position, rule in enumerate(rules):
+                    if rule.is_ipv6:
+                        raise ValueError(
+                            f"security_group.{direction}[{position}].cidr: {rule.cidr} is "
+                            "IPv6, but the network has no IPv6 addresses; set this network's "
+                            'ipv6 (for example "ipv6": {}) or give an IPv4 CIDR'
+                        )
+            return self
+        if self.mode.node_local_config:
+            raise ValueError(
+                f"ipv6: not available with ip_management {self.ip_management!r} yet (each node "
+                "hands out IPv4 addresses of its own /28 prefixes; IPv6 prefixes are not "
+                f"delegated); use ip_management {WHEREABOUTS.name!r} or remove ipv6"
+            )
+        for index, subnet in enumerate(self.subnets):
+            if subnet.static_range is not None:
+                raise ValueError(
+                    f"subnets[{index}].static_range: fixed addresses are IPv4 only, and a pod "
+                    "of a dual-stack network would get no IPv6 address from them; remove "
+                    "static_range or ipv6"
                 )
         return self
 
@@ -772,6 +902,12 @@ class VpcConfig(StrictModel):
         description="per_az: a NAT gateway in each AZ; single: one, in the first AZ (cheaper, "
         "but egress depends on that AZ).",
     )
+    ipv6: bool = Field(
+        default=False,
+        description="Associate an Amazon-provided IPv6 block (/56) with the VPC, for the "
+        "dual-stack Multus networks (multus.networks[].ipv6). Node and public subnets and the "
+        "cluster stay IPv4 (docs/network.md, Dual stack).",
+    )
     flow_log_retention: LogRetention = Field(
         default="ONE_YEAR",
         description="How long CloudWatch Logs keeps the VPC flow logs (incident evidence). "
@@ -803,6 +939,12 @@ class VpcConfig(StrictModel):
     def _existing_alone(self) -> VpcConfig:
         if self.existing is None:
             return self
+        if self.ipv6:
+            raise ValueError(
+                "ipv6: dual-stack Multus networks need a VPC the app creates; the app adds no "
+                "IPv6 block to a VPC it does not own (docs/network.md, Dual stack): remove "
+                "ipv6, or existing"
+            )
         for name in self.NEW_VPC_FIELDS:
             if name in self.model_fields_set:
                 raise ValueError(
@@ -1201,6 +1343,7 @@ class AppConfig(StrictModel):
         self._check_subnets_fit_vpc()
         self._check_nat_egress_has_gateway()
         self._check_karpenter_supports_kubernetes()
+        self._check_dual_stack()
         self._check_pools_name_known_networks()
         self._check_enis_fit_instances()
         self._check_controllers_fit_system_nodes()
@@ -1353,6 +1496,43 @@ class AppConfig(StrictModel):
                     "default route goes to its AZ's NAT gateway, but vpc.existing."
                     "nat_gateway_ids is empty; set nat_egress false or give one NAT gateway "
                     "ID per AZ in vpc.existing.nat_gateway_ids"
+                )
+
+    def ingress_from_vpc_ipv6(self, network: MultusNetworkConfig) -> bool:
+        """A dual-stack network without ingress rules also admits all traffic from the VPC's
+        IPv6 block (known at deploy time), as the seed's rule does from its IPv4 CIDR."""
+        return network.ipv6 is not None and network.security_group.ingress is None
+
+    def _check_dual_stack(self) -> None:
+        dual_stack = [
+            (index, network)
+            for index, network in enumerate(self.multus.networks)
+            if network.ipv6 is not None
+        ]
+        if dual_stack and self.vpc.existing is not None:
+            index, network = dual_stack[0]
+            raise ValueError(
+                f"multus.networks[{index}] ({network.name}).ipv6: dual-stack networks need a "
+                "VPC the app creates (vpc.ipv6), and vpc.existing names one the app does not "
+                "own; remove ipv6 from the network"
+            )
+        if dual_stack and not self.vpc.ipv6:
+            index, network = dual_stack[0]
+            raise ValueError(
+                f"multus.networks[{index}] ({network.name}).ipv6: the VPC has no IPv6 block to "
+                'give its subnets a /64 from; set "vpc": {"ipv6": true} or remove ipv6'
+            )
+        owners: dict[int, str] = {}
+        for row in network_plan(self):
+            if row.ipv6 is None:
+                continue
+            owner = owners.setdefault(row.ipv6.subnet_index, row.subnet_path)
+            if owner != row.subnet_path:
+                raise ValueError(
+                    f"{row.subnet_path}.cidr: {row.subnet_cidr} would get /64 number "
+                    f"{row.ipv6.subnet_index} of the VPC's IPv6 block, as {owner} does (a "
+                    "dual-stack subnet's /64 is the third octet of its IPv4 CIDR, "
+                    "docs/network.md); put the dual-stack subnets in different /24 blocks"
                 )
 
     @property

@@ -11,6 +11,7 @@ size and the node_prefix reservation checks read it), so the plan takes the conf
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -68,6 +69,22 @@ IP_MANAGEMENT_MODES: dict[str, IpManagementMode] = {
 }
 
 
+#: Every subnet's IPv6 CIDR is a /64 (VPC user guide, "Subnet CIDR blocks"; CloudFormation,
+#: AWS::EC2::SubnetCidrBlock), and an Amazon-provided VPC block a /56 (VPC user guide, "VPC
+#: CIDR blocks"): 256 /64s, one per index 0-255 of ipv6_subnet_index.
+IPV6_SUBNET_PREFIX_LENGTH = 64
+IPV6_SUBNETS_PER_VPC_BLOCK = 256
+
+
+def ipv6_subnet_index(subnet_cidr: str) -> int:
+    """Which /64 of the VPC's IPv6 block a dual-stack subnet gets: the third octet of its IPv4
+    CIDR (10.0.6.0/24 -> 6, the /64 ending in 06). It depends on nothing but the subnet's own
+    CIDR, so adding or removing a network or an AZ never renumbers another subnet (a subnet's
+    IPv6 CIDR cannot change without replacing it); two dual-stack subnets in one /24 would
+    share it, which the config refuses."""
+    return ipaddress.IPv4Network(subnet_cidr).network_address.packed[2]
+
+
 def network_attachment_name(network: str, availability_zone: str) -> str:
     """The NAD name pods use in their k8s.v1.cni.cncf.io/networks annotation."""
     return f"{network}-{availability_zone}"
@@ -91,6 +108,17 @@ class PlannedRoute:
 
 
 @dataclass(frozen=True)
+class PlannedIpv6:
+    """A dual-stack subnet: its /64 is number subnet_index of the VPC's IPv6 block
+    (ipv6_subnet_index), its pod range the block pod_range_offset of size
+    /pod_range_prefix_length inside that /64 (both only known at deploy time)."""
+
+    subnet_index: int
+    pod_range_prefix_length: int
+    pod_range_offset: int
+
+
+@dataclass(frozen=True)
 class NetworkPlanRow:
     """One Multus network in one AZ.
 
@@ -99,6 +127,7 @@ class NetworkPlanRow:
     prefixes_per_node: /28 prefixes on each node's ENI (node_local_config modes only, else None).
     static_range / static_nad_name: the subnet's block of fixed pod addresses and the NAD that
     hands them out (None without a static_range).
+    ipv6: the subnet's IPv6 /64 and pod range on a dual-stack network, else None.
     security_group: the key of the network's own security group (the network's name), which
     the network stack maps to that group and everything else reads from there.
     network_path / subnet_path: where the row comes from in the config, for error messages.
@@ -125,6 +154,7 @@ class NetworkPlanRow:
     static_nad_name: str | None = None
     pool: str | None = None
     routes: tuple[PlannedRoute, ...] = ()
+    ipv6: PlannedIpv6 | None = None
 
     @property
     def reservation_type(self) -> ReservationType:
@@ -156,6 +186,15 @@ class PlannedRouteSource(Protocol):
     def target_id(self) -> str | None: ...
 
 
+class PlannedIpv6Settings(Protocol):
+    """What the plan reads of a network's ipv6 (config.model.NetworkIpv6Config)."""
+
+    @property
+    def pod_range_prefix_length(self) -> int: ...
+    @property
+    def pod_range_offset(self) -> int: ...
+
+
 class PlannedNetwork(Protocol):
     """What the plan reads of a Multus network (config.model.MultusNetworkConfig)."""
 
@@ -175,6 +214,8 @@ class PlannedNetwork(Protocol):
     def subnets(self) -> Sequence[PlannedSubnet]: ...
     @property
     def routes(self) -> Sequence[PlannedRouteSource]: ...
+    @property
+    def ipv6(self) -> PlannedIpv6Settings | None: ...
 
 
 class PlannedNetworks(Protocol):
@@ -283,11 +324,22 @@ def _network_rows(
             if subnet.static_range
             else None,
             routes=routes,
+            ipv6=_planned_ipv6(network.ipv6, subnet.cidr),
         )
         for az_index, (az, subnet) in enumerate(
             zip(config.availability_zones, network.subnets, strict=True)
         )
     ]
+
+
+def _planned_ipv6(settings: PlannedIpv6Settings | None, subnet_cidr: str) -> PlannedIpv6 | None:
+    if settings is None:
+        return None
+    return PlannedIpv6(
+        subnet_index=ipv6_subnet_index(subnet_cidr),
+        pod_range_prefix_length=settings.pod_range_prefix_length,
+        pod_range_offset=settings.pod_range_offset,
+    )
 
 
 def networks_in_order(plan: NetworkPlan) -> list[NetworkPlanRow]:

@@ -37,6 +37,7 @@ ROW_GAP = 8
 ROW_INSET = 10
 PLAIN_ROW_HEIGHT = 46
 MULTUS_ROW_HEIGHT = 104
+MULTUS_DETAIL_LINES = 3
 LINE = 15
 BAR_HEIGHT = 12
 FOOTER = 56
@@ -68,14 +69,17 @@ class Row:
 
     @property
     def height(self) -> int:
-        return MULTUS_ROW_HEIGHT if self.reservation else PLAIN_ROW_HEIGHT
+        if not self.reservation:
+            return PLAIN_ROW_HEIGHT
+        # Room for the reservation, the NAD and its range; a dual-stack subnet has a line more.
+        return MULTUS_ROW_HEIGHT + LINE * (len(self.details) - MULTUS_DETAIL_LINES)
 
 
 def multus_row(row: NetworkPlanRow, nat_egress: bool) -> Row:
     return Row(
         kind="multus",
         title=f"{row.network}  {row.subnet_cidr}" + ("" if nat_egress else "  (no NAT route)"),
-        details=(f"reservation {row.reservation_cidr}", *address_plan(row)),
+        details=(f"reservation {row.reservation_cidr}", *address_plan(row), *ipv6_plan(row)),
         subnet=row.subnet_cidr,
         reservation=row.reservation_cidr,
     )
@@ -92,6 +96,18 @@ def address_plan(row: NetworkPlanRow) -> tuple[str, str]:
         )
     ip_range, gateway = whereabouts_range_and_gateway(row.subnet_cidr, row.reservation_cidr)
     return (nad, f"range {ip_range} via {gateway}")
+
+
+def ipv6_plan(row: NetworkPlanRow) -> tuple[str, ...]:
+    """A dual-stack subnet's IPv6 side: which /64 of the VPC block, which block of it pods use
+    (both known at deploy time only, so drawn by number)."""
+    if row.ipv6 is None:
+        return ()
+    ipv6 = row.ipv6
+    return (
+        f"IPv6 /64 no. {ipv6.subnet_index} of the VPC /56, "
+        f"pods /{ipv6.pod_range_prefix_length} no. {ipv6.pod_range_offset}",
+    )
 
 
 def zone_rows(config: AppConfig, index: int) -> list[Row]:

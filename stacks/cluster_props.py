@@ -36,6 +36,7 @@ from charts.karpenter_node_pool import KarpenterNodePoolProps
 from charts.multus import MultusProps
 from charts.multus_pod_ips import MultusPodIpsProps, PodIpsNodes
 from charts.network_attachments import (
+    Ipv6Range,
     NetworkAttachment,
     NetworkAttachmentsProps,
     cni_binaries,
@@ -239,7 +240,7 @@ def cluster_workloads_props(
 ) -> ClusterWorkloadsProps:
     images = config.images
     nads = [
-        network_attachment(a.plan)
+        network_attachment(a.plan, ipv6_range(a))
         for a in attachments
         if not a.plan.ip_management.node_local_config
     ]
@@ -350,7 +351,20 @@ def pod_ips_props(config: AppConfig, image: str) -> MultusPodIpsProps | None:
     return MultusPodIpsProps(image=image, pools=pools) if pools else None
 
 
-def network_attachment(row: NetworkPlanRow) -> NetworkAttachment:
+def ipv6_range(attachment: MultusAttachment) -> Ipv6Range | None:
+    """The IPv6 side of a dual-stack attachment's NAD, from its reservation's attributes."""
+    reservation = attachment.ipv6_reservation
+    if reservation is None:
+        return None
+    return Ipv6Range(
+        subnet_cidr=reservation.subnet_cidr,
+        first_address=reservation.first_address,
+        last_address=reservation.last_address,
+        gateway=reservation.router_address,
+    )
+
+
+def network_attachment(row: NetworkPlanRow, ipv6: Ipv6Range | None = None) -> NetworkAttachment:
     whereabouts_range, gateway = whereabouts_range_and_gateway(
         row.subnet_cidr, row.reservation_cidr
     )
@@ -363,4 +377,5 @@ def network_attachment(row: NetworkPlanRow) -> NetworkAttachment:
         static_range=row.static_range,
         static_name=row.static_nad_name,
         routes=[route.destination for route in row.routes],
+        ipv6=ipv6,
     )

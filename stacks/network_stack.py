@@ -7,14 +7,24 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Annotations, CfnOutput, Fn, Tags
+from aws_cdk import Acknowledgment, Annotations, CfnOutput, Fn, Tags, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from cdk_constructs.existing_vpc import ExistingVpc, ExistingVpcProps, GivenSubnet
-from cdk_constructs.multus_vpc import MultusNetworkLayout, MultusVpc, MultusVpcProps
-from cdk_constructs.subnet_cidr_reservation import ReservationSpec, SubnetCidrReservationProvider
+from cdk_constructs.multus_vpc import (
+    MultusNetworkLayout,
+    MultusVpc,
+    MultusVpcProps,
+    ipv6_subnet_cidr,
+)
+from cdk_constructs.subnet_cidr_reservation import (
+    Ipv6PodRangeSpec,
+    ReservationSpec,
+    ReservedIpv6PodRange,
+    SubnetCidrReservationProvider,
+)
 from config import AppConfig
 from config.model import ExistingSubnetConfig, ExistingVpcConfig, SecurityGroupRuleConfig
 from config.network_plan import NetworkPlanRow, RouteTarget, network_plan
@@ -27,7 +37,7 @@ from stacks.base import ConfiguredAzStack
 LEGACY_SECURITY_GROUP_ID = "MultusSecurityGroup"
 SECURITY_GROUP_DESCRIPTION = "Multus ENIs: traffic from the configured sources"
 # What EC2 needs for "every port" of the protocols with ports or ICMP types (IpPermission).
-_ALL_PORTS = {"tcp": (0, 65535), "udp": (0, 65535), "icmp": (-1, -1)}
+_ALL_PORTS = {"tcp": (0, 65535), "udp": (0, 65535), "icmp": (-1, -1), "icmpv6": (-1, -1)}
 #: The AWS::EC2::Route property of each route target (a virtual private gateway is a GatewayId).
 ROUTE_TARGET_PROPERTIES: dict[RouteTarget, str] = {
     "transit_gateway": "transit_gateway_id",
@@ -40,11 +50,23 @@ ROUTE_PRECONDITION_WARNING_ID = "karpenter-multus:routeNeedsGatewayAttachment"
 
 @dataclass(frozen=True)
 class MultusAttachment:
-    """Where one Multus network lands in one AZ: its plan row, subnet and security group."""
+    """Where one Multus network lands in one AZ: its plan row, subnet and security group; on a
+    dual-stack network the reservation of its IPv6 pod range (deploy-time values), else None."""
 
     plan: NetworkPlanRow
     subnet: ec2.ISubnet
     security_group: ec2.ISecurityGroup
+    ipv6_reservation: ReservedIpv6PodRange | None = None
+
+    @property
+    def ipv6_subnet_cidr(self) -> str | None:
+        """The subnet's IPv6 /64 (a deploy-time value), None on an IPv4-only network."""
+        return self.ipv6_reservation.subnet_cidr if self.ipv6_reservation else None
+
+    @property
+    def ipv6_pod_range(self) -> str | None:
+        """The reserved IPv6 pod range (a deploy-time value), None on an IPv4-only network."""
+        return self.ipv6_reservation.cidr if self.ipv6_reservation else None
 
 
 class NetworkStack(ConfiguredAzStack):
@@ -62,6 +84,7 @@ class NetworkStack(ConfiguredAzStack):
             if existing is None
             else ExistingVpc(self, "Network", _existing_vpc_props(config, existing))
         )
+        self._multus_vpc = multus_vpc
         self.vpc = multus_vpc.vpc
         self.node_subnets = multus_vpc.node_subnets
         self.public_subnets = multus_vpc.public_subnets
@@ -76,19 +99,46 @@ class NetworkStack(ConfiguredAzStack):
                 strict=True,
             )
         }
+        provider = SubnetCidrReservationProvider(
+            self, "CidrReservations", subnets=list(subnets.values())
+        )
         self.multus_attachments = [
-            MultusAttachment(
-                plan=row,
-                subnet=subnets[row.network, row.availability_zone],
-                security_group=self.multus_security_groups[row.security_group],
+            self._attachment(
+                provider,
+                row,
+                subnets[row.network, row.availability_zone],
+                self.multus_security_groups[row.security_group],
             )
             for row in network_plan(config)
         ]
-        self._reserve_multus_ranges()
+        self._reserve_multus_ranges(provider)
         self._route_beyond_the_vpc(multus_vpc)
         for warning in config.route_preconditions:
             Annotations.of(self).add_warning_v2(ROUTE_PRECONDITION_WARNING_ID, warning)
         self._outputs()
+
+    def _attachment(
+        self,
+        provider: SubnetCidrReservationProvider,
+        row: NetworkPlanRow,
+        subnet: ec2.ISubnet,
+        group: ec2.ISecurityGroup,
+    ) -> MultusAttachment:
+        if row.ipv6 is None:
+            return MultusAttachment(plan=row, subnet=subnet, security_group=group)
+        reservation = provider.reserve_ipv6_pod_range(
+            f"{row.network}-{row.availability_zone}-ipv6",
+            Ipv6PodRangeSpec(
+                subnet=subnet,
+                subnet_cidr=ipv6_subnet_cidr(subnet),
+                prefix_length=row.ipv6.pod_range_prefix_length,
+                offset=row.ipv6.pod_range_offset,
+                description=_reservation_description(row) + ", IPv6",
+            ),
+        )
+        return MultusAttachment(
+            plan=row, subnet=subnet, security_group=group, ipv6_reservation=reservation
+        )
 
     def _multus_security_groups(self, config: AppConfig) -> dict[str, ec2.SecurityGroup]:
         networks = config.multus.networks
@@ -100,7 +150,8 @@ class NetworkStack(ConfiguredAzStack):
                 description=SECURITY_GROUP_DESCRIPTION,
                 # aws-cdk refuses an all-traffic egress rule and wants this instead (it then
                 # renders the seed's rule, with its own description, and no other).
-                allow_all_outbound=_allows_all_egress(network.security_group.egress),
+                allow_all_outbound=_allows_all_egress(network.egress_rules),
+                allow_all_ipv6_outbound=_allows_all_ipv6_egress(network.egress_rules),
             )
             for index, network in enumerate(networks)
         }
@@ -111,19 +162,37 @@ class NetworkStack(ConfiguredAzStack):
                 group.add_ingress_rule(
                     _peer(rule, groups), _port(rule), rule.rule_description("from")
                 )
-            if not group.allow_all_outbound:
-                for rule in network.security_group.egress:
+            if config.ingress_from_vpc_ipv6(network):
+                self._admit_vpc_ipv6_block(group)
+            for rule in network.egress_rules:
+                if not _covered_by_all_outbound(rule, group):
                     group.add_egress_rule(
                         _peer(rule, groups), _port(rule), rule.rule_description("to")
                     )
         return groups
 
-    def _reserve_multus_ranges(self) -> None:
-        provider = SubnetCidrReservationProvider(
-            self,
-            "CidrReservations",
-            subnets=[attachment.subnet for attachment in self.multus_attachments],
+    def _admit_vpc_ipv6_block(self, group: ec2.SecurityGroup) -> None:
+        block = self._multus_vpc.ipv6_block
+        # The config has vpc.ipv6 for every dual-stack network, and vpc.ipv6 a VPC the app
+        # creates.
+        assert block is not None and isinstance(self.vpc, ec2.Vpc)
+        # The VPC's Ipv6CidrBlocks is empty until the block is associated.
+        group.node.add_dependency(block)
+        group.add_ingress_rule(
+            ec2.Peer.ipv6(Fn.select(0, self.vpc.vpc_ipv6_cidr_blocks)),
+            ec2.Port.all_traffic(),
+            "from the VPC's IPv6 block",
         )
+        Validations.of(group).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-EC23",
+                reason="The IPv6 source is the VPC's own Amazon-provided /56 (Fn::Select of "
+                "the VPC's Ipv6CidrBlocks), known only at deploy time, so cdk-nag cannot tell "
+                "it from ::/0; the IPv4 rule next to it is the VPC CIDR.",
+            )
+        )
+
+    def _reserve_multus_ranges(self, provider: SubnetCidrReservationProvider) -> None:
         for attachment in self.multus_attachments:
             row = attachment.plan
             provider.reserve(
@@ -131,8 +200,7 @@ class NetworkStack(ConfiguredAzStack):
                 ReservationSpec(
                     subnet=attachment.subnet,
                     cidr=row.reservation_cidr,
-                    description=f"Multus {row.network} pod addresses "
-                    f"({row.ip_management.reservation_purpose})",
+                    description=_reservation_description(row),
                     reservation_type=row.reservation_type,
                 ),
             )
@@ -183,6 +251,10 @@ class NetworkStack(ConfiguredAzStack):
             )
 
 
+def _reservation_description(row: NetworkPlanRow) -> str:
+    return f"Multus {row.network} pod addresses ({row.ip_management.reservation_purpose})"
+
+
 def multus_security_group_name(app_name: str, network: str) -> str:
     """The Name tag of a network's group: its groups share one description (see above)."""
     return f"{app_name}-{network}"
@@ -192,11 +264,20 @@ def _allows_all_egress(rules: list[SecurityGroupRuleConfig]) -> bool:
     return any(rule.allows_everything_anywhere for rule in rules)
 
 
+def _allows_all_ipv6_egress(rules: list[SecurityGroupRuleConfig]) -> bool:
+    return any(rule.allows_everything_anywhere_ipv6 for rule in rules)
+
+
+def _covered_by_all_outbound(rule: SecurityGroupRuleConfig, group: ec2.SecurityGroup) -> bool:
+    # aws-cdk drops every other egress rule of a family whose all-traffic rule it renders.
+    return group.allow_all_ipv6_outbound if rule.is_ipv6 else group.allow_all_outbound
+
+
 def _peer(rule: SecurityGroupRuleConfig, groups: dict[str, ec2.SecurityGroup]) -> ec2.IPeer:
     if rule.network is not None:
         return groups[rule.network]
     assert rule.cidr is not None  # the config gives each rule exactly one of the two
-    return ec2.Peer.ipv4(rule.cidr)
+    return ec2.Peer.ipv6(rule.cidr) if rule.is_ipv6 else ec2.Peer.ipv4(rule.cidr)
 
 
 def _port(rule: SecurityGroupRuleConfig) -> ec2.Port:
@@ -237,15 +318,22 @@ def _vpc_props(config: AppConfig) -> MultusVpcProps:
         multus_networks=_multus_layouts(config),
         single_nat_gateway=config.vpc.nat_gateways == "single",
         flow_log_retention=logs.RetentionDays[config.vpc.flow_log_retention],
+        ipv6=config.vpc.ipv6,
     )
 
 
 def _multus_layouts(config: AppConfig) -> list[MultusNetworkLayout]:
+    plan = network_plan(config)
     return [
         MultusNetworkLayout(
             name=network.name,
             subnet_cidrs=[subnet.cidr for subnet in network.subnets],
             nat_egress=network.nat_egress,
+            ipv6_subnet_indexes=[
+                row.ipv6.subnet_index
+                for row in plan
+                if row.network == network.name and row.ipv6 is not None
+            ],
         )
         for network in config.multus.networks
     ]

@@ -88,6 +88,7 @@ THREE_BY_THREE = "examples/three-az-three-networks.json"
 FIVE_G_CORE = "examples/5g-core.json"
 EXISTING_VPC = "examples/existing-vpc.json"
 PIPELINE_SAMPLE = "examples/pipeline-three-environments.json"
+DUAL_STACK = "examples/dual-stack.json"
 
 
 @pytest.fixture(scope="session")
@@ -115,6 +116,14 @@ def existing_vpc_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp
     (given by IDs and CIDRs, with NAT gateways per AZ; only n6 routes to them)."""
     return synthesize(
         tmp_path_factory.mktemp("existing-vpc"), cdk_json_context(config_file=EXISTING_VPC)
+    )
+
+
+@pytest.fixture(scope="session")
+def dual_stack_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
+    """examples/dual-stack.json: the seed's networks with multus2 dual-stack (vpc.ipv6)."""
+    return synthesize(
+        tmp_path_factory.mktemp("dual-stack"), cdk_json_context(config_file=DUAL_STACK)
     )
 
 

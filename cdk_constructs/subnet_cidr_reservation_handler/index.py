@@ -3,6 +3,11 @@
 Resource properties: SubnetId, Cidr, ReservationType ("explicit" or "prefix"), Description.
 The physical resource ID is the reservation ID (scr-...).
 
+An IPv6 pod range has Ipv6PodRange (SubnetCidr, PrefixLength, Offset) instead of Cidr: the
+subnet's /64 is only known at deploy time, so the handler cuts the range out of it (block
+Offset of size /PrefixLength) and returns it with its first and last address, the /64 and the
+/64's VPC router (its ::1, which AWS reserves for it: VPC user guide, "Subnet CIDR blocks").
+
 - Create: reserve the CIDR. A retried create (the first attempt succeeded but its response was
   lost) finds the identical reservation already in place and adopts it instead of failing.
 - Update: reserve the new CIDR and return its ID, so CloudFormation deletes the old reservation
@@ -29,24 +34,47 @@ MANAGED_KEYS = ("SubnetId", "Cidr", "ReservationType")
 
 def on_event(event: dict[str, Any], _context: object = None) -> dict[str, Any]:
     request = event["RequestType"]
-    props = event["ResourceProperties"]
+    props = with_cidr(event["ResourceProperties"])
     LOG.info("%s %s", request, {key: props.get(key) for key in MANAGED_KEYS})
     ec2 = boto3.client("ec2")
     if request == "Create":
         reservation_id = create_or_adopt(ec2, props)
     elif request == "Update":
         reservation_id = update(
-            ec2, props, event["OldResourceProperties"], event["PhysicalResourceId"]
+            ec2, props, with_cidr(event["OldResourceProperties"]), event["PhysicalResourceId"]
         )
     elif request == "Delete":
         reservation_id = event["PhysicalResourceId"]
         release(ec2, reservation_id)
     else:
         raise ValueError(f"unknown RequestType {request!r}")
-    return {
-        "PhysicalResourceId": reservation_id,
-        "Data": {"ReservationId": reservation_id, "Cidr": props["Cidr"]},
-    }
+    data = {"ReservationId": reservation_id, "Cidr": props["Cidr"]}
+    if "Ipv6PodRange" in props:
+        pod_range = ipaddress.IPv6Network(props["Cidr"])
+        subnet = ipaddress.IPv6Network(props["Ipv6PodRange"]["SubnetCidr"])
+        data["FirstAddress"] = str(pod_range.network_address)
+        data["LastAddress"] = str(pod_range.broadcast_address)
+        data["SubnetCidr"] = subnet.compressed
+        data["RouterAddress"] = str(subnet.network_address + 1)
+    return {"PhysicalResourceId": reservation_id, "Data": data}
+
+
+def with_cidr(props: dict[str, Any]) -> dict[str, Any]:
+    """The properties with Cidr: as given, or the IPv6 pod range cut out of its /64."""
+    if "Ipv6PodRange" not in props:
+        return props
+    return {**props, "Cidr": ipv6_pod_range(props["Ipv6PodRange"])}
+
+
+def ipv6_pod_range(spec: dict[str, Any]) -> str:
+    """Block Offset of size /PrefixLength inside SubnetCidr, as EC2 writes it (compressed)."""
+    subnet = ipaddress.IPv6Network(spec["SubnetCidr"])
+    prefix_length, offset = int(spec["PrefixLength"]), int(spec["Offset"])
+    block_size = 2 ** (ipaddress.IPV6LENGTH - prefix_length)
+    pod_range = ipaddress.IPv6Network((subnet.network_address + offset * block_size, prefix_length))
+    if not pod_range.subnet_of(subnet):
+        raise ValueError(f"block {offset} of /{prefix_length} is outside {subnet}")
+    return pod_range.compressed
 
 
 def create_or_adopt(ec2: Any, props: dict[str, Any]) -> str:
@@ -91,11 +119,16 @@ def find_identical(ec2: Any, props: dict[str, Any]) -> str | None:
     )
     for reservation in reservations:
         if (
-            reservation["Cidr"] == props["Cidr"]
+            _same_network(reservation["Cidr"], props["Cidr"])
             and reservation["ReservationType"] == props["ReservationType"]
         ):
             return str(reservation["SubnetCidrReservationId"])
     return None
+
+
+def _same_network(cidr: str, other: str) -> bool:
+    # EC2 may spell an IPv6 range otherwise than it was asked (RFC 5952 compressed form).
+    return ipaddress.ip_network(cidr) == ipaddress.ip_network(other)
 
 
 def _overlap(cidr: str, other: str) -> bool:

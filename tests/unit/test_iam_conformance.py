@@ -33,6 +33,10 @@ def test_existing_vpc_policies_conform(existing_vpc_app: SynthesizedApp) -> None
     assert_conformant(existing_vpc_app.outdir, expected_templates=2)
 
 
+def test_dual_stack_policies_conform(dual_stack_app: SynthesizedApp) -> None:
+    assert_conformant(dual_stack_app.outdir, expected_templates=2)
+
+
 def test_pipeline_policies_conform(pipeline_synth: SynthesizedPipeline) -> None:
     # The pipeline stack, its cross-region support stack and 2 stacks per environment (3).
     assert_conformant(pipeline_synth.outdir, expected_templates=8)

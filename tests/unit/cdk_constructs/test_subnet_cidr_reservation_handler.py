@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 import pytest
@@ -122,3 +123,103 @@ def test_delete_of_a_create_that_never_succeeded_is_a_no_op(ec2: Any, subnet_id:
     create(subnet_id, "10.0.4.32/27")
     delete(subnet_id, "2f1c4e0a-request-id", "10.0.4.64/27")
     assert len(reservations(ec2, subnet_id)) == 1
+
+
+@pytest.fixture
+def dual_stack_subnet(ec2: Any) -> tuple[str, ipaddress.IPv6Network]:
+    """A subnet with /64 number 6 of its VPC's Amazon-provided /56 (moto assigns the block)."""
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16", AmazonProvidedIpv6CidrBlock=True)["Vpc"]
+    (association,) = ec2.describe_vpcs(VpcIds=[vpc["VpcId"]])["Vpcs"][0][
+        "Ipv6CidrBlockAssociationSet"
+    ]
+    block = ipaddress.IPv6Network(association["Ipv6CidrBlock"])
+    subnet_64 = ipaddress.IPv6Network((block.network_address + 6 * 2**64, 64))
+    subnet = ec2.create_subnet(
+        VpcId=vpc["VpcId"], CidrBlock="10.0.6.0/24", Ipv6CidrBlock=str(subnet_64)
+    )["Subnet"]
+    return str(subnet["SubnetId"]), subnet_64
+
+
+def ipv6_props(subnet_id: str, subnet_64: str, prefix_length: int, offset: int) -> dict[str, Any]:
+    return {
+        "ServiceToken": "arn:aws:lambda:ap-northeast-1:123456789012:function:x",
+        "SubnetId": subnet_id,
+        # CloudFormation hands every property over as a string.
+        "Ipv6PodRange": {
+            "SubnetCidr": subnet_64,
+            "PrefixLength": str(prefix_length),
+            "Offset": str(offset),
+        },
+        "ReservationType": "explicit",
+        "Description": "test",
+    }
+
+
+def ipv6_reservations(ec2: Any, subnet_id: str) -> list[tuple[str, str]]:
+    found = ec2.get_subnet_cidr_reservations(SubnetId=subnet_id)["SubnetIpv6CidrReservations"]
+    return sorted((r["SubnetCidrReservationId"], r["Cidr"]) for r in found)
+
+
+def test_ipv6_pod_range_is_the_configured_block_of_the_subnets_64(
+    ec2: Any, dual_stack_subnet: tuple[str, ipaddress.IPv6Network]
+) -> None:
+    """CreateSubnetCidrReservation takes "the IPv4 or IPV6 CIDR range to reserve" (EC2 API
+    reference): block 1 of /112 is the /64's addresses 0x10000-0x1ffff; the NAD reads the
+    first and last address, the /64 and its router, ::1, "reserved by AWS for the VPC router"
+    (VPC user guide, "Subnet CIDR blocks", subnet sizing for IPv6)."""
+    subnet_id, subnet_64 = dual_stack_subnet
+    event = {
+        "RequestType": "Create",
+        "ResourceProperties": ipv6_props(subnet_id, str(subnet_64), 112, 1),
+    }
+    response = handler.on_event(event)
+    base = subnet_64.network_address
+    expected = ipaddress.IPv6Network((base + 0x10000, 112))
+    assert ipv6_reservations(ec2, subnet_id) == [(response["PhysicalResourceId"], str(expected))]
+    assert response["Data"] == {
+        "ReservationId": response["PhysicalResourceId"],
+        "Cidr": str(expected),
+        "FirstAddress": str(base + 0x10000),
+        "LastAddress": str(base + 0x1FFFF),
+        "SubnetCidr": str(subnet_64),
+        "RouterAddress": str(base + 1),
+    }
+    # A retried create adopts it (EC2 answers the range in its own spelling).
+    assert handler.on_event(event)["PhysicalResourceId"] == response["PhysicalResourceId"]
+    assert len(ipv6_reservations(ec2, subnet_id)) == 1
+
+
+def test_changing_the_ipv6_offset_reserves_the_new_block(
+    ec2: Any, dual_stack_subnet: tuple[str, ipaddress.IPv6Network]
+) -> None:
+    subnet_id, subnet_64 = dual_stack_subnet
+    old = ipv6_props(subnet_id, str(subnet_64), 112, 1)
+    old_id = handler.on_event({"RequestType": "Create", "ResourceProperties": old})[
+        "PhysicalResourceId"
+    ]
+    new = ipv6_props(subnet_id, str(subnet_64), 112, 2)
+    event = {
+        "RequestType": "Update",
+        "PhysicalResourceId": old_id,
+        "ResourceProperties": new,
+        "OldResourceProperties": old,
+    }
+    new_id = handler.on_event(event)["PhysicalResourceId"]
+    assert new_id != old_id
+    unchanged = {**event, "ResourceProperties": old}
+    assert handler.on_event(unchanged)["PhysicalResourceId"] == old_id
+
+
+@pytest.mark.parametrize(
+    ("prefix_length", "offset", "inside"),
+    [(112, 2**48 - 1, True), (112, 2**48, False), (65, 1, True), (65, 2, False)],
+)
+def test_ipv6_pod_range_never_leaves_the_64(prefix_length: int, offset: int, inside: bool) -> None:
+    spec = {"SubnetCidr": "2001:db8:0:6::/64", "PrefixLength": prefix_length, "Offset": offset}
+    if inside:
+        assert ipaddress.IPv6Network(handler.ipv6_pod_range(spec)).subnet_of(
+            ipaddress.IPv6Network("2001:db8:0:6::/64")
+        )
+    else:
+        with pytest.raises(ValueError, match="outside 2001:db8:0:6::/64"):
+            handler.ipv6_pod_range(spec)

@@ -1269,6 +1269,137 @@ ROUTES = [
     ),
 ]
 
+
+def dual_stack(vpc_ipv6: bool = True, **first: Any) -> dict[str, Any]:
+    """The seed's networks with the first one changed (ipv6 given there), vpc.ipv6 as given."""
+    return config({"vpc": {"ipv6": vpc_ipv6}, "multus": {"networks": networks(**first)}})
+
+
+NETWORK = "multus.networks[0]"
+# Dual-stack networks (docs/network.md, Dual stack): a subnet's IPv6 CIDR is a /64 of the VPC's
+# Amazon-provided /56 (AWS::EC2::SubnetCidrBlock), the pod range a block of it that Fn::Cidr
+# can select (count 1-256) and that holds none of the addresses AWS keeps.
+DUAL_STACK = [
+    BadInput(
+        "vpc-ipv6-in-an-existing-vpc",
+        "covered",
+        existing_vpc(vpc={"ipv6": True}),
+        ("vpc.ipv6", "need a VPC the app creates", "remove ipv6, or existing"),
+    ),
+    BadInput(
+        "ipv6-network-in-an-existing-vpc",
+        "covered",
+        config({**existing_vpc()["config"], "multus": {"networks": networks(ipv6={})}}),
+        (f"{NETWORK} (multus1).ipv6", "vpc.existing names one the app does not own"),
+    ),
+    BadInput(
+        "ipv6-network-without-vpc-ipv6",
+        "covered",
+        dual_stack(vpc_ipv6=False, ipv6={}),
+        (f"{NETWORK} (multus1).ipv6", "no IPv6 block", '"vpc": {"ipv6": true}'),
+    ),
+    BadInput(
+        "ipv6-pod-range-as-large-as-the-64",
+        "covered",
+        dual_stack(ipv6={"pod_range_prefix_length": 64}),
+        (f"{NETWORK}.ipv6.pod_range_prefix_length", "greater than or equal to 65"),
+    ),
+    BadInput(
+        "ipv6-pod-range-of-half-the-64",
+        "covered",
+        dual_stack(ipv6={"pod_range_prefix_length": 65}),
+        (f"{NETWORK}.ipv6", "addresses AWS keeps", "use /66 or longer"),
+    ),
+    BadInput(
+        "ipv6-pod-range-offset-zero-holds-aws-addresses",
+        "covered",
+        dual_stack(ipv6={"pod_range_offset": 0}),
+        (f"{NETWORK}.ipv6.pod_range_offset", "greater than or equal to 1"),
+    ),
+    BadInput(
+        "ipv6-pod-range-offset-beyond-fn-cidr",
+        "covered",
+        dual_stack(ipv6={"pod_range_offset": 256}),
+        (f"{NETWORK}.ipv6", "pod_range_offset: 256 is outside the /64", "1-255"),
+    ),
+    BadInput(
+        "ipv6-pod-range-offset-in-the-last-block",
+        "covered",
+        dual_stack(ipv6={"pod_range_prefix_length": 66, "pod_range_offset": 3}),
+        (f"{NETWORK}.ipv6", "pod_range_offset: 3 is outside the /64", "1-2"),
+    ),
+    BadInput(
+        "ipv6-subnets-sharing-a-64",
+        "covered",
+        config(
+            {
+                "vpc": {"ipv6": True},
+                "multus": {
+                    "networks": [
+                        {
+                            "name": "multus1",
+                            "ipv6": {},
+                            "subnets": [
+                                {"cidr": "10.0.4.0/25", "reservation": "10.0.4.32/27"},
+                                {"cidr": "10.0.5.0/24", "reservation": "10.0.5.32/27"},
+                            ],
+                        },
+                        {
+                            "name": "multus2",
+                            "ipv6": {},
+                            "subnets": [
+                                {"cidr": "10.0.4.128/25", "reservation": "10.0.4.160/27"},
+                                {"cidr": "10.0.7.0/24", "reservation": "10.0.7.32/27"},
+                            ],
+                        },
+                    ]
+                },
+            }
+        ),
+        (
+            "multus.networks[1] (multus2).subnets[0].cidr",
+            "/64 number 4",
+            "multus.networks[0] (multus1).subnets[0]",
+            "different /24 blocks",
+        ),
+    ),
+    BadInput(
+        "ipv6-with-node-prefix",
+        "covered",
+        dual_stack(ipv6={}, ip_management="node_prefix"),
+        (NETWORK, "ipv6: not available with ip_management 'node_prefix'", "'whereabouts'"),
+    ),
+    BadInput(
+        "ipv6-with-a-static-range",
+        "covered",
+        config(
+            {
+                "vpc": {"ipv6": True},
+                "multus": {"networks": static_range_networks("10.0.4.48/28", ipv6={})},
+            }
+        ),
+        (NETWORK, "subnets[0].static_range", "IPv4 only", "remove static_range or ipv6"),
+    ),
+    BadInput(
+        "ipv6-rule-on-an-ipv4-network",
+        "covered",
+        ingress(protocol="all", cidr="2001:db8::/32"),
+        (f"{NETWORK}", "security_group.ingress[0].cidr: 2001:db8::/32 is IPv6", '"ipv6": {}'),
+    ),
+    BadInput(
+        "ipv6-rule-with-icmp-for-ipv4",
+        "covered",
+        ingress(protocol="icmp", cidr="2001:db8::/32"),
+        (f"{RULE}.protocol", "matches nothing from 2001:db8::/32", '{"protocol": 58, '),
+    ),
+    BadInput(
+        "ipv6-rule-with-host-bits",
+        "covered",
+        ingress(protocol="all", cidr="2001:db8::1/32"),
+        (f"{RULE}.cidr", "not an IPv6 CIDR block", "for example 2001:db8::/32"),
+    ),
+]
+
 CASES = (
     ACCEPTED
     + TRACEBACKS
@@ -1278,6 +1409,7 @@ CASES = (
     + SECURITY_GROUP_RULES
     + EXISTING_VPC
     + ROUTES
+    + DUAL_STACK
 )
 # Run as a real `python app.py` too: exit status and stderr end to end.
 IN_A_PROCESS = {

@@ -355,3 +355,43 @@ def test_every_row_of_a_routed_network_and_of_its_pools_view_carries_its_routes(
     assert {(row.network, row.routes) for row in plan} == {("multus1", ()), ("multus2", planned)}
     (pool,) = config.node_pools
     assert {row.routes for row in config.pool_plan(pool)} == {planned}
+
+
+def dual_stack_indexes(raw: dict[str, Any]) -> dict[tuple[str, str], int]:
+    return {
+        (row.network, row.availability_zone): row.ipv6.subnet_index
+        for row in network_plan(parse_config(raw))
+        if row.ipv6 is not None
+    }
+
+
+def test_a_dual_stack_subnets_64_follows_its_own_cidr_only() -> None:
+    """A subnet's IPv6 CIDR cannot change in place (the subnet is replaced), so its /64 number
+    depends on nothing a later change adds: another network before it, or another AZ."""
+    raw = example_raw("dual-stack.json")
+    before = dual_stack_indexes(raw)
+    assert before == {("multus2", "us-west-2a"): 6, ("multus2", "us-west-2b"): 7}
+    grown = json.loads(json.dumps(raw))
+    grown["availability_zones"] = ["us-west-2a", "us-west-2b", "us-west-2c"]
+    grown["vpc"].update(
+        public_subnet_cidrs=["10.0.0.0/24", "10.0.1.0/24", "10.0.20.0/24"],
+        node_subnet_cidrs=["10.0.2.0/24", "10.0.3.0/24", "10.0.21.0/24"],
+    )
+    first = {
+        "name": "n0",
+        "ipv6": {},
+        "subnets": [
+            {"cidr": f"10.0.{octet}.0/24", "reservation": f"10.0.{octet}.32/27"}
+            for octet in (10, 11, 12)
+        ],
+    }
+    for network, octet in zip(grown["multus"]["networks"], (22, 23), strict=True):
+        network["subnets"].append(
+            {"cidr": f"10.0.{octet}.0/24", "reservation": f"10.0.{octet}.32/27"}
+        )
+    grown["multus"]["networks"].insert(0, first)
+    grown["node_pools"] = [{"name": "multus", "instance_cpus": [4, 8]}]
+    after = dual_stack_indexes(grown)
+    assert {key: after[key] for key in before} == before
+    assert after[("multus2", "us-west-2c")] == 23
+    assert after[("n0", "us-west-2a")] == 10

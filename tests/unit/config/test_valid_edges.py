@@ -863,3 +863,97 @@ def test_the_seed_routes_nothing_beyond_its_default_routes() -> None:
     assert [n.routes for n in seed.multus.networks] == [[], []]
     assert all(row.routes == () for row in network_plan(seed))
     assert seed.route_preconditions == []
+
+
+def dual_stack_network(name: str, octets: tuple[int, int], **ipv6: int) -> dict[str, Any]:
+    return {
+        "name": name,
+        "ipv6": ipv6,
+        "subnets": [
+            {"cidr": f"10.0.{octet}.0/24", "reservation": f"10.0.{octet}.32/27"} for octet in octets
+        ],
+    }
+
+
+def dual_stack_raw(*networks: dict[str, Any]) -> dict[str, Any]:
+    return changed("vpc.ipv6", True, with_networks(*networks))
+
+
+@pytest.mark.parametrize(
+    ("prefix_length", "offset", "accepted"),
+    [
+        # Fn::Cidr selects among at most 256 blocks (CFN template reference, Fn::Cidr count).
+        (112, 255, True),
+        (112, 256, False),
+        # A /66 has four blocks: the first holds AWS's first four addresses, the last its last.
+        (66, 1, True),
+        (66, 2, True),
+        (66, 3, False),
+        (66, 0, False),
+        # The /64 holds the range beside AWS's addresses from a /66 to a single address.
+        (65, 1, False),
+        (128, 1, True),
+        (129, 1, False),
+    ],
+)
+def test_ipv6_pod_range_inside_the_64_clear_of_aws_addresses(
+    prefix_length: int, offset: int, accepted: bool
+) -> None:
+    raw = dual_stack_raw(
+        dual_stack_network(
+            "multus1", (4, 5), pod_range_prefix_length=prefix_length, pod_range_offset=offset
+        )
+    )
+    if accepted:
+        (row, _) = network_plan(parse_config(raw))
+        assert row.ipv6 is not None
+        assert (row.ipv6.pod_range_prefix_length, row.ipv6.pod_range_offset) == (
+            prefix_length,
+            offset,
+        )
+    else:
+        assert "multus.networks[0].ipv6" in error_for(raw)
+
+
+def test_ipv6_subnet_index_is_unique_only_among_dual_stack_subnets() -> None:
+    """Two subnets of one /24 share a /64 number: refused only when both are dual-stack."""
+    ipv4_only = one_network(
+        subnets=[
+            {"cidr": "10.0.4.128/25", "reservation": "10.0.4.160/27"},
+            {"cidr": "10.0.7.0/24", "reservation": "10.0.7.32/27"},
+        ],
+        name="multus2",
+    )
+    halves = dual_stack_network("multus1", (4, 5))
+    halves["subnets"][0] = {"cidr": "10.0.4.0/25", "reservation": "10.0.4.32/27"}
+    indexes = [
+        row.ipv6 and row.ipv6.subnet_index
+        for row in network_plan(parse_config(dual_stack_raw(halves, ipv4_only)))
+    ]
+    assert indexes == [4, 5, None, None]
+    both = {**ipv4_only, "ipv6": {}}
+    assert "/64 number 4" in error_for(dual_stack_raw(halves, both))
+
+
+def test_vpc_ipv6_without_dual_stack_networks_passes() -> None:
+    assert parse_config(changed("vpc.ipv6", True)).vpc.ipv6
+
+
+def test_ipv6_rules_on_a_dual_stack_network_and_its_default_egress() -> None:
+    """The seed's egress (all to 0.0.0.0/0 and ::/0, vpc-infra-mng.yaml) when egress is unset;
+    a given egress list is kept as it is."""
+    default = dual_stack_network("multus1", (4, 5))
+    (network,) = parse_config(dual_stack_raw(default)).multus.networks
+    assert [(rule.protocol, rule.cidr) for rule in network.egress_rules] == [
+        ("all", "0.0.0.0/0"),
+        ("all", "::/0"),
+    ]
+    given = {
+        **default,
+        "security_group": {
+            "ingress": [{"protocol": "udp", "ports": 2152, "cidr": "2001:db8:100::/48"}],
+            "egress": [{"protocol": "udp", "ports": 2152, "cidr": "2001:db8:100::/48"}],
+        },
+    }
+    (network,) = parse_config(dual_stack_raw(given)).multus.networks
+    assert [rule.cidr for rule in network.egress_rules] == ["2001:db8:100::/48"]

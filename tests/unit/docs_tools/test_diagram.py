@@ -112,3 +112,11 @@ def test_an_existing_vpc_is_drawn_with_the_teams_ids_and_no_subnet_of_a_new_vpc(
         "NAT gateways: nat-0a1b2c3d4e5f60731, nat-0a1b2c3d4e5f60732" in line for line in lines
     )
     assert not any("NAT gateway, load balancers" in line for line in lines)
+
+
+def test_dual_stack_subnets_show_their_64_and_pod_range() -> None:
+    loaded = load_from_cli(["config_file=examples/dual-stack.json"]).base
+    lines = texts(diagram.render_svg(loaded))
+    assert "IPv6 /64 no. 6 of the VPC /56, pods /112 no. 1" in lines
+    assert "IPv6 /64 no. 7 of the VPC /56, pods /112 no. 1" in lines
+    assert len([line for line in lines if line.startswith("IPv6 ")]) == 2

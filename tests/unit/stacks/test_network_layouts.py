@@ -264,3 +264,100 @@ def test_a_network_without_nat_egress_still_routes_its_destinations() -> None:
     routed["multus"]["networks"][0]["nat_egress"] = False
     destinations = sorted(beyond_the_vpc(network_template({"config": routed})).values())
     assert destinations == sorted(2 * [r["destination"] for r in ROUTED_NETWORK_ROUTES])
+
+
+RAN_IPV6 = "2001:db8:100::/48"
+
+
+def dual_stack_layout(n3: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "config": {
+            "vpc": {"ipv6": True},
+            "multus": {
+                "networks": [
+                    {
+                        "name": "n3",
+                        "ipv6": {},
+                        "subnets": [
+                            {"cidr": "10.0.4.0/24", "reservation": "10.0.4.32/27"},
+                            {"cidr": "10.0.5.0/24", "reservation": "10.0.5.32/27"},
+                        ],
+                        **n3,
+                    }
+                ]
+            },
+        }
+    }
+
+
+def ipv6_rules(group: dict[str, Any], direction: str) -> list[tuple[Any, str, Any, Any]]:
+    return [
+        (r["CidrIpv6"], r["IpProtocol"], r.get("FromPort"), r.get("ToPort"))
+        for r in group["Properties"].get(f"SecurityGroup{direction}", [])
+        if "CidrIpv6" in r
+    ]
+
+
+def test_ipv6_rules_of_a_dual_stack_network_render_as_cidr_ipv6() -> None:
+    """EC2 takes an IPv6 peer as CidrIpv6 (EC2 API reference, IpPermission Ipv6Ranges; ICMP
+    for IPv6 is icmpv6, types and codes -1 for all); given
+    ingress replaces the default (no rule from the VPC's block), given egress is kept as is and
+    isolated networks get no egress-only gateway route."""
+    template = network_template(
+        dual_stack_layout(
+            {
+                "nat_egress": False,
+                "security_group": {
+                    "ingress": [
+                        {"protocol": "udp", "ports": 2152, "cidr": RAN_IPV6},
+                        {"protocol": 58, "cidr": RAN_IPV6},
+                    ],
+                    "egress": [
+                        {"protocol": "udp", "ports": 2152, "cidr": RAN_IPV6},
+                        {"protocol": "udp", "ports": 2152, "cidr": RAN},
+                    ],
+                },
+            }
+        )
+    )
+    (group,) = [
+        g
+        for g in resources(template, "AWS::EC2::SecurityGroup").values()
+        if g["Properties"]["GroupDescription"].startswith("Multus ENIs")
+    ]
+    # ICMPv6 as a whole: every type and code is -1 (IpPermission, FromPort and ToPort).
+    assert ipv6_rules(group, "Ingress") == [
+        (RAN_IPV6, "udp", 2152, 2152),
+        (RAN_IPV6, "icmpv6", -1, -1),
+    ]
+    assert ipv6_rules(group, "Egress") == [(RAN_IPV6, "udp", 2152, 2152)]
+    ipv4_egress = [r["CidrIp"] for r in group["Properties"]["SecurityGroupEgress"] if "CidrIp" in r]
+    assert ipv4_egress == [RAN]
+    assert not resources(template, "AWS::EC2::EgressOnlyInternetGateway")
+    assert len(resources(template, "AWS::EC2::VPCCidrBlock")) == 1
+
+
+def test_ipv6_all_traffic_egress_next_to_narrower_ipv4_egress() -> None:
+    """Each family's all-traffic rule stands for its family only: aws-cdk's
+    allowAllIpv6Outbound, with the IPv4 rules still listed."""
+    template = network_template(
+        dual_stack_layout(
+            {
+                "security_group": {
+                    "egress": [
+                        {"protocol": "all", "cidr": "::/0"},
+                        {"protocol": "udp", "ports": 2152, "cidr": RAN},
+                    ]
+                }
+            }
+        )
+    )
+    (group,) = [
+        g
+        for g in resources(template, "AWS::EC2::SecurityGroup").values()
+        if g["Properties"]["GroupDescription"].startswith("Multus ENIs")
+    ]
+    assert ipv6_rules(group, "Egress") == [("::/0", "-1", None, None)]
+    ipv4 = [r["CidrIp"] for r in group["Properties"]["SecurityGroupEgress"] if "CidrIp" in r]
+    assert ipv4 == [RAN]
+    assert len(resources(template, "AWS::EC2::EgressOnlyInternetGateway")) == 1

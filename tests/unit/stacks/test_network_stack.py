@@ -295,3 +295,12 @@ def test_deploy_shows_what_gateway_routes_need_attached_first(routes_app: Synthe
     assert len(texts) == 2, texts
     assert any(TRANSIT_GATEWAY in text for text in texts)
     assert any(VPN_GATEWAY in text for text in texts)
+
+
+def test_the_default_network_is_ipv4_only(network: dict[str, Any]) -> None:
+    """vpc.ipv6 is off by default: no IPv6 block, egress-only gateway, subnet /64, IPv6 rule or
+    IPv6 reservation (the dual-stack example adds them: test_dual_stack_example.py)."""
+    assert not resources(network, "AWS::EC2::VPCCidrBlock", "AWS::EC2::EgressOnlyInternetGateway")
+    text = str(network["Resources"])
+    for ipv6_key in ("Ipv6CidrBlock", "CidrIpv6", "DestinationIpv6CidrBlock", "Ipv6PodRange"):
+        assert ipv6_key not in text
