@@ -77,6 +77,16 @@ def static_attachment_name(network: str, availability_zone: str) -> str:
 
 
 @dataclass(frozen=True)
+class PlannedIpv6:
+    """A dual-stack row's IPv6 side: which /64 of the VPC's block is the subnet's, and the pod
+    range inside it (prefix length and offset, counted in blocks of that length)."""
+
+    subnet_index: int
+    pod_range_prefix_length: int
+    pod_range_offset: int
+
+
+@dataclass(frozen=True)
 class NetworkPlanRow:
     """One Multus network in one AZ.
 
@@ -90,6 +100,7 @@ class NetworkPlanRow:
     network_path / subnet_path: where the row comes from in the config, for error messages.
     pool: None in the network plan; in a pool's view (pool_network_plan), the pool's name, and
     device_index and prefixes_per_node are those of that pool's nodes.
+    ipv6: the IPv6 side of a dual-stack network (None: IPv4 only).
     """
 
     network: str
@@ -109,6 +120,7 @@ class NetworkPlanRow:
     static_range: str | None = None
     static_nad_name: str | None = None
     pool: str | None = None
+    ipv6: PlannedIpv6 | None = None
 
     @property
     def reservation_type(self) -> ReservationType:
