@@ -363,6 +363,16 @@ class PodIpNode:
         )["NetworkInterfaces"][0]
         return {a["PrivateIpAddress"] for a in eni["PrivateIpAddresses"] if not a["Primary"]}
 
+    def ipv6_pod_range(self, interface: str = "multus1") -> str:
+        """The IPv6 pod range (ipv6_pod_range) of the subnet of this node's ENI of `interface`,
+        a dual-stack network's."""
+        eni = self.emulator.ec2.describe_network_interfaces(
+            NetworkInterfaceIds=[self.enis[interface]]
+        )["NetworkInterfaces"][0]
+        subnet = self.emulator.ec2.describe_subnets(SubnetIds=[eni["SubnetId"]])["Subnets"][0]
+        (block,) = subnet["Ipv6CidrBlockAssociationSet"]
+        return ipv6_pod_range(block["Ipv6CidrBlock"])
+
     def ipv6_addresses(self, interface: str = "multus1") -> set[str]:
         """IPv6 addresses EC2 (moto) holds on this node's ENI of `interface` (the bootstrap's
         seed address included)."""
