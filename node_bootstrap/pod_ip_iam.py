@@ -4,10 +4,11 @@ Kept apart from the bootstrap's statements (node_bootstrap.iam) so the node role
 composes both. Condition keys checked against the Service Authorization Reference for EC2:
 Assign/UnassignPrivateIpAddresses take the network-interface resource, whose keys include
 ec2:ResourceTag/${TagKey} and ec2:Subnet (the subnet's ARN); so do Assign/UnassignIpv6Addresses,
-granted the same way, only where a network is dual-stack and only in its subnets. The ENIs are those the bootstrap
-tagged with OWNER_TAG_KEY (only it sets that tag, at creation). DescribeInstanceTypes takes no
-resource ("*") and only ec2:Region, so aws:RequestedRegion narrows it; DescribeNetworkInterfaces
-is granted once, by the bootstrap's read statement in the same policy.
+granted the same way, only where a network is dual-stack and only in its subnets. The ENIs are
+those the bootstrap tagged with OWNER_TAG_KEY (only it sets that tag, at creation).
+DescribeInstanceTypes takes no resource ("*") and only ec2:Region, so aws:RequestedRegion
+narrows it; DescribeNetworkInterfaces is granted once, by the bootstrap's read statement in the
+same policy.
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ def node_statements(vpc: EmulatedVpc) -> list[dict[str, Any]]:
         security_group_ids=list(vpc.security_group_ids.values()),
         dual_stack_subnet_ids=[vpc.multus_subnets[key] for key in vpc.ipv6_subnet_cidrs],
     )
-    template = cdk.assertions.Template.from_stack(stack).to_json()
+    template = dict(cdk.assertions.Template.from_stack(stack).to_json())
     (role_id,) = resources(template, "AWS::IAM::Role")
     return role_statements(template, role_id, TemplateResolver(template, REGION, {}))
 
@@ -232,7 +232,7 @@ def test_without_a_dual_stack_subnet_the_role_grants_no_ipv6_call(
         multus_subnet_ids=list(vpc.multus_subnets.values()),
         security_group_ids=list(vpc.security_group_ids.values()),
     )
-    template = cdk.assertions.Template.from_stack(stack).to_json()
+    template = dict(cdk.assertions.Template.from_stack(stack).to_json())
     (role_id,) = resources(template, "AWS::IAM::Role")
     statements = role_statements(template, role_id, TemplateResolver(template, REGION, {}))
 

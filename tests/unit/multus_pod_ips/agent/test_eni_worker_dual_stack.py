@@ -29,8 +29,10 @@ def pod_ipv6(host: int) -> str:
     return f"2600:1f14:0:4::1{host:02x}"
 
 
-def dual_stack_worker(tmp_path: Path, ec2: ScriptedEc2, **overrides: object) -> EniWorker:
-    return worker_for(tmp_path, ec2, interfaces=DUAL_STACK, **overrides)
+def dual_stack_worker(
+    tmp_path: Path, ec2: ScriptedEc2, limit: int = 10, **overrides: object
+) -> EniWorker:
+    return worker_for(tmp_path, ec2, limit, interfaces=DUAL_STACK, **overrides)
 
 
 def test_a_burst_of_both_families_costs_one_assign_call_per_family(tmp_path: Path) -> None:
