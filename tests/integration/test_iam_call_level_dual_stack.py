@@ -43,7 +43,7 @@ from testing_support.iam_call_level import (
     resources,
 )
 from testing_support.iam_evaluator import AuthorizationRequest, evaluate
-from testing_support.iam_reference import TemplateResolver, role_statements
+from testing_support.iam_reference import TemplateResolver, check_statement, role_statements
 from testing_support.multus_emulator import (
     REGION,
     Ec2Emulator,
@@ -125,6 +125,14 @@ def agent_run(emulator: Ec2Emulator, vpc: EmulatedVpc) -> AgentRun:
     finally:
         node.stop_agent()
     return AgentRun(node.instance_id, emulator.proxy.calls)
+
+
+def test_every_statement_is_valid_in_the_iam_service_reference(
+    node_statements: list[dict[str, Any]],
+) -> None:
+    """Resource types and condition keys per action, as the service reference lists them."""
+    assert "ManageMultusPodIpv6OnClusterEnis" in {s.get("Sid") for s in node_statements}
+    assert [problem for s in node_statements for problem in check_statement(s)] == []
 
 
 def test_the_bootstrap_creates_the_dual_stack_eni_with_its_ipv6_address_and_is_allowed(
