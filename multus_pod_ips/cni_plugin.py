@@ -30,7 +30,12 @@ another Multus address over eth0. The plugin, which runs after sbr, puts the sub
 the main table as an on-link route of the container interface with the interface's address as
 its preferred source: such a connection leaves over the Multus interface, from the Multus
 address, and its replies match sbr's rule. sbr does the same to IPv6 routes, so
-"mainTableSubnetIpv6" puts the subnet's /64 back alike.
+"mainTableSubnetIpv6" puts the subnet's /64 back as `<subnet> dev <interface>`, without a
+preferred source: the kernel refuses one that is still tentative ("Invalid source address";
+the reference plugins' IPAM setup waits for duplicate address detection only when the result
+has an IPv6 gateway: containernetworking/plugins pkg/ipam/ipam_linux.go, ConfigureIface), and
+source address selection picks the interface's own address anyway (RFC 6724, rule 5: prefer
+the outgoing interface; the pod's only global IPv6 address on it).
 """
 
 from __future__ import annotations
@@ -198,8 +203,8 @@ def _route_subnet_in_main_table(
     ifname: str,
     netns: str,
 ) -> None:
-    """`ip route replace <subnet> dev <ifname> src <address> scope link` in the pod's netns
-    (for IPv6 without scope: the kernel keeps none for IPv6 routes)."""
+    """`ip route replace <subnet> dev <ifname> src <address> scope link` in the pod's netns;
+    for IPv6 `ip route replace <subnet> dev <ifname>` (module docstring)."""
     source = next((a for a in addresses if ipaddress.ip_address(a) in network), None)
     if source is None:
         raise CniError(
@@ -210,9 +215,9 @@ def _route_subnet_in_main_table(
     command = shutil.which("ip", path=IP_COMMAND_DIRS)
     if command is None:
         raise CniError(ROUTE_FAILURE, f"no `ip` command (iproute2) in {IP_COMMAND_DIRS}")
-    route = [str(network), "dev", ifname, "src", source]
+    route = [str(network), "dev", ifname]
     if network.version == 4:
-        route += ["scope", "link"]
+        route += ["src", source, "scope", "link"]
     argv = [command, "route", "replace", *route]
     try:
         namespace = os.open(netns, os.O_RDONLY | os.O_CLOEXEC)
