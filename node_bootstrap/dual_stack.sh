@@ -6,13 +6,13 @@
 # without a dual-stack network stays byte for byte as it was.
 #
 # The ENI of a dual-stack network is created with one IPv6 address of its subnet's /64
-# (Ipv6AddressCount=1, as the seed does), the ENI's own address as its primary IPv4 one is:
-# pods' addresses are assigned later by the pod IP agent.
+# (Ipv6AddressCount=1, as the seed does): the ENI's own, as its primary IPv4 address is. Pods'
+# addresses come later, from the pod IP agent, out of a range reserved inside the /64.
 #
 # Router advertisements are not accepted on these interfaces (accept_ra = 0). The VPC router
-# answers router solicitations on an IPv6 subnet (EC2 User Guide, "IPv6 addresses"), and an
-# interface that accepts them gets a default route (and whatever the advertisement carries) in
-# the host's main table: the host's IPv6 traffic would then leave through a Multus ENI, whose
+# advertises itself on IPv6 subnets (instances learn their IPv6 default route from its router
+# advertisements: canonical/cloud-init#3980), and an interface that accepts them gets a
+# default route (and whatever the advertisement carries) in the host's main table: the host's IPv6 traffic would then leave through a Multus ENI, whose
 # security group and routes are the network's, not the node's. The host uses no Multus
 # interface (it has no address or route there); pods reach the network through ipvlan, whose
 # routes their CNI chain sets. The setting is in sysctl.d, which systemd's udev rule
