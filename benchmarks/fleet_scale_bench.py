@@ -218,8 +218,8 @@ def measure_whereabouts(emulator: Ec2Emulator) -> NodeCost:
     resident = pods(PODS_PER_NODE)
     try:
         proxy.reset()
-        for index, (master, ip) in enumerate(resident):
-            if node.add_pod(f"pod{index}", ip, master).status != 0:
+        for index, pod in enumerate(resident):
+            if node.add_pod(f"pod{index}", pod.ip, pod.master).status != 0:
                 raise SystemExit(f"ADD failed:\n{node.agent_log()}")
         added = count(proxy.calls)
         restart(node, MEASURE_RECONCILE_SECONDS)
@@ -231,8 +231,8 @@ def measure_whereabouts(emulator: Ec2Emulator) -> NodeCost:
         per_reconcile = count(proxy.calls)
         restart(node, QUIET_RECONCILE_SECONDS)
         proxy.reset()
-        for index, (master, ip) in enumerate(resident):
-            node.delete_pod(f"pod{index}", ip, master)
+        for index, pod in enumerate(resident):
+            node.delete_pod(f"pod{index}", pod.ip, pod.master)
         per_pod = count(proxy.calls) + added
         burst(node, "ADD", 1, resident)
         burst(node, "DEL", 1, resident)  # a drain: every pod of the node goes at once

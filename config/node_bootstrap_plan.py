@@ -32,6 +32,7 @@ def node_bootstrap_props(
                 device_index=row.device_index,
                 source_dest_check=row.source_dest_check,
                 security_group_ids=[security_group_id(row)],
+                ipv6=row.ipv6 is not None,
             )
             for row in networks_in_order(plan)
         ],

@@ -3,13 +3,14 @@
 
 Multus (thick) runs delegate plugins chrooted into the host's root filesystem, so this file is
 executed by the host's /usr/bin/python3 (Amazon Linux 2023: Python 3.9, standard library only).
-It hands the pod's address to the node agent over a unix socket and waits for the agent to
-assign it to the node's Multus ENI, so the pod's containers start only once the VPC delivers
-to it. Follows the CNI spec (https://www.cni.dev/docs/spec/):
+It hands the pod's addresses (IPv4 and, on a dual-stack network, IPv6) to the node agent over
+a unix socket and waits for the agent to assign them to the node's Multus ENI, so the pod's
+containers start only once the VPC delivers to it. Follows the CNI spec (https://www.cni.dev/docs/spec/):
 
-  ADD    needs prevResult; routes "mainTableSubnet" (when given) via the container interface
-         in the pod's main table, then each of "mainTableRoutes", then asks the agent; prints
-         prevResult unchanged (with this config's cniVersion) on success.
+  ADD    needs prevResult; routes "mainTableSubnet" and "mainTableSubnetIpv6" (when given)
+         via the container interface in the pod's main table, then each of "mainTableRoutes",
+         then asks the agent; prints prevResult unchanged (with this config's cniVersion) on
+         success.
   DEL    best effort and idempotent: an unreachable agent is not an error, the agent's
          reconcile releases the address later.
   CHECK  needs prevResult; fails unless the agent holds the address on the ENI.
@@ -17,7 +18,8 @@ to it. Follows the CNI spec (https://www.cni.dev/docs/spec/):
 
 Errors go to stdout as {"cniVersion", "code", "msg", "details"} with exit status 1.
 Network configuration keys: "master" (the ENI's interface name, as ipvlan's), optional
-"agentSocket" (default below), "mainTableSubnet" and "fixedAddresses" (true in the NAD of a
+"agentSocket" (default below), "mainTableSubnet", "mainTableSubnetIpv6" (a dual-stack
+network's IPv6 /64) and "fixedAddresses" (true in the NAD of a
 subnet's static_range: the agent then refuses an address outside it, or one that another pod
 holds, instead of moving it).
 
@@ -28,7 +30,13 @@ by the main table, which holds only the pod network's default route (eth0), so i
 another Multus address over eth0. The plugin, which runs after sbr, puts the subnet back into
 the main table as an on-link route of the container interface with the interface's address as
 its preferred source: such a connection leaves over the Multus interface, from the Multus
-address, and its replies match sbr's rule.
+address, and its replies match sbr's rule. sbr does the same to IPv6 routes, so
+"mainTableSubnetIpv6" puts the subnet's /64 back as `<subnet> dev <interface>`, without a
+preferred source: the kernel refuses one that is still tentative ("Invalid source address";
+the reference plugins' IPAM setup waits for duplicate address detection only when the result
+has an IPv6 gateway: containernetworking/plugins pkg/ipam/ipam_linux.go, ConfigureIface), and
+source address selection picks the interface's own address anyway (RFC 6724, rule 5: prefer
+the outgoing interface; the pod's only global IPv6 address on it).
 
 "mainTableRoutes" (optional, needs "mainTableSubnet"): [{"dst": <CIDR>, "gw": <VPC router>}],
 the network's routes beyond the VPC (the RAN, a data network). sbr moved them out of the main
@@ -49,7 +57,7 @@ import sys
 from typing import Any
 
 DEFAULT_AGENT_SOCKET = "/run/multus-pod-ips/agent.sock"
-#: Results from 0.3.0 on index addresses to interfaces (what _ipv4_addresses reads). Not 1.1.0:
+#: Results from 0.3.0 on index addresses to interfaces (what _addresses reads). Not 1.1.0:
 #: a plugin of that version must also answer GC and STATUS.
 SUPPORTED_VERSIONS = ["0.3.0", "0.3.1", "0.4.0", "1.0.0"]
 #: Well-known CNI error codes (CNI spec, "Error" section).
@@ -75,6 +83,9 @@ OTHER_TIMEOUT = 30.0
 #: delegates with its own environment, whose PATH says nothing about the host.
 IP_COMMAND_DIRS = "/usr/sbin:/usr/bin:/sbin:/bin"
 CLONE_NEWNET = 0x40000000  # <linux/sched.h>
+#: The network configuration keys of the subnets put back into the pod's main table, with the
+#: IP version each must be.
+MAIN_TABLE_SUBNET_KEYS = (("mainTableSubnet", 4), ("mainTableSubnetIpv6", 6))
 
 
 class CniError(Exception):
@@ -140,7 +151,7 @@ def _run(command: str, config: dict[str, Any], environ: dict[str, str]) -> str:
     previous = config.get("prevResult")
     if not isinstance(previous, dict):
         raise CniError(INVALID_CONFIG, "no prevResult: multus-pod-ip must be chained after ipvlan")
-    addresses = _ipv4_addresses(previous, environ["CNI_IFNAME"])
+    addresses = _addresses(previous, environ["CNI_IFNAME"])
     request["ips"] = addresses
     if command == "CHECK":
         _ask_agent(socket_path, request, OTHER_TIMEOUT)
@@ -149,13 +160,9 @@ def _run(command: str, config: dict[str, Any], environ: dict[str, str]) -> str:
         raise CniError(
             INVALID_CONFIG, 'mainTableRoutes needs "mainTableSubnet" (its gateways are on it)'
         )
-    if "mainTableSubnet" in config:
-        ifname, netns = environ["CNI_IFNAME"], environ.get("CNI_NETNS", "")
-        network, source = _subnet_and_source(config["mainTableSubnet"], addresses, ifname)
-        routes = _main_table_routes(config.get("mainTableRoutes", []), network)
-        _ip_route_replace([str(network), "dev", ifname, "src", source, "scope", "link"], netns)
-        for destination, gateway in routes:
-            _ip_route_replace([destination, "via", gateway, "dev", ifname, "src", source], netns)
+    ifname, netns = environ["CNI_IFNAME"], environ.get("CNI_NETNS", "")
+    for route in _main_table(config, addresses, ifname):
+        _ip_route_replace(route, netns)
     if addresses:
         _ask_agent(socket_path, request, ADD_TIMEOUT)
     return json.dumps({**previous, "cniVersion": config["cniVersion"]})
@@ -166,8 +173,8 @@ def _pod_name(cni_args: str) -> str:
     return f"{args.get('K8S_POD_NAMESPACE', '')}/{args.get('K8S_POD_NAME', '')}"
 
 
-def _ipv4_addresses(previous: dict[str, Any], ifname: str) -> list[str]:
-    """IPv4 addresses of the container interface `ifname` in a 0.3+ result."""
+def _addresses(previous: dict[str, Any], ifname: str) -> list[str]:
+    """IPv4 and IPv6 addresses of the container interface `ifname` in a 0.3+ result."""
     interfaces = previous.get("interfaces") or []
     addresses = []
     for ip in previous.get("ips") or []:
@@ -178,29 +185,58 @@ def _ipv4_addresses(previous: dict[str, Any], ifname: str) -> list[str]:
             and 0 <= index < len(interfaces)
             and interfaces[index].get("name") != ifname
         )
-        if on_other_interface:
-            continue
-        if "." in address:  # IPv4 (IPv6 addresses are not Multus ENI secondaries here)
+        if not on_other_interface and address:
             addresses.append(address.split("/", 1)[0])
     return addresses
 
 
-def _subnet_and_source(
-    subnet: Any, addresses: list[str], ifname: str
-) -> tuple[ipaddress.IPv4Network, str]:
-    """mainTableSubnet as a network, and the interface's address in it (the routes' source)."""
+def _network(key: str, subnet: Any, version: int) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     try:
-        network = ipaddress.IPv4Network(subnet)
+        network = ipaddress.ip_network(subnet)
     except (ValueError, TypeError):
-        raise CniError(INVALID_CONFIG, f"mainTableSubnet {subnet!r} is not an IPv4 CIDR") from None
-    source = next((a for a in addresses if ipaddress.IPv4Address(a) in network), None)
+        network = None
+    if network is None or network.version != version:
+        raise CniError(INVALID_CONFIG, f"{key} {subnet!r} is not an IPv{version} CIDR")
+    return network
+
+
+def _main_table(config: dict[str, Any], addresses: list[str], ifname: str) -> list[list[str]]:
+    """The routes to put into the pod's main table, every entry checked before any is set: each
+    family's subnet on the interface, then the routes beyond the VPC via the IPv4 subnet."""
+    routes: list[list[str]] = []
+    for key, version in MAIN_TABLE_SUBNET_KEYS:
+        if key not in config:
+            continue
+        network = _network(key, config[key], version)
+        source = _source(key, network, addresses, ifname)
+        if isinstance(network, ipaddress.IPv6Network):
+            routes.append([str(network), "dev", ifname])
+            continue
+        routes.append([str(network), "dev", ifname, "src", source, "scope", "link"])
+        routes += [
+            [destination, "via", gateway, "dev", ifname, "src", source]
+            for destination, gateway in _main_table_routes(
+                config.get("mainTableRoutes", []), network
+            )
+        ]
+    return routes
+
+
+def _source(
+    key: str,
+    network: ipaddress.IPv4Network | ipaddress.IPv6Network,
+    addresses: list[str],
+    ifname: str,
+) -> str:
+    """The interface's address in the subnet (the IPv4 routes' preferred source)."""
+    source = next((a for a in addresses if ipaddress.ip_address(a) in network), None)
     if source is None:
         raise CniError(
             INVALID_CONFIG,
-            f"{ifname} has no address in mainTableSubnet {network} (addresses: "
+            f"{ifname} has no address in {key} {network} (addresses: "
             f"{', '.join(addresses) or 'none'}): the NAD's IPAM range is outside its subnet",
         )
-    return network, source
+    return source
 
 
 def _main_table_routes(routes: Any, subnet: ipaddress.IPv4Network) -> list[tuple[str, str]]:

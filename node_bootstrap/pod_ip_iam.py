@@ -3,10 +3,12 @@
 Kept apart from the bootstrap's statements (node_bootstrap.iam) so the node role's policy
 composes both. Condition keys checked against the Service Authorization Reference for EC2:
 Assign/UnassignPrivateIpAddresses take the network-interface resource, whose keys include
-ec2:ResourceTag/${TagKey} and ec2:Subnet (the subnet's ARN). The ENIs are those the bootstrap
-tagged with OWNER_TAG_KEY (only it sets that tag, at creation). DescribeInstanceTypes takes no
-resource ("*") and only ec2:Region, so aws:RequestedRegion narrows it; DescribeNetworkInterfaces
-is granted once, by the bootstrap's read statement in the same policy.
+ec2:ResourceTag/${TagKey} and ec2:Subnet (the subnet's ARN); so do Assign/UnassignIpv6Addresses,
+granted the same way, only where a network is dual-stack and only in its subnets. The ENIs are
+those the bootstrap tagged with OWNER_TAG_KEY (only it sets that tag, at creation).
+DescribeInstanceTypes takes no resource ("*") and only ec2:Region, so aws:RequestedRegion
+narrows it; DescribeNetworkInterfaces is granted once, by the bootstrap's read statement in the
+same policy.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ POD_IP_ACTIONS = (
     "ec2:AssignPrivateIpAddresses",
     "ec2:UnassignPrivateIpAddresses",
 )
+POD_IPV6_ACTIONS = (
+    "ec2:AssignIpv6Addresses",
+    "ec2:UnassignIpv6Addresses",
+)
 POD_IP_READ_ACTIONS = (
     "ec2:DescribeNetworkInterfaces",
     "ec2:DescribeInstanceTypes",
@@ -30,24 +36,33 @@ POD_IP_READ_ACTIONS = (
 
 
 def multus_pod_ip_policy_statements(
-    *, cluster_name: str, multus_subnet_arns: Sequence[str]
+    *,
+    cluster_name: str,
+    multus_subnet_arns: Sequence[str],
+    dual_stack_subnet_arns: Sequence[str] = (),
 ) -> list[iam.PolicyStatement]:
-    """Secondary addresses only on this cluster's Multus ENIs in a Multus subnet; reading the
-    instance type's per-ENI limit."""
+    """Secondary addresses only on this cluster's Multus ENIs in a Multus subnet, IPv6 ones only
+    in a dual-stack Multus subnet (no statement without one); reading the instance type's
+    per-ENI limit."""
     if not multus_subnet_arns:
         raise ValueError("multus_subnet_arns: at least one Multus subnet ARN is required")
+    ipv6_statements = (
+        [
+            _on_cluster_enis(
+                "ManageMultusPodIpv6OnClusterEnis",
+                POD_IPV6_ACTIONS,
+                cluster_name,
+                dual_stack_subnet_arns,
+            )
+        ]
+        if dual_stack_subnet_arns
+        else []
+    )
     return [
-        iam.PolicyStatement(
-            sid="ManageMultusPodIpsOnClusterEnis",
-            actions=list(POD_IP_ACTIONS),
-            resources=[
-                f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}:network-interface/*"
-            ],
-            conditions={
-                "StringEquals": {f"ec2:ResourceTag/{OWNER_TAG_KEY}": cluster_name},
-                "ArnEquals": {"ec2:Subnet": list(multus_subnet_arns)},
-            },
+        _on_cluster_enis(
+            "ManageMultusPodIpsOnClusterEnis", POD_IP_ACTIONS, cluster_name, multus_subnet_arns
         ),
+        *ipv6_statements,
         iam.PolicyStatement(
             sid="ReadInstanceTypeLimitsInRegion",
             actions=["ec2:DescribeInstanceTypes"],
@@ -55,3 +70,17 @@ def multus_pod_ip_policy_statements(
             conditions={"StringEquals": {"aws:RequestedRegion": Aws.REGION}},
         ),
     ]
+
+
+def _on_cluster_enis(
+    sid: str, actions: Sequence[str], cluster_name: str, subnet_arns: Sequence[str]
+) -> iam.PolicyStatement:
+    return iam.PolicyStatement(
+        sid=sid,
+        actions=list(actions),
+        resources=[f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}:network-interface/*"],
+        conditions={
+            "StringEquals": {f"ec2:ResourceTag/{OWNER_TAG_KEY}": cluster_name},
+            "ArnEquals": {"ec2:Subnet": list(subnet_arns)},
+        },
+    )

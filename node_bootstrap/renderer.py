@@ -48,6 +48,8 @@ FAILURE_TAG_KEY = "multus-eni/bootstrap-failure"
 SCRIPT_NAME = "multus_eni_bootstrap.sh"
 #: Included only when a network is in node_prefix mode.
 NODE_PREFIX_SCRIPT_NAME = "node_prefix.sh"
+#: Included only when a network is dual-stack.
+DUAL_STACK_SCRIPT_NAME = "dual_stack.sh"
 _MAIN_CALL = '\nmain "$@"\n'
 MIME_BOUNDARY = "==MULTUS-ENI-BOUNDARY=="
 #: Ends the here-document that carries the packed script, and the comment line before it.
@@ -69,14 +71,16 @@ _AZ_NAME = re.compile(r"[a-z0-9-]+")
 @dataclass(frozen=True)
 class MultusInterface:
     """One Multus ENI of a node: its network, Linux interface name, EC2 device index, whether
-    EC2's source/dest check stays on (False: the bootstrap turns it off) and its security
-    groups (its network's; a group is VPC-wide, so the same in every AZ)."""
+    EC2's source/dest check stays on (False: the bootstrap turns it off), its security
+    groups (its network's; a group is VPC-wide, so the same in every AZ) and whether its
+    network is dual-stack (the ENI gets one IPv6 address of the subnet at creation)."""
 
     network: str  # Multus network name, e.g. "multus1"
     interface_name: str  # stable Linux name given to the ENI, e.g. "multus1" (<=15 chars)
     device_index: int  # EC2 device index to attach at (1, 2, ...)
     source_dest_check: bool = False  # the seed's choice: off
     security_group_ids: Sequence[str] = ()  # at least one
+    ipv6: bool = False
 
 
 @dataclass(frozen=True)
@@ -238,7 +242,12 @@ def render_configuration(props: NodeBootstrapProps) -> str:
         f"MULTUS_FAILURE_TAG_KEY={shlex.quote(FAILURE_TAG_KEY)}\n"
         f"MULTUS_NETWORKS={shlex.quote(networks)}\n"
         f"MULTUS_PLACEMENTS={shlex.quote(placements)}\n"
-    ) + _node_prefix_configuration(props)
+    ) + _optional_configuration(props)
+
+
+def _optional_configuration(props: NodeBootstrapProps) -> str:
+    """The variables of the included libraries (none when no network needs one)."""
+    return _node_prefix_configuration(props) + _dual_stack_configuration(props)
 
 
 def _node_prefix_configuration(props: NodeBootstrapProps) -> str:
@@ -252,14 +261,33 @@ def _node_prefix_configuration(props: NodeBootstrapProps) -> str:
     )
 
 
+def _dual_stack_interfaces(props: NodeBootstrapProps) -> list[str]:
+    return [interface.interface_name for interface in props.interfaces if interface.ipv6]
+
+
+def _dual_stack_configuration(props: NodeBootstrapProps) -> str:
+    interfaces = _dual_stack_interfaces(props)
+    if not interfaces:
+        return ""
+    return f"MULTUS_IPV6_INTERFACES={shlex.quote(' '.join(interfaces))}\n"
+
+
 def script_code(props: NodeBootstrapProps) -> str:
     """The code the node runs after the data block: the bootstrap script, with the node_prefix
-    library when a network uses that mode, without comments, blank lines and indentation."""
+    library when a network uses that mode and the dual-stack one when a network is dual-stack
+    (so other nodes' user-data stays as it was), without comments, blank lines and
+    indentation."""
     body = _bootstrap_script().split("\n", 1)[1]
+    libraries = []
     if props.node_prefix:
-        # Its hooks must be defined before main runs, after the script's no-op ones.
-        library = _code(_read(NODE_PREFIX_SCRIPT_NAME).split("\n", 1)[1])
-        body = body.replace(_MAIN_CALL, library + _MAIN_CALL)
+        libraries.append(NODE_PREFIX_SCRIPT_NAME)
+    if _dual_stack_interfaces(props):
+        libraries.append(DUAL_STACK_SCRIPT_NAME)
+    for library in libraries:
+        # Its hooks must be defined before main runs, after the script's no-op ones (and
+        # the dual-stack library's after node_prefix.sh's, which it extends).
+        code = _code(_read(library).split("\n", 1)[1])
+        body = body.replace(_MAIN_CALL, code + _MAIN_CALL)
     return _code(body)
 
 

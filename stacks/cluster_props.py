@@ -6,7 +6,7 @@ once an earlier construct is built, and return the typed props; ClusterStack onl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aws_cdk import aws_ec2 as ec2
@@ -245,7 +245,15 @@ def cluster_workloads_props(
         if not a.plan.ip_management.node_local_config
     ]
     node_local = [a.plan for a in attachments if a.plan.ip_management.node_local_config]
-    pod_ips = pod_ips_props(config, images.multus_pod_ips.reference)
+    pod_ips = pod_ips_props(
+        config,
+        images.multus_pod_ips.reference,
+        {
+            (a.plan.network, a.plan.availability_zone): a.ipv6_pod_range
+            for a in attachments
+            if a.ipv6_pod_range is not None
+        },
+    )
     return ClusterWorkloadsProps(
         cluster=cluster,
         karpenter_release=karpenter_release,
@@ -326,10 +334,13 @@ def clear_taints_nodes(pool: NodePoolConfig, plan: NetworkPlan) -> ClearTaintsNo
     )
 
 
-def pod_ips_props(config: AppConfig, image: str) -> MultusPodIpsProps | None:
+def pod_ips_props(
+    config: AppConfig, image: str, ipv6_pod_ranges: Mapping[tuple[str, str], str] | None = None
+) -> MultusPodIpsProps | None:
     """Per pool, per Multus interface of its networks whose mode runs the pod IP agent, the
-    reservations its pods' addresses come from (one per AZ) and the static ranges inside them;
-    None when no pool has such a network."""
+    reservations its pods' addresses come from (one per AZ, and on a dual-stack network the
+    reserved IPv6 pod range of each AZ: ipv6_pod_ranges, by (network, AZ), deploy-time values)
+    and the static ranges inside them; None when no pool has such a network."""
     pools = []
     for pool in config.node_pools:
         ranges: dict[str, list[str]] = {}
@@ -337,6 +348,9 @@ def pod_ips_props(config: AppConfig, image: str) -> MultusPodIpsProps | None:
         for row in config.pool_plan(pool):
             if row.ip_management.pod_ip_agent:
                 ranges.setdefault(row.interface_name, []).append(row.reservation_cidr)
+                ipv6_range = (ipv6_pod_ranges or {}).get((row.network, row.availability_zone))
+                if ipv6_range is not None:
+                    ranges[row.interface_name].append(ipv6_range)
                 if row.static_range:
                     static_ranges.setdefault(row.interface_name, []).append(row.static_range)
         if ranges:

@@ -107,6 +107,9 @@ class ClusterStack(ConfiguredAzStack):
             self.karpenter_node_role,
             cluster_name=config.cluster_name,
             multus_subnet_ids=[a.subnet.subnet_id for a in attachments],
+            dual_stack_subnet_ids=[
+                a.subnet.subnet_id for a in attachments if a.plan.ipv6 is not None
+            ],
             security_group_ids=[
                 group.security_group_id for group in network.multus_security_groups.values()
             ],

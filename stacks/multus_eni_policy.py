@@ -19,9 +19,11 @@ def grant_multus_eni_management(
     cluster_name: str,
     multus_subnet_ids: Sequence[str],
     security_group_ids: Sequence[str],
+    dual_stack_subnet_ids: Sequence[str] = (),
 ) -> iam.Policy:
     """The node bootstrap creates and attaches the Multus ENIs with the node's role; the
-    multus-pod-ips agent (host network) assigns pod addresses to them with the same role."""
+    multus-pod-ips agent (host network) assigns pod addresses to them with the same role
+    (IPv6 ones only in the dual-stack subnets among them)."""
 
     def ec2_arn(resource: str, resource_id: str) -> str:
         return stack.format_arn(service="ec2", resource=resource, resource_name=resource_id)
@@ -40,7 +42,11 @@ def grant_multus_eni_management(
                 ],
             ),
             *multus_pod_ip_policy_statements(
-                cluster_name=cluster_name, multus_subnet_arns=subnet_arns
+                cluster_name=cluster_name,
+                multus_subnet_arns=subnet_arns,
+                dual_stack_subnet_arns=[
+                    ec2_arn("subnet", subnet_id) for subnet_id in dual_stack_subnet_ids
+                ],
             ),
         ],
     )

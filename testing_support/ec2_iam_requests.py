@@ -186,6 +186,8 @@ def authorization_requests(call: Ec2Call, caller: Caller) -> list[AuthorizationR
         "DeleteNetworkInterface",
         "AssignPrivateIpAddresses",
         "UnassignPrivateIpAddresses",
+        "AssignIpv6Addresses",
+        "UnassignIpv6Addresses",
     }:
         return [request(eni(params["NetworkInterfaceId"]))]
     if call.action == "TerminateInstances":

@@ -1,11 +1,21 @@
-"""What EC2 does with secondary private IPv4 addresses and moto does not, for the emulator.
+"""What EC2 does with secondary private IPv4 addresses and IPv6 addresses and moto does not, for
+the emulator.
 
 moto's AssignPrivateIpAddresses appends any address to the ENI: it ignores AllowReassignment
 (an address may end up on two ENIs), the subnet's range and the instance type's limit of
 addresses per ENI; its UnassignPrivateIpAddresses accepts addresses the ENI does not hold.
-EniAddressModel, plugged into the emulator's proxy (Ec2Proxy.model), refuses what EC2 refuses
-and moves a reassigned address off its previous ENI, so moto's ENIs hold what the VPC would
-deliver to: each address on exactly one ENI.
+Its AssignIpv6Addresses and UnassignIpv6Addresses have the same gaps: any address (outside
+the subnet's /64, held by another ENI) is appended, no limit is applied, and unassigning an
+address the ENI does not hold succeeds. EniAddressModel, plugged into the emulator's proxy
+(Ec2Proxy.model), refuses what EC2 refuses and moves a reassigned IPv4 address off its previous
+ENI, so moto's ENIs hold what the VPC would deliver to: each address on exactly one ENI.
+
+IPv6 (EC2 API reference, AssignIpv6Addresses): the addresses come from the subnet's IPv6 CIDR
+block, "you can assign as many IPv6 addresses to a network interface as you can assign private
+IPv4 addresses, and the limit varies by instance type" (DescribeInstanceTypes:
+Ipv6AddressesPerInterface), and there is no AllowReassignment: an address another ENI holds is
+refused, never moved. The error code list names no IPv6-specific code for these refusals; the
+model answers with the IPv4 ones.
 
 Error codes as in the EC2 API reference ("Error codes for the Amazon EC2 API"):
 PrivateIpAddressLimitExceeded, InvalidIPAddress.InUse, InvalidParameterValue.
@@ -28,6 +38,51 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class _Family:
+    """One address family's actions, query parameter and fields in EC2's answers."""
+
+    assign: str
+    unassign: str
+    parameter: str  # query parameter prefix of the addresses
+    limit_field: str  # DescribeInstanceTypes NetworkInfo field
+    can_reassign: bool
+
+    def held(self, eni: dict[str, Any]) -> set[str]:
+        """The ENI's addresses of this family that may be assigned and unassigned."""
+        if self.can_reassign:
+            return _secondary(eni)
+        return {item["Ipv6Address"] for item in eni.get("Ipv6Addresses", [])}
+
+    def counted(self, eni: dict[str, Any]) -> set[str]:
+        """The ENI's addresses of this family that count against the limit."""
+        if self.can_reassign:
+            return {item["PrivateIpAddress"] for item in eni["PrivateIpAddresses"]}
+        return self.held(eni)
+
+    def subnet_blocks(self, subnet: dict[str, Any]) -> list[str]:
+        if self.can_reassign:
+            return [subnet["CidrBlock"]]
+        return [a["Ipv6CidrBlock"] for a in subnet.get("Ipv6CidrBlockAssociationSet", [])]
+
+
+_IPV4 = _Family(
+    "AssignPrivateIpAddresses",
+    "UnassignPrivateIpAddresses",
+    "PrivateIpAddress.",
+    "Ipv4AddressesPerInterface",
+    can_reassign=True,
+)
+_IPV6 = _Family(
+    "AssignIpv6Addresses",
+    "UnassignIpv6Addresses",
+    "Ipv6Addresses.",
+    "Ipv6AddressesPerInterface",
+    can_reassign=False,
+)
+_FAMILIES = {action: f for f in (_IPV4, _IPV6) for action in (f.assign, f.unassign)}
+
+
+@dataclass(frozen=True)
 class _Move:
     source_eni: str
     target_eni: str
@@ -35,7 +90,8 @@ class _Move:
 
 
 class EniAddressModel:
-    """Checks Assign/UnassignPrivateIpAddresses against moto's state before moto applies them."""
+    """Checks Assign/UnassignPrivateIpAddresses and Assign/UnassignIpv6Addresses against moto's
+    state before moto applies them."""
 
     def __init__(self, ec2: Any) -> None:
         self._ec2 = ec2  # boto3 client talking to moto directly (unsigned by the proxy)
@@ -45,20 +101,22 @@ class EniAddressModel:
         self._moves: dict[str, _Move] = {}  # address -> its latest move
 
     def __call__(self, action: str, params: dict[str, str]) -> tuple[int, str, str] | None:
-        if action not in ("AssignPrivateIpAddresses", "UnassignPrivateIpAddresses"):
+        family = _FAMILIES.get(action)
+        if family is None:
             return None
-        addresses = [value for key, value in params.items() if key.startswith("PrivateIpAddress.")]
+        addresses = [value for key, value in params.items() if key.startswith(family.parameter)]
         with self._lock:
             eni = self._eni(params.get("NetworkInterfaceId", ""))
             if eni is None or not addresses:
                 return None  # moto answers the missing ENI / parameter itself
-            if action == "UnassignPrivateIpAddresses":
-                refusal = self._check_unassign(eni, addresses)
+            if action == family.unassign:
+                refusal = self._check_unassign(family, eni, addresses)
                 if refusal is None:
                     for address in addresses:  # nothing left to remap to this ENI
                         self._moves.pop(address, None)
                 return refusal
-            return self._assign(eni, addresses, params.get("AllowReassignment") == "true")
+            allow_reassignment = family.can_reassign and params.get("AllowReassignment") == "true"
+            return self._assign(family, eni, addresses, allow_reassignment)
 
     def imds_addresses(self, eni_id: str, addresses: list[str]) -> list[str]:
         """What IMDS lists for the ENI, given what EC2's API says it holds: moves to it that
@@ -75,6 +133,11 @@ class EniAddressModel:
         eni = self._eni(eni_id)
         return set() if eni is None else _secondary(eni)
 
+    def ipv6_addresses(self, eni_id: str) -> set[str]:
+        """IPv6 addresses the ENI holds."""
+        eni = self._eni(eni_id)
+        return set() if eni is None else _IPV6.held(eni)
+
     def _eni(self, eni_id: str) -> dict[str, Any] | None:
         found = self._ec2.describe_network_interfaces(
             Filters=[{"Name": "network-interface-id", "Values": [eni_id]}]
@@ -82,9 +145,9 @@ class EniAddressModel:
         return found[0] if found else None
 
     def _check_unassign(
-        self, eni: dict[str, Any], addresses: list[str]
+        self, family: _Family, eni: dict[str, Any], addresses: list[str]
     ) -> tuple[int, str, str] | None:
-        held = _secondary(eni)
+        held = family.held(eni)
         if any(address not in held for address in addresses):
             return (
                 400,
@@ -95,24 +158,27 @@ class EniAddressModel:
         return None
 
     def _assign(
-        self, eni: dict[str, Any], addresses: list[str], allow_reassignment: bool
+        self, family: _Family, eni: dict[str, Any], addresses: list[str], allow_reassignment: bool
     ) -> tuple[int, str, str] | None:
         eni_id = eni["NetworkInterfaceId"]
         subnet = self._ec2.describe_subnets(SubnetIds=[eni["SubnetId"]])["Subnets"][0]
-        network = ipaddress.ip_network(subnet["CidrBlock"])
-        outside = [a for a in addresses if ipaddress.ip_address(a) not in network]
+        blocks = [ipaddress.ip_network(block) for block in family.subnet_blocks(subnet)]
+        outside = [
+            a for a in addresses if not any(ipaddress.ip_address(a) in block for block in blocks)
+        ]
         if outside:
-            message = f"Address {outside[0]} is not in subnet {subnet['CidrBlock']}"
+            ranges = ", ".join(map(str, blocks)) or "no block of this family"
+            message = f"Address {outside[0]} is not in subnet {subnet['SubnetId']} ({ranges})"
             return 400, "InvalidParameterValue", message
-        current = {item["PrivateIpAddress"] for item in eni["PrivateIpAddresses"]}
-        limit = self._limit(eni)
+        current = family.counted(eni)
+        limit = self._limit(family, eni)
         if limit is not None and len(current | set(addresses)) > limit:
             return (
                 400,
                 "PrivateIpAddressLimitExceeded",
                 f"Number of private addresses will exceed limit ({limit}) for {eni_id}",
             )
-        holders = self._holders(eni["SubnetId"], eni_id, addresses)
+        holders = self._holders(family, eni["SubnetId"], eni_id, addresses)
         if holders and not allow_reassignment:
             address = next(iter(holders))
             return 400, "InvalidIPAddress.InUse", f"Address {address} is in use"
@@ -123,24 +189,26 @@ class EniAddressModel:
             self._moves[address] = _Move(holder, eni_id, time.monotonic() + self.remap_seconds)
         return None
 
-    def _limit(self, eni: dict[str, Any]) -> int | None:
+    def _limit(self, family: _Family, eni: dict[str, Any]) -> int | None:
         instance_id = eni.get("Attachment", {}).get("InstanceId")
         if not instance_id:
             return None
         reservations = self._ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
         instance_type = reservations[0]["Instances"][0]["InstanceType"]
         types = self._ec2.describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"]
-        return int(types[0]["NetworkInfo"]["Ipv4AddressesPerInterface"])
+        return int(types[0]["NetworkInfo"][family.limit_field])
 
-    def _holders(self, subnet_id: str, eni_id: str, addresses: list[str]) -> dict[str, str]:
-        """address -> the other ENI in the subnet that holds it as a secondary address."""
+    def _holders(
+        self, family: _Family, subnet_id: str, eni_id: str, addresses: list[str]
+    ) -> dict[str, str]:
+        """address -> the other ENI in the subnet that holds it (as a secondary address)."""
         wanted = set(addresses)
         holders = {}
         for other in self._ec2.describe_network_interfaces(
             Filters=[{"Name": "subnet-id", "Values": [subnet_id]}]
         )["NetworkInterfaces"]:
             if other["NetworkInterfaceId"] != eni_id:
-                for address in _secondary(other) & wanted:
+                for address in family.held(other) & wanted:
                     holders[address] = other["NetworkInterfaceId"]
         return holders
 

@@ -21,6 +21,8 @@ import abc
 import base64
 import email
 import gzip
+import ipaddress
+import itertools
 import json
 import re
 import shutil
@@ -35,7 +37,7 @@ import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.message import Message
 from functools import cache
 from http.client import HTTPConnection
@@ -88,7 +90,13 @@ def free_port() -> int:
 
 
 DROP_CONNECTION = 0
-_ADDRESS_ACTIONS = ("AssignPrivateIpAddresses", "UnassignPrivateIpAddresses")
+#: The address actions and the query parameter prefix of their addresses (IPv4, IPv6).
+_ADDRESS_ACTIONS = {
+    "AssignPrivateIpAddresses": "PrivateIpAddress.",
+    "UnassignPrivateIpAddresses": "PrivateIpAddress.",
+    "AssignIpv6Addresses": "Ipv6Addresses.",
+    "UnassignIpv6Addresses": "Ipv6Addresses.",
+}
 
 
 @dataclass(frozen=True)
@@ -220,7 +228,8 @@ class Ec2Proxy:
         #: Called with the instance IDs of a TerminateInstances that EC2 carried out.
         self.on_terminated: Callable[[list[str]], None] | None = None
         #: Called with (action, ENI ID, addresses) of an Assign/UnassignPrivateIpAddresses
-        #: that EC2 carried out (FakeImds.addresses_changed: IMDS shows it after its lag).
+        #: or Assign/UnassignIpv6Addresses that EC2 carried out (FakeImds.addresses_changed:
+        #: IMDS shows it after its lag).
         self.on_addresses_changed: Callable[[str, str, list[str]], None] | None = None
         self._upstream_port = upstream_port
         self._lock = threading.Lock()
@@ -315,7 +324,8 @@ class Ec2Proxy:
                 if params.get("Attachment.DeleteOnTermination") == "true":
                     proxy.delete_on_termination.add(params.get("Attachment.AttachmentId", ""))
                 if action in _ADDRESS_ACTIONS and proxy.on_addresses_changed:
-                    addresses = [v for k, v in params.items() if k.startswith("PrivateIpAddress.")]
+                    prefix = _ADDRESS_ACTIONS[action]
+                    addresses = [v for k, v in params.items() if k.startswith(prefix)]
                     proxy.on_addresses_changed(
                         action, params.get("NetworkInterfaceId", ""), addresses
                     )
@@ -512,7 +522,7 @@ class FakeImds:
     def addresses_changed(self, action: str, eni_id: str, addresses: list[str]) -> None:
         """An Ec2Proxy.on_addresses_changed: remembers the change for lag_seconds."""
         change = _AddressChange(
-            time.monotonic(), eni_id, frozenset(addresses), action == "AssignPrivateIpAddresses"
+            time.monotonic(), eni_id, frozenset(addresses), action.startswith("Assign")
         )
         with self._lock:
             self._address_changes.append(change)
@@ -573,8 +583,8 @@ class FakeImds:
             "interface-id": eni_id,
             "ipv4-prefix": "\n".join(prefixes) if prefixes else None,
             "local-ipv4s": "\n".join(self._local_ipv4s(enis[mac])),
-            "ipv6s": "\n".join(item["Ipv6Address"] for item in enis[mac].get("Ipv6Addresses", []))
-            or None,
+            # IMDS omits the key of an ENI without IPv6 addresses (404).
+            "ipv6s": "\n".join(self._ipv6s(enis[mac])) or None,
         }
         return values.get(leaf)
 
@@ -585,6 +595,11 @@ class FakeImds:
         )
         view = self.local_ipv4s
         return view(eni["NetworkInterfaceId"], addresses) if view else addresses
+
+    def _ipv6s(self, eni: dict[str, Any]) -> list[str]:
+        """network/interfaces/macs/<mac>/ipv6s, lagging EC2 as local-ipv4s does."""
+        addresses = [item["Ipv6Address"] for item in eni.get("Ipv6Addresses", [])]
+        return self._lagging(eni["NetworkInterfaceId"], addresses)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         imds = self
@@ -608,6 +623,8 @@ class EmulatedVpc:
     multus_subnets: dict[tuple[str, str], str]
     security_group_ids: dict[str, str]  # network -> its own group, as the network stack makes
     networks: tuple[str, ...]
+    #: (network, AZ) -> the subnet's IPv6 /64, for the dual-stack networks' subnets only.
+    ipv6_subnet_cidrs: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
     def bootstrap_props(
         self, cluster_name: str, azs: Sequence[str] = AVAILABILITY_ZONES
@@ -620,6 +637,7 @@ class EmulatedVpc:
                     interface_name=network,
                     device_index=index,
                     security_group_ids=[self.security_group_ids[network]],
+                    ipv6=any(key[0] == network for key in self.ipv6_subnet_cidrs),
                 )
                 for index, network in enumerate(self.networks, start=1)
             ],
@@ -709,20 +727,38 @@ class Ec2Emulator:
     imds: FakeImds
     work_dir: Path
 
-    def create_multus_vpc(self, network_count: int = 2) -> EmulatedVpc:
-        """VPC 10.0.0.0/16, private 10.0.2-3.0/24, Multus from 10.0.4.0/24 per (network, AZ)."""
-        ec2 = self.ec2
-        vpc_id = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    def create_multus_vpc(
+        self, network_count: int = 2, dual_stack: Sequence[str] = ()
+    ) -> EmulatedVpc:
+        """VPC 10.0.0.0/16, private 10.0.2-3.0/24, Multus from 10.0.4.0/24 per (network, AZ).
 
-        def subnet(third_octet: int, az: str) -> str:
+        dual_stack: networks whose subnets also get an IPv6 /64: the VPC then has an
+        Amazon-provided /56 (EC2 User Guide, "Add IPv6 support for your VPC") and the subnet
+        of 10.0.N.0/24 gets its /64 number N."""
+        ec2 = self.ec2
+        created_vpc = ec2.create_vpc(
+            CidrBlock="10.0.0.0/16", AmazonProvidedIpv6CidrBlock=bool(dual_stack)
+        )["Vpc"]
+        vpc_id = created_vpc["VpcId"]
+        ipv6_subnet_cidrs: dict[tuple[str, str], str] = {}
+
+        def subnet(third_octet: int, az: str, network: str = "") -> str:
             cidr = f"10.0.{third_octet}.0/24"
             created = ec2.create_subnet(VpcId=vpc_id, CidrBlock=cidr, AvailabilityZone=az)
-            return str(created["Subnet"]["SubnetId"])
+            subnet_id = str(created["Subnet"]["SubnetId"])
+            if network in dual_stack:
+                block = ipaddress.ip_network(
+                    created_vpc["Ipv6CidrBlockAssociationSet"][0]["Ipv6CidrBlock"]
+                )
+                ipv6 = str(next(itertools.islice(block.subnets(new_prefix=64), third_octet, None)))
+                ec2.associate_subnet_cidr_block(SubnetId=subnet_id, Ipv6CidrBlock=ipv6)
+                ipv6_subnet_cidrs[network, az] = ipv6
+            return subnet_id
 
         networks = tuple(f"multus{number}" for number in range(1, network_count + 1))
         private = {az: subnet(2 + index, az) for index, az in enumerate(AVAILABILITY_ZONES)}
         multus = {
-            (network, az): subnet(4 + 2 * network_index + az_index, az)
+            (network, az): subnet(4 + 2 * network_index + az_index, az, network)
             for network_index, network in enumerate(networks)
             for az_index, az in enumerate(AVAILABILITY_ZONES)
         }
@@ -732,7 +768,7 @@ class Ec2Emulator:
             )["GroupId"]
             for network in networks
         }
-        return EmulatedVpc(vpc_id, private, multus, groups, networks)
+        return EmulatedVpc(vpc_id, private, multus, groups, networks, ipv6_subnet_cidrs)
 
     def create_planned_vpc(
         self, vpc_cidr: str, node_subnet_cidrs: Mapping[str, str], plan: NetworkPlan

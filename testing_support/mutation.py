@@ -96,6 +96,7 @@ AGENT_TESTS = [
         "--confcutdir=tests/unit/multus_pod_ips",
         "tests/unit/multus_pod_ips/test_agent.py",
         "tests/unit/multus_pod_ips/test_agent_rules.py",
+        "tests/unit/multus_pod_ips/agent/test_eni_worker_dual_stack.py",
     ],
     [
         "--confcutdir=tests/integration/multus_pod_ips",
@@ -208,6 +209,7 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
             "tests/unit/node_bootstrap/test_renderer.py",
             "tests/unit/node_bootstrap/test_renderer_rules.py",
             "tests/unit/node_bootstrap/test_node_prefix_rendering.py",
+            "tests/unit/node_bootstrap/test_dual_stack_rendering.py",
         ]
     ],
     "charts/network_attachments.py": [
@@ -240,6 +242,7 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
     **{
         f"multus_pod_ips/agent/{module}.py": AGENT_TESTS
         for module in (
+            "address_family",
             "config",
             "imds",
             "ec2_query",

@@ -8,6 +8,7 @@ network namespace is a file under root/run/netns (deleting it is the pod going a
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import json
 import signal
 import subprocess
@@ -37,6 +38,17 @@ EMULATOR_RANGES = {
 }
 #: Blocks of fixed addresses inside them (multus.networks[].subnets[].static_range).
 EMULATOR_STATIC_RANGES = {"multus1": ["10.0.4.48/28", "10.0.5.48/28"]}
+#: The IPv6 pod range of a dual-stack subnet: the second /112 of its /64 (pod_range_prefix_length
+#: 112, pod_range_offset 1), so the bootstrap's seed address, which EC2 picks outside the
+#: reservation, is never a pod's.
+IPV6_POD_RANGE_PREFIX_LENGTH, IPV6_POD_RANGE_OFFSET = 112, 1
+
+
+def ipv6_pod_range(subnet_ipv6_cidr: str) -> str:
+    """The pod range of a dual-stack subnet's /64."""
+    subnet = ipaddress.ip_network(subnet_ipv6_cidr)
+    ranges = subnet.subnets(new_prefix=IPV6_POD_RANGE_PREFIX_LENGTH)
+    return str(next(itertools.islice(ranges, IPV6_POD_RANGE_OFFSET, None)))
 
 
 def model_secondary_addresses(emulator: Ec2Emulator) -> None:
@@ -56,11 +68,12 @@ def reserve_pod_ranges(emulator: Ec2Emulator, reservations: Iterable[tuple[str, 
         )
 
 
-def pod_ip_vpc(emulator: Ec2Emulator) -> EmulatedVpc:
+def pod_ip_vpc(emulator: Ec2Emulator, dual_stack: Sequence[str] = ()) -> EmulatedVpc:
     """The emulator's Multus VPC with the pod ranges reserved and EC2's secondary-address
-    behaviour modelled (model_secondary_addresses)."""
+    behaviour modelled (model_secondary_addresses); the `dual_stack` networks' subnets also
+    get their /64 and its IPv6 pod range reserved (ipv6_pod_range)."""
     model_secondary_addresses(emulator)
-    vpc = emulator.create_multus_vpc(network_count=len(EMULATOR_RANGES))
+    vpc = emulator.create_multus_vpc(network_count=len(EMULATOR_RANGES), dual_stack=dual_stack)
     reservations = []
     for subnet_id in vpc.multus_subnets.values():
         subnet = emulator.ec2.describe_subnets(SubnetIds=[subnet_id])["Subnets"][0]
@@ -68,8 +81,19 @@ def pod_ip_vpc(emulator: Ec2Emulator) -> EmulatedVpc:
         for cidr in (c for ranges in EMULATOR_RANGES.values() for c in ranges):
             if ipaddress.ip_network(cidr).subnet_of(network):  # type: ignore[arg-type]
                 reservations.append((subnet_id, cidr))
+    for key, ipv6_cidr in vpc.ipv6_subnet_cidrs.items():
+        reservations.append((vpc.multus_subnets[key], ipv6_pod_range(ipv6_cidr)))
     reserve_pod_ranges(emulator, reservations)
     return vpc
+
+
+def dual_stack_ranges(vpc: EmulatedVpc, network: str) -> list[str]:
+    """The agent's ranges of a dual-stack network: its Whereabouts IPv4 ranges and the IPv6 pod
+    range of each of its subnets."""
+    ipv6 = [
+        ipv6_pod_range(cidr) for (name, _), cidr in vpc.ipv6_subnet_cidrs.items() if name == network
+    ]
+    return [*EMULATOR_RANGES[network], *ipv6]
 
 
 def address_model(emulator: Ec2Emulator) -> EniAddressModel:
@@ -93,12 +117,18 @@ class CniOutcome:
         return json.loads(self.stdout)
 
 
-def prev_result(ip: str, ifname: str = "net1", cni_version: str = "0.3.1") -> dict[str, Any]:
-    """What ipvlan+whereabouts(+sbr) hand on: one container interface with one address."""
+def prev_result(
+    ip: str, ifname: str = "net1", cni_version: str = "0.3.1", ipv6: str | None = None
+) -> dict[str, Any]:
+    """What ipvlan+whereabouts(+sbr) hand on: one container interface with one address (and
+    one IPv6 address on a dual-stack network)."""
+    ips = [{"version": "4", "address": f"{ip}/24", "gateway": "10.0.4.1", "interface": 0}]
+    if ipv6 is not None:
+        ips.append({"version": "6", "address": f"{ipv6}/64", "interface": 0})
     return {
         "cniVersion": cni_version,
         "interfaces": [{"name": ifname, "sandbox": "/run/netns/x"}],
-        "ips": [{"version": "4", "address": f"{ip}/24", "gateway": "10.0.4.1", "interface": 0}],
+        "ips": ips,
         "dns": {},
     }
 
@@ -247,9 +277,10 @@ class PodIpNode:
         ifname: str = "net1",
         config: dict[str, Any] | None = None,
         fixed: bool = False,
+        ipv6: str | None = None,
     ) -> PendingCni:
         """Starts the plugin the way Multus would; finish with `outcome`. fixed: as chained in
-        a static NAD (a fixed address)."""
+        a static NAD (a fixed address). ipv6: the pod's IPv6 address on a dual-stack network."""
         network = config or {
             "cniVersion": "0.3.1",
             "name": f"{master}-test",
@@ -259,7 +290,7 @@ class PodIpNode:
             **({"fixedAddresses": True} if fixed else {}),
         }
         if ip is not None and "prevResult" not in network:
-            network = {**network, "prevResult": prev_result(ip, ifname)}
+            network = {**network, "prevResult": prev_result(ip, ifname, ipv6=ipv6)}
         process = subprocess.Popen(
             [sys.executable, str(CNI_PLUGIN_SCRIPT)],
             env={
@@ -282,15 +313,25 @@ class PodIpNode:
         return outcome(self.cni_command(command, container_id, **options))
 
     def add_pod(
-        self, container_id: str, ip: str, master: str = "multus1", fixed: bool = False
+        self,
+        container_id: str,
+        ip: str,
+        master: str = "multus1",
+        fixed: bool = False,
+        ipv6: str | None = None,
     ) -> CniOutcome:
         self.netns(container_id)
-        return self.cni("ADD", container_id, master=master, ip=ip, fixed=fixed)
+        return self.cni("ADD", container_id, master=master, ip=ip, fixed=fixed, ipv6=ipv6)
 
     def delete_pod(
-        self, container_id: str, ip: str, master: str = "multus1", fixed: bool = False
+        self,
+        container_id: str,
+        ip: str,
+        master: str = "multus1",
+        fixed: bool = False,
+        ipv6: str | None = None,
     ) -> CniOutcome:
-        result = self.cni("DEL", container_id, master=master, ip=ip, fixed=fixed)
+        result = self.cni("DEL", container_id, master=master, ip=ip, fixed=fixed, ipv6=ipv6)
         self.remove_netns(container_id)
         return result
 
@@ -321,6 +362,24 @@ class PodIpNode:
             NetworkInterfaceIds=[self.enis[interface]]
         )["NetworkInterfaces"][0]
         return {a["PrivateIpAddress"] for a in eni["PrivateIpAddresses"] if not a["Primary"]}
+
+    def ipv6_pod_range(self, interface: str = "multus1") -> str:
+        """The IPv6 pod range (ipv6_pod_range) of the subnet of this node's ENI of `interface`,
+        a dual-stack network's."""
+        eni = self.emulator.ec2.describe_network_interfaces(
+            NetworkInterfaceIds=[self.enis[interface]]
+        )["NetworkInterfaces"][0]
+        subnet = self.emulator.ec2.describe_subnets(SubnetIds=[eni["SubnetId"]])["Subnets"][0]
+        (block,) = subnet["Ipv6CidrBlockAssociationSet"]
+        return ipv6_pod_range(block["Ipv6CidrBlock"])
+
+    def ipv6_addresses(self, interface: str = "multus1") -> set[str]:
+        """IPv6 addresses EC2 (moto) holds on this node's ENI of `interface` (the bootstrap's
+        seed address included)."""
+        eni = self.emulator.ec2.describe_network_interfaces(
+            NetworkInterfaceIds=[self.enis[interface]]
+        )["NetworkInterfaces"][0]
+        return {a["Ipv6Address"] for a in eni.get("Ipv6Addresses", [])}
 
 
 @dataclass

@@ -49,8 +49,9 @@ address the receiver does not hold is dropped even when its check is off); the r
 service (its latency, and the remap delay that `eni_addresses.py` models for IMDS only); that
 it delivers by destination address whatever the destination MAC (the model delivers by MAC: a
 peer's stale neighbour entry for an address that moved to another ENI is dropped, where the VPC
-would deliver to the new holder); IPv6 and NDP (no ENI has IPv6 addresses here, so every IPv6
-frame is dropped: NDP for an address nobody holds goes unanswered, trivially).
+would deliver to the new holder); IPv6 and NDP: every IPv6 frame is dropped, also one for an
+IPv6 address an ENI holds (the emulator's dual-stack subnets give ENIs IPv6 addresses, but the
+data-plane tier has no dual-stack network yet, so no frame of its exchanges is IPv6).
 
 The table owns every bridge of the network namespace it is loaded into: a frame whose source
 MAC is no modelled ENI's is dropped (a veth that is not an ENI has no place on the fabric).

@@ -13,7 +13,8 @@ class AgentConfig:
     agent serves requests. eni_state_dir: the node bootstrap's <interface>.eni files
     ("<instance-id> <eni-id>"). netns_root: prefix under which the host's /run/netns is visible.
     interfaces: master interface -> address ranges the agent manages on that interface's ENI
-    (the Whereabouts ranges, i.e. the CIDR reservations). static_ranges: master interface ->
+    (the Whereabouts ranges, i.e. the CIDR reservations; on a dual-stack network also the IPv6
+    pod ranges reserved in its subnets' /64s). static_ranges: master interface ->
     the blocks of fixed addresses inside them (the subnets' static_range), the only addresses a
     request of a static NAD may ask for."""
 

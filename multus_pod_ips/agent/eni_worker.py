@@ -8,10 +8,13 @@ import math
 import queue
 import threading
 import time
+import urllib.error
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..cni_plugin import ADDRESS_IN_USE, EC2_REFUSED, ENI_FULL, TRY_AGAIN_LATER
+from .address_family import FAMILIES, IPV4, AddressFamily, family_of
 from .config import AgentError
 from .ec2_query import Ec2Error, local_name
 
@@ -20,7 +23,8 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("multus-pod-ips")
 #: EC2's answer to AssignPrivateIpAddresses without AllowReassignment for an address that
-#: another ENI holds (EC2 API reference, "Error codes for the Amazon EC2 API").
+#: another ENI holds (EC2 API reference, "Error codes for the Amazon EC2 API"); the emulator
+#: answers AssignIpv6Addresses alike (testing_support/eni_addresses.py).
 ADDRESS_ON_ANOTHER_ENI = "InvalidIPAddress.InUse"
 
 
@@ -44,7 +48,8 @@ class Operation:
 
 
 class EniWorker(threading.Thread):
-    """Serializes every EC2 change to one ENI and coalesces concurrent requests.
+    """Serializes every EC2 change to one ENI and coalesces concurrent requests, per address
+    family (a batch makes at most one assign and one unassign call per family).
 
     The worker thread changes the ENI; request threads read what it holds (CHECK), mark
     addresses as in flight (touch) and wait for IMDS (addresses_in_imds). What both read or
@@ -57,8 +62,12 @@ class EniWorker(threading.Thread):
         self.interface = interface
         self.eni_id = eni_id
         self.ranges = [ipaddress.ip_network(cidr) for cidr in agent.config.interfaces[interface]]
+        #: The families of the ranges: only their addresses are read from IMDS.
+        self.families = tuple(
+            f for f in FAMILIES if any(r.version == f.version for r in self.ranges)
+        )
         self._lock = threading.Lock()
-        self._held: set[str] | None = None  # every private IPv4 address of the ENI
+        self._held: set[str] | None = None  # every private IPv4 and IPv6 address of the ENI
         self._primary = ""
         self._mac = ""  # the ENI's key under IMDS network/interfaces/macs/, found on first use
         self._changed_at: dict[str, float] = {}
@@ -69,8 +78,8 @@ class EniWorker(threading.Thread):
 
     @property
     def held(self) -> set[str] | None:
-        """The ENI's private IPv4 addresses as last read or changed (None before the first
-        read)."""
+        """The ENI's private IPv4 and IPv6 addresses as last read or changed (None before the
+        first read)."""
         with self._lock:
             return None if self._held is None else set(self._held)
 
@@ -123,10 +132,10 @@ class EniWorker(threading.Thread):
         deadline = max(operation.deadline for operation in batch)
         if self.held is None and last:
             self._refresh(deadline)
-        unassign = [op for op in last.values() if op.kind == "unassign"]
-        assign = [op for op in last.values() if op.kind == "assign"]
-        self._unassign(unassign)
-        self._assign(assign)
+        for family, group in _by_family(op for op in last.values() if op.kind == "unassign"):
+            self._unassign(family, group)
+        for family, group in _by_family(op for op in last.values() if op.kind == "assign"):
+            self._assign(family, group)
         for operation in batch:  # superseded operations share the outcome of the last one
             if operation.kind != "reconcile" and not operation.done.is_set():
                 final = last.get(operation.ip)
@@ -155,16 +164,24 @@ class EniWorker(threading.Thread):
                 held.add(fields["privateIpAddress"])
                 if fields["primary"] == "true":
                     primary = fields["privateIpAddress"]
+        for address_set in root.iter():
+            if local_name(address_set.tag) == "ipv6AddressesSet":
+                held.update(
+                    child.text or ""
+                    for item in address_set
+                    for child in item
+                    if local_name(child.tag) == "ipv6Address"
+                )
         with self._lock:
             self._held, self._primary = held, primary
 
-    def _unassign(self, operations: list[Operation]) -> None:
+    def _unassign(self, family: AddressFamily, operations: list[Operation]) -> None:
         if not operations:
             return
         ips = [op.ip for op in operations]
         deadline = max(op.deadline for op in operations)
         try:
-            self._change("UnassignPrivateIpAddresses", ips, deadline)
+            self._change(family, family.unassign_action, ips, deadline)
         except Ec2Error as error:
             # One address no longer on this ENI (moved with its pod) fails the whole call:
             # ask EC2 what the ENI holds and retry only the addresses still there.
@@ -175,7 +192,7 @@ class EniWorker(threading.Thread):
             held = self.held or set()
             remaining = [op for op in operations if op.ip in held]
             if remaining and len(remaining) < len(operations):
-                self._unassign(remaining)
+                self._unassign(family, remaining)
             elif remaining:
                 self._fail(operations, EC2_REFUSED, error)
                 return
@@ -183,11 +200,12 @@ class EniWorker(threading.Thread):
             if not op.done.is_set():
                 op.finish()
 
-    def _assign(self, operations: list[Operation]) -> None:
+    def _assign(self, family: AddressFamily, operations: list[Operation]) -> None:
         if not operations:
             return
-        held = self.held or set()
-        free = self.agent.ipv4_per_eni - len(held)
+        held = {ip for ip in self.held or set() if family_of(ip) is family}
+        limit = self.agent.addresses_per_eni(family)
+        free = limit - len(held)
         accepted: list[Operation] = []
         for op in operations:
             if op.ip in held or free > 0:
@@ -198,37 +216,50 @@ class EniWorker(threading.Thread):
                     AgentError(
                         ENI_FULL,
                         f"ENI {self.eni_id} ({self.interface}) already holds "
-                        f"{self.agent.ipv4_per_eni - free} of the "
-                        f"{self.agent.ipv4_per_eni} IPv4 addresses an ENI of "
+                        f"{limit - free} of the {limit} {family.name} addresses an ENI of "
                         f"{self.agent.instance_type} can have; {op.ip} cannot be added. Spread "
                         "Multus pods over more nodes or allow larger instance types.",
                     )
                 )
-        self._assign_accepted([op for op in accepted if op.reassign], allow_reassignment=True)
-        self._assign_accepted([op for op in accepted if not op.reassign], allow_reassignment=False)
+        if not family.reassignable:  # one call: there is no AllowReassignment to choose
+            self._assign_accepted(family, accepted, allow_reassignment=False)
+            return
+        self._assign_accepted(
+            family, [op for op in accepted if op.reassign], allow_reassignment=True
+        )
+        self._assign_accepted(
+            family, [op for op in accepted if not op.reassign], allow_reassignment=False
+        )
 
-    def _assign_accepted(self, operations: list[Operation], allow_reassignment: bool) -> None:
+    def _assign_accepted(
+        self, family: AddressFamily, operations: list[Operation], allow_reassignment: bool
+    ) -> None:
         if not operations:
             return
         deadline = max(op.deadline for op in operations)
+        reassignment = (
+            {"AllowReassignment": "true" if allow_reassignment else "false"}
+            if family.reassignable
+            else {}
+        )
         try:
             self._change(
-                "AssignPrivateIpAddresses",
-                [op.ip for op in operations],
-                deadline,
-                {"AllowReassignment": "true" if allow_reassignment else "false"},
+                family, family.assign_action, [op.ip for op in operations], deadline, reassignment
             )
         except Ec2Error as error:
             if error.retryable:
                 self._fail(operations, TRY_AGAIN_LATER, error)
             elif len(operations) > 1:  # isolate the address EC2 refuses
                 for op in operations:
-                    self._assign_accepted([op], allow_reassignment)
+                    self._assign_accepted(family, [op], allow_reassignment)
             else:
                 self._refresh(deadline)
                 if operations[0].ip not in (self.held or set()):
                     if error.code == ADDRESS_ON_ANOTHER_ENI:
-                        self._refuse_taken(operations[0], error)
+                        if operations[0].reassign and not family.reassignable:
+                            self._refuse_unmovable(operations[0], error)
+                        else:
+                            self._refuse_taken(operations[0], error)
                         return
                     code = ENI_FULL if "LimitExceeded" in error.code else EC2_REFUSED
                     self._fail(operations, code, error)
@@ -238,7 +269,7 @@ class EniWorker(threading.Thread):
                 op.finish()
 
     def addresses_in_imds(self, read_after: float) -> set[str]:
-        """The private IPv4 addresses IMDS lists for this ENI (none while IMDS cannot say), from
+        """The addresses IMDS lists for this ENI (none while IMDS cannot say), from
         a read that started at `read_after` (time.monotonic()) or later. Concurrent waiters
         share one read: IMDS throttles queries per instance (EC2 User Guide, "Retrieve instance
         metadata", Query throttling), and a burst of pods waits at once."""
@@ -246,23 +277,31 @@ class EniWorker(threading.Thread):
             if self._imds_read[0] < read_after:
                 started = time.monotonic()
                 try:
-                    listed = set(self._read_local_ipv4s() or ())
+                    listed = set(self._read_imds_addresses() or ())
                 except OSError as error:  # urllib's URLError and HTTPError are OSErrors
                     LOG.info("%s: IMDS: %s", self.eni_id, error)
                     listed = set()
                 self._imds_read = (started, listed)
             return self._imds_read[1]
 
-    def _read_local_ipv4s(self) -> list[str] | None:
-        """IMDS network/interfaces/macs/<mac>/local-ipv4s of this ENI (None when IMDS does not
-        list the ENI); OSError when IMDS does not answer."""
-        imds = self.agent.imds
+    def _read_imds_addresses(self) -> list[str] | None:
+        """IMDS network/interfaces/macs/<mac>/local-ipv4s of this ENI, and its ipv6s when the
+        ENI has IPv6 ranges (None when IMDS does not list the ENI); OSError when IMDS does not
+        answer."""
         mac = self.mac or self._find_mac()
         if not mac:
             return None
         with self._lock:
             self._mac = mac
-        return imds.get(f"network/interfaces/macs/{mac}/local-ipv4s").split()
+        return [ip for family in self.families for ip in self._read_imds_key(mac, family)]
+
+    def _read_imds_key(self, mac: str, family: AddressFamily) -> list[str]:
+        try:
+            return self.agent.imds.get(f"network/interfaces/macs/{mac}/{family.imds_key}").split()
+        except urllib.error.HTTPError as error:
+            if error.code == 404 and family is not IPV4:  # IMDS omits ipv6s without any
+                return []
+            raise
 
     def _find_mac(self) -> str:
         imds = self.agent.imds
@@ -273,15 +312,21 @@ class EniWorker(threading.Thread):
         return ""
 
     def _change(
-        self, action: str, ips: list[str], deadline: float, extra: dict[str, str] | None = None
+        self,
+        family: AddressFamily,
+        action: str,
+        ips: list[str],
+        deadline: float,
+        extra: dict[str, str] | None = None,
     ) -> None:
         params = {"NetworkInterfaceId": self.eni_id, **(extra or {})}
-        params.update({f"PrivateIpAddress.{n}": ip for n, ip in enumerate(ips, start=1)})
+        parameter = family.address_parameter
+        params.update({f"{parameter}.{n}": ip for n, ip in enumerate(ips, start=1)})
         self.agent.ec2.call(action, params, deadline)
         now = time.monotonic()
         with self._lock:
             held = self._held if self._held is not None else set()
-            if action == "AssignPrivateIpAddresses":
+            if action == family.assign_action:
                 held.update(ips)
             else:
                 held.difference_update(ips)
@@ -297,6 +342,17 @@ class EniWorker(threading.Thread):
                 f"node still holds it (EC2: {error}); it is not taken from there: a fixed address "
                 "belongs to one pod at a time. The kubelet retries this ADD, which succeeds once "
                 "that pod's DEL released the address (or its node is gone)",
+            )
+        )
+
+    def _refuse_unmovable(self, operation: Operation, error: Ec2Error) -> None:
+        operation.finish(
+            AgentError(
+                TRY_AGAIN_LATER,
+                f"{operation.ip} is assigned to another ENI (EC2: {error}), and EC2 moves no "
+                "IPv6 address between ENIs (AssignIpv6Addresses has no AllowReassignment): the "
+                "pod that had it on another node has not been deleted yet. The kubelet retries "
+                "this ADD, which succeeds once that pod's DEL released the address",
             )
         )
 
@@ -331,31 +387,35 @@ class EniWorker(threading.Thread):
         if stale:
             corrections.inc(self.interface, "released", amount=len(stale))
             LOG.info("%s: reconcile releases %s", self.interface, " ".join(stale))
-            self._unassign([Operation("unassign", ip, deadline) for ip in stale])
+            release = (Operation("unassign", ip, deadline) for ip in stale)
+            for family, group in _by_family(release):
+                self._unassign(family, group)
         if missing:
             corrections.inc(self.interface, "restored", amount=len(missing))
             LOG.info("%s: reconcile restores %s", self.interface, " ".join(missing))
-            restore = [Operation("assign", ip, deadline) for ip in missing]
+            restore = [Operation("assign", ip, deadline, reassign=False) for ip in missing]
             # Never take an address from another ENI here: a newer pod elsewhere may own it.
-            self._assign_accepted(restore, allow_reassignment=False)
+            for family, group in _by_family(restore):
+                self._assign_accepted(family, group, allow_reassignment=False)
             for op in restore:
                 if op.error:
                     LOG.warning("%s: could not restore %s: %s", self.interface, op.ip, op.error)
         self.reconciled.set()
 
     def _confirm_with_imds(self, deadline: float) -> None:
-        """Checks the record of the ENI's addresses against IMDS local-ipv4s, which costs no
-        EC2 request but lags EC2: a change shows there only some time after EC2 made it (EC2
-        API reference, AssignPrivateIpAddresses: remapping is asynchronous; check
-        network/interfaces/macs/mac/local-ipv4s to confirm it is complete). An address on which
-        the two disagree within the settle time after the agent changed it is IMDS catching
-        up; past it, or when IMDS does not list the ENI, the record is wrong (a change made
-        outside the agent, a call whose answer was lost): EC2 is asked and its answer replaces
-        the record. OSError when IMDS does not answer: the reconcile fails, EC2 is not asked."""
-        listed = self._read_local_ipv4s()
+        """Checks the record of the ENI's addresses against IMDS local-ipv4s (and ipv6s, for
+        the families of its ranges), which costs no EC2 request but lags EC2: a change shows
+        there only some time after EC2 made it (EC2 API reference, AssignPrivateIpAddresses:
+        remapping is asynchronous; check network/interfaces/macs/mac/local-ipv4s to confirm it
+        is complete). An address on which the two disagree within the settle time after the
+        agent changed it is IMDS catching up; past it, or when IMDS does not list the ENI, the
+        record is wrong (a change made outside the agent, a call whose answer was lost): EC2 is
+        asked and its answer replaces the record. OSError when IMDS does not answer: the
+        reconcile fails, EC2 is not asked."""
+        listed = self._read_imds_addresses()
         now = time.monotonic()
         with self._lock:
-            held = set(self._held or ())
+            held = {ip for ip in self._held or () if family_of(ip) in self.families}
             changed_at = dict(self._changed_at)
         settle = self.agent.config.settle_seconds
         disputed = sorted(
@@ -366,9 +426,18 @@ class EniWorker(threading.Thread):
         if listed is None or disputed:
             self.agent.metrics.reconcile_corrections.inc(self.interface, "record")
             LOG.warning(
-                "%s: IMDS local-ipv4s %s the record (%s); asking EC2",
+                "%s: IMDS addresses %s the record (%s); asking EC2",
                 self.eni_id,
                 "does not list" if listed is None else "contradicts",
                 " ".join(disputed) or "no entry for the ENI",
             )
             self._refresh(deadline)
+
+
+def _by_family(operations: Iterable[Operation]) -> Iterator[tuple[AddressFamily, list[Operation]]]:
+    """The operations per address family, IPv4 first; families without one left out."""
+    pending = list(operations)
+    for family in FAMILIES:
+        group = [op for op in pending if family_of(op.ip) is family]
+        if group:
+            yield family, group

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from ..cni_plugin import ADDRESS_IN_USE, INVALID_CONFIG, NOT_ASSIGNED, TRY_AGAIN_LATER
+from .address_family import IPV4, IPV6, AddressFamily, family_of
 from .config import AgentConfig, AgentError
 from .ec2_query import Ec2Client, texts
 from .eni_worker import EniWorker, Operation
@@ -40,8 +41,13 @@ class Agent:
         self.workers: dict[str, EniWorker] = {}
         self.instance_type = ""
         self.ipv4_per_eni = 0
+        self.ipv6_per_eni = 0
         self.metrics = metrics or AgentMetrics()
         self.metrics.slots = self.address_slots
+
+    def addresses_per_eni(self, family: AddressFamily) -> int:
+        """The instance type's limit of addresses of this family per ENI."""
+        return self.ipv4_per_eni if family is IPV4 else self.ipv6_per_eni
 
     def address_slots(self) -> dict[str, tuple[int, int]]:
         """Per Multus interface whose ENI's addresses are known: (used, free) private IPv4
@@ -50,7 +56,8 @@ class Agent:
         for interface, worker in self.workers.items():
             held = worker.held
             if held is not None:
-                slots[interface] = (len(held), max(0, self.ipv4_per_eni - len(held)))
+                used = sum(family_of(ip) is IPV4 for ip in held)
+                slots[interface] = (used, max(0, self.ipv4_per_eni - used))
         return slots
 
     def start(self) -> None:
@@ -60,7 +67,9 @@ class Agent:
         answer = self.ec2.call(
             "DescribeInstanceTypes", {"InstanceType.1": self.instance_type}, deadline
         )
-        self.ipv4_per_eni = int(texts(answer, "ipv4AddressesPerInterface")[0])
+        self.ipv4_per_eni = int(texts(answer, IPV4.per_eni_limit_field)[0])
+        # Absent for instance types without IPv6: no IPv6 address fits then.
+        self.ipv6_per_eni = int((texts(answer, IPV6.per_eni_limit_field) or ["0"])[0])
         for interface in self.config.interfaces:
             worker = EniWorker(self, interface, self._wait_for_eni(interface, instance_id))
             self.workers[interface] = worker
@@ -242,14 +251,15 @@ class Agent:
             )
             return None
         late = sorted(waiting)
-        LOG.warning("%s: %s not in IMDS local-ipv4s in time; unassigning", worker.eni_id, late)
+        LOG.warning("%s: %s not in IMDS in time; unassigning", worker.eni_id, late)
         release = time.monotonic() + self.config.del_timeout_seconds
         for ip in late:
             worker.submit(Operation("unassign", ip, release))
         return AgentError(
             TRY_AGAIN_LATER,
             f"{', '.join(late)} assigned to {worker.eni_id} ({worker.interface}), but IMDS "
-            f"network/interfaces/macs/{worker.mac or '?'}/local-ipv4s did not list it within "
+            f"network/interfaces/macs/{worker.mac or '?'}/"
+            f"{'/'.join(sorted({family_of(ip).imds_key for ip in late}))} did not list it within "
             f"{time.monotonic() - started:.0f} s: the move from its previous ENI is not "
             "complete; it is released again",
         )

@@ -26,6 +26,7 @@ from cdk_constructs import karpenter_teardown
 from cdk_constructs.subnet_cidr_reservation import HANDLER_DIR
 from cdk_constructs.subnet_cidr_reservation_handler import index as handler
 from config import parse_config
+from multus_pod_ips.agent.address_family import IPV4
 from node_bootstrap import render_user_data
 from node_bootstrap.renderer import (
     CLUSTER_TAG_KEY,
@@ -183,8 +184,13 @@ def agent_run(emulator: Ec2Emulator, vpc: EmulatedVpc) -> AgentRun:
 
 
 def _agent_actions() -> set[str]:
+    """The agent's calls on an IPv4-only node: its reads, and the IPv4 family's changes
+    (test_iam_call_level_dual_stack.py covers the IPv6 ones)."""
     source = "".join(path.read_text() for path in (REPO / "multus_pod_ips" / "agent").glob("*.py"))
-    return set(re.findall(r'(?:\.call|\._change)\(\s*"(\w+)"', source))
+    return set(re.findall(r'\.call\(\s*"(\w+)"', source)) | {
+        IPV4.assign_action,
+        IPV4.unassign_action,
+    }
 
 
 def test_the_agent_run_makes_every_ec2_call_in_the_agent(agent_run: AgentRun) -> None:

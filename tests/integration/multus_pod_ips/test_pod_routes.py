@@ -457,3 +457,65 @@ def test_a_fixed_address_routes_like_a_whereabouts_one(
     assert [(r["dst"], r.get("prefsrc"), r.get("scope")) for r in main_table] == [
         (SUBNET, FIXED_ADDRESS, "link")
     ]
+
+
+# A dual-stack network: net1 has an IPv6 address of the subnet's /64 too, and the plugin's
+# "mainTableSubnetIpv6" puts the /64 back into the main table after sbr.
+SUBNET_IPV6, POD_IPV6, OTHER_MULTUS_POD_IPV6 = (
+    "2600:1f14:0:4::/64",
+    "2600:1f14:0:4::1:20",
+    "2600:1f14:0:4::1:50",
+)
+
+
+def test_a_dual_stack_pods_ipv6_subnet_is_on_net1_in_the_main_table_without_a_source(
+    namespaces: Namespaces, tmp_path: Path
+) -> None:
+    """sbr moves IPv6 routes as it moves IPv4 ones (containernetworking/plugins
+    plugins/meta/sbr/main.go, doRoutes: netlink.FAMILY_ALL). The route carries no source:
+    the kernel refuses one that is still tentative (duplicate address detection: here the
+    address is added as ipvlan's IPAM adds it, DAD running), and RFC 6724's rule 5 picks net1's
+    address for an unbound socket."""
+    vpc_cni_eth0(namespaces)
+    veth(namespaces.pod, "net1", namespaces.subnet, "lan0")
+    ip("-n", namespaces.pod, "addr", "add", f"{POD_ADDRESS}/24", "dev", "net1")
+    ip("-n", namespaces.pod, "addr", "add", f"{POD_IPV6}/64", "dev", "net1")
+    multus_subnet(namespaces, "lan0")
+    ip(
+        "-n",
+        namespaces.subnet,
+        "addr",
+        "add",
+        f"{OTHER_MULTUS_POD_IPV6}/64",
+        "dev",
+        "lan0",
+        "nodad",
+    )
+    network = rendered_network()
+    _, *after_ipvlan = network["plugins"]
+    *others, pod_ip = after_ipvlan
+    chain = ChainRun(namespaces.pod_path, "net1", tmp_path / "agent.sock", namespaces.node)
+    previous = {
+        "cniVersion": network["cniVersion"],
+        "interfaces": [{"name": "net1", "sandbox": namespaces.pod_path}],
+        "ips": [
+            {"version": "4", "address": f"{POD_ADDRESS}/24", "gateway": "10.0.4.1", "interface": 0},
+            {"version": "6", "address": f"{POD_IPV6}/64", "interface": 0},
+        ],
+        "dns": {},
+    }
+    agent = StandInAgent(tmp_path / "agent.sock")
+    try:
+        chain.add(network, [*others, {**pod_ip, "mainTableSubnetIpv6": SUBNET_IPV6}], previous)
+    finally:
+        agent.close()
+
+    assert [r["ips"] for r in agent.requests] == [[POD_ADDRESS, POD_IPV6]]
+    main_table = json.loads(
+        ip("-n", namespaces.pod, "-j", "-6", "route", "show", "table", "main", "dev", "net1").stdout
+    )
+    assert [(r["dst"], r.get("prefsrc")) for r in main_table if r["dst"] != "fe80::/64"] == [
+        (SUBNET_IPV6, None)
+    ]
+    unbound = route_get(namespaces, OTHER_MULTUS_POD_IPV6)
+    assert "dev net1" in unbound, unbound

@@ -16,6 +16,7 @@ from config.network_plan import (
     NODE_PREFIX,
     WHEREABOUTS,
     NetworkPlanRow,
+    PlannedIpv6,
     PlannedRoute,
     network_attachment_name,
     network_plan,
@@ -206,6 +207,27 @@ def test_only_node_local_modes_add_a_bootstrap_line_per_zone() -> None:
     ]
     # Each interface gets its own network's group.
     assert [i.security_group_ids for i in props.interfaces] == [["sg-signaling"], ["sg-userplane"]]
+
+
+def test_a_dual_stack_rows_network_gets_an_ipv6_interface_and_the_others_none() -> None:
+    # Part C's config fills NetworkPlanRow.ipv6; here a plan row carries it by hand.
+    plan = network_plan(parse_config({}))
+    ipv6 = PlannedIpv6(subnet_index=6, pod_range_prefix_length=112, pod_range_offset=1)
+    dual_stack = tuple(replace(row, ipv6=ipv6) if row.network == "multus2" else row for row in plan)
+    props = node_bootstrap_props(
+        "cluster",
+        dual_stack,
+        subnet_id=lambda row: f"subnet-{row.network}",
+        security_group_id=lambda row: f"sg-{row.security_group}",
+    )
+    assert [(i.network, i.ipv6) for i in props.interfaces] == [
+        ("multus1", False),
+        ("multus2", True),
+    ]
+    default = node_bootstrap_props(
+        "cluster", plan, subnet_id=lambda _: "subnet", security_group_id=lambda _: "sg"
+    )
+    assert not any(interface.ipv6 for interface in default.interfaces)
 
 
 def test_a_network_without_a_subnet_for_every_zone_has_no_plan() -> None:

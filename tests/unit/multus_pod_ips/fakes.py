@@ -40,9 +40,12 @@ ENI_XML = """<DescribeNetworkInterfacesResponse xmlns="http://ec2.amazonaws.com/
 <privateIpAddressesSet>
 <item><privateIpAddress>10.0.4.10</privateIpAddress><primary>true</primary></item>
 {secondaries}
-</privateIpAddressesSet><ipv6AddressesSet/></item></networkInterfaceSet>
+</privateIpAddressesSet><ipv6AddressesSet>{ipv6s}</ipv6AddressesSet></item></networkInterfaceSet>
 </DescribeNetworkInterfacesResponse>"""
 PRIMARY_IP = "10.0.4.10"
+#: The IPv6 address eni-1 got at creation (the bootstrap's Ipv6AddressCount=1), outside the
+#: pod range 2600:1f14:0:4::100/120 of its subnet's /64.
+SEED_IPV6 = "2600:1f14:0:4::10"
 ENI_MAC = "02:00:00:00:00:01"
 OK_XML = "<Response><return>true</return></Response>"
 
@@ -62,11 +65,13 @@ def config(tmp_path: Path, **overrides: Any) -> AgentConfig:
 
 
 class ScriptedEc2:
-    """Answers like EC2 for one ENI (eni-1, primary 10.0.4.10); calls block until `gate` opens.
-    Like EC2, an Unassign of an address the ENI does not hold fails the whole call."""
+    """Answers like EC2 for one ENI (eni-1, primary 10.0.4.10; `ipv6s`: its IPv6 addresses,
+    none unless given); calls block until `gate` opens. Like EC2, an Unassign of an address the
+    ENI does not hold fails the whole call."""
 
-    def __init__(self, secondaries: set[str] | None = None) -> None:
+    def __init__(self, secondaries: set[str] | None = None, ipv6s: set[str] | None = None) -> None:
         self.secondaries = set(secondaries or ())
+        self.ipv6s = set(ipv6s or ())
         self.calls: list[tuple[str, dict[str, str]]] = []
         self.gate = threading.Event()
         self.gate.set()
@@ -82,6 +87,7 @@ class ScriptedEc2:
             return ElementTree.fromstring(
                 "<DescribeInstanceTypesResponse><instanceTypeSet><item><networkInfo>"
                 f"<ipv4AddressesPerInterface>{self.ipv4_per_eni}</ipv4AddressesPerInterface>"
+                f"<ipv6AddressesPerInterface>{self.ipv4_per_eni}</ipv6AddressesPerInterface>"
                 "</networkInfo></item></instanceTypeSet></DescribeInstanceTypesResponse>"
             )
         ips = {v for k, v in params.items() if k.startswith("PrivateIpAddress.")}
@@ -91,6 +97,13 @@ class ScriptedEc2:
             if not ips <= self.secondaries:
                 raise Ec2Error("InvalidParameterValue", "not assigned", retryable=False)
             self.secondaries -= ips
+        ipv6s = {v for k, v in params.items() if k.startswith("Ipv6Addresses.")}
+        if action == "AssignIpv6Addresses":
+            self.ipv6s |= ipv6s
+        elif action == "UnassignIpv6Addresses":
+            if not ipv6s <= self.ipv6s:
+                raise Ec2Error("InvalidParameterValue", "not assigned", retryable=False)
+            self.ipv6s -= ipv6s
         return self.describe()
 
     def describe(self) -> ElementTree.Element:
@@ -98,7 +111,11 @@ class ScriptedEc2:
             f"<item><privateIpAddress>{ip}</privateIpAddress><primary>false</primary></item>"
             for ip in sorted(self.secondaries)
         )
-        return ElementTree.fromstring(ENI_XML.format(secondaries=items))
+        ipv6s = "".join(
+            f"<item><ipv6Address>{ip}</ipv6Address><isPrimaryIpv6>false</isPrimaryIpv6></item>"
+            for ip in sorted(self.ipv6s)
+        )
+        return ElementTree.fromstring(ENI_XML.format(secondaries=items, ipv6s=ipv6s))
 
     def actions(self) -> list[str]:
         return [action for action, _ in self.calls]
@@ -106,7 +123,7 @@ class ScriptedEc2:
     def addresses_sent(self, action: str) -> list[list[str]]:
         """The addresses of each call of `action`, in call order."""
         return [
-            sorted(v for k, v in params.items() if k.startswith("PrivateIpAddress."))
+            sorted(v for k, v in params.items() if k.startswith(("PrivateIpAddress.", "Ipv6")))
             for called, params in self.calls
             if called == action
         ]
@@ -116,7 +133,8 @@ class ScriptedImds:
     """IMDS's network/interfaces/macs/ of a node with two ENIs, its primary one first, then eni-1
     (ENI_MAC), whose local-ipv4s lists its primary and ScriptedEc2's secondaries except the
     `moving` ones (moves from another ENI that have not completed), plus the `lingering` ones
-    (removed in EC2, not yet in IMDS). `reads` counts each path."""
+    (removed in EC2, not yet in IMDS); its ipv6s lists ScriptedEc2's IPv6 addresses (404 while
+    there are none, as IMDS answers). `reads` counts each path."""
 
     def __init__(self, ec2: ScriptedEc2) -> None:
         self.ec2 = ec2
@@ -134,6 +152,8 @@ class ScriptedImds:
         if path == f"network/interfaces/macs/{ENI_MAC}/local-ipv4s":
             listed = (self.ec2.secondaries - self.moving) | self.lingering
             return "\n".join([PRIMARY_IP, *sorted(listed)])
+        if path == f"network/interfaces/macs/{ENI_MAC}/ipv6s" and self.ec2.ipv6s:
+            return "\n".join(sorted((self.ec2.ipv6s - self.moving) | self.lingering))
         if path not in self._values:
             raise urllib.error.HTTPError(path, 404, "Not Found", None, None)  # type: ignore[arg-type]
         return self._values[path]
@@ -143,6 +163,7 @@ def agent_for(tmp_path: Path, ec2: ScriptedEc2, limit: int = 10, **overrides: An
     imds = ScriptedImds(ec2)
     agent = Agent(config(tmp_path, **overrides), imds=imds, ec2=ec2)  # type: ignore[arg-type]
     agent.ipv4_per_eni, agent.instance_type = limit, "m5.large"
+    agent.ipv6_per_eni = limit  # EC2: as many IPv6 as IPv4 addresses per ENI
     return agent
 
 

@@ -997,7 +997,7 @@ def test_the_agent_serves_then_marks_itself_ready_reconciles_periodically_and_st
 ) -> None:
     fake_aws.ec2_by_action = {
         "DescribeInstanceTypes": INSTANCE_TYPES_XML,
-        "DescribeNetworkInterfaces": ENI_XML.format(secondaries=""),
+        "DescribeNetworkInterfaces": ENI_XML.format(secondaries="", ipv6s=""),
     }
     for metadata_path, value in {
         "network/interfaces/macs/": f"{ENI_MAC}/",

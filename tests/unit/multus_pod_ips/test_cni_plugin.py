@@ -80,7 +80,7 @@ def test_add_passes_prev_result_through_after_the_agent_assigned_the_address(
         "netns": "/var/run/netns/cni-1",
         "interface": "multus1",
         "pod": "ran/upf-0",
-        "ips": ["10.0.4.40"],  # IPv4 of net1 only: not net2's, not IPv6
+        "ips": ["10.0.4.40", "2600:1f14::40"],  # both families of net1, not net2's
         "fixed": False,  # a Whereabouts NAD's address: the agent may move it with its pod
     }
 
@@ -217,7 +217,7 @@ def test_add_accepts_every_version_with_indexed_results(agent: StandInAgent, ver
     status, result = run("ADD", network(agent.path, cniVersion=version, prevResult=previous))
 
     assert (status, result) == (0, previous)
-    assert agent.requests[0]["ips"] == ["10.0.4.40"]
+    assert agent.requests[0]["ips"] == ["10.0.4.40", "2600:1f14::40"]
 
 
 def test_add_result_is_in_the_configurations_version_whatever_prev_result_says(
@@ -342,6 +342,45 @@ def test_a_main_table_subnet_without_the_interfaces_address_is_a_configuration_e
     assert agent.requests == []
 
 
+@pytest.mark.parametrize(
+    "subnet",
+    ["2600:1f14:0:1::/64", "10.0.4.0/24", "2600:1f14::/129"],
+    ids=["other-subnet", "an-ipv4-subnet", "bad-prefix"],
+)
+def test_a_main_table_ipv6_subnet_without_the_interfaces_ipv6_address_is_refused(
+    agent: StandInAgent, subnet: str
+) -> None:
+    # net1 holds 2600:1f14::40 of 2600:1f14::/64 (PREV_RESULT).
+    config = network(agent.path, prevResult=PREV_RESULT, mainTableSubnetIpv6=subnet)
+
+    status, error = run("ADD", config)
+
+    assert (status, error["code"]) == (1, 7)
+    assert "mainTableSubnetIpv6" in error["msg"]
+    assert agent.requests == []
+
+
+def test_an_ipv6_subnet_under_the_ipv4_key_is_refused(agent: StandInAgent) -> None:
+    config = network(agent.path, prevResult=PREV_RESULT, mainTableSubnet="2600:1f14::/64")
+
+    status, error = run("ADD", config)
+
+    assert (status, error["code"]) == (1, 7)
+    assert "is not an IPv4 CIDR" in error["msg"]
+
+
+def test_the_ipv6_route_is_set_before_the_agent_is_asked(
+    agent: StandInAgent, tmp_path: Path
+) -> None:
+    # net1's /64 holds its IPv6 address: the plugin goes on to the (missing) namespace.
+    config = network(agent.path, prevResult=PREV_RESULT, mainTableSubnetIpv6="2600:1f14::/64")
+
+    status, error = run("ADD", config, CNI_NETNS=str(tmp_path / "gone"))
+
+    assert (status, error["code"]) == (1, 104)
+    assert agent.requests == []
+
+
 def test_the_route_is_set_before_the_agent_is_asked(agent: StandInAgent, tmp_path: Path) -> None:
     # The subnet holds net1's address, so the plugin goes on to the pod's namespace: here one
     # that does not exist, and the ADD fails before any EC2 change is requested.
@@ -367,7 +406,7 @@ def test_without_ip_on_the_host_the_add_fails_before_the_agent_is_asked(
     assert agent.requests == []
 
 
-def test_an_interface_without_ipv4_addresses_names_none(agent: StandInAgent) -> None:
+def test_an_interface_without_ipv4_addresses_names_the_ones_it_has(agent: StandInAgent) -> None:
     net1_ipv6 = {"version": "6", "address": "2600:1f14::40/64", "interface": 0}
     previous = {**PREV_RESULT, "ips": [net1_ipv6]}  # no IPv4 address on net1
     config = network(agent.path, prevResult=previous, mainTableSubnet="10.0.4.0/24")
@@ -375,7 +414,7 @@ def test_an_interface_without_ipv4_addresses_names_none(agent: StandInAgent) -> 
     status, error = run("ADD", config)
 
     assert (status, error["code"]) == (1, 7)
-    assert "(addresses: none)" in error["msg"]
+    assert "(addresses: 2600:1f14::40)" in error["msg"]
 
 
 def test_a_netns_path_that_is_no_network_namespace_fails_the_add(

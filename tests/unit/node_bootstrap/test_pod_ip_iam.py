@@ -11,6 +11,7 @@ from node_bootstrap.iam import read_statement
 from node_bootstrap.pod_ip_iam import (
     POD_IP_ACTIONS,
     POD_IP_READ_ACTIONS,
+    POD_IPV6_ACTIONS,
     multus_pod_ip_policy_statements,
 )
 from node_bootstrap.renderer import OWNER_TAG_KEY
@@ -70,8 +71,10 @@ def test_the_action_lists_are_the_ec2_calls_in_the_agent() -> None:
     # The integration test compares these lists with the calls of a running agent.
     agent = Path(__file__).parents[3] / "multus_pod_ips" / "agent"
     source = "".join(path.read_text() for path in agent.glob("*.py"))
-    called = {f"ec2:{a}" for a in re.findall(r'(?:\.call|\._change)\(\s*"(\w+)"', source)}
-    assert called == set(POD_IP_ACTIONS) | set(POD_IP_READ_ACTIONS)
+    called = {f"ec2:{a}" for a in re.findall(r'\.call\(\s*"(\w+)"', source)}
+    # Address changes name their action by family (multus_pod_ips/agent/address_family.py).
+    called |= {f"ec2:{a}" for a in re.findall(r'_action="(\w+)"', source)}
+    assert called == set(POD_IP_ACTIONS) | set(POD_IPV6_ACTIONS) | set(POD_IP_READ_ACTIONS)
     assert not set(POD_IP_ACTIONS) & set(POD_IP_READ_ACTIONS)
 
 
@@ -85,3 +88,32 @@ def test_every_read_the_agent_makes_is_granted_to_the_node_role(
         actions = statement["Action"]  # one action: a string, several: a list
         granted |= {actions} if isinstance(actions, str) else set(actions)
     assert set(POD_IP_READ_ACTIONS) <= granted
+
+
+def test_ipv6_addresses_change_only_on_this_clusters_enis_in_dual_stack_subnets() -> None:
+    """Service Authorization Reference, EC2: AssignIpv6Addresses and UnassignIpv6Addresses take
+    network-interface/* with ec2:ResourceTag/${TagKey} and ec2:Subnet, like the IPv4 calls."""
+    stack = cdk.Stack(cdk.App(), "NodeRole", env=cdk.Environment(region="us-west-2"))
+    dual_stack = [SUBNET_ARNS[1]]
+    resolved = {
+        s["Sid"]: s
+        for s in (
+            stack.resolve(statement.to_statement_json())
+            for statement in multus_pod_ip_policy_statements(
+                cluster_name="telco-cluster",
+                multus_subnet_arns=SUBNET_ARNS,
+                dual_stack_subnet_arns=dual_stack,
+            )
+        )
+    }
+    ipv6 = resolved["ManageMultusPodIpv6OnClusterEnis"]
+    assert sorted(ipv6["Action"]) == sorted(POD_IPV6_ACTIONS)
+    assert ipv6["Resource"] == resolved["ManageMultusPodIpsOnClusterEnis"]["Resource"]
+    assert ipv6["Condition"] == {
+        "StringEquals": {f"ec2:ResourceTag/{OWNER_TAG_KEY}": "telco-cluster"},
+        "ArnEquals": {"ec2:Subnet": dual_stack},
+    }
+    # The IPv4 statement is the same as without a dual-stack subnet.
+    assert resolved["ManageMultusPodIpsOnClusterEnis"]["Condition"]["ArnEquals"] == {
+        "ec2:Subnet": SUBNET_ARNS
+    }

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from node_bootstrap.renderer import (
+    DUAL_STACK_SCRIPT_NAME,
     MIME_BOUNDARY,
     NODE_PREFIX_SCRIPT_NAME,
     SCRIPT_NAME,
@@ -237,6 +238,6 @@ def test_the_packed_code_is_in_base64_lines_of_76_characters() -> None:
     assert 0 < len(lines[-1]) <= 76
 
 
-@pytest.mark.parametrize("name", [SCRIPT_NAME, NODE_PREFIX_SCRIPT_NAME])
+@pytest.mark.parametrize("name", [SCRIPT_NAME, NODE_PREFIX_SCRIPT_NAME, DUAL_STACK_SCRIPT_NAME])
 def test_the_node_scripts_are_ascii_so_every_locale_reads_them_alike(name: str) -> None:
     assert (Path(__file__).parents[3] / "node_bootstrap" / name).read_bytes().isascii()

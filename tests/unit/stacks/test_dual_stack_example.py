@@ -263,3 +263,43 @@ def test_every_emitted_object_passes_its_schema_and_cel_rules(cluster: dict[str,
                 assert list(rule_violations(obj, schemas[obj["kind"]])) == [], obj["kind"]
                 kinds.append(obj["kind"])
     assert kinds.count("NetworkAttachmentDefinition") == 4
+
+
+def agent_configs(cluster: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every pool's pod IP agent configuration file, its weak references as @<output>@."""
+    found = []
+    for logical_id, (objects, _) in manifests(cluster).items():
+        if not any(o["kind"] == "ConfigMap" for o in objects):
+            continue
+        for document in json.loads(
+            rendered(cluster["Resources"][logical_id]["Properties"]["Manifest"])
+        ):
+            if document["kind"] != "ConfigMap":
+                continue
+            for key, text in (document.get("data") or {}).items():
+                if key.endswith(".json") and '"interfaces"' in text:
+                    found.append(json.loads(text))
+    return found
+
+
+def test_the_agent_takes_each_dual_stack_subnets_ipv6_pod_range_next_to_its_reservation(
+    cluster: dict[str, Any], network: dict[str, Any]
+) -> None:
+    """The agent assigns only addresses of its interfaces' ranges (multus_pod_ips/agent/config.py),
+    so a dual-stack interface lists each AZ's IPv4 reservation and the reserved IPv6 pod range
+    (the reservation's Cidr attribute, a deploy-time value); the IPv4-only one its IPv4 ranges."""
+    (config,) = agent_configs(cluster)
+    subnets = by_cidr(network, "AWS::EC2::Subnet")
+    expected_ipv6 = []
+    for cidr, _ in DUAL_STACK_SUBNETS.values():
+        (reservation,) = [
+            logical_id
+            for logical_id, r in resources(network, "Custom::SubnetCidrReservation").items()
+            if r["Properties"]["SubnetId"] == {"Ref": subnets[cidr][0]}
+            and "Ipv6PodRange" in r["Properties"]
+        ]
+        expected_ipv6.append({"Fn::GetAtt": [reservation, "Cidr"]})
+    multus2 = config["interfaces"]["multus2"]
+    assert multus2[0::2] == ["10.0.6.32/27", "10.0.7.32/27"]
+    assert [output_value(network, reference) for reference in multus2[1::2]] == expected_ipv6
+    assert config["interfaces"]["multus1"] == ["10.0.4.32/27", "10.0.5.32/27"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -115,3 +116,76 @@ def test_an_unassigned_address_is_no_longer_moving(vpc: SimpleNamespace) -> None
     assert vpc.model("UnassignPrivateIpAddresses", params) is None
 
     assert vpc.model.imds_addresses(first, ["10.0.4.10"]) == ["10.0.4.10"]
+
+
+# --- IPv6 (EC2 API reference, AssignIpv6Addresses / UnassignIpv6Addresses) -------------------
+
+
+@pytest.fixture
+def dual_stack(vpc: SimpleNamespace) -> SimpleNamespace:
+    """vpc's subnet with a /64 of the VPC's Amazon-provided /56."""
+    subnet = vpc.ec2.describe_subnets(SubnetIds=[vpc.subnet])["Subnets"][0]
+    block = vpc.ec2.associate_vpc_cidr_block(
+        VpcId=subnet["VpcId"], AmazonProvidedIpv6CidrBlock=True
+    )
+    prefix = block["Ipv6CidrBlockAssociation"]["Ipv6CidrBlock"].split("::")[0]
+    vpc.ec2.associate_subnet_cidr_block(SubnetId=vpc.subnet, Ipv6CidrBlock=f"{prefix}::/64")
+    vpc.ipv6 = lambda host: f"{prefix}::{host:x}"
+    return vpc
+
+
+def assign_ipv6(vpc: SimpleNamespace, eni: str, *ips: str) -> Any:
+    params = {"NetworkInterfaceId": eni}
+    params.update({f"Ipv6Addresses.{n}": ip for n, ip in enumerate(ips, 1)})
+    refusal = vpc.model("AssignIpv6Addresses", params)
+    if refusal is None:
+        vpc.ec2.assign_ipv6_addresses(NetworkInterfaceId=eni, Ipv6Addresses=list(ips))
+    return refusal
+
+
+def test_an_ipv6_address_another_eni_holds_is_refused_never_moved(
+    dual_stack: SimpleNamespace,
+) -> None:
+    # AssignIpv6Addresses has no AllowReassignment: whatever the request says, no move.
+    first, second = dual_stack.node("m5.large"), dual_stack.node("m5.large")
+    address = dual_stack.ipv6(0x100)
+    assert assign_ipv6(dual_stack, first, address) is None
+
+    refusal = dual_stack.model(
+        "AssignIpv6Addresses",
+        {"NetworkInterfaceId": second, "Ipv6Addresses.1": address, "AllowReassignment": "true"},
+    )
+
+    assert refusal is not None and refusal[:2] == (400, "InvalidIPAddress.InUse")
+    assert dual_stack.model.ipv6_addresses(first) == {address}
+    assert dual_stack.model.ipv6_addresses(second) == set()
+
+
+def test_the_instance_types_ipv6_addresses_per_eni_are_the_limit(
+    dual_stack: SimpleNamespace,
+) -> None:
+    eni = dual_stack.node("m5.large")  # 10 IPv6 addresses per ENI, as many as IPv4
+    assert assign_ipv6(dual_stack, eni, *(dual_stack.ipv6(h) for h in range(0x100, 0x10A))) is None
+
+    refusal = assign_ipv6(dual_stack, eni, dual_stack.ipv6(0x10A))
+
+    assert refusal is not None and refusal[:2] == (400, "PrivateIpAddressLimitExceeded")
+    assert len(dual_stack.model.ipv6_addresses(eni)) == 10
+
+
+def test_ipv6_outside_the_subnets_block_and_unassigning_foreign_ones_are_refused(
+    dual_stack: SimpleNamespace,
+) -> None:
+    eni = dual_stack.node("m5.large")
+    outside = str(ipaddress.ip_address(dual_stack.ipv6(0x100)) + 2**64)  # in the next /64
+    assert assign_ipv6(dual_stack, eni, outside)[:2] == (400, "InvalidParameterValue")
+    refusal = dual_stack.model(
+        "UnassignIpv6Addresses", {"NetworkInterfaceId": eni, "Ipv6Addresses.1": outside}
+    )
+    assert refusal is not None and refusal[:2] == (400, "InvalidParameterValue")
+
+
+def test_a_subnet_without_ipv6_takes_no_ipv6_address(vpc: SimpleNamespace) -> None:
+    eni = vpc.node("m5.large")
+    refusal = assign_ipv6(vpc, eni, "2600:1f14::100")
+    assert refusal is not None and refusal[:2] == (400, "InvalidParameterValue")
