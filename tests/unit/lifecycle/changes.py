@@ -46,6 +46,10 @@ def _route_to_the_ran(networks: list[dict[str, Any]]) -> None:
     ]
 
 
+def _dual_stack_second_network(networks: list[dict[str, Any]]) -> None:
+    networks[1]["ipv6"] = {}
+
+
 def _moved_subnet(networks: list[dict[str, Any]]) -> None:
     networks[0]["subnets"][1] = {"cidr": "10.0.12.0/24", "reservation": "10.0.12.32/27"}
 
@@ -89,6 +93,10 @@ DAY2_CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"multus": {"networks": _networks_with(_gtp_u_only)}},
     ),
     "add-route": (DEFAULTS, {"multus": {"networks": _networks_with(_route_to_the_ran)}}),
+    "make-network-dual-stack": (
+        DEFAULTS,
+        {"vpc": {"ipv6": True}, "multus": {"networks": _networks_with(_dual_stack_second_network)}},
+    ),
 }
 
 # Not a documented day-2 change (the old subnet holds the nodes' and the control plane's ENIs):

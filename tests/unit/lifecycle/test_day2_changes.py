@@ -42,6 +42,7 @@ DOCUMENTED_ROWS = {
     "move a Multus subnet": "move-multus-subnet",
     "change a network's `security_group` rules": "change-security-group-rules",
     "add a route to a network's `routes`": "add-route",
+    "make a network dual-stack": "make-network-dual-stack",
 }
 HASH_LENGTH = 8  # CDK appends an 8-character hash of the construct path to logical IDs
 
@@ -60,6 +61,9 @@ EXPECTED_REPLACEMENTS: dict[str, set[tuple[str, str, str]]] = {
     # rules are properties EC2 changes in place; the group and its ENIs stay
     "change-security-group-rules": set(),
     "add-route": set(),
+    # a subnet's Ipv6CidrBlock is not createOnly (AWS::EC2::Subnet resource schema): EC2
+    # associates the /64 with the subnet in place, so its ENIs and addresses stay
+    "make-network-dual-stack": set(),
     "move-multus-subnet": {
         (NETWORK, "AWS::EC2::Subnet", "NetworkVpcmultus1Subnet2Subnet"),
         (
@@ -108,6 +112,18 @@ EXPECTED_UPDATES: dict[str, set[tuple[str, str]]] = {
     "change-security-group-rules": {(NETWORK, "MultusSecurityGroup")},
     # the network's NADs (IPAM routes and mainTableRoutes); the routes themselves are new
     "add-route": {(CLUSTER, "EksClusternetworkattachments")},
+    # the network's subnets get their /64 and its group the IPv6 rules; the nodes' user-data
+    # (an IPv6 address on the new ENIs), the NADs' and the agent's IPv6 ranges, and the node
+    # ENI policy's IPv6 statement follow
+    "make-network-dual-stack": {
+        (NETWORK, "NetworkVpcmultus2Subnet1Subnet"),
+        (NETWORK, "NetworkVpcmultus2Subnet2Subnet"),
+        (NETWORK, "MultusSecurityGroupmultus2"),
+        (CLUSTER, "EksClusterkarpenternodepool"),
+        (CLUSTER, "EksClusternetworkattachments"),
+        (CLUSTER, "EksClustermultuspodips"),
+        (CLUSTER, "MultusEniPolicy"),
+    },
     "move-multus-subnet": {
         (NETWORK, "CidrReservationsmultus1uswest2b"),
         (CLUSTER, "EksClusterkarpenternodepool"),
