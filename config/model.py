@@ -476,11 +476,6 @@ class MultusRouteConfig(StrictModel):
         return None if key is None else str(getattr(self, key))
 
 
-#: Fn::Cidr makes at most 256 blocks (CloudFormation template reference, Fn::Cidr, count: 1 to
-#: 256); the pod range is block pod_range_offset of its /64, so the offset is below 256.
-FN_CIDR_MAX_COUNT = 256
-
-
 class NetworkIpv6Config(StrictModel):
     """A dual-stack Multus network: each subnet gets a /64 of the VPC's IPv6 block and pods an
     IPv6 address from a range of it, reserved like the IPv4 one (docs/network.md, Dual stack)."""
@@ -497,14 +492,14 @@ class NetworkIpv6Config(StrictModel):
         ge=1,
         description="Which block of that size in the /64 the pod range is (0 would hold the "
         "four addresses AWS keeps at the start of the /64, the last block its last address; "
-        f"at most {FN_CIDR_MAX_COUNT - 1}, the deploy-time Fn::Cidr limit).",
+        "the reservation's handler cuts the block out of the /64 at deploy time).",
     )
 
     @model_validator(mode="after")
     def _offset_inside_the_subnet(self) -> NetworkIpv6Config:
         blocks = 2 ** (self.pod_range_prefix_length - IPV6_SUBNET_PREFIX_LENGTH)
         # Block 0 holds the first four addresses AWS keeps, the last block the last one.
-        highest = min(FN_CIDR_MAX_COUNT - 1, blocks - 2)
+        highest = blocks - 2
         if highest < 1:
             raise ValueError(
                 f"pod_range_prefix_length: a /{self.pod_range_prefix_length} splits the /64 in "
@@ -516,8 +511,7 @@ class NetworkIpv6Config(StrictModel):
             raise ValueError(
                 f"pod_range_offset: {self.pod_range_offset} is outside the /64: it holds "
                 f"{blocks} blocks of /{self.pod_range_prefix_length}, of which 1-{highest} "
-                "are clear of the addresses AWS keeps and within the 256 blocks Fn::Cidr "
-                f"makes; pick one of them, for example 1"
+                "are clear of the addresses AWS keeps; pick one of them, for example 1"
             )
         return self
 

@@ -1277,8 +1277,8 @@ def dual_stack(vpc_ipv6: bool = True, **first: Any) -> dict[str, Any]:
 
 NETWORK = "multus.networks[0]"
 # Dual-stack networks (docs/network.md, Dual stack): a subnet's IPv6 CIDR is a /64 of the VPC's
-# Amazon-provided /56 (AWS::EC2::SubnetCidrBlock), the pod range a block of it that Fn::Cidr
-# can select (count 1-256) and that holds none of the addresses AWS keeps.
+# Amazon-provided /56 (AWS::EC2::SubnetCidrBlock), the pod range a block of it that holds none
+# of the addresses AWS keeps.
 DUAL_STACK = [
     BadInput(
         "vpc-ipv6-in-an-existing-vpc",
@@ -1317,10 +1317,10 @@ DUAL_STACK = [
         (f"{NETWORK}.ipv6.pod_range_offset", "greater than or equal to 1"),
     ),
     BadInput(
-        "ipv6-pod-range-offset-beyond-fn-cidr",
+        "ipv6-pod-range-offset-past-the-64",
         "covered",
-        dual_stack(ipv6={"pod_range_offset": 256}),
-        (f"{NETWORK}.ipv6", "pod_range_offset: 256 is outside the /64", "1-255"),
+        dual_stack(ipv6={"pod_range_offset": 2**48}),
+        (f"{NETWORK}.ipv6", f"pod_range_offset: {2**48} is outside the /64", f"1-{2**48 - 2}"),
     ),
     BadInput(
         "ipv6-pod-range-offset-in-the-last-block",

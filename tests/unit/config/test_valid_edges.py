@@ -882,9 +882,9 @@ def dual_stack_raw(*networks: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("prefix_length", "offset", "accepted"),
     [
-        # Fn::Cidr selects among at most 256 blocks (CFN template reference, Fn::Cidr count).
-        (112, 255, True),
-        (112, 256, False),
+        # A /64 holds 2**48 blocks of /112; the last holds AWS's last address.
+        (112, 2**48 - 2, True),
+        (112, 2**48 - 1, False),
         # A /66 has four blocks: the first holds AWS's first four addresses, the last its last.
         (66, 1, True),
         (66, 2, True),
