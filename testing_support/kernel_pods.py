@@ -51,20 +51,34 @@ _IDENTITY_CLIENT = (
 )
 
 
-def with_static_ipam(network: dict[str, Any], address: str) -> dict[str, Any]:
-    """The NAD's config with its Whereabouts IPAM replaced by static IPAM at `address`, which
-    must lie in the Whereabouts range (first-last/prefix)."""
+def with_static_ipam(
+    network: dict[str, Any], address: str, ipv6_address: str | None = None
+) -> dict[str, Any]:
+    """The NAD's config with its Whereabouts IPAM replaced by static IPAM at `address` (and, on
+    a dual-stack NAD, `ipv6_address`), each of which must lie in its Whereabouts range
+    (first-last/prefix: `range`, the IPv6 one in `ipRanges`). The gateway and the routes stay
+    the NAD's: Whereabouts puts them into its result as given (whereabouts cmd/whereabouts.go,
+    cmdAdd), as static IPAM does with its own (plugins/ipam/static)."""
     ipvlan, *rest = network["plugins"]
     ipam = ipvlan["ipam"]
-    span, prefix_length = ipam["range"].rsplit("/", 1)
-    first, last = (ipaddress.IPv4Address(end) for end in span.split("-"))
-    if not first <= ipaddress.IPv4Address(address) <= last:
-        raise ValueError(f"{address} is outside the NAD's range {ipam['range']}")
-    static = {
-        "type": "static",
-        "addresses": [{"address": f"{address}/{prefix_length}", "gateway": ipam["gateway"]}],
-    }
+    gateway = {"gateway": ipam["gateway"]} if "gateway" in ipam else {}
+    addresses = [{"address": _in_range(ipam["range"], address), **gateway}]
+    if ipv6_address is not None:
+        (ipv6_range,) = ipam["ipRanges"]
+        addresses.append({"address": _in_range(ipv6_range["range"], ipv6_address)})
+    static: dict[str, Any] = {"type": "static", "addresses": addresses}
+    if "routes" in ipam:
+        static["routes"] = ipam["routes"]
     return {**network, "plugins": [{**ipvlan, "ipam": static}, *rest]}
+
+
+def _in_range(whereabouts_range: str, address: str) -> str:
+    """`address` with the range's prefix length, if the range (first-last/prefix) holds it."""
+    span, prefix_length = whereabouts_range.rsplit("/", 1)
+    first, last = (ipaddress.ip_address(end) for end in span.split("-"))
+    if not first <= ipaddress.ip_address(address) <= last:
+        raise ValueError(f"{address} is outside the NAD's range {whereabouts_range}")
+    return f"{address}/{prefix_length}"
 
 
 @dataclass
@@ -182,43 +196,26 @@ def start_pod(
     agent.emulator.ec2.assign_private_ip_addresses(
         NetworkInterfaceId=node.primary_eni_id, PrivateIpAddresses=[eth0_address]
     )
-    ip("netns", "add", name)
-    ip("-n", name, "link", "set", "lo", "up")
-    host_veth = f"v-{name}"[:15]
-    ip(
-        "-n",
-        node.name,
-        "link",
-        "add",
-        host_veth,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "eth0",
-        "netns",
-        name,
-    )
-    ip("-n", node.name, "link", "set", host_veth, "up")
-    host_mac = ip("-n", node.name, "-br", "link", "show", host_veth).stdout.split()[2]
-    sysctl(node.name, "net.ipv4.ip_forward=1")
-    ip("-n", node.name, "route", "add", f"{eth0_address}/32", "dev", host_veth)
-    ip("-n", name, "address", "add", f"{eth0_address}/32", "dev", "eth0")
-    ip("-n", name, "link", "set", "eth0", "up")
-    ip(
-        "-n",
-        name,
-        "neigh",
-        "add",
-        VPC_CNI_GATEWAY,
-        "lladdr",
-        host_mac,
-        "dev",
-        "eth0",
-        "nud",
-        "permanent",
-    )
-    ip("-n", name, "route", "add", VPC_CNI_GATEWAY, "dev", "eth0", "scope", "link")
-    ip("-n", name, "route", "add", "default", "via", VPC_CNI_GATEWAY, "dev", "eth0")
+    vpc_cni_eth0(name, node.name, eth0_address)
     plugins = list(network["plugins"])
     return KernelPod(name, node, agent, network, plugins, eth0_address)
+
+
+def vpc_cni_eth0(pod: str, node_namespace: str, eth0_address: str) -> None:
+    """The namespace `pod` with eth0 as the VPC CNI sets it up: a veth to `node_namespace`,
+    `eth0_address`/32, 169.254.1.1 on-link with the host veth's MAC, the default route via it."""
+    ip("netns", "add", pod)
+    ip("-n", pod, "link", "set", "lo", "up")
+    host_veth = f"v-{pod}"[:15]
+    ip("-n", node_namespace, "link", "add", host_veth, "type", "veth", "peer", "name", "eth0",
+       "netns", pod)  # fmt: skip
+    ip("-n", node_namespace, "link", "set", host_veth, "up")
+    host_mac = ip("-n", node_namespace, "-br", "link", "show", host_veth).stdout.split()[2]
+    sysctl(node_namespace, "net.ipv4.ip_forward=1")
+    ip("-n", node_namespace, "route", "add", f"{eth0_address}/32", "dev", host_veth)
+    ip("-n", pod, "address", "add", f"{eth0_address}/32", "dev", "eth0")
+    ip("-n", pod, "link", "set", "eth0", "up")
+    ip("-n", pod, "neigh", "add", VPC_CNI_GATEWAY, "lladdr", host_mac, "dev", "eth0",
+       "nud", "permanent")  # fmt: skip
+    ip("-n", pod, "route", "add", VPC_CNI_GATEWAY, "dev", "eth0", "scope", "link")
+    ip("-n", pod, "route", "add", "default", "via", VPC_CNI_GATEWAY, "dev", "eth0")
