@@ -76,7 +76,8 @@ def _in_range(whereabouts_range: str, address: str) -> str:
     """`address` with the range's prefix length, if the range (first-last/prefix) holds it."""
     span, prefix_length = whereabouts_range.rsplit("/", 1)
     first, last = (ipaddress.ip_address(end) for end in span.split("-"))
-    if not first <= ipaddress.ip_address(address) <= last:
+    candidate = ipaddress.ip_address(address)
+    if candidate.version != first.version or not int(first) <= int(candidate) <= int(last):
         raise ValueError(f"{address} is outside the NAD's range {whereabouts_range}")
     return f"{address}/{prefix_length}"
 
