@@ -4,6 +4,7 @@ inside its ranges (testing_support/kernel_pods.py), both families, on both sides
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ IPV6 = Ipv6Range(
 )
 
 
-def network(ipv6: Ipv6Range | None = None, routes: tuple[str, ...] = ()) -> dict[str, object]:
+def network(ipv6: Ipv6Range | None = None, routes: tuple[str, ...] = ()) -> dict[str, Any]:
     whereabouts_range, gateway = whereabouts_range_and_gateway("10.0.6.0/24", "10.0.6.32/27")
     return cni_config(
         NetworkAttachment(
@@ -33,7 +34,7 @@ def network(ipv6: Ipv6Range | None = None, routes: tuple[str, ...] = ()) -> dict
 @pytest.mark.parametrize("address", ["10.0.6.32", "10.0.6.63"])
 def test_the_ends_of_the_ipv4_range_are_taken_with_the_gateway_and_routes(address: str) -> None:
     static = with_static_ipam(network(routes=("10.200.0.0/16",)), address)
-    ipam = static["plugins"][0]["ipam"]  # type: ignore[index]
+    ipam = static["plugins"][0]["ipam"]
     assert ipam == {
         "type": "static",
         "addresses": [{"address": f"{address}/24", "gateway": "10.0.6.1"}],
@@ -52,7 +53,7 @@ def test_an_ipv4_address_just_outside_the_range_is_refused(address: str) -> None
 @pytest.mark.parametrize("address", ["2600:1f14:a:b06::1:0", "2600:1f14:a:b06::1:ffff"])
 def test_a_dual_stack_nad_takes_both_families_without_a_gateway(address: str) -> None:
     static = with_static_ipam(network(ipv6=IPV6), "10.0.6.40", address)
-    ipam = static["plugins"][0]["ipam"]  # type: ignore[index]
+    ipam = static["plugins"][0]["ipam"]
     assert ipam["addresses"] == [{"address": "10.0.6.40/24"}, {"address": f"{address}/64"}]
     assert ipam["routes"] == [
         {"dst": "0.0.0.0/0", "gw": "10.0.6.1"},
