@@ -73,15 +73,16 @@ ROUTED_POD = "10.0.4.40"
 INTERNET_ADDRESS = "203.0.113.10"  # TEST-NET-3: neither the VPC nor a route's destination
 
 
-def dual_stack_network() -> dict[str, Any]:
+def dual_stack_network(routes: tuple[str, ...] = ()) -> dict[str, Any]:
     whereabouts_range, gateway = whereabouts_range_and_gateway(
         DUAL_STACK_SUBNET, DUAL_STACK_RESERVATION
     )
     return cni_config(
         NetworkAttachment(
-            "multus2-us-west-2a", "multus2", "l2", whereabouts_range, gateway, ipv6=POD_RANGE_IPV6
+            "multus2-us-west-2a", "multus2", "l2", whereabouts_range, gateway, routes=routes,
+            ipv6=POD_RANGE_IPV6,
         )
-    )
+    )  # fmt: skip
 
 
 def routed_network() -> dict[str, Any]:
@@ -164,6 +165,20 @@ def dual_stack(tmp_path: Path) -> Iterator[Segment]:
         dual_stack_network(),
         tmp_path,
         ["10.0.6.1/24", f"{IPV6_ROUTER}/64", f"{OUTSIDE_THE_64}/128"],
+    )
+    try:
+        yield made
+    finally:
+        remove(made)
+
+
+@pytest.fixture
+def dual_stack_routed(tmp_path: Path) -> Iterator[Segment]:
+    made = segment(
+        "dr",
+        dual_stack_network(routes=(RAN_RANGE,)),
+        tmp_path,
+        ["10.0.6.1/24", f"{IPV6_ROUTER}/64", f"{OUTSIDE_THE_64}/128", f"{GNB}/32"],
     )
     try:
         yield made
@@ -311,3 +326,34 @@ def test_the_routed_chain_reaches_the_destination_over_net1_bound_or_not(routed:
     # The router's stand-in owns the gNB's address and answers on-link to the pod's.
     assert ping_from(pod, GNB)
     assert ping_from(pod, GNB, source=ROUTED_POD)
+
+
+def test_a_dual_stack_network_with_routes_keeps_the_routes_in_the_ipv4_table_only(
+    dual_stack_routed: Segment,
+) -> None:
+    """Both at once (the config allows routes on a dual-stack network): the IPAM's routes are
+    both defaults and the RAN's range; sbr puts the range, whose gateway is the IPv4 router,
+    into the IPv4 address's table only, and mainTableRoutes back into the main table."""
+    dual_stack_routed.start_pod("pod-a", "10.0.2.204", POD_A, POD_A_IPV6)
+    pod = dual_stack_routed.pod("pod-a")
+
+    defaults = [(r.get("gateway"), r["dev"]) for r in routes(pod, "table", "main", "default")]
+    assert defaults == [(VPC_CNI_GATEWAY, "eth0")]
+    assert [(r["dst"], r.get("gateway"), r.get("prefsrc")) for r in routes(pod, "dev", "net1")] == [
+        (DUAL_STACK_SUBNET, None, POD_A),
+        (RAN_RANGE, "10.0.6.1", POD_A),
+    ]
+    ipv6_main = routes(pod, "table", "main", "dev", "net1", family="-6")
+    assert [(r["dst"], r.get("gateway")) for r in ipv6_main] == [(SUBNET_IPV6, None)]
+    ipv4_table, ipv6_table = rules(pod, "-4")[POD_A], rules(pod, "-6")[POD_A_IPV6]
+    ipv4_routes = {(r["dst"], r.get("gateway")) for r in routes(pod, "table", ipv4_table)}
+    assert {("default", "10.0.6.1"), (RAN_RANGE, "10.0.6.1")} <= ipv4_routes
+    assert routes(pod, "table", ipv6_table) == []  # no IPv4 route at all
+    ipv6_defaults = routes(pod, "table", ipv6_table, "default", family="-6")
+    assert [(r.get("gateway"), r["dev"]) for r in ipv6_defaults] == [(IPV6_ROUTER, "net1")]
+    unbound = route_get(pod, GNB)
+    assert f"via 10.0.6.1 dev net1 src {POD_A}" in unbound, unbound
+    assert f"via {VPC_CNI_GATEWAY} dev eth0" in route_get(pod, INTERNET_ADDRESS)
+    wait_for_dad(pod)
+    assert ping_from(pod, GNB)
+    assert ping_from(pod, OUTSIDE_THE_64)
