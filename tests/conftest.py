@@ -40,6 +40,13 @@ class SynthesizedApp:
     def template(self, stack: cdk.Stack) -> Template:
         return Template.from_json(self.template_json(stack))
 
+    def templates_by_stack_name(self) -> dict[str, dict[str, Any]]:
+        """The network and cluster templates, by their stacks' names."""
+        return {
+            stack.stack_name: self.template_json(stack)
+            for stack in (self.stage.network, self.stage.cluster)
+        }
+
     def template_paths(self) -> list[Path]:
         return sorted(Path(self.stage.outdir).glob("*.template.json"))
 

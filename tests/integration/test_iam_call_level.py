@@ -80,11 +80,7 @@ NETWORK_STACK, CLUSTER_STACK = f"{CONFIG.name}-network", f"{CONFIG.name}-cluster
 
 @pytest.fixture(scope="module")
 def templates(default_app: SynthesizedApp) -> dict[str, dict[str, Any]]:
-    stage = default_app.stage
-    return {
-        stack.stack_name: default_app.template_json(stack)
-        for stack in (stage.network, stage.cluster)
-    }
+    return default_app.templates_by_stack_name()
 
 
 @pytest.fixture(scope="module")

@@ -92,11 +92,7 @@ def planned(emulator: Ec2Emulator) -> PlannedVpc:
 
 @pytest.fixture(scope="module")
 def node_statements(five_g_core_app: SynthesizedApp, planned: PlannedVpc) -> list[dict[str, Any]]:
-    stage = five_g_core_app.stage
-    templates = {
-        stack.stack_name: five_g_core_app.template_json(stack)
-        for stack in (stage.network, stage.cluster)
-    }
+    templates = five_g_core_app.templates_by_stack_name()
     ids = physical_ids(templates[NETWORK_STACK], planned.vpc, CONFIG.name)
     return node_role_statements(templates, CLUSTER_STACK, ids)
 

@@ -107,11 +107,7 @@ def planned(emulator: Ec2Emulator) -> PlannedVpc:
 
 @pytest.fixture(scope="module")
 def templates(existing_vpc_app: SynthesizedApp) -> dict[str, dict[str, Any]]:
-    stage = existing_vpc_app.stage
-    return {
-        stack.stack_name: existing_vpc_app.template_json(stack)
-        for stack in (stage.network, stage.cluster)
-    }
+    return existing_vpc_app.templates_by_stack_name()
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,7 @@ from tests.conftest import SynthesizedApp
 
 @pytest.fixture(scope="module")
 def templates(default_app: SynthesizedApp) -> dict[str, dict[str, Any]]:
-    stage = default_app.stage
-    return {
-        stack.stack_name: default_app.template_json(stack)
-        for stack in (stage.network, stage.cluster)
-    }
+    return default_app.templates_by_stack_name()
 
 
 def test_nothing_is_retained_on_delete(templates: dict[str, dict[str, Any]]) -> None:
