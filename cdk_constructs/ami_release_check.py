@@ -91,4 +91,5 @@ class AmiReleaseCheck(Construct):
                 "ConfigField": props.config_field,
             },
         )
+        kit.hold_provider(self.resource, provider)
         kit.acknowledge_provider_findings(self, provider)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import Acknowledgment, CustomResource, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -101,6 +101,17 @@ def provider(
         total_timeout=waiter.total_timeout if waiter else None,
         log_group=logs_to,
     )
+
+
+def hold_provider(resource: CustomResource, provider: cr.Provider) -> None:
+    """`resource` depends on everything its requests run on: the Provider's framework functions
+    and waiter state machine, the user handlers, their roles and every policy attached to them.
+    CloudFormation orders only what depends on what (cloudformation_order in testing_support):
+    without this, a policy that add_to_role_policy attached as a resource of its own
+    (@aws-cdk/aws-lambda:createNewPoliciesWithAddToRolePolicy) may be created after the first
+    request and deleted while the delete request still runs (aws/aws-cdk#9840)."""
+    handlers = [provider.on_event_handler, provider.is_complete_handler]
+    resource.node.add_dependency(provider, *(h for h in handlers if h is not None))
 
 
 def synchronous_service_timeout(handler: lambda_.Function) -> Duration:

@@ -149,6 +149,7 @@ class EksCluster(Construct):
         # Through the handler, every kubectl resource (its provider's framework function names the
         # handler) waits for the rules and is deleted while they still exist.
         self.api_clients.precede(self._kubectl_handler())
+        self._hold_kubectl_provider()
         # jsii's Python stubs leave kubectl_provider_options off Cluster, so mypy cannot see that
         # it implements ICluster: consumers take this reference instead of casting themselves.
         self.cluster_ref = cast(eks.ICluster, self.cluster)
@@ -260,6 +261,14 @@ class EksCluster(Construct):
             )
         )
         self._acknowledge_kubectl_provider_findings()
+
+    def _hold_kubectl_provider(self) -> None:
+        """aws-eks-v2 makes every kubectl resource (manifest, Helm chart, patch) depend on the
+        cluster's KubectlReadyBarrier (an SSM parameter); the barrier depending on the whole
+        provider makes each of them wait for, and outlive, the framework function's invoke
+        policy, which add_to_role_policy attaches as a resource nothing depends on."""
+        barrier = self.cluster.node.find_child("KubectlReadyBarrier")
+        barrier.node.add_dependency(self._kubectl_provider())
 
     def _kubectl_handler(self) -> lambda_.Function:
         handler = self._kubectl_provider().node.find_child("Handler")

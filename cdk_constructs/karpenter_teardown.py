@@ -122,6 +122,9 @@ class KarpenterTeardown(Construct):
             },
         )
         self.resource.node.add_dependency(*self.access)
+        # Its polls run on four policies of the isComplete role alone: deleted beside the
+        # resource, they would leave every poll UnauthorizedOperation until the delete fails.
+        kit.hold_provider(self.resource, provider)
         kit.acknowledge_provider_findings(self, provider)
         self._acknowledge_findings()
 

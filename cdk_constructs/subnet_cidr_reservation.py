@@ -134,6 +134,7 @@ class SubnetCidrReservationProvider(Construct):
             properties=properties,
         )
         reservation.node.add_dependency(self.policy)
+        kit.hold_provider(reservation, self.provider)
         return reservation
 
     def reserve_ipv6_pod_range(
