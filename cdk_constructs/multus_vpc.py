@@ -144,6 +144,9 @@ class MultusVpc(Construct):
                         destination_ipv6_cidr_block=IPV6_ANYWHERE,
                         enables_internet_connectivity=True,
                     )
+                    # An IPv6 route needs the VPC's IPv6 block, which names neither it nor
+                    # the gateway; and it must go before the block on delete.
+                    subnet.node.find_child("Ipv6Egress").node.add_dependency(block)
         return block
 
     def _tag_subnets(self) -> None:

@@ -134,6 +134,17 @@ def dual_stack_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
     )
 
 
+NODE_PREFIX = "examples/node-prefix.json"
+
+
+@pytest.fixture(scope="session")
+def node_prefix_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
+    """examples/node-prefix.json: one network per IP management mode."""
+    return synthesize(
+        tmp_path_factory.mktemp("node-prefix"), cdk_json_context(config_file=NODE_PREFIX)
+    )
+
+
 RAN = "10.100.0.0/16"
 
 

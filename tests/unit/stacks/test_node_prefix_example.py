@@ -8,17 +8,14 @@ from typing import Any
 import pytest
 
 from testing_support.multus_emulator import shell_part
-from tests.conftest import SynthesizedApp, cdk_json_context, synthesize
+from tests.conftest import SynthesizedApp
 from tests.helpers import joined_text
 from tests.unit.stacks.test_cluster_workloads import by_kind
 
 
 @pytest.fixture(scope="module")
-def example(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
-    return synthesize(
-        tmp_path_factory.mktemp("node-prefix"),
-        cdk_json_context(config_file="examples/node-prefix.json"),
-    )
+def example(node_prefix_app: SynthesizedApp) -> SynthesizedApp:
+    return node_prefix_app
 
 
 @pytest.fixture(scope="module")
