@@ -109,6 +109,8 @@ class MultusVpc(Construct):
         # ec2.Vpc's DUAL_STACK would give every subnet a /64 and the node subnets IPv6 too;
         # only the dual-stack Multus subnets get one, each its fixed /64 of the block (the
         # aws-cdk-lib CfnSubnet example: Fn::Select over Fn::Cidr of the VPC's Ipv6CidrBlocks).
+        # Never replaced (a test pins its logical ID): the subnets below read their /64 from
+        # the VPC's Ipv6CidrBlocks, which would not follow a new block.
         block = ec2.CfnVPCCidrBlock(
             self, "Ipv6Block", vpc_id=self.vpc.vpc_id, amazon_provided_ipv6_cidr_block=True
         )

@@ -93,6 +93,11 @@ DAY2_CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"multus": {"networks": _networks_with(_gtp_u_only)}},
     ),
     "add-route": (DEFAULTS, {"multus": {"networks": _networks_with(_route_to_the_ran)}}),
+    # a control pool on multus1 beside the default pool, which keeps its name and networks
+    "add-node-pool": (
+        DEFAULTS,
+        {"node_pools": [{"name": "multus"}, {"name": "control", "networks": ["multus1"]}]},
+    ),
     "make-network-dual-stack": (
         DEFAULTS,
         {"vpc": {"ipv6": True}, "multus": {"networks": _networks_with(_dual_stack_second_network)}},

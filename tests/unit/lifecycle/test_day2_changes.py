@@ -18,6 +18,8 @@ from testing_support.cloudformation_changes import (
     reference_problems,
     references,
 )
+from testing_support.cloudformation_order import StackOrder
+from testing_support.custom_resource_chains import provider_chains
 from tests.helpers import logical_id, only
 from tests.unit.lifecycle.changes import (
     DAY2_CHANGES,
@@ -43,6 +45,7 @@ DOCUMENTED_ROWS = {
     "change a network's `security_group` rules": "change-security-group-rules",
     "add a route to a network's `routes`": "add-route",
     "make a network dual-stack": "make-network-dual-stack",
+    "add a node pool to `node_pools`": "add-node-pool",
 }
 HASH_LENGTH = 8  # CDK appends an 8-character hash of the construct path to logical IDs
 
@@ -61,6 +64,8 @@ EXPECTED_REPLACEMENTS: dict[str, set[tuple[str, str, str]]] = {
     # rules are properties EC2 changes in place; the group and its ENIs stay
     "change-security-group-rules": set(),
     "add-route": set(),
+    # the new pool's NodePool, EC2NodeClass and DaemonSets are objects in existing manifests
+    "add-node-pool": set(),
     # a subnet's Ipv6CidrBlock is not createOnly (AWS::EC2::Subnet resource schema): EC2
     # associates the /64 with the subnet in place, so its ENIs and addresses stay
     "make-network-dual-stack": set(),
@@ -112,6 +117,14 @@ EXPECTED_UPDATES: dict[str, set[tuple[str, str]]] = {
     "change-security-group-rules": {(NETWORK, "MultusSecurityGroup")},
     # the network's NADs (IPAM routes and mainTableRoutes); the routes themselves are new
     "add-route": {(CLUSTER, "EksClusternetworkattachments")},
+    # the check reads the new pool's alias too; the pool's NodePool and EC2NodeClass, and the
+    # cleartaints and pod IP agent DaemonSets of its own, join the existing manifests
+    "add-node-pool": {
+        (CLUSTER, "AmiReleaseCheck"),
+        (CLUSTER, "EksClusterkarpenternodepool"),
+        (CLUSTER, "EksClustercleartaints"),
+        (CLUSTER, "EksClustermultuspodips"),
+    },
     # the network's subnets get their /64 and its group the IPv6 rules; the nodes' user-data
     # (an IPv6 address on the new ENIs), the NADs' and the agent's IPv6 ranges, and the node
     # ENI policy's IPv6 statement follow
@@ -239,6 +252,47 @@ def test_removed_resources_are_exactly_the_expected_ones(
         for logical_id in stack_changes.removed
     }
     assert removed == EXPECTED_REMOVALS.get(name, set())
+
+
+def test_custom_resources_wait_for_what_the_change_does_to_their_provider(
+    change: tuple[str, Templates, Templates, AppChanges],
+) -> None:
+    """CloudFormation updates in dependency order (cloudformation_order): each custom resource
+    the change updates or adds depends on every member of its provider chain that the change
+    adds, replaces or updates, so its request never runs on the old policy (the AMI check of a
+    Kubernetes bump reads the new version's parameter only once its policy names it)."""
+    _, _, after, changes = change
+    for stack, template in after.items():
+        stack_changes = changes.stacks[stack]
+        changed = stack_changes.added | set(stack_changes.replaced) | stack_changes.updated
+        order = StackOrder(template)
+        for chain in provider_chains(template):
+            if chain.custom_resource in changed:
+                assert {
+                    member
+                    for member in chain.members & changed
+                    if not order.depends_on(chain.custom_resource, member)
+                } == set()
+
+
+def test_a_bump_updates_the_ami_check_after_its_policy(synth: Synth) -> None:
+    before, after = synth(DEFAULTS), synth(DAY2_CHANGES["bump-kubernetes"][1])
+    updated = compare(before, after).stacks[CLUSTER].updated
+    check = logical_id(after[CLUSTER], "Custom::AmiReleaseCheck", "AmiReleaseCheck")
+    policies = {lid for lid in updated if lid.startswith("AmiReleaseCheckHandlerinlinePolicy")}
+    assert check in updated and len(policies) == 1
+    assert all(StackOrder(after[CLUSTER]).depends_on(check, p) for p in policies)
+
+
+def test_a_new_node_pool_leaves_the_existing_pools_nodes_alone(synth: Synth) -> None:
+    """Karpenter replaces a node when its NodePool's template or its EC2NodeClass drifts
+    (Karpenter docs, Disruption, Drift): the existing pool's objects stay exactly as they were."""
+    before, after = synth(DEFAULTS), synth(DAY2_CHANGES["add-node-pool"][1])
+    for kind in ("NodePool", "EC2NodeClass"):
+        old = {o["metadata"]["name"]: o for o in by_kind(before[CLUSTER], kind)}
+        new = {o["metadata"]["name"]: o for o in by_kind(after[CLUSTER], kind)}
+        assert set(new) == {"multus", "control"}
+        assert new["multus"] == old["multus"]
 
 
 def cluster_subnets(templates: Templates) -> Any:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from testing_support.cloudformation_changes import create_only_paths
 from testing_support.crd_rules import rule_violations
 from tests.conftest import SynthesizedApp, open_nag_findings
 from tests.helpers import resources
@@ -74,6 +75,22 @@ def test_the_vpc_gets_one_amazon_provided_ipv6_block(network: dict[str, Any]) ->
         "AmazonProvidedIpv6CidrBlock": True,
         "VpcId": {"Ref": only_logical_id(network, "AWS::EC2::VPC")},
     }
+
+
+def test_the_ipv6_block_is_never_replaced(network: dict[str, Any]) -> None:
+    """Every property of AWS::EC2::VPCCidrBlock is createOnly (its resource schema, cfn-lint's
+    copy), and ours are the VPC and a constant: the block is replaced only with the VPC, or when
+    its logical ID changes. Such a replacement would break the dual-stack subnets: they take
+    Fn::Select over the VPC's Ipv6CidrBlocks, an attribute of a VPC that is not updated, so
+    CloudFormation leaves them on the old block, whose disassociation EC2 refuses while subnets
+    use it. So the logical ID is pinned: moving the construct is a breaking change."""
+    create_only = {
+        path.removeprefix("/properties/")
+        for path in ("/".join(p) for p in create_only_paths("AWS::EC2::VPCCidrBlock"))
+    }
+    ((logical_id, block),) = resources(network, "AWS::EC2::VPCCidrBlock").items()
+    assert logical_id == "NetworkIpv6Block77E60873"
+    assert set(block["Properties"]) <= create_only
 
 
 def test_only_dual_stack_subnets_get_their_fixed_64(network: dict[str, Any]) -> None:
