@@ -46,6 +46,7 @@ def print_config_warnings(loaded: LoadedConfig) -> None:
             *access_warnings(config.cluster.admin_principal_arns),
             *config.warnings,
             *config.route_preconditions,
+            *config.images.tag_only_host_images(),
         ]
         for warning in warnings:
             print(f"[Warning] {config.name}: {warning}", file=sys.stderr)

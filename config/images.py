@@ -124,3 +124,37 @@ class ImagesConfig(BaseModel):
         default=None,
         description="Default: the image the node-latency-for-k8s chart pins.",
     )
+
+    def tag_only_host_images(self) -> list[str]:
+        """The images of pods with node-level rights (privileged, root or host network, host
+        paths, node RBAC), pinned by tag only.
+        Whoever controls the registry (or the mirror) can move a tag to other bytes, which
+        then run with the node's rights at the next pull; a digest names the bytes."""
+        images = {
+            "multus": (self.multus, "Multus: privileged, writes the node's CNI configuration"),
+            "whereabouts": (
+                self.whereabouts,
+                "Whereabouts and its IP reconciler: root on the host network, installs its CNI "
+                "plugin on the node",
+            ),
+            "cleartaints": (
+                self.cleartaints,
+                "cleartaints: reads the node's CNI and readiness state, clears node taints",
+            ),
+            "multus_pod_ips": (
+                self.multus_pod_ips,
+                "the Multus pod IP agent: host network, installs its CNI plugin on the node and "
+                "holds the node role's ENI rights",
+            ),
+        }
+        tag_only = [
+            f"images.{field} ({component})"
+            for field, (image, component) in images.items()
+            if image is None or image.digest is None
+        ]
+        if not tag_only:
+            return []
+        return [
+            f"{'; '.join(tag_only)}: pinned by tag only. A tag can be moved to other bytes; "
+            "give each image's digest (images.<name>.digest: sha256:..., docs/images.md)"
+        ]

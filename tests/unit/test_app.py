@@ -47,6 +47,24 @@ def test_synth_warns_on_stderr_when_nobody_can_use_kubectl(
 
     admins = {"config.cluster.admin_principal_arns": '["arn:aws:iam::123456789012:role/ops"]'}
     print_config_warnings(load_config(admins, REPO))
+    assert "admin_principal_arns" not in capsys.readouterr().err
+
+
+def test_synth_warns_on_stderr_about_host_level_images_without_a_digest(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    print_config_warnings(load_config({}, REPO))
+    assert "images.multus (Multus: privileged" in capsys.readouterr().err
+
+    digest = "sha256:" + "ab" * 32
+    images = {
+        f"config.images.{field}": json.dumps(
+            {"repository": f"registry.example.com/{field}", "digest": digest}
+        )
+        for field in ("multus", "whereabouts", "cleartaints", "multus_pod_ips")
+    }
+    admins = {"config.cluster.admin_principal_arns": '["arn:aws:iam::123456789012:role/ops"]'}
+    print_config_warnings(load_config({**images, **admins}, REPO))
     assert capsys.readouterr().err == ""
 
 

@@ -158,3 +158,30 @@ def test_a_digest_inside_another_field_is_refused_saying_where_it_goes(
 
 def test_a_tag_without_a_digest_sign_is_unaffected() -> None:
     assert ImageRef(repository=MIRROR, tag="v0.9.4", digest=DIGEST).tag == "v0.9.4"
+
+
+HOST_LEVEL = ("multus", "whereabouts", "cleartaints", "multus_pod_ips")
+
+
+def digested(field: str) -> dict[str, str]:
+    return {"repository": f"{MIRROR}-{field}", "tag": "v1", "digest": DIGEST}
+
+
+def test_the_defaults_warn_naming_every_host_level_component() -> None:
+    (warning,) = ImagesConfig().tag_only_host_images()
+    assert all(f"images.{field} (" in warning for field in HOST_LEVEL)
+    assert "images.sample_workloads" not in warning  # an unprivileged pod
+
+
+@pytest.mark.parametrize("left_on_a_tag", HOST_LEVEL)
+def test_only_the_components_without_a_digest_are_named(left_on_a_tag: str) -> None:
+    images = ImagesConfig.model_validate(
+        {field: digested(field) for field in HOST_LEVEL if field != left_on_a_tag}
+    )
+    (warning,) = images.tag_only_host_images()
+    assert [field for field in HOST_LEVEL if f"images.{field} (" in warning] == [left_on_a_tag]
+
+
+def test_no_warning_once_every_host_level_image_has_a_digest() -> None:
+    images = ImagesConfig.model_validate({field: digested(field) for field in HOST_LEVEL})
+    assert images.tag_only_host_images() == []
