@@ -15,10 +15,11 @@ from pathlib import Path
 
 from aws_cdk import Acknowledgment, CustomResource, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from cdk_constructs.custom_resource_timing import framework_answer_seconds
 from cdk_constructs.nag_findings import LAMBDA_BASIC_EXECUTION_FINDING, any_version_finding
@@ -104,14 +105,19 @@ def provider(
 
 
 def hold_provider(resource: CustomResource, provider: cr.Provider) -> None:
-    """`resource` depends on everything its requests run on: the Provider's framework functions
-    and waiter state machine, the user handlers, their roles and every policy attached to them.
-    CloudFormation orders only what depends on what (cloudformation_order in testing_support):
-    without this, a policy that add_to_role_policy attached as a resource of its own
-    (@aws-cdk/aws-lambda:createNewPoliciesWithAddToRolePolicy) may be created after the first
-    request and deleted while the delete request still runs (aws/aws-cdk#9840)."""
-    handlers = [provider.on_event_handler, provider.is_complete_handler]
-    resource.node.add_dependency(provider, *(h for h in handlers if h is not None))
+    """`resource` depends on every policy of its provider chain: those of the Provider's
+    framework functions and waiter state machine, and of the user handlers. CloudFormation
+    orders only what depends on what (cloudformation_order in testing_support), and nothing
+    names a policy that add_to_role_policy attached as a resource of its own
+    (@aws-cdk/aws-lambda:createNewPoliciesWithAddToRolePolicy): without this, it may be created
+    after the first request and deleted while the delete request still runs (aws/aws-cdk#9840).
+    The functions, roles and state machine need no DependsOn: the ServiceToken names the
+    framework function, and it names the rest (cfn-lint W3005 flags such a DependsOn)."""
+    owners: list[IConstruct] = [provider, provider.on_event_handler]
+    if provider.is_complete_handler is not None:
+        owners.append(provider.is_complete_handler)
+    policies = [c for owner in owners for c in owner.node.find_all() if isinstance(c, iam.Policy)]
+    resource.node.add_dependency(*policies)
 
 
 def synchronous_service_timeout(handler: lambda_.Function) -> Duration:
