@@ -6,6 +6,8 @@ cleartaints, sample workloads), so they live here once instead of being typed in
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -24,6 +26,8 @@ NETWORK_LABEL_VALUE = "true"
 KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"
 # The seed's NodePool: its objects keep their names, so the default manifests stay as they were.
 DEFAULT_NODE_POOL_NAME = "multus"
+# Pod template annotation prefix; the name is the ConfigMap's (roll_on_change).
+CONFIG_DIGEST_ANNOTATION = "configmap-sha256"
 
 
 def network_label(network: str) -> str:
@@ -232,3 +236,17 @@ def select_pods(workload: kplus.Workload, labels: Mapping[str, str]) -> None:
 
 def host_path_volume(scope: Construct, name: str, path: str) -> kplus.Volume:
     return kplus.Volume.from_host_path(scope, f"{name}-volume", name, path=path)
+
+
+def roll_on_change(
+    workload: kplus.Workload, config_map: kplus.ConfigMap, keys: Sequence[str] | None = None
+) -> None:
+    """Replace the workload's pods when what they read from `config_map` (its `keys`, default
+    all) changes. A mounted ConfigMap is no part of the pod template, and the DaemonSet and
+    Deployment controllers replace pods only for a new template (kubernetes
+    pkg/controller/daemon/update.go: a pod whose controller-revision-hash is not the current
+    template's is replaced): a digest of that data in a template annotation is such a change."""
+    data = config_map.data
+    read = {key: data[key] for key in sorted(keys if keys is not None else data)}
+    digest = hashlib.sha256(json.dumps(read, sort_keys=True).encode()).hexdigest()
+    workload.pod_metadata.add_annotation(f"{CONFIG_DIGEST_ANNOTATION}/{config_map.name}", digest)

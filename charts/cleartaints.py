@@ -137,7 +137,8 @@ class ClearTaintsNodes:
     cni_config_dir, the only host config directory mounted.
     wait_for_pod_ips: wait for the multus-pod-ips agent's marker (the pool has a network whose
     pod addresses the agent assigns).
-    node_selector: labels of the pool's nodes (which get the startup taint)."""
+    node_selector: labels of the pool's nodes (which get the startup taint).
+    tolerations: the pool's own taints, which its nodes carry beside the startup taint."""
 
     pool: str = DEFAULT_NODE_POOL_NAME
     cni_binaries: Sequence[str] = ()
@@ -146,6 +147,7 @@ class ClearTaintsNodes:
     node_selector: Mapping[str, str] = field(
         default_factory=lambda: {KARPENTER_NODE_LABEL_KEY: KARPENTER_NODE_LABEL_VALUE}
     )
+    tolerations: Sequence[NodeTaint] = ()
 
     @property
     def daemon_set_name(self) -> str:
@@ -357,6 +359,18 @@ def _daemon_set(
             kplus.NodeTaintQuery.exists(taint.key, effect=TAINT_EFFECTS[taint.effect])
         )
     )
+    # The pool's own taints (a UPF pool's NoSchedule) are on its nodes from the start, and the
+    # DaemonSet controller places a pod only on a node whose NoSchedule and NoExecute taints it
+    # all tolerates (kubernetes pkg/controller/daemon/daemon_controller.go, predicates:
+    # FindMatchingUntoleratedTaint): without these, the startup taint would never go.
+    for pool_taint in nodes.tolerations:
+        daemon_set.scheduling.tolerate(
+            kplus.Node.tainted(
+                kplus.NodeTaintQuery.is_(
+                    pool_taint.key, pool_taint.value, effect=TAINT_EFFECTS[pool_taint.effect]
+                )
+            )
+        )
     container = daemon_set.add_container(
         name="cleartaints",
         image=props.image,

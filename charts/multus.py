@@ -23,6 +23,7 @@ from charts.building_blocks import (
     privileged_security_context,
     resource_schema,
     resources,
+    roll_on_change,
     select_pods,
     string_schema,
 )
@@ -276,6 +277,7 @@ def _daemon_set(
         items={"daemon-config.json": kplus.PathMapping(path="daemon-config.json")},
     )
     daemon.mount("/etc/cni/net.d/multus.d", config_volume, read_only=True)
+    roll_on_change(daemon_set, daemon_config)
 
     # Bidirectional so the shim copied here shows up in the host's /opt/cni/bin for the kubelet.
     daemon_set.add_init_container(

@@ -31,6 +31,7 @@ from charts.building_blocks import (
     node_critical,
     pool_object_name,
     resources,
+    roll_on_change,
     root_without_capabilities_security_context,
     select_pods,
 )
@@ -233,6 +234,8 @@ def _daemon_set(
         ],
     )
     agent.mount(_CODE_DIR, code_volume, read_only=True)
+    # A new agent, plugin or pool configuration reaches running nodes only through a rollout.
+    roll_on_change(daemon_set, code, [*map(config_map_key, shipped_modules()), nodes.config_file])
     for volume_name, host_path, mount_path, read_only in (
         ("run", AGENT_RUN_DIR, AGENT_RUN_DIR, False),
         ("eni-state", READY_MARKER_DIR, READY_MARKER_DIR, True),

@@ -23,6 +23,7 @@ from charts.building_blocks import (
     resource_schema,
     resources,
     restricted_security_context,
+    roll_on_change,
     root_without_capabilities_security_context,
     select_pods,
     string_schema,
@@ -289,3 +290,4 @@ def _reconciler(
     )
     # The reconciler reads its cron expression from /cron-schedule/config.
     container.mount("/cron-schedule", schedule_volume, read_only=True)
+    roll_on_change(deployment, schedule)

@@ -331,6 +331,7 @@ def clear_taints_nodes(pool: NodePoolConfig, plan: NetworkPlan) -> ClearTaintsNo
         ],
         wait_for_pod_ips=any(row.ip_management.pod_ip_agent for row in plan),
         node_selector=pool_node_selector(pool),
+        tolerations=pool_taints(pool),
     )
 
 

@@ -163,3 +163,18 @@ def bare_eks_cluster(
             control_plane_log_retention=control_plane_log_retention,
         ),
     )
+
+
+def tolerates(tolerations: list[dict[str, Any]], key: str, value: str, effect: str) -> bool:
+    """Kubernetes' toleration matching for one taint (k8s.io/api core/v1 toleration.go,
+    ToleratesTaint: the effect empty or equal; operator Exists with the key empty or equal, or
+    Equal with key and value equal)."""
+    for toleration in tolerations:
+        if toleration.get("effect") not in (None, "", effect):
+            continue
+        if toleration.get("operator", "Equal") == "Exists":
+            if toleration.get("key") in (None, "", key):
+                return True
+        elif toleration.get("key") == key and toleration.get("value", "") == value:
+            return True
+    return False

@@ -34,7 +34,7 @@ from config.network_plan import network_attachment_name
 from stacks.cluster_props import node_pool_props as cluster_node_pool_props
 from testing_support.crd_rules import rule_violations
 from tests.helpers import STRINGIFIED_TOKEN as TOKEN
-from tests.helpers import shared_reference
+from tests.helpers import shared_reference, tolerates
 
 Manifest = dict[str, Any]
 
@@ -173,19 +173,6 @@ def containers(manifest: Manifest) -> list[Manifest]:
     """Containers and init containers of a workload's pod template."""
     pod = manifest["spec"]["template"]["spec"]
     return [*pod.get("initContainers", []), *pod["containers"]]
-
-
-def tolerates(tolerations: list[Manifest], key: str, value: str, effect: str) -> bool:
-    """Kubernetes' toleration matching for one taint."""
-    for toleration in tolerations:
-        if toleration.get("effect") not in (None, effect):
-            continue
-        if toleration.get("operator", "Equal") == "Exists":
-            if toleration.get("key") in (None, key):
-                return True
-        elif toleration.get("key") == key and toleration.get("value") == value:
-            return True
-    return False
 
 
 def rule_triples(rules: list[Manifest]) -> set[tuple[str, str, str]]:
