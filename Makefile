@@ -18,7 +18,7 @@ CDK := PATH="$(CURDIR)/$(BIN):$$PATH" npx --no-install cdk
 STACKS ?= '*/*'
 
 .PHONY: synth test lint bench critical-path cni-plugins dataplane-tools clean bootstrap diff deploy destroy \
-	diagram docs mutation lock hooks
+	diagram docs mutation lock hooks cluster-box
 
 # The stacks live in a Stage (or a pipeline's stages): without a selection the CLI finds no
 # top-level stack and prints "Supply a stack id () ..."; '**' selects every stack at any depth,
@@ -62,6 +62,14 @@ bench: $(VENV)/.installed cni-plugins
 	$(BIN)/python benchmarks/multus_pod_ips_bench.py
 	$(BIN)/python benchmarks/cni_delegates_bench.py
 	$(BIN)/python benchmarks/fleet_scale_bench.py
+
+# A real Kubernetes control plane on 127.0.0.1 (testing_support/cluster_box): builds it once per
+# pinned version (Go, cached outside the clone), runs CMD with KUBECONFIG and its kubectl on PATH.
+# CMD reaches the box through the environment, unsplit and unquoted by make's shell.
+CMD ?= kubectl get --raw /readyz
+cluster-box: export CLUSTER_BOX_CMD = $(value CMD)
+cluster-box: $(VENV)/.installed
+	$(BIN)/python -m testing_support.cluster_box
 
 critical-path: $(VENV)/.installed
 	$(BIN)/python benchmarks/cluster_critical_path.py
