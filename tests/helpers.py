@@ -178,3 +178,21 @@ def tolerates(tolerations: list[dict[str, Any]], key: str, value: str, effect: s
         elif toleration.get("key") == key and toleration.get("value", "") == value:
             return True
     return False
+
+
+KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"  # Karpenter labels each node with its pool
+# The kubelet labels every node with its OS (Kubernetes docs, "Well-Known Labels, Annotations
+# and Taints": kubernetes.io/os).
+KUBELET_LABELS = {"kubernetes.io/os": "linux"}
+
+
+def pool_nodes(node_pool: dict[str, Any]) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """The labels and the initial taints of a node Karpenter starts for the pool."""
+    template = node_pool["spec"]["template"]
+    labels = {
+        **KUBELET_LABELS,
+        **template.get("metadata", {}).get("labels", {}),
+        KARPENTER_NODEPOOL_LABEL: node_pool["metadata"]["name"],
+    }
+    spec = template["spec"]
+    return labels, [*spec.get("taints", []), *spec.get("startupTaints", [])]

@@ -17,26 +17,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import SynthesizedApp
-from tests.helpers import tolerates
+from tests.helpers import pool_nodes, tolerates
 from tests.unit.stacks.test_cluster_workloads import by_kind
 
-KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"  # Karpenter labels each node with its pool
-# The kubelet labels every node with its OS (Kubernetes docs, "Well-Known Labels, Annotations
-# and Taints": kubernetes.io/os).
-KUBELET_LABELS = {"kubernetes.io/os": "linux"}
 PLACEMENT_EFFECTS = ("NoSchedule", "NoExecute")
-
-
-def pool_nodes(node_pool: dict[str, Any]) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    """The labels and the initial taints of a node Karpenter starts for the pool."""
-    template = node_pool["spec"]["template"]
-    labels = {
-        **KUBELET_LABELS,
-        **template.get("metadata", {}).get("labels", {}),
-        KARPENTER_NODEPOOL_LABEL: node_pool["metadata"]["name"],
-    }
-    spec = template["spec"]
-    return labels, [*spec.get("taints", []), *spec.get("startupTaints", [])]
 
 
 def selects(pod: dict[str, Any], labels: dict[str, str]) -> bool:
