@@ -26,7 +26,9 @@ STACKS ?= '*/*'
 synth: $(VENV)/.installed node_modules/.installed
 	$(CDK) synth --quiet --no-notices '**' $(CDK_ARGS)
 
-test: lint cni-plugins node_modules/.installed
+# Installs what its tiers need first (as root: the pinned Debian packages of dataplane-tools; Go
+# builds the cluster box on first use): on a fresh machine this one command runs everything.
+test: lint dataplane-tools node_modules/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
@@ -95,18 +97,21 @@ CNI_PLUGINS_VERSION = $(CNI_PLUGINS_VERSION.$(DISTRIBUTION))
 CNI_PLUGINS_UNPINNED = no containernetworking-plugins version is pinned for $(DISTRIBUTION): \
 	add CNI_PLUGINS_VERSION.$(DISTRIBUTION) to the Makefile
 CNI_PLUGIN_DIR := /usr/lib/cni
+NOT_ROOT = echo "$@: not root, so the pinned Debian packages were not installed; run \
+	  'sudo make $@' (tests that need them skip and say so; under CI=true they fail)" >&2
 cni-plugins:
 	@test -x $(CNI_PLUGIN_DIR)/host-local || { \
 	  test -n "$(CNI_PLUGINS_VERSION)" || { echo "cni-plugins: $(CNI_PLUGINS_UNPINNED)" >&2; exit 1; }; \
+	  test "$$(id -u)" = 0 || { $(NOT_ROOT); exit 0; }; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	  --no-install-recommends containernetworking-plugins=$(CNI_PLUGINS_VERSION); }
 
 # Host tools of the data-plane tests, from Debian bookworm as root unless already there at these
 # versions: nft and ping for the VPC fabric tests (tests/*/testing_support/test_vpc_fabric*.py),
 # and QEMU, Debian's kernel and a static busybox for ../shared/tools/kernel-vm/run, in which
-# tests/dataplane runs (with iproute2, nft, ping and the CNI plugins). .ci/run installs them, so
-# under CI=true those tests fail instead of skipping without them; elsewhere they skip and say
-# which package is missing.
+# tests/dataplane runs (with iproute2, nft, ping and the CNI plugins). `make test` installs them
+# first; under CI=true those tests fail without them, elsewhere they skip and say which package
+# is missing.
 DATAPLANE_TOOLS := nftables=1.0.6-2+deb12u2 iputils-ping=3:20221126-1+deb12u1 iproute2=6.1.0-3 \
 	qemu-system-x86=1:7.2+dfsg-7+deb12u18+b3 linux-image-amd64=6.1.192-3 \
 	busybox-static=1:1.35.0-4+deb12u1+b1
@@ -114,6 +119,7 @@ dataplane-tools: cni-plugins
 	@missing=; for pinned in $(DATAPLANE_TOOLS); do \
 	  dpkg-query -W -f '$${Package}=$${Version}\n' "$${pinned%%=*}" 2>/dev/null | \
 	    grep -qxF "$$pinned" || missing="$$missing $$pinned"; done; \
+	test -z "$$missing" || test "$$(id -u)" = 0 || { $(NOT_ROOT); exit 0; }; \
 	test -z "$$missing" || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; }
 

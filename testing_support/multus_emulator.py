@@ -32,8 +32,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -64,9 +62,12 @@ from node_bootstrap.renderer import (
 )
 from testing_support.ec2_iam_requests import Ec2State, EniPlacement
 from testing_support.ipv4_prefixes import Ipv4PrefixDelegation, PrefixRequestError
+from testing_support.startup import wait_until_answering
 
 REGION = "us-west-2"
 AVAILABILITY_ZONES = ("us-west-2a", "us-west-2b")
+# moto_server imports all of moto before it listens: seconds on an idle machine, more under load.
+MOTO_START_SECONDS = 60.0
 DUMMY_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 #: What the fake IMDS serves as the node role's credentials; '/', '+' and '=' as in real ones.
 NODE_ROLE = "multus-test-node-role"
@@ -1073,13 +1074,10 @@ def running_emulator(host: str = "127.0.0.1") -> Iterator[Ec2Emulator]:
 
 
 def _wait_until_serving(url: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"moto_server exited with {process.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=1):
-                return
-        except (urllib.error.URLError, ConnectionError):
-            time.sleep(0.1)
-    raise RuntimeError(f"moto_server did not answer {url} within 30 s")
+    wait_until_answering(
+        url,
+        timeout_seconds=MOTO_START_SECONDS,
+        exit_reason=lambda: (
+            None if process.poll() is None else f"moto_server exited with {process.returncode}"
+        ),
+    )

@@ -263,3 +263,27 @@ def pipeline_synth(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedPipel
     outdir = tmp_path_factory.mktemp("pipeline.out")
     app, synth_error = synthesize_with_nag(outdir, cdk_json_context(config_file=PIPELINE_SAMPLE))
     return SynthesizedPipeline(app, outdir, synth_error)
+
+
+def skipped_tiers(reports: list[pytest.TestReport]) -> dict[str, tuple[int, str]]:
+    """Per tier (the test directory below tests/, e.g. dataplane, cluster_box), how many of its
+    tests skipped and the first reason: what a run without that tier's tools did not check."""
+    tiers: dict[str, tuple[int, str]] = {}
+    for report in reports:
+        path = Path(report.location[0])
+        parts = path.parts[1:] if path.parts and path.parts[0] == "tests" else path.parts
+        tier = "/".join(parts[:2]) if parts and parts[0] in ("unit", "integration") else parts[0]
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        count, first = tiers.get(tier, (0, reason.removeprefix("Skipped: ")))
+        tiers[tier] = (count + 1, first)
+    return tiers
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """A run that skipped a tier says so last, so it cannot pass for a complete one."""
+    tiers = skipped_tiers(terminalreporter.stats.get("skipped", []))
+    if not tiers:
+        return
+    terminalreporter.section("tiers that did not run", sep="=", yellow=True)
+    for tier, (count, reason) in sorted(tiers.items()):
+        terminalreporter.line(f"{tier}: {count} test(s) skipped: {reason}")

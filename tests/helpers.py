@@ -36,9 +36,9 @@ def shared_reference(relative: str = "") -> Path:
 
 
 def unavailable_here(reason: str) -> NoReturn:
-    """Skips a test whose host tool or privilege is missing, except in CI (CI=true), which
-    installs what the tests need (.ci/run, `make dataplane-tools`): there it fails, so a missing
-    package cannot silently turn the test into a skip."""
+    """Skips a test whose host tool or privilege is missing, except in CI (CI=true), where
+    `make test` installs what the tests need (`make dataplane-tools`): there it fails, so a
+    missing package cannot silently turn the test into a skip."""
     if os.environ.get("CI"):
         pytest.fail(f"{reason}: CI must provide it (make dataplane-tools, run as root)")
     pytest.skip(reason)

@@ -16,9 +16,6 @@ import os
 import socket
 import ssl
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,6 +23,7 @@ from pathlib import Path
 
 from testing_support.cluster_box import pki
 from testing_support.cluster_box.build import Binaries
+from testing_support.startup import wait_until_answering
 
 SERVICE_CIDR = "10.96.0.0/16"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -228,22 +226,21 @@ current-context: box
 
 
 def _wait_ready(plane: ControlPlane) -> None:
-    """Until /readyz answers ok, or a process exits (its log's tail is the error)."""
+    """Until /readyz answers, or a process exits (its log's tail is the reason)."""
     keys = plane.pki
     context = ssl.create_default_context(cafile=str(keys.ca_cert))
     context.load_cert_chain(keys.client_cert(pki.ADMIN), keys.client_key(pki.ADMIN))
-    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-    while True:
+
+    def exit_reason() -> str | None:
         for name, process in plane.processes:
             if process.poll() is not None:
                 log = (plane.directory / f"{name}.log").read_text(errors="replace")
-                raise RuntimeError(f"{name} exited ({process.returncode}):\n{log[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{plane.server}/readyz", context=context, timeout=5) as r:
-                if r.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{plane.server}/readyz not ok after {READY_TIMEOUT_SECONDS} s")
-        time.sleep(0.25)
+                return f"{name} exited ({process.returncode}):\n{log[-3000:]}"
+        return None
+
+    wait_until_answering(
+        f"{plane.server}/readyz",
+        timeout_seconds=READY_TIMEOUT_SECONDS,
+        exit_reason=exit_reason,
+        context=context,
+    )
