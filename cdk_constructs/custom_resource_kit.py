@@ -23,7 +23,6 @@ from constructs import Construct, IConstruct
 
 from cdk_constructs.custom_resource_timing import framework_answer_seconds
 from cdk_constructs.nag_findings import LAMBDA_BASIC_EXECUTION_FINDING, any_version_finding
-from cdk_constructs.removed_with_stack import LAMBDA_LOG_RETENTION
 
 HANDLER_RUNTIME = lambda_.Runtime.PYTHON_3_14
 LAMBDA_VPC_ACCESS_FINDING = (
@@ -51,10 +50,9 @@ class Waiter:
 
 
 def log_group(scope: Construct, construct_id: str) -> logs.LogGroup:
-    """A log group for handlers and their framework, with a retention, deleted with the stack."""
-    return logs.LogGroup(
-        scope, construct_id, retention=LAMBDA_LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY
-    )
+    """A log group for handlers and their framework, deleted with the stack; its retention is
+    the configured function log retention (RemovedWithStack)."""
+    return logs.LogGroup(scope, construct_id, removal_policy=RemovalPolicy.DESTROY)
 
 
 def handler_function(

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from aws_cdk import Acknowledgment, Annotations, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, Annotations, Stack, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -19,6 +19,7 @@ from constructs import Construct
 
 from cdk_constructs.api_clients_security_group import ApiClientsSecurityGroup
 from cdk_constructs.nag_findings import finding_text
+from cdk_constructs.removed_with_stack import AuditLogGroup
 from config.cluster_access import access_warnings
 
 # kubectl must be within one minor of the API server: one aws-cdk layer package per version
@@ -74,7 +75,8 @@ class EksClusterProps:
     core_dns_tolerations: extra tolerations so CoreDNS can run on the tainted system nodes.
     public_access_cidrs: None for a private-only endpoint, else who may reach the public one.
     admin_principal_arns: IAM role/user ARNs given cluster-admin through access entries.
-    control_plane_log_retention: how long the control-plane log group keeps its events."""
+    control_plane_log_retention: how long the control-plane log group keeps its events.
+    keep_control_plane_logs: whether destroy keeps that log group (the audit log)."""
 
     cluster_name: str
     kubernetes_version: str
@@ -86,6 +88,7 @@ class EksClusterProps:
     admin_principal_arns: Sequence[str]
     core_dns_tolerations: Sequence[Mapping[str, str]]
     control_plane_log_retention: logs.RetentionDays
+    keep_control_plane_logs: bool
 
 
 VPC_CNI_SERVICE_ACCOUNT = "aws-node"
@@ -135,14 +138,15 @@ class EksCluster(Construct):
         assert isinstance(cfn_cluster, eks.CfnCluster)
         self.cfn_cluster = cfn_cluster
         # EKS writes control-plane logs to this group, creating it (forever, outside the stack)
-        # unless it exists; created here first, it has a retention and goes with the stack.
+        # unless it exists; created here first, it has a retention, and destroy keeps it only
+        # as the config says (the audit log is an incident's evidence).
         self.cluster.node.add_dependency(
-            logs.LogGroup(
+            AuditLogGroup(
                 self,
                 "ControlPlaneLogs",
                 log_group_name=f"/aws/eks/{props.cluster_name}/cluster",
                 retention=props.control_plane_log_retention,
-                removal_policy=RemovalPolicy.DESTROY,
+                keep_on_destroy=props.keep_control_plane_logs,
             )
         )
         self.api_clients.reach_api_server(self.cluster.cluster_security_group_id)

@@ -12,6 +12,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from cdk_constructs.fixed_subnet_cidrs import FixedSubnetCidrs
+from cdk_constructs.removed_with_stack import AuditLogGroup
 from config.network_plan import IPV6_SUBNET_PREFIX_LENGTH, IPV6_SUBNETS_PER_VPC_BLOCK
 
 PUBLIC_GROUP = "Public"
@@ -46,6 +47,7 @@ class MultusVpcProps:
     multus_networks: Sequence[MultusNetworkLayout]
     single_nat_gateway: bool
     flow_log_retention: logs.RetentionDays
+    keep_flow_logs: bool
     ipv6: bool = False
 
 
@@ -74,7 +76,12 @@ class MultusVpc(Construct):
             flow_logs={
                 "all-traffic": ec2.FlowLogOptions(
                     destination=ec2.FlowLogDestination.to_cloud_watch_logs(
-                        logs.LogGroup(self, "FlowLogs", retention=props.flow_log_retention)
+                        AuditLogGroup(
+                            self,
+                            "FlowLogs",
+                            retention=props.flow_log_retention,
+                            keep_on_destroy=props.keep_flow_logs,
+                        )
                     ),
                 )
             },

@@ -39,6 +39,7 @@ from config.cluster_access import (
 )
 from config.coercion import number_as_version
 from config.images import ImagesConfig
+from config.logs import LogRetention, LogsConfig
 from config.network_plan import (
     IP_MANAGEMENT_MODES,
     IPV6_SUBNET_PREFIX_LENGTH,
@@ -101,9 +102,6 @@ TEARDOWN_TIMEOUT_LIMIT_MINUTES = LONGEST_TEARDOWN_TIMEOUT_MINUTES
 # finalizers take a few minutes; the teardown bound must leave room for them.
 NODE_TERMINATION_MARGIN_MINUTES = 10
 
-LogRetention = Literal[
-    "ONE_WEEK", "TWO_WEEKS", "ONE_MONTH", "THREE_MONTHS", "SIX_MONTHS", "ONE_YEAR", "TWO_YEARS"
-]
 
 ACCOUNT_PATTERN = patterns.ACCOUNT_ID.regex
 _K8S_NAME = patterns.KUBERNETES_NAME.regex
@@ -1321,6 +1319,7 @@ class AppConfig(StrictModel):
     )
     extras: ExtrasConfig = ExtrasConfig()
     images: ImagesConfig = ImagesConfig()
+    logs: LogsConfig = LogsConfig()
 
     @model_validator(mode="before")
     @classmethod

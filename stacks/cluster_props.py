@@ -78,6 +78,7 @@ def eks_cluster_props(
         admin_principal_arns=config.cluster.admin_principal_arns,
         core_dns_tolerations=[CONTROLLER_NODES.toleration],
         control_plane_log_retention=logs.RetentionDays[config.cluster.control_plane_log_retention],
+        keep_control_plane_logs=config.logs.keep_audit_logs_on_destroy,
     )
 
 

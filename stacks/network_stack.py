@@ -318,6 +318,7 @@ def _vpc_props(config: AppConfig) -> MultusVpcProps:
         multus_networks=_multus_layouts(config),
         single_nat_gateway=config.vpc.nat_gateways == "single",
         flow_log_retention=logs.RetentionDays[config.vpc.flow_log_retention],
+        keep_flow_logs=config.logs.keep_audit_logs_on_destroy,
         ipv6=config.vpc.ipv6,
     )
 

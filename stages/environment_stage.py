@@ -49,4 +49,4 @@ class EnvironmentStage(Stage):
         # Deploy order and, reversed, destroy order (weak references imply no dependency).
         self.cluster.add_stack_dependency(self.network)
         Aspects.of(self).add(RecordAcceptedLintFindings())
-        Aspects.of(self).add(RemovedWithStack())
+        Aspects.of(self).add(RemovedWithStack(config.logs.function_retention))

@@ -161,6 +161,7 @@ def bare_eks_cluster(
             admin_principal_arns=admin_principal_arns or [],
             core_dns_tolerations=core_dns_tolerations or [],
             control_plane_log_retention=control_plane_log_retention,
+            keep_control_plane_logs=True,
         ),
     )
 

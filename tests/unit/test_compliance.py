@@ -100,6 +100,34 @@ def test_ct_cloudwatch_pr_2_boundary(days: int | None, meets: bool) -> None:
     assert meets_ct_cloudwatch_pr_2(properties) is meets
 
 
+LOG_GROUP_APPS = [
+    "default_app",
+    "three_by_three_app",
+    "five_g_core_app",
+    "existing_vpc_app",
+    "dual_stack_app",
+    "node_prefix_app",
+    "routes_app",
+    "per_network_rules_app",
+]
+
+
+@pytest.mark.parametrize("fixture", LOG_GROUP_APPS)
+def test_every_log_group_meets_ct_cloudwatch_pr_2_by_default(
+    request: pytest.FixtureRequest, fixture: str
+) -> None:
+    """Every log group of every app, the Lambda functions' ones included (they kept 30 days,
+    and an account with Control Tower's proactive controls refused the deploy)."""
+    app: SynthesizedApp = request.getfixturevalue(fixture)
+    groups = {
+        f"{stack.stack_name}/{logical_id}": group.get("Properties", {})
+        for stack in (app.stage.network, app.stage.cluster)
+        for logical_id, group in resources(app.template_json(stack), "AWS::Logs::LogGroup").items()
+    }
+    assert len(groups) >= 6
+    assert [g for g, p in groups.items() if not meets_ct_cloudwatch_pr_2(p)] == []
+
+
 def test_control_plane_and_flow_logs_meet_ct_cloudwatch_pr_2(default_app: SynthesizedApp) -> None:
     """The incident evidence (audit and the other control-plane logs, VPC flow logs) is kept a
     year by default: CT.CLOUDWATCH.PR.2 (see meets_ct_cloudwatch_pr_2)."""

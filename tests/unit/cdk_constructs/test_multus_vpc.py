@@ -47,6 +47,7 @@ def template() -> Template:
             multus_networks=[DATA, EGRESS],
             single_nat_gateway=False,
             flow_log_retention=logs.RetentionDays.ONE_MONTH,
+            keep_flow_logs=True,
         ),
     )
     return Template.from_stack(stack)

@@ -1,5 +1,5 @@
-"""`cdk destroy` leaves nothing behind that the stacks created: no retained resources, and no
-log group that Lambda or EKS would create outside CloudFormation."""
+"""`cdk destroy` leaves nothing behind that the stacks created but the audit logs the config
+keeps, and no log group that Lambda or EKS would create outside CloudFormation."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SynthesizedApp
+from tests.conftest import SynthesizedApp, cdk_json_context, synthesize
 
 
 @pytest.fixture(scope="module")
@@ -15,14 +15,58 @@ def templates(default_app: SynthesizedApp) -> dict[str, dict[str, Any]]:
     return default_app.templates_by_stack_name()
 
 
-def test_nothing_is_retained_on_delete(templates: dict[str, dict[str, Any]]) -> None:
-    retained = [
-        (stack, logical_id)
-        for stack, template in templates.items()
-        for logical_id, resource in template["Resources"].items()
-        if resource.get("DeletionPolicy", "Delete") != "Delete"
-    ]
-    assert retained == []
+CONTROL_PLANE_LOGS = "/aws/eks/eks-karpenterwithmultus/cluster"
+
+
+def retained(templates: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Logical ID -> what it is, of every resource CloudFormation keeps on delete."""
+    found = {}
+    for template in templates.values():
+        flow_log_groups = {
+            log["Properties"]["LogGroupName"]["Ref"]
+            for log in template["Resources"].values()
+            if log["Type"] == "AWS::EC2::FlowLog"
+        }
+        for logical_id, resource in template["Resources"].items():
+            if resource.get("DeletionPolicy", "Delete") == "Delete":
+                continue
+            name = resource.get("Properties", {}).get("LogGroupName")
+            found[logical_id] = (
+                "flow logs" if logical_id in flow_log_groups else str(name or resource["Type"])
+            )
+    return found
+
+
+def test_only_the_audit_logs_are_retained_on_delete(templates: dict[str, dict[str, Any]]) -> None:
+    """The control-plane log group (the API server's audit log among its streams) and the VPC
+    flow logs are an incident's evidence: kept by default (logs.keep_audit_logs_on_destroy),
+    with UpdateReplacePolicy Retain too, so a replacement does not delete them either."""
+    found = retained(templates)
+    assert sorted(found.values()) == [CONTROL_PLANE_LOGS, "flow logs"]
+    for template in templates.values():
+        for logical_id in set(found) & set(template["Resources"]):
+            assert template["Resources"][logical_id]["UpdateReplacePolicy"] == "Retain"
+
+
+def test_nothing_is_retained_when_the_config_says_so(tmp_path: Any) -> None:
+    app = synthesize(
+        tmp_path, cdk_json_context(**{"config.logs.keep_audit_logs_on_destroy": "false"})
+    )
+    assert retained(app.templates_by_stack_name()) == {}
+
+
+def test_function_logs_keep_the_configured_retention(tmp_path: Any) -> None:
+    app = synthesize(tmp_path, cdk_json_context(**{"config.logs.function_retention": "TWO_YEARS"}))
+    days = {
+        group["Properties"].get("LogGroupName", logical_id): group["Properties"]["RetentionInDays"]
+        for template in app.templates_by_stack_name().values()
+        for logical_id, group in template["Resources"].items()
+        if group["Type"] == "AWS::Logs::LogGroup"
+    }
+    # every function's group follows logs.function_retention; the audit groups keep their own
+    assert days.pop(CONTROL_PLANE_LOGS) == 365
+    assert sorted(set(days.values())) == [365, 731]
+    assert list(days.values()).count(365) == 1  # the flow logs (vpc.flow_log_retention)
 
 
 def test_kms_keys_wait_the_shortest_window(templates: dict[str, dict[str, Any]]) -> None:

@@ -14,7 +14,8 @@ from typing import Any, Literal, get_args
 import pytest
 
 from config import ConfigError, parse_config
-from config.model import LogRetention, MultusSubnetConfig, VpcConfig
+from config.logs import LogRetention
+from config.model import MultusSubnetConfig, VpcConfig
 from config.network_plan import network_plan
 from config.node_bootstrap_plan import node_bootstrap_props
 
