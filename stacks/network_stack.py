@@ -25,6 +25,7 @@ from cdk_constructs.subnet_cidr_reservation import (
     ReservedIpv6PodRange,
     SubnetCidrReservationProvider,
 )
+from cdk_constructs.vpc_dns_check import VpcDnsCheck
 from config import AppConfig
 from config.model import ExistingSubnetConfig, ExistingVpcConfig, SecurityGroupRuleConfig
 from config.network_plan import NetworkPlanRow, RouteTarget, network_plan
@@ -35,6 +36,8 @@ from stacks.base import ConfiguredAzStack
 #: CloudFormation replace the group, and EC2 refuses to delete a group that the running nodes'
 #: ENIs still carry.
 LEGACY_SECURITY_GROUP_ID = "MultusSecurityGroup"
+# The config key a VPC DNS check failure names.
+EXISTING_VPC_ID = "vpc.existing.vpc_id"
 SECURITY_GROUP_DESCRIPTION = "Multus ENIs: traffic from the configured sources"
 # What EC2 needs for "every port" of the protocols with ports or ICMP types (IpPermission).
 _ALL_PORTS = {"tcp": (0, 65535), "udp": (0, 65535), "icmp": (-1, -1), "icmpv6": (-1, -1)}
@@ -85,6 +88,8 @@ class NetworkStack(ConfiguredAzStack):
             else ExistingVpc(self, "Network", _existing_vpc_props(config, existing))
         )
         self._multus_vpc = multus_vpc
+        if existing is not None:
+            VpcDnsCheck(self, "VpcDnsCheck", vpc_id=existing.vpc_id, config_field=EXISTING_VPC_ID)
         self.vpc = multus_vpc.vpc
         self.node_subnets = multus_vpc.node_subnets
         self.public_subnets = multus_vpc.public_subnets

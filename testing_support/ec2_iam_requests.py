@@ -202,6 +202,9 @@ def authorization_requests(call: Ec2Call, caller: Caller) -> list[AuthorizationR
         "DescribeInstances",
         "DescribeNetworkInterfaces",
         "DescribeInstanceTypes",
+        "DescribeVpcAttribute",
+        "DescribeVpcs",
+        "DescribeDhcpOptions",
         "GetSubnetCidrReservations",
         "DeleteSubnetCidrReservation",
     }:

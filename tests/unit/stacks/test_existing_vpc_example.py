@@ -162,3 +162,27 @@ def test_node_classes_select_the_node_subnets_by_id(cluster: dict[str, Any]) -> 
         assert node_class["spec"]["subnetSelectorTerms"] == [{"id": i} for i in NODE_SUBNET_IDS]
         assert list(Draft202012Validator(schema).iter_errors(node_class)) == []
         assert list(rule_violations(node_class, schema)) == []
+
+
+def test_the_given_vpc_is_checked_for_the_private_endpoints_dns_before_the_cluster(
+    existing_vpc_app: SynthesizedApp,
+) -> None:
+    """EKS user guide, "Cluster API server endpoint": the private endpoint's hosted zone
+    resolves only in a VPC with enableDnsSupport and enableDnsHostnames on. The check is in the
+    network stack, which the cluster stack depends on (deployed after it)."""
+    network = existing_vpc_app.template_json(existing_vpc_app.stage.network)
+    (check,) = resources(network, "Custom::VpcDnsCheck").values()
+    config = json.loads((REPO / EXISTING_VPC).read_text())
+    assert check["Properties"]["VpcId"] == config["vpc"]["existing"]["vpc_id"]
+    assert check["Properties"]["ConfigField"] == "vpc.existing.vpc_id"
+    assert existing_vpc_app.stage.network in existing_vpc_app.stage.cluster.dependencies
+
+
+def test_a_vpc_the_app_creates_resolves_the_endpoint_and_needs_no_check(
+    default_app: SynthesizedApp,
+) -> None:
+    network = default_app.template_json(default_app.stage.network)
+    assert resources(network, "Custom::VpcDnsCheck") == {}
+    (vpc,) = resources(network, "AWS::EC2::VPC").values()
+    assert vpc["Properties"]["EnableDnsHostnames"] is True
+    assert vpc["Properties"]["EnableDnsSupport"] is True

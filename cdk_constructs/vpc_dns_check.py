@@ -1,0 +1,71 @@
+"""Deploy-time check that a VPC the app does not create can resolve the cluster's private API
+endpoint.
+
+EKS answers for the private endpoint through a Route 53 private hosted zone it associates with
+the cluster's VPC, which resolves only when the VPC has enableDnsHostnames and enableDnsSupport
+on and its DHCP options use AmazonProvidedDNS (EKS user guide, "Cluster API server endpoint",
+https://docs.aws.amazon.com/eks/latest/userguide/cluster-endpoint.html). The endpoint here is
+always private (cluster.public_access_cidrs only adds a public one), so nodes and the kubectl
+handler need it. A VPC the app creates has both attributes on (ec2.Vpc's defaults); a given one
+(vpc.existing) is the network team's: this custom resource reads it in the network stack, which
+deploys before the cluster stack, and fails naming the config key and the fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Acknowledgment, CustomResource, Duration, Stack, Validations
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from cdk_constructs import custom_resource_kit as kit
+
+HANDLER_DIR = Path(__file__).parent / "vpc_dns_check_handler"
+RESOURCE_TYPE = "Custom::VpcDnsCheck"
+# Service Authorization Reference, Amazon EC2: these Describe actions have no resource types.
+DESCRIBE_ACTIONS = ["ec2:DescribeVpcAttribute", "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions"]
+
+
+class VpcDnsCheck(Construct):
+    """A custom resource whose create/update fails when `vpc_id` cannot resolve the endpoint."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, vpc_id: str, config_field: str
+    ) -> None:
+        super().__init__(scope, construct_id)
+        handler = kit.handler_function(
+            self,
+            "Handler",
+            code=HANDLER_DIR,
+            handler="index.on_event",
+            timeout=Duration.seconds(30),
+            description="Fails the deploy when the given VPC cannot resolve the EKS private "
+            "endpoint",
+            logs_to=kit.log_group(self, "HandlerLogs"),
+        )
+        handler.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=DESCRIBE_ACTIONS,
+                resources=["*"],
+                conditions={"StringEquals": {"aws:RequestedRegion": Stack.of(self).region}},
+            )
+        )
+        provider = kit.provider(self, on_event=handler, logs_to=kit.log_group(self, "ProviderLogs"))
+        self.resource = CustomResource(
+            self,
+            "Check",
+            service_token=provider.service_token,
+            resource_type=RESOURCE_TYPE,
+            service_timeout=kit.synchronous_service_timeout(handler),
+            properties={"VpcId": vpc_id, "ConfigField": config_field},
+        )
+        kit.hold_provider(self.resource, provider)
+        kit.acknowledge_provider_findings(self, provider)
+        Validations.of(handler).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
+                reason="ec2:DescribeVpcAttribute, DescribeVpcs and DescribeDhcpOptions have no "
+                "resource-level permissions; limited to this region.",
+            )
+        )

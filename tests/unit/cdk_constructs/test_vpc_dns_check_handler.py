@@ -1,0 +1,130 @@
+"""The VPC DNS check's handler on moto's EC2: a VPC with DNS support, DNS hostnames and
+AmazonProvidedDNS passes; each one off fails the deploy naming vpc.existing.vpc_id and the fix
+(EKS user guide, "Cluster API server endpoint": the private endpoint's hosted zone resolves only
+then). Every EC2 call it makes is allowed by the synthesized policy of its role in
+examples/existing-vpc.json (evaluated call by call)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto.core.models import MockAWS
+
+from cdk_constructs.vpc_dns_check_handler import index as handler
+from testing_support.ec2_iam_requests import Caller, Ec2Call, authorization_requests
+from testing_support.iam_call_level import denied, resolver
+from testing_support.iam_reference import role_statements
+from tests.conftest import SynthesizedApp
+from tests.helpers import resources
+from tests.moto_helpers import moto_for_module
+
+REGION = "us-west-2"
+FIELD = "vpc.existing.vpc_id"
+
+
+@pytest.fixture(scope="module")
+def aws() -> Iterator[MockAWS]:
+    with moto_for_module(REGION) as mock:
+        yield mock
+
+
+@pytest.fixture
+def ec2(aws: MockAWS) -> Any:
+    aws.reset()
+    return boto3.client("ec2", region_name=REGION)
+
+
+def team_vpc(ec2: Any, *, support: bool = True, hostnames: bool = True) -> str:
+    vpc_id: str = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    ec2.modify_vpc_attribute(VpcId=vpc_id, EnableDnsSupport={"Value": support})
+    ec2.modify_vpc_attribute(VpcId=vpc_id, EnableDnsHostnames={"Value": hostnames})
+    return vpc_id
+
+
+def event(request: str, vpc_id: str) -> dict[str, Any]:
+    return {
+        "RequestType": request,
+        "PhysicalResourceId": "previous",
+        "ResourceProperties": {"ServiceToken": "x", "VpcId": vpc_id, "ConfigField": FIELD},
+    }
+
+
+@pytest.mark.parametrize("request_type", ["Create", "Update"])
+def test_a_vpc_that_resolves_the_endpoint_passes(ec2: Any, request_type: str) -> None:
+    vpc_id = team_vpc(ec2)
+    assert handler.on_event(event(request_type, vpc_id)) == {"PhysicalResourceId": vpc_id}
+
+
+@pytest.mark.parametrize(
+    ("support", "hostnames", "named"),
+    [
+        (True, False, ["enableDnsHostnames is off", "--enable-dns-hostnames"]),
+        (False, True, ["enableDnsSupport is off", "--enable-dns-support"]),
+    ],
+)
+def test_each_attribute_off_fails_naming_the_field_and_the_fix(
+    ec2: Any, support: bool, hostnames: bool, named: list[str]
+) -> None:
+    vpc_id = team_vpc(ec2, support=support, hostnames=hostnames)
+    with pytest.raises(RuntimeError) as raised:
+        handler.on_event(event("Create", vpc_id))
+    message = str(raised.value)
+    assert message.startswith(f"{FIELD} {vpc_id}: ")
+    assert all(part in message for part in named)
+
+
+def test_dhcp_options_without_amazon_dns_fail(ec2: Any) -> None:
+    vpc_id = team_vpc(ec2)
+    options = ec2.create_dhcp_options(
+        DhcpConfigurations=[{"Key": "domain-name-servers", "Values": ["10.0.0.10"]}]
+    )["DhcpOptions"]["DhcpOptionsId"]
+    ec2.associate_dhcp_options(DhcpOptionsId=options, VpcId=vpc_id)
+    with pytest.raises(RuntimeError, match=f"DHCP options {options}.*without AmazonProvidedDNS"):
+        handler.on_event(event("Create", vpc_id))
+
+
+def test_delete_never_fails(ec2: Any) -> None:
+    del ec2
+    assert handler.on_event(event("Delete", "vpc-gone")) == {"PhysicalResourceId": "previous"}
+
+
+def test_every_call_is_allowed_by_the_synthesized_policy(
+    ec2: Any, existing_vpc_app: SynthesizedApp
+) -> None:
+    calls: list[str] = []
+    vpc_id = team_vpc(ec2)
+    options = ec2.create_dhcp_options(
+        DhcpConfigurations=[{"Key": "domain-name-servers", "Values": ["AmazonProvidedDNS"]}]
+    )["DhcpOptions"]["DhcpOptionsId"]
+    ec2.associate_dhcp_options(DhcpOptionsId=options, VpcId=vpc_id)
+    original = boto3.client
+
+    def recording_client(*args: Any, **kwargs: Any) -> Any:
+        client = original(*args, **kwargs)
+        client.meta.events.register(
+            "before-call.ec2.*", lambda model, **_: calls.append(model.name)
+        )
+        return client
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(boto3, "client", recording_client)
+        handler.on_event(event("Create", vpc_id))
+    assert set(calls) == {"DescribeVpcAttribute", "DescribeVpcs", "DescribeDhcpOptions"}
+    templates = existing_vpc_app.templates_by_stack_name()
+    stack = existing_vpc_app.stage.network.stack_name
+    (function,) = [
+        f
+        for lid, f in resources(templates[stack], "AWS::Lambda::Function").items()
+        if lid.startswith("VpcDnsCheckHandler")
+    ]
+    role_id = function["Properties"]["Role"]["Fn::GetAtt"][0]
+    statements = role_statements(templates[stack], role_id, resolver(templates, stack, {}))
+    requests = [
+        request
+        for action in calls
+        for request in authorization_requests(Ec2Call(action, {}), Caller(REGION))
+    ]
+    assert denied(statements, requests) == []
