@@ -4,10 +4,12 @@ What the bootstrap touches, and how each statement family pins it down:
 - create: ENIs only in the Multus subnets, only with the Multus security groups (any of them:
   IAM authorizes each subnet and security group of the request on its own, so it cannot tie a
   network's group to its subnet; the bootstrap does), and only when the request tags them with
-  OWNER_TAG_KEY=<cluster> (tags only at creation). Nothing else sets that tag, so it marks
-  exactly the ENIs the bootstrap made (Karpenter's primary ENIs carry the cluster tag, never
-  this one);
-- owned ENIs: attach, detach, modify and delete only ENIs that carry the owner tag;
+  OWNER_TAG_KEY=<cluster> and INSTANCE_TAG_KEY=<the calling instance's ID> (tags only at
+  creation). Nothing else sets the owner tag, so it marks exactly the ENIs the bootstrap made
+  (Karpenter's primary ENIs carry the cluster tag, never this one), and no node can write
+  another instance's ID;
+- owned ENIs: attach, detach, modify and delete only ENIs that carry the owner tag and the
+  calling instance's ID (a node never touches another node's Multus ENIs);
 - instance side: attach, detach and modify only on the calling instance (ec2:SourceInstanceARN
   must be the target instance's ARN), so a node can attach ENIs to itself and to no other node;
 - failure tag: a node whose bootstrap failed tags its own instance with FAILURE_TAG_KEY (the
@@ -26,10 +28,13 @@ from dataclasses import dataclass
 from aws_cdk import Aws
 from aws_cdk import aws_iam as iam
 
-from node_bootstrap.renderer import FAILURE_TAG_KEY, OWNER_TAG_KEY
+from node_bootstrap.renderer import FAILURE_TAG_KEY, INSTANCE_TAG_KEY, OWNER_TAG_KEY
 
 #: Resolved by IAM per request: the ID of the instance the request targets.
 TARGET_INSTANCE_ID = "${ec2:InstanceID}"
+#: Resolved per request: the instance an ENI's tag names, in the request (create) or on the ENI.
+REQUESTED_OWNER_INSTANCE_ID = f"${{aws:RequestTag/{INSTANCE_TAG_KEY}}}"
+OWNER_INSTANCE_ID = f"${{aws:ResourceTag/{INSTANCE_TAG_KEY}}}"
 
 
 @dataclass(frozen=True)
@@ -41,11 +46,15 @@ class MultusEniScope:
     security_group_arns: Sequence[str]
 
     def ec2_arn(self, resource: str) -> str:
-        return f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}:{resource}"
+        return ec2_arn(resource)
 
     @property
     def network_interfaces(self) -> str:
         return self.ec2_arn("network-interface/*")
+
+
+def ec2_arn(resource: str) -> str:
+    return f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}:{resource}"
 
 
 def multus_eni_policy_statements(
@@ -78,14 +87,21 @@ def create_statements(scope: MultusEniScope) -> list[iam.PolicyStatement]:
             sid="CreateMultusEniTaggedAsOwned",
             actions=["ec2:CreateNetworkInterface"],
             resources=[scope.network_interfaces],
-            conditions={"StringEquals": requests_owner_tag},
+            conditions={
+                "StringEquals": requests_owner_tag,
+                "ArnEquals": calling_instance_is(REQUESTED_OWNER_INSTANCE_ID),
+            },
         ),
         iam.PolicyStatement(
             sid="TagMultusEniOnlyWhileCreating",
             actions=["ec2:CreateTags"],
             resources=[scope.network_interfaces],
             conditions={
-                "StringEquals": {"ec2:CreateAction": "CreateNetworkInterface", **requests_owner_tag}
+                "StringEquals": {
+                    "ec2:CreateAction": "CreateNetworkInterface",
+                    **requests_owner_tag,
+                },
+                "ArnEquals": calling_instance_is(REQUESTED_OWNER_INSTANCE_ID),
             },
         ),
     ]
@@ -101,13 +117,27 @@ def owned_eni_statement(scope: MultusEniScope) -> iam.PolicyStatement:
             "ec2:DeleteNetworkInterface",
         ],
         resources=[scope.network_interfaces],
-        conditions={"StringEquals": {f"aws:ResourceTag/{OWNER_TAG_KEY}": scope.cluster_name}},
+        conditions={
+            "StringEquals": {f"aws:ResourceTag/{OWNER_TAG_KEY}": scope.cluster_name},
+            "ArnEquals": calling_instance_is(OWNER_INSTANCE_ID),
+        },
     )
+
+
+def calling_instance_is(instance_id: str) -> dict[str, str]:
+    """An ArnEquals condition: the instance whose credentials sign the request is
+    `instance_id` (a policy variable).
+
+    ec2:SourceInstanceARN is in the request context of calls made with an instance profile's
+    credentials (Service Authorization Reference, Amazon EC2, condition keys), and a
+    single-valued condition key can be a policy variable (IAM user guide, "IAM policy
+    elements: Variables and tags"): an unresolved one (no such tag) matches nothing."""
+    return {"ec2:SourceInstanceARN": ec2_arn(f"instance/{instance_id}")}
 
 
 def _is_calling_instance(scope: MultusEniScope) -> dict[str, dict[str, str]]:
     """The target instance (instance/*) is the one whose credentials sign the request."""
-    return {"ArnEquals": {"ec2:SourceInstanceARN": scope.ec2_arn(f"instance/{TARGET_INSTANCE_ID}")}}
+    return {"ArnEquals": calling_instance_is(TARGET_INSTANCE_ID)}
 
 
 def calling_instance_statement(scope: MultusEniScope) -> iam.PolicyStatement:

@@ -5,7 +5,9 @@ composes both. Condition keys checked against the Service Authorization Referenc
 Assign/UnassignPrivateIpAddresses take the network-interface resource, whose keys include
 ec2:ResourceTag/${TagKey} and ec2:Subnet (the subnet's ARN); so do Assign/UnassignIpv6Addresses,
 granted the same way, only where a network is dual-stack and only in its subnets. The ENIs are
-those the bootstrap tagged with OWNER_TAG_KEY (only it sets that tag, at creation).
+those the bootstrap tagged with OWNER_TAG_KEY (only it sets that tag, at creation), and only
+the calling node's own: the ENI's INSTANCE_TAG_KEY (written at creation, where the policy
+requires the caller's own ID) must name the instance whose credentials sign the request.
 DescribeInstanceTypes takes no resource ("*") and only ec2:Region, so aws:RequestedRegion
 narrows it; DescribeNetworkInterfaces is granted once, by the bootstrap's read statement in the
 same policy.
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from aws_cdk import Aws
 from aws_cdk import aws_iam as iam
 
+from node_bootstrap.iam import OWNER_INSTANCE_ID, calling_instance_is
 from node_bootstrap.renderer import OWNER_TAG_KEY
 
 #: What the agent calls (multus_pod_ips/agent/); tests compare with the emulator's log.
@@ -81,6 +84,9 @@ def _on_cluster_enis(
         resources=[f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}:network-interface/*"],
         conditions={
             "StringEquals": {f"ec2:ResourceTag/{OWNER_TAG_KEY}": cluster_name},
-            "ArnEquals": {"ec2:Subnet": list(subnet_arns)},
+            "ArnEquals": {
+                "ec2:Subnet": list(subnet_arns),
+                **calling_instance_is(OWNER_INSTANCE_ID),
+            },
         },
     )

@@ -204,6 +204,47 @@ def test_the_node_role_allows_every_agent_call(
     assert len(requests) == len(agent_run.calls)  # one authorization per call
 
 
+# --- one node, another node's ENIs --------------------------------------------------------------
+
+OTHER_NODE = "i-0feedfacefeedface"  # any instance but the one whose ENIs these are
+READS = {"ec2:DescribeNetworkInterfaces", "ec2:DescribeInstanceTypes"}
+
+
+def test_no_node_may_change_another_nodes_multus_enis_or_addresses(
+    agent_run: AgentRun, node_statements: list[dict[str, Any]]
+) -> None:
+    """Each call the agent made on its own node's ENIs, made with another node's credentials
+    (ec2:SourceInstanceARN of that node): every Assign and Unassign is denied, since the ENI's
+    multus-eni/instance-id tag names the first node (Service Authorization Reference, EC2:
+    network-interface carries aws:ResourceTag; IAM user guide: a single-valued key such as
+    ec2:SourceInstanceARN compared with a policy variable)."""
+    other = replace(agent_run, instance_id=OTHER_NODE)
+    changes = [r for r in agent_requests(other) if r.action not in READS]
+    assert {r.action for r in changes} == {
+        "ec2:AssignPrivateIpAddresses",
+        "ec2:UnassignPrivateIpAddresses",
+    }
+    assert len(denied(node_statements, changes)) == len(changes)
+
+
+def test_no_node_may_create_attach_modify_or_delete_enis_for_another(
+    bootstrap_calls: list[tuple[str, RecordedCall]], node_statements: list[dict[str, Any]]
+) -> None:
+    """The bootstrap's calls replayed with another node's credentials: creating an ENI tagged
+    with the first node's ID, attaching, modifying and deleting its ENIs, tagging its instance:
+    all denied; only the reads remain."""
+    replayed = bootstrap_requests([(OTHER_NODE, call) for _, call in bootstrap_calls])
+    changes = [request for action, request in replayed if f"ec2:{action}" not in READS]
+    assert {r.action for r in changes} >= {
+        "ec2:CreateNetworkInterface",
+        "ec2:AttachNetworkInterface",
+        "ec2:ModifyNetworkInterfaceAttribute",
+        "ec2:DeleteNetworkInterface",
+        "ec2:CreateTags",
+    }
+    assert len(denied(node_statements, changes)) == len(changes)
+
+
 # --- the handler's calls -----------------------------------------------------------------------
 
 

@@ -228,8 +228,8 @@ def test_the_reservation_handler_may_reserve_in_the_multus_subnets_only(
     network = templates[NETWORK_STACK]
     (function,) = [
         f
-        for f in resources(network, "AWS::Lambda::Function").values()
-        if f["Properties"].get("Handler") == "index.on_event"
+        for logical_id, f in resources(network, "AWS::Lambda::Function").items()
+        if logical_id.startswith("CidrReservationsHandler")
     ]
     role_id = function["Properties"]["Role"]["Fn::GetAtt"][0]
     ids = subnet_ids(network, planned.vpc.multus_subnets)

@@ -10,7 +10,12 @@ from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
 from node_bootstrap.iam import TARGET_INSTANCE_ID, multus_eni_policy_statements
-from node_bootstrap.renderer import CLUSTER_TAG_KEY, FAILURE_TAG_KEY, OWNER_TAG_KEY
+from node_bootstrap.renderer import (
+    CLUSTER_TAG_KEY,
+    FAILURE_TAG_KEY,
+    INSTANCE_TAG_KEY,
+    OWNER_TAG_KEY,
+)
 
 SUBNET_ARNS = [
     "arn:aws:ec2:us-west-2:111122223333:subnet/subnet-multus1a",
@@ -76,9 +81,17 @@ def test_created_enis_must_carry_the_owner_tag(statements: list[dict[str, Any]])
         for s in granting(statements, "ec2:CreateNetworkInterface")
         if arn_suffix(resources_of(s)[0]) == ":network-interface/*"
     ]
-    assert statement["Condition"] == {
-        "StringEquals": {f"aws:RequestTag/{OWNER_TAG_KEY}": "telco-cluster"}
+    assert statement["Condition"]["StringEquals"] == {
+        f"aws:RequestTag/{OWNER_TAG_KEY}": "telco-cluster"
     }
+    assert caller_must_be(statement) == f"${{aws:RequestTag/{INSTANCE_TAG_KEY}}}"
+
+
+def caller_must_be(statement: dict[str, Any]) -> str:
+    """The instance ID the statement requires of the caller (its only ArnEquals on
+    ec2:SourceInstanceARN): a policy variable IAM resolves per request."""
+    arn = arn_suffix(statement["Condition"]["ArnEquals"]["ec2:SourceInstanceARN"])
+    return arn.removeprefix(":instance/")
 
 
 def test_eni_tags_can_only_be_written_while_creating_an_owned_eni(
@@ -93,6 +106,7 @@ def test_eni_tags_can_only_be_written_while_creating_an_owned_eni(
         "ec2:CreateAction": "CreateNetworkInterface",
         f"aws:RequestTag/{OWNER_TAG_KEY}": "telco-cluster",
     }
+    assert caller_must_be(statement) == f"${{aws:RequestTag/{INSTANCE_TAG_KEY}}}"
 
 
 def test_eni_side_of_every_later_action_requires_the_owner_tag(
@@ -104,9 +118,12 @@ def test_eni_side_of_every_later_action_requires_the_owner_tag(
             for s in granting(statements, action)
             if {arn_suffix(r) for r in resources_of(s)} == {":network-interface/*"}
         ]
-        assert [s["Condition"] for s in eni_side] == [
-            {"StringEquals": {f"aws:ResourceTag/{OWNER_TAG_KEY}": "telco-cluster"}}
-        ], action
+        (statement,) = eni_side
+        assert statement["Condition"]["StringEquals"] == {
+            f"aws:ResourceTag/{OWNER_TAG_KEY}": "telco-cluster"
+        }, action
+        # only the node whose ID the ENI's tag carries (a node never touches another's ENIs)
+        assert caller_must_be(statement) == f"${{aws:ResourceTag/{INSTANCE_TAG_KEY}}}", action
 
 
 def test_instance_side_is_only_the_calling_instance(statements: list[dict[str, Any]]) -> None:
