@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import CustomResource, Duration, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
@@ -53,37 +53,25 @@ class AmiReleaseCheck(Construct):
         super().__init__(scope, construct_id)
         parameter = al2023_image_parameter(props.kubernetes_version, props.ami_alias)
         stack = Stack.of(self)
-        handler = kit.handler_function(
+        # Public parameters live in no account: arn:<partition>:ssm:<region>::parameter/aws/...
+        read = iam.PolicyStatement(
+            actions=["ssm:GetParameter"],
+            resources=[
+                stack.format_arn(
+                    service="ssm",
+                    account="",
+                    resource="parameter",
+                    resource_name=parameter.lstrip("/"),
+                )
+            ],
+        )
+        self.resource = kit.checked_at_deploy(
             self,
-            "Handler",
             code=HANDLER_DIR,
-            handler="index.on_event",
-            timeout=Duration.seconds(30),
             description="Fails the deploy when the pinned AL2023 AMI release lacks this "
             "Kubernetes version",
-            logs_to=kit.log_group(self, "HandlerLogs"),
-        )
-        # Public parameters live in no account: arn:<partition>:ssm:<region>::parameter/aws/...
-        handler.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["ssm:GetParameter"],
-                resources=[
-                    stack.format_arn(
-                        service="ssm",
-                        account="",
-                        resource="parameter",
-                        resource_name=parameter.lstrip("/"),
-                    )
-                ],
-            )
-        )
-        provider = kit.provider(self, on_event=handler, logs_to=kit.log_group(self, "ProviderLogs"))
-        self.resource = CustomResource(
-            self,
-            "Check",
-            service_token=provider.service_token,
+            statements=[read],
             resource_type=RESOURCE_TYPE,
-            service_timeout=kit.synchronous_service_timeout(handler),
             properties={
                 "ParameterName": parameter,
                 "AmiAlias": props.ami_alias,
@@ -91,5 +79,3 @@ class AmiReleaseCheck(Construct):
                 "ConfigField": props.config_field,
             },
         )
-        kit.hold_provider(self.resource, provider)
-        kit.acknowledge_provider_findings(self, provider)

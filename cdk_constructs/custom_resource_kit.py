@@ -9,7 +9,7 @@ the caller's own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +100,43 @@ def provider(
         total_timeout=waiter.total_timeout if waiter else None,
         log_group=logs_to,
     )
+
+
+def checked_at_deploy(
+    scope: Construct,
+    *,
+    code: Path,
+    description: str,
+    statements: Sequence[iam.PolicyStatement],
+    resource_type: str,
+    properties: Mapping[str, str],
+) -> CustomResource:
+    """A deploy-time check: one synchronous handler (index.on_event, 30 s, "Handler" with
+    "HandlerLogs"), the Provider ("Provider", "ProviderLogs"), and the custom resource
+    ("Check") that holds them all and fails the deploy when the handler raises."""
+    handler = handler_function(
+        scope,
+        "Handler",
+        code=code,
+        handler="index.on_event",
+        timeout=Duration.seconds(30),
+        description=description,
+        logs_to=log_group(scope, "HandlerLogs"),
+    )
+    for statement in statements:
+        handler.add_to_role_policy(statement)
+    check_provider = provider(scope, on_event=handler, logs_to=log_group(scope, "ProviderLogs"))
+    resource = CustomResource(
+        scope,
+        "Check",
+        service_token=check_provider.service_token,
+        resource_type=resource_type,
+        service_timeout=synchronous_service_timeout(handler),
+        properties=dict(properties),
+    )
+    hold_provider(resource, check_provider)
+    acknowledge_provider_findings(scope, check_provider)
+    return resource
 
 
 def hold_provider(resource: CustomResource, provider: cr.Provider) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, CustomResource, Duration, Stack, Validations
+from aws_cdk import Acknowledgment, Stack, Validations
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
@@ -34,35 +34,21 @@ class VpcDnsCheck(Construct):
         self, scope: Construct, construct_id: str, *, vpc_id: str, config_field: str
     ) -> None:
         super().__init__(scope, construct_id)
-        handler = kit.handler_function(
+        describe = iam.PolicyStatement(
+            actions=DESCRIBE_ACTIONS,
+            resources=["*"],
+            conditions={"StringEquals": {"aws:RequestedRegion": Stack.of(self).region}},
+        )
+        self.resource = kit.checked_at_deploy(
             self,
-            "Handler",
             code=HANDLER_DIR,
-            handler="index.on_event",
-            timeout=Duration.seconds(30),
             description="Fails the deploy when the given VPC cannot resolve the EKS private "
             "endpoint",
-            logs_to=kit.log_group(self, "HandlerLogs"),
-        )
-        handler.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=DESCRIBE_ACTIONS,
-                resources=["*"],
-                conditions={"StringEquals": {"aws:RequestedRegion": Stack.of(self).region}},
-            )
-        )
-        provider = kit.provider(self, on_event=handler, logs_to=kit.log_group(self, "ProviderLogs"))
-        self.resource = CustomResource(
-            self,
-            "Check",
-            service_token=provider.service_token,
+            statements=[describe],
             resource_type=RESOURCE_TYPE,
-            service_timeout=kit.synchronous_service_timeout(handler),
             properties={"VpcId": vpc_id, "ConfigField": config_field},
         )
-        kit.hold_provider(self.resource, provider)
-        kit.acknowledge_provider_findings(self, provider)
-        Validations.of(handler).acknowledge(
+        Validations.of(self).acknowledge(
             Acknowledgment(
                 id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
                 reason="ec2:DescribeVpcAttribute, DescribeVpcs and DescribeDhcpOptions have no "

@@ -92,7 +92,7 @@ def references(value: Any) -> Iterator[Reference]:
                 return
             if key == "Fn::Sub":
                 text = argument if isinstance(argument, str) else argument[0]
-                for name in _sub_names(text):
+                for name in sub_names(text):
                     yield ("getatt", *name.split(".", 1)) if "." in name else ("ref", name)
         for item in value.values():
             yield from references(item)
@@ -103,7 +103,8 @@ def _qualified(stack: str, reference: Reference) -> Reference:
     return (stack, *reference) if reference[0] in ("ref", "getatt") else reference
 
 
-def _sub_names(text: str) -> Iterator[str]:
+def sub_names(text: str) -> Iterator[str]:
+    """The names in a Fn::Sub string's ${...} (not ${!Literal})."""
     start = text.find("${")
     while start != -1:
         end = text.find("}", start)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from testing_support.cloudformation_changes import sub_names
+
 Template = Mapping[str, Any]
 
 
@@ -46,23 +48,13 @@ def named_resources(value: Any) -> Iterator[str]:
             return
         if key == "Fn::Sub":
             text, variables = (argument, {}) if isinstance(argument, str) else argument
-            for name in _sub_names(text):
+            for name in sub_names(text):
                 if name.split(".", 1)[0] not in variables:
                     yield name.split(".", 1)[0]
             yield from named_resources(variables)
             return
     for item in value.values():
         yield from named_resources(item)
-
-
-def _sub_names(text: str) -> Iterator[str]:
-    start = text.find("${")
-    while start != -1:
-        end = text.find("}", start)
-        name = text[start + 2 : end]
-        if not name.startswith("!"):
-            yield name
-        start = text.find("${", end)
 
 
 @dataclass(frozen=True)

@@ -248,6 +248,20 @@ def routes_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
     return synthesize(tmp_path_factory.mktemp("routes"), cdk_json_context(config=ROUTES))
 
 
+#: Every session fixture of a synthesized direct-deploy app: the default, each example but the
+#: pipeline's, and the feature configs above. Tests that hold for every app iterate over it.
+APP_FIXTURES = (
+    "default_app",
+    "three_by_three_app",
+    "five_g_core_app",
+    "existing_vpc_app",
+    "dual_stack_app",
+    "node_prefix_app",
+    "routes_app",
+    "per_network_rules_app",
+)
+
+
 @dataclass(frozen=True)
 class SynthesizedPipeline:
     """A synthesized pipeline app, with the cdk-nag validation failure if any."""

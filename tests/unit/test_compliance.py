@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SynthesizedApp, open_nag_findings
+from tests.conftest import APP_FIXTURES, SynthesizedApp, open_nag_findings
 from tests.helpers import resources
 
 # ap-northeast-1 has no AWS::EC2::SubnetCidrReservation: linting there proves we don't use it.
@@ -100,19 +100,7 @@ def test_ct_cloudwatch_pr_2_boundary(days: int | None, meets: bool) -> None:
     assert meets_ct_cloudwatch_pr_2(properties) is meets
 
 
-LOG_GROUP_APPS = [
-    "default_app",
-    "three_by_three_app",
-    "five_g_core_app",
-    "existing_vpc_app",
-    "dual_stack_app",
-    "node_prefix_app",
-    "routes_app",
-    "per_network_rules_app",
-]
-
-
-@pytest.mark.parametrize("fixture", LOG_GROUP_APPS)
+@pytest.mark.parametrize("fixture", APP_FIXTURES)
 def test_every_log_group_meets_ct_cloudwatch_pr_2_by_default(
     request: pytest.FixtureRequest, fixture: str
 ) -> None:

@@ -21,20 +21,19 @@ import pytest
 from testing_support.cloudformation_order import StackOrder
 from testing_support.custom_resource_chains import provider_chains, unheld_chain_members
 from testing_support.ipv6_block_users import ipv6_blocks, users_not_waiting
+from tests.conftest import APP_FIXTURES
 
 REPO = Path(__file__).resolve().parents[3]
-# fixture -> the example it synthesizes (None: a config of tests/conftest.py or the default)
-APPS = {
-    "default_app": None,
+# fixture -> the example it synthesizes (None: the default app or a feature config)
+EXAMPLES = {
     "three_by_three_app": "examples/three-az-three-networks.json",
     "five_g_core_app": "examples/5g-core.json",
     "existing_vpc_app": "examples/existing-vpc.json",
     "dual_stack_app": "examples/dual-stack.json",
     "node_prefix_app": "examples/node-prefix.json",
     "pipeline_synth": "examples/pipeline-three-environments.json",
-    "routes_app": None,
-    "per_network_rules_app": None,
 }
+APPS = {**dict.fromkeys(APP_FIXTURES), **EXAMPLES}
 
 
 def templates(request: pytest.FixtureRequest, fixture: str) -> dict[str, dict[str, Any]]:
