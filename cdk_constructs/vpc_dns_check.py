@@ -23,8 +23,9 @@ from cdk_constructs import custom_resource_kit as kit
 
 HANDLER_DIR = Path(__file__).parent / "vpc_dns_check_handler"
 RESOURCE_TYPE = "Custom::VpcDnsCheck"
-# Service Authorization Reference, Amazon EC2: these Describe actions have no resource types.
-DESCRIBE_ACTIONS = ["ec2:DescribeVpcAttribute", "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions"]
+# Service Authorization Reference, Amazon EC2: DescribeVpcAttribute takes the vpc resource
+# type; DescribeVpcs and DescribeDhcpOptions take none.
+DESCRIBE_ANY_ACTIONS = ["ec2:DescribeVpcs", "ec2:DescribeDhcpOptions"]
 
 
 class VpcDnsCheck(Construct):
@@ -34,24 +35,29 @@ class VpcDnsCheck(Construct):
         self, scope: Construct, construct_id: str, *, vpc_id: str, config_field: str
     ) -> None:
         super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        read_attributes = iam.PolicyStatement(
+            actions=["ec2:DescribeVpcAttribute"],
+            resources=[stack.format_arn(service="ec2", resource="vpc", resource_name=vpc_id)],
+        )
         describe = iam.PolicyStatement(
-            actions=DESCRIBE_ACTIONS,
+            actions=DESCRIBE_ANY_ACTIONS,
             resources=["*"],
-            conditions={"StringEquals": {"aws:RequestedRegion": Stack.of(self).region}},
+            conditions={"StringEquals": {"aws:RequestedRegion": stack.region}},
         )
         self.resource = kit.checked_at_deploy(
             self,
             code=HANDLER_DIR,
             description="Fails the deploy when the given VPC cannot resolve the EKS private "
             "endpoint",
-            statements=[describe],
+            statements=[read_attributes, describe],
             resource_type=RESOURCE_TYPE,
             properties={"VpcId": vpc_id, "ConfigField": config_field},
         )
         Validations.of(self).acknowledge(
             Acknowledgment(
                 id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
-                reason="ec2:DescribeVpcAttribute, DescribeVpcs and DescribeDhcpOptions have no "
-                "resource-level permissions; limited to this region.",
+                reason="ec2:DescribeVpcs and ec2:DescribeDhcpOptions have no resource-level "
+                "permissions; limited to this region (DescribeVpcAttribute names the VPC).",
             )
         )

@@ -196,13 +196,14 @@ def authorization_requests(call: Ec2Call, caller: Caller) -> list[AuthorizationR
             for name, value in params.items()
             if name.startswith("InstanceId.")
         ]
+    if call.action == "DescribeVpcAttribute":
+        return [request(RequestedResource(caller.arn(f"vpc/{params['VpcId']}")))]
     if call.action == "CreateSubnetCidrReservation":
         return [request(RequestedResource(caller.arn(f"subnet/{params['SubnetId']}")))]
     if call.action in {
         "DescribeInstances",
         "DescribeNetworkInterfaces",
         "DescribeInstanceTypes",
-        "DescribeVpcAttribute",
         "DescribeVpcs",
         "DescribeDhcpOptions",
         "GetSubnetCidrReservations",

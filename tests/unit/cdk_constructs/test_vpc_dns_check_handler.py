@@ -6,6 +6,7 @@ examples/existing-vpc.json (evaluated call by call)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,8 +17,9 @@ from moto.core.models import MockAWS
 from cdk_constructs.vpc_dns_check_handler import index as handler
 from testing_support.ec2_iam_requests import Caller, Ec2Call, authorization_requests
 from testing_support.iam_call_level import denied, resolver
+from testing_support.iam_evaluator import AuthorizationRequest
 from testing_support.iam_reference import role_statements
-from tests.conftest import SynthesizedApp
+from tests.conftest import EXISTING_VPC, REPO, SynthesizedApp
 from tests.helpers import resources
 from tests.moto_helpers import moto_for_module
 
@@ -94,7 +96,7 @@ def test_delete_never_fails(ec2: Any) -> None:
 def test_every_call_is_allowed_by_the_synthesized_policy(
     ec2: Any, existing_vpc_app: SynthesizedApp
 ) -> None:
-    calls: list[str] = []
+    calls: list[tuple[str, dict[str, str]]] = []
     vpc_id = team_vpc(ec2)
     options = ec2.create_dhcp_options(
         DhcpConfigurations=[{"Key": "domain-name-servers", "Values": ["AmazonProvidedDNS"]}]
@@ -105,14 +107,19 @@ def test_every_call_is_allowed_by_the_synthesized_policy(
     def recording_client(*args: Any, **kwargs: Any) -> Any:
         client = original(*args, **kwargs)
         client.meta.events.register(
-            "before-call.ec2.*", lambda model, **_: calls.append(model.name)
+            "before-call.ec2.*",
+            lambda model, params, **_: calls.append((model.name, params["body"])),
         )
         return client
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(boto3, "client", recording_client)
         handler.on_event(event("Create", vpc_id))
-    assert set(calls) == {"DescribeVpcAttribute", "DescribeVpcs", "DescribeDhcpOptions"}
+    assert {action for action, _ in calls} == {
+        "DescribeVpcAttribute",
+        "DescribeVpcs",
+        "DescribeDhcpOptions",
+    }
     templates = existing_vpc_app.templates_by_stack_name()
     stack = existing_vpc_app.stage.network.stack_name
     (function,) = [
@@ -122,9 +129,19 @@ def test_every_call_is_allowed_by_the_synthesized_policy(
     ]
     role_id = function["Properties"]["Role"]["Fn::GetAtt"][0]
     statements = role_statements(templates[stack], role_id, resolver(templates, stack, {}))
-    requests = [
-        request
-        for action in calls
-        for request in authorization_requests(Ec2Call(action, {}), Caller(REGION))
-    ]
-    assert denied(statements, requests) == []
+    config_vpc = json.loads((REPO / EXISTING_VPC).read_text())["vpc"]["existing"]["vpc_id"]
+
+    def requests(vpc: str) -> list[AuthorizationRequest]:
+        """The recorded calls as made for `vpc` (the moto VPC stands in for the example's)."""
+        return [
+            request
+            for action, body in calls
+            for request in authorization_requests(
+                Ec2Call(action, {k: str(v).replace(vpc_id, vpc) for k, v in body.items()}),
+                Caller(REGION),
+            )
+        ]
+
+    assert denied(statements, requests(config_vpc)) == []
+    # DescribeVpcAttribute names the VPC: on any other one the role is refused
+    assert [d for d in denied(statements, requests("vpc-0ffffffffffffffff")) if "Attribute" in d]
