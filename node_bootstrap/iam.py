@@ -88,8 +88,10 @@ def create_statements(scope: MultusEniScope) -> list[iam.PolicyStatement]:
             actions=["ec2:CreateNetworkInterface"],
             resources=[scope.network_interfaces],
             conditions={
-                "StringEquals": requests_owner_tag,
-                "ArnEquals": calling_instance_is(REQUESTED_OWNER_INSTANCE_ID),
+                "StringEquals": {
+                    **requests_owner_tag,
+                    **calling_instance_is(REQUESTED_OWNER_INSTANCE_ID),
+                }
             },
         ),
         iam.PolicyStatement(
@@ -100,8 +102,8 @@ def create_statements(scope: MultusEniScope) -> list[iam.PolicyStatement]:
                 "StringEquals": {
                     "ec2:CreateAction": "CreateNetworkInterface",
                     **requests_owner_tag,
-                },
-                "ArnEquals": calling_instance_is(REQUESTED_OWNER_INSTANCE_ID),
+                    **calling_instance_is(REQUESTED_OWNER_INSTANCE_ID),
+                }
             },
         ),
     ]
@@ -118,15 +120,19 @@ def owned_eni_statement(scope: MultusEniScope) -> iam.PolicyStatement:
         ],
         resources=[scope.network_interfaces],
         conditions={
-            "StringEquals": {f"aws:ResourceTag/{OWNER_TAG_KEY}": scope.cluster_name},
-            "ArnEquals": calling_instance_is(OWNER_INSTANCE_ID),
+            "StringEquals": {
+                f"aws:ResourceTag/{OWNER_TAG_KEY}": scope.cluster_name,
+                **calling_instance_is(OWNER_INSTANCE_ID),
+            }
         },
     )
 
 
 def calling_instance_is(instance_id: str) -> dict[str, str]:
-    """An ArnEquals condition: the instance whose credentials sign the request is
-    `instance_id` (a policy variable).
+    """A condition (its key and value): the instance whose credentials sign the request is
+    `instance_id` (a policy variable). Compared with StringEquals where the variable is a tag:
+    ArnEquals would read a `*` in a tag a node wrote itself as a wildcard (IAM user guide,
+    condition operators: the ARN operators match wildcards in each component).
 
     ec2:SourceInstanceARN is in the request context of calls made with an instance profile's
     credentials (Service Authorization Reference, Amazon EC2, condition keys), and a

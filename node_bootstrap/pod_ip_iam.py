@@ -83,10 +83,10 @@ def _on_cluster_enis(
         actions=list(actions),
         resources=[f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}:network-interface/*"],
         conditions={
-            "StringEquals": {f"ec2:ResourceTag/{OWNER_TAG_KEY}": cluster_name},
-            "ArnEquals": {
-                "ec2:Subnet": list(subnet_arns),
+            "StringEquals": {
+                f"ec2:ResourceTag/{OWNER_TAG_KEY}": cluster_name,
                 **calling_instance_is(OWNER_INSTANCE_ID),
             },
+            "ArnEquals": {"ec2:Subnet": list(subnet_arns)},
         },
     )

@@ -31,6 +31,7 @@ from node_bootstrap import render_user_data
 from node_bootstrap.renderer import (
     CLUSTER_TAG_KEY,
     FAILURE_TAG_KEY,
+    INSTANCE_TAG_KEY,
     OWNER_TAG_KEY,
 )
 from testing_support.ec2_iam_requests import (
@@ -243,6 +244,33 @@ def test_no_node_may_create_attach_modify_or_delete_enis_for_another(
         "ec2:CreateTags",
     }
     assert len(denied(node_statements, changes)) == len(changes)
+
+
+@pytest.mark.parametrize("written", ["*", "i-*", "", None])
+def test_a_node_cannot_create_an_eni_whose_instance_tag_is_not_its_own_id(
+    bootstrap_calls: list[tuple[str, RecordedCall]],
+    node_statements: list[dict[str, Any]],
+    written: str | None,
+) -> None:
+    """A node's own create with the instance tag rewritten (a wildcard, empty, left out) is
+    denied, with its tag-on-create: the tag is compared with StringEquals, in which `*` is a
+    character (IAM user guide, condition operators), so no ENI can be made that every node may
+    change."""
+    instance, create = next(
+        (i, c) for i, c in bootstrap_calls if c.action == "CreateNetworkInterface"
+    )
+    params = dict(create.params)
+    (key_name,) = [k for k, v in params.items() if v == INSTANCE_TAG_KEY]
+    value_name = key_name.replace(".Key", ".Value")
+    assert params[value_name] == instance  # as the bootstrap writes it
+    if written is None:
+        del params[key_name], params[value_name]
+    else:
+        params[value_name] = written
+    requests = bootstrap_requests([(instance, replace(create, params=params))])
+    assert len(requests) == 2  # the create and its tag-on-create
+    assert len(denied(node_statements, [r for _, r in requests])) == 2
+    assert denied(node_statements, [r for _, r in bootstrap_requests([(instance, create)])]) == []
 
 
 # --- the handler's calls -----------------------------------------------------------------------

@@ -81,16 +81,16 @@ def test_created_enis_must_carry_the_owner_tag(statements: list[dict[str, Any]])
         for s in granting(statements, "ec2:CreateNetworkInterface")
         if arn_suffix(resources_of(s)[0]) == ":network-interface/*"
     ]
-    assert statement["Condition"]["StringEquals"] == {
-        f"aws:RequestTag/{OWNER_TAG_KEY}": "telco-cluster"
-    }
+    assert statement["Condition"]["StringEquals"][f"aws:RequestTag/{OWNER_TAG_KEY}"] == (
+        "telco-cluster"
+    )
     assert caller_must_be(statement) == f"${{aws:RequestTag/{INSTANCE_TAG_KEY}}}"
 
 
 def caller_must_be(statement: dict[str, Any]) -> str:
-    """The instance ID the statement requires of the caller (its only ArnEquals on
-    ec2:SourceInstanceARN): a policy variable IAM resolves per request."""
-    arn = arn_suffix(statement["Condition"]["ArnEquals"]["ec2:SourceInstanceARN"])
+    """The instance ID the statement requires of the caller (StringEquals on
+    ec2:SourceInstanceARN, so a `*` in the tag is no wildcard): a policy variable."""
+    arn = arn_suffix(statement["Condition"]["StringEquals"]["ec2:SourceInstanceARN"])
     return arn.removeprefix(":instance/")
 
 
@@ -102,10 +102,9 @@ def test_eni_tags_can_only_be_written_while_creating_an_owned_eni(
         for s in granting(statements, "ec2:CreateTags")
         if [arn_suffix(r) for r in resources_of(s)] == [":network-interface/*"]
     ]
-    assert statement["Condition"]["StringEquals"] == {
-        "ec2:CreateAction": "CreateNetworkInterface",
-        f"aws:RequestTag/{OWNER_TAG_KEY}": "telco-cluster",
-    }
+    conditions = statement["Condition"]["StringEquals"]
+    assert conditions["ec2:CreateAction"] == "CreateNetworkInterface"
+    assert conditions[f"aws:RequestTag/{OWNER_TAG_KEY}"] == "telco-cluster"
     assert caller_must_be(statement) == f"${{aws:RequestTag/{INSTANCE_TAG_KEY}}}"
 
 
@@ -119,9 +118,9 @@ def test_eni_side_of_every_later_action_requires_the_owner_tag(
             if {arn_suffix(r) for r in resources_of(s)} == {":network-interface/*"}
         ]
         (statement,) = eni_side
-        assert statement["Condition"]["StringEquals"] == {
-            f"aws:ResourceTag/{OWNER_TAG_KEY}": "telco-cluster"
-        }, action
+        assert statement["Condition"]["StringEquals"][f"aws:ResourceTag/{OWNER_TAG_KEY}"] == (
+            "telco-cluster"
+        ), action
         # only the node whose ID the ENI's tag carries (a node never touches another's ENIs)
         assert caller_must_be(statement) == f"${{aws:ResourceTag/{INSTANCE_TAG_KEY}}}", action
 

@@ -45,16 +45,16 @@ def test_addresses_change_only_on_this_clusters_enis_in_multus_subnets(
     ]
     assert manage["Effect"] == "Allow"
     assert str(manage["Resource"]["Fn::Join"][1][-1]).endswith(":network-interface/*")
-    assert manage["Condition"]["StringEquals"] == {
-        f"ec2:ResourceTag/{OWNER_TAG_KEY}": "telco-cluster"
-    }
+    assert manage["Condition"]["StringEquals"][f"ec2:ResourceTag/{OWNER_TAG_KEY}"] == (
+        "telco-cluster"
+    )
     assert manage["Condition"]["ArnEquals"]["ec2:Subnet"] == SUBNET_ARNS
     assert owner_instance_required(manage)
 
 
 def owner_instance_required(statement: dict[str, Any]) -> bool:
     """Only the instance the ENI's instance tag names may call (ec2:SourceInstanceARN)."""
-    arn = statement["Condition"]["ArnEquals"]["ec2:SourceInstanceARN"]
+    arn = statement["Condition"]["StringEquals"]["ec2:SourceInstanceARN"]
     tail = str(arn["Fn::Join"][1][-1])
     return tail == f":instance/${{aws:ResourceTag/{INSTANCE_TAG_KEY}}}"
 
@@ -117,12 +117,12 @@ def test_ipv6_addresses_change_only_on_this_clusters_enis_in_dual_stack_subnets(
     ipv6 = resolved["ManageMultusPodIpv6OnClusterEnis"]
     assert sorted(ipv6["Action"]) == sorted(POD_IPV6_ACTIONS)
     assert ipv6["Resource"] == resolved["ManageMultusPodIpsOnClusterEnis"]["Resource"]
-    assert ipv6["Condition"]["StringEquals"] == {
-        f"ec2:ResourceTag/{OWNER_TAG_KEY}": "telco-cluster"
-    }
+    assert ipv6["Condition"]["StringEquals"][f"ec2:ResourceTag/{OWNER_TAG_KEY}"] == (
+        "telco-cluster"
+    )
     assert ipv6["Condition"]["ArnEquals"]["ec2:Subnet"] == dual_stack
     assert owner_instance_required(ipv6)
     # The IPv4 statement is the same as without a dual-stack subnet.
-    assert resolved["ManageMultusPodIpsOnClusterEnis"]["Condition"]["ArnEquals"]["ec2:Subnet"] == (
-        SUBNET_ARNS
-    )
+    assert resolved["ManageMultusPodIpsOnClusterEnis"]["Condition"]["ArnEquals"] == {
+        "ec2:Subnet": SUBNET_ARNS
+    }
