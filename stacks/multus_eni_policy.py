@@ -9,7 +9,7 @@ from aws_cdk import aws_iam as iam
 
 from node_bootstrap.iam import multus_eni_policy_statements
 from node_bootstrap.pod_ip_iam import multus_pod_ip_policy_statements
-from node_bootstrap.renderer import OWNER_TAG_KEY
+from node_bootstrap.renderer import INSTANCE_TAG_KEY, OWNER_TAG_KEY
 
 
 def grant_multus_eni_management(
@@ -55,10 +55,11 @@ def grant_multus_eni_management(
         Acknowledgment(
             id=f"AwsSolutions::AwsSolutions-IAM5[Resource::{arn_prefix}:network-interface/*]",
             reason="ENI IDs exist only after creation: CreateNetworkInterface and its "
-            f"CreateTags need the request to tag the ENI {OWNER_TAG_KEY}=<cluster>; attach, "
-            "detach, modify and delete need that tag on the ENI, and only the bootstrap "
-            "sets it; the pod IP agent's assign and unassign need that tag and the ENI in "
-            "a Multus subnet (ec2:Subnet).",
+            f"CreateTags need the request to tag the ENI {OWNER_TAG_KEY}=<cluster> and "
+            f"{INSTANCE_TAG_KEY}=<the calling instance>; attach, detach, modify and delete "
+            "need both tags on the ENI, the second naming the calling instance "
+            "(ec2:SourceInstanceARN), and only the bootstrap sets them; the pod IP agent's "
+            "assign and unassign need the same and the ENI in a Multus subnet (ec2:Subnet).",
         ),
         Acknowledgment(
             id=f"AwsSolutions::AwsSolutions-IAM5[Resource::{arn_prefix}:instance/*]",

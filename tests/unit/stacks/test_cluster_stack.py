@@ -279,9 +279,13 @@ def test_node_role_may_assign_pod_ips_only_on_cluster_enis_in_the_multus_subnets
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]
     ]
     (manage,) = [s for s in statements if "ec2:AssignPrivateIpAddresses" in s["Action"]]
-    assert manage["Condition"]["StringEquals"] == {
-        "ec2:ResourceTag/multus-eni/cluster": SEED.cluster_name  # the bootstrap's owner tag
-    }
+    conditions = manage["Condition"]["StringEquals"]
+    assert set(conditions) == {"ec2:ResourceTag/multus-eni/cluster", "ec2:SourceInstanceARN"}
+    assert conditions["ec2:ResourceTag/multus-eni/cluster"] == SEED.cluster_name  # owner tag
+    # only the calling node's own ENIs (the tag the bootstrap writes with the instance's ID)
+    assert json.dumps(conditions["ec2:SourceInstanceARN"]).endswith(
+        ':instance/${aws:ResourceTag/multus-eni/instance-id}"]]}'
+    )
     subnets = manage["Condition"]["ArnEquals"]["ec2:Subnet"]
     assert len(subnets) == 4  # 2 Multus networks x 2 AZs, nothing else
     assert all("subnet/" in json.dumps(subnet) for subnet in subnets)
