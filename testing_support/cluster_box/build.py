@@ -1,9 +1,14 @@
 """Build the box's binaries once per version, into a cache on the machine outside the clone.
 
-A cache entry is named by the SHA-256 of the module's go.mod and go.sum and of `go version`, so
-a version bump (or a new Go) builds again and everything else reuses what is there. The build
-is `go build` of the pinned packages in the module's own directory (-mod=readonly by default:
-go.sum must already hold every module; the Go module proxy serves them).
+Two entry points: `build_all()` builds the control plane (Kubernetes and etcd) and
+`build_cni()` the CNI components (the Multus thick plugin, Whereabouts and the reference CNI
+plugins, at the releases the project deploys); `build_all()` never waits for the CNI builds.
+
+A cache entry is named by the SHA-256 of the module's go.mod and go.sum, of `go version` and of
+the build's flags, so a version bump (or a new Go) builds again and everything else reuses what
+is there. The build is `go build` of the pinned packages in the module's own directory
+(-mod=readonly by default: go.sum must already hold every module; the Go module proxy serves
+them). The CNI components are built with CGO_ENABLED=0: static binaries, run inside a minimal VM.
 """
 
 from __future__ import annotations
@@ -29,6 +34,44 @@ PACKAGES = {
         ("k8s.io/kubernetes/cmd/kubectl", "kubectl"),
     ),
     "etcd": (("go.etcd.io/etcd/server/v3", "etcd"),),
+    "multus": (
+        ("gopkg.in/k8snetworkplumbingwg/multus-cni.v4/cmd/multus-daemon", "multus-daemon"),
+        ("gopkg.in/k8snetworkplumbingwg/multus-cni.v4/cmd/multus-shim", "multus-shim"),
+    ),
+    "whereabouts": (
+        ("github.com/k8snetworkplumbingwg/whereabouts/cmd", "whereabouts"),
+        ("github.com/k8snetworkplumbingwg/whereabouts/cmd/controlloop", "ip-control-loop"),
+    ),
+    "cni-plugins": tuple(
+        (f"github.com/containernetworking/plugins/plugins/{path}", path.rsplit("/", 1)[1])
+        for path in (
+            "main/ipvlan",
+            "main/macvlan",
+            "main/host-device",
+            "meta/sbr",
+            "meta/tuning",
+            "ipam/static",
+            "ipam/host-local",
+            "main/loopback",
+        )
+    ),
+}
+CONTROL_PLANE_MODULES = ("kubernetes", "etcd")
+CNI_MODULES = ("multus", "whereabouts", "cni-plugins")
+# module directory -> (dependency whose pinned version the binaries report, -X variables for it)
+_STAMPED_VERSIONS = {
+    "multus": (
+        "gopkg.in/k8snetworkplumbingwg/multus-cni.v4",
+        ("gopkg.in/k8snetworkplumbingwg/multus-cni.v4/pkg/multus.version",),
+    ),
+    "whereabouts": (
+        "github.com/k8snetworkplumbingwg/whereabouts",
+        ("github.com/k8snetworkplumbingwg/whereabouts/pkg/version.Version",),
+    ),
+    "cni-plugins": (
+        "github.com/containernetworking/plugins",
+        ("github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion",),
+    ),
 }
 
 
@@ -47,6 +90,19 @@ class Binaries:
     etcd: Path
 
 
+@dataclass(frozen=True)
+class CniBinaries:
+    """Paths of the built CNI components; `plugins_dir` holds every reference CNI plugin
+    (ipvlan, macvlan, host-device, sbr, tuning, static, host-local, loopback), each under its
+    own name."""
+
+    multus_daemon: Path
+    multus_shim: Path
+    whereabouts: Path
+    ip_control_loop: Path
+    plugins_dir: Path
+
+
 def pinned_version(module: str, dependency: str) -> str:
     """The version of `dependency` that go/<module>/go.mod requires."""
     text = (GO_MODULES / module / "go.mod").read_text()
@@ -61,7 +117,10 @@ def cache_root() -> Path:
 
 
 def build_all() -> Binaries:
-    built = {name: path for module in PACKAGES for name, path in _build(module).items()}
+    """The control plane's binaries (not the CNI components: `build_cni()`)."""
+    built = {
+        name: path for module in CONTROL_PLANE_MODULES for name, path in _build(module).items()
+    }
     return Binaries(
         kube_apiserver=built["kube-apiserver"],
         kube_controller_manager=built["kube-controller-manager"],
@@ -71,9 +130,29 @@ def build_all() -> Binaries:
     )
 
 
+def build_cni() -> CniBinaries:
+    """The CNI components' binaries, static (CGO_ENABLED=0)."""
+    multus = _build("multus")
+    whereabouts = _build("whereabouts")
+    plugins = _build("cni-plugins")
+    return CniBinaries(
+        multus_daemon=multus["multus-daemon"],
+        multus_shim=multus["multus-shim"],
+        whereabouts=whereabouts["whereabouts"],
+        ip_control_loop=whereabouts["ip-control-loop"],
+        plugins_dir=plugins["loopback"].parent,
+    )
+
+
 def _version_flags(module: str) -> str:
-    """What Kubernetes' hack/lib/version.sh stamps into its binaries (without it they report
-    v0.0.0-master, which kubectl refuses to compare): the release of the pinned module."""
+    """What the upstream build scripts stamp into the binaries: for Kubernetes what its
+    hack/lib/version.sh does (without it they report v0.0.0-master, which kubectl refuses to
+    compare); for the CNI components the release their hack/build-go.sh (Multus, Whereabouts)
+    or release script (CNI plugins) sets. The release is the one the module pins."""
+    if module in _STAMPED_VERSIONS:
+        dependency, variables = _STAMPED_VERSIONS[module]
+        version = pinned_version(module, dependency)
+        return " ".join(f"-X {variable}={version}" for variable in variables)
     if module != "kubernetes":
         return ""
     version = pinned_version(module, "k8s.io/kubernetes")
@@ -103,6 +182,10 @@ def _build(module: str) -> dict[str, Path]:
         digest.update(part)
     digest.update(version.encode())
     digest.update(_version_flags(module).encode())
+    environment = dict(os.environ)
+    if module in CNI_MODULES:
+        environment["CGO_ENABLED"] = "0"  # static: they run inside a minimal VM
+        digest.update(b"CGO_ENABLED=0")
     target = cache_root() / f"{module}-{digest.hexdigest()[:16]}"
     names = {name: target / name for _, name in PACKAGES[module]}
     if all(path.is_file() for path in names.values()):
@@ -114,6 +197,7 @@ def _build(module: str) -> dict[str, Path]:
         completed = subprocess.run(
             [go, "build", f"-ldflags={_version_flags(module)}", "-o", str(staging / name), package],
             cwd=directory,
+            env=environment,
             capture_output=True,
             text=True,
             check=False,
