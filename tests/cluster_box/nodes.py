@@ -13,6 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from testing_support.cluster_box.control_plane import ControlPlane
+from tests.cluster_box.objects import PREREQUISITES, manifests_in_order
+from tests.helpers import pool_nodes
 
 CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "20Gi"}
 WAIT_SECONDS = 60.0
@@ -52,6 +54,80 @@ def register_node(
     )
 
 
+# The labels Karpenter puts on every node it launches, besides the pool's (kubernetes-sigs/karpenter
+# pkg/apis/v1/labels.go: WellKnownLabels, set from the instance type it chose).
+ZONE_LABEL = "topology.kubernetes.io/zone"
+INSTANCE_TYPE = "m6i.2xlarge"
+# EKS managed node groups take taint effects in their API's spelling (AWS::EKS::Nodegroup Taint).
+NODEGROUP_EFFECTS = {
+    "NO_SCHEDULE": "NoSchedule",
+    "NO_EXECUTE": "NoExecute",
+    "PREFER_NO_SCHEDULE": "PreferNoSchedule",
+}
+
+
+def karpenter_node(
+    node_pool: dict[str, Any], zone: str
+) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """The labels and taints a node Karpenter launches for the pool in `zone` registers with:
+    the pool's template labels and taints, its startup taints, and for each requirement with
+    the In operator the first value (what the chosen instance satisfies)."""
+    labels, taints = pool_nodes(node_pool)
+    for requirement in node_pool["spec"]["template"]["spec"].get("requirements", []):
+        if requirement["operator"] == "In" and requirement.get("values"):
+            labels.setdefault(requirement["key"], requirement["values"][0])
+    labels.update(
+        {
+            ZONE_LABEL: zone,
+            "node.kubernetes.io/instance-type": INSTANCE_TYPE,
+            "karpenter.sh/registered": "true",
+        }
+    )
+    return labels, taints
+
+
+def system_node(template: dict[str, Any], zone: str) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """A node of the template's (one) EKS managed node group, as EKS registers it."""
+    (group,) = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::EKS::Nodegroup"
+    ]
+    labels = {"kubernetes.io/os": "linux", ZONE_LABEL: zone, **group.get("Labels", {})}
+    taints = [
+        {"key": t["Key"], "value": t.get("Value", ""), "effect": NODEGROUP_EFFECTS[t["Effect"]]}
+        for t in group.get("Taints", [])
+    ]
+    return labels, taints
+
+
+def remove_taint(plane: ControlPlane, node: str, key: str) -> None:
+    """What the startup-taint remover does once the node is ready (without its checks)."""
+    current = json.loads(plane.kubectl("get", "node", node, "-o", "json"))
+    taints = [t for t in current["spec"].get("taints", []) if t["key"] != key]
+    plane.kubectl(
+        "patch", "node", node, "--type=merge", "-p", json.dumps({"spec": {"taints": taints}})
+    )
+
+
+def delete_app(plane: ControlPlane, template: dict[str, Any], nodes: list[str]) -> None:
+    """The app's objects gone but its CRDs and Namespaces (the next app may share them), and
+    its nodes: the box is ready for another app."""
+    for node in nodes:
+        plane.kubectl("delete", "node", node, "--wait=false", "--ignore-not-found")
+    for objects in reversed(manifests_in_order(template)):
+        kept = [o for o in objects if o["kind"] not in PREREQUISITES]
+        if kept:
+            plane.kubectl(
+                "delete",
+                "--ignore-not-found",
+                "--wait=false",
+                "-f",
+                "-",
+                stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": kept}),
+            )
+
+
 def pods(plane: ControlPlane) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = json.loads(plane.kubectl("get", "pods", "-A", "-o", "json"))[
         "items"
@@ -60,9 +136,13 @@ def pods(plane: ControlPlane) -> list[dict[str, Any]]:
 
 
 def owner(pod: dict[str, Any]) -> str:
-    """The name of the DaemonSet (or other controller) that owns the pod."""
+    """The name of the DaemonSet or Deployment that owns the pod (a Deployment's pods belong
+    to its ReplicaSet, named <deployment>-<pod template hash>)."""
     references = pod["metadata"].get("ownerReferences", [])
-    return str(references[0]["name"]) if references else ""
+    if not references:
+        return ""
+    name = str(references[0]["name"])
+    return name.rsplit("-", 1)[0] if references[0]["kind"] == "ReplicaSet" else name
 
 
 def bound(plane: ControlPlane) -> dict[str, set[str]]:
