@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from testing_support.cluster_box.control_plane import ControlPlane
-from tests.cluster_box.objects import PREREQUISITES, manifests_in_order
+from tests.cluster_box.objects import delete_objects, manifests_in_order
 from tests.helpers import pool_nodes
 
 CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "20Gi"}
@@ -111,21 +111,12 @@ def remove_taint(plane: ControlPlane, node: str, key: str) -> None:
 
 
 def delete_app(plane: ControlPlane, template: dict[str, Any], nodes: list[str]) -> None:
-    """The app's objects gone but its CRDs and Namespaces (the next app may share them), and
-    its nodes: the box is ready for another app."""
+    """The app's objects gone but its CRDs and Namespaces, and its nodes: the box is ready for
+    another app."""
     for node in nodes:
         plane.kubectl("delete", "node", node, "--wait=false", "--ignore-not-found")
     for objects in reversed(manifests_in_order(template)):
-        kept = [o for o in objects if o["kind"] not in PREREQUISITES]
-        if kept:
-            plane.kubectl(
-                "delete",
-                "--ignore-not-found",
-                "--wait=false",
-                "-f",
-                "-",
-                stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": kept}),
-            )
+        delete_objects(plane, objects)
 
 
 def pods(plane: ControlPlane) -> list[dict[str, Any]]:

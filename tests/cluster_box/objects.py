@@ -42,11 +42,32 @@ def apply(plane: ControlPlane, objects: list[dict[str, Any]], *, dry_run: bool =
     )
 
 
+def apply_objects(
+    plane: ControlPlane, objects: list[dict[str, Any]], *, dry_run: bool = False
+) -> None:
+    """One manifest's objects: its CRDs and Namespaces first, for real (what the rest needs to
+    exist), then the rest; with dry_run, the rest goes through validation and admission only."""
+    apply(plane, [o for o in objects if o["kind"] in PREREQUISITES])
+    if any(o["kind"] == "CustomResourceDefinition" for o in objects):
+        plane.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    apply(plane, [o for o in objects if o["kind"] not in PREREQUISITES], dry_run=dry_run)
+
+
 def apply_app(plane: ControlPlane, template: dict[str, Any], *, dry_run: bool = False) -> None:
-    """Every object of the template, manifest by manifest; with dry_run, only CRDs and
-    Namespaces are stored (the rest goes through validation and admission only)."""
+    """Every object of the template, manifest by manifest."""
     for objects in manifests_in_order(template):
-        apply(plane, [o for o in objects if o["kind"] in PREREQUISITES])
-        if any(o["kind"] == "CustomResourceDefinition" for o in objects):
-            plane.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-        apply(plane, [o for o in objects if o["kind"] not in PREREQUISITES], dry_run=dry_run)
+        apply_objects(plane, objects, dry_run=dry_run)
+
+
+def delete_objects(plane: ControlPlane, objects: list[dict[str, Any]]) -> None:
+    """The objects gone but CRDs and Namespaces (what comes next may share them)."""
+    kept = [o for o in objects if o["kind"] not in PREREQUISITES]
+    if kept:
+        plane.kubectl(
+            "delete",
+            "--ignore-not-found",
+            "--wait=false",
+            "-f",
+            "-",
+            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": kept}),
+        )

@@ -1,75 +1,174 @@
-"""A change to what the pod IP agent reads from its ConfigMap rolls its DaemonSet, shown by the
-real DaemonSet controller: it replaces the running pod with one of the new template (the digest
-annotation of charts.building_blocks.roll_on_change), which the scheduler binds to the node. The
-test plays the kubelet (tests/cluster_box/nodes.py). Without the annotation the template would
-not change and the old pod would stay (kubernetes pkg/controller/daemon/update.go)."""
+"""A change to a component's code or configuration rolls its workload, shown by the real
+DaemonSet and Deployment controllers: one case per workload of ours. Each case synthesizes the
+component's chart before and after one change (a prop, or the code that fills its ConfigMap),
+applies both in turn and waits until the controller has replaced the running pod with one of
+the new template, bound by the scheduler to the node. The test plays the kubelet
+(tests/cluster_box/nodes.py).
+
+A ConfigMap that a pod mounts is no part of its template; without the digest annotation of
+charts.building_blocks.roll_on_change the template would not change and the old pod would stay
+(kubernetes pkg/controller/daemon/update.go, pkg/controller/deployment/sync.go)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import cdk8s
 import pytest
 
-from charts.building_blocks import CONFIG_DIGEST_ANNOTATION
+import charts.multus
+from charts.cleartaints import ClearTaintsChart, ClearTaintsNodes, ClearTaintsProps
+from charts.multus import MultusChart, MultusProps
 from charts.multus_pod_ips import MultusPodIpsChart, MultusPodIpsProps, PodIpsNodes
+from charts.whereabouts import WhereaboutsChart, WhereaboutsProps
 from testing_support.cluster_box.control_plane import ControlPlane
-from tests.cluster_box.nodes import owner, pods, register_node, run_bound_pods, wait_until
-from tests.cluster_box.objects import apply
+from tests.cluster_box.nodes import (
+    owner,
+    pods,
+    register_node,
+    run_bound_pods,
+    wait_until,
+)
+from tests.cluster_box.objects import apply_objects, delete_objects
 
 pytestmark = pytest.mark.cluster_box
 
 POOL = "rollout"
 NODE = "rollout-node"
-DIGEST = f"{CONFIG_DIGEST_ANNOTATION}/multus-pod-ips"
+IMAGE = "public.ecr.aws/amazonlinux/amazonlinux:2023"
+# A Karpenter node of the pool (Multus, Whereabouts, cleartaints and the agent all select it)
+# that is also a system node (the Whereabouts reconciler's).
+NODE_LABELS = {
+    "kubernetes.io/os": "linux",
+    "karpenter-node": "true",
+    "karpenter.sh/nodepool": POOL,
+    "karpenter.sh/controller": "true",
+}
+# The label each controller stamps on a pod with its template's hash.
+TEMPLATE_HASH = {"DaemonSet": "controller-revision-hash", "Deployment": "pod-template-hash"}
 
 
-def chart_objects(ranges: list[str]) -> list[dict[str, Any]]:
-    nodes = PodIpsNodes(
-        interfaces={"multus1": ranges},
-        pool=POOL,
-        node_selector={"karpenter.sh/nodepool": POOL},
-    )
-    props = MultusPodIpsProps(image="public.ecr.aws/amazonlinux/amazonlinux:2023", pools=[nodes])
-    objects: list[dict[str, Any]] = cdk8s.Testing.synth(
-        MultusPodIpsChart(cdk8s.Testing.app(), "pod-ips", props)
-    )
+def synth(chart: Callable[[cdk8s.App], cdk8s.Chart]) -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = cdk8s.Testing.synth(chart(cdk8s.Testing.app()))
     return objects
 
 
-def agent_pods(plane: ControlPlane) -> list[dict[str, Any]]:
-    return [p for p in pods(plane) if owner(p) == f"multus-pod-ips-{POOL}"]
+def pod_ips(ranges: list[str]) -> list[dict[str, Any]]:
+    nodes = PodIpsNodes(
+        interfaces={"multus1": ranges}, pool=POOL, node_selector={"karpenter.sh/nodepool": POOL}
+    )
+    props = MultusPodIpsProps(image=IMAGE, pools=[nodes])
+    return synth(lambda app: MultusPodIpsChart(app, "pod-ips", props))
 
 
-def template_digest(objects: list[dict[str, Any]]) -> str:
-    (daemon_set,) = [o for o in objects if o["kind"] == "DaemonSet"]
-    return str(daemon_set["spec"]["template"]["metadata"]["annotations"][DIGEST])
+def multus() -> list[dict[str, Any]]:
+    return synth(lambda app: MultusChart(app, "multus", MultusProps(region="us-west-2")))
 
 
-def running_with(plane: ControlPlane, digest: str) -> bool:
-    """The kubelet's step, then: is the only agent pod one of `digest`, bound to the node?"""
+def whereabouts(**changes: Any) -> list[dict[str, Any]]:
+    props = WhereaboutsProps(
+        image=IMAGE, reconciler_node_labels={"karpenter.sh/controller": "true"}
+    )
+    props = WhereaboutsProps(**{**props.__dict__, **changes})
+    return synth(lambda app: WhereaboutsChart(app, "whereabouts", props))
+
+
+def cleartaints(binaries: list[str]) -> list[dict[str, Any]]:
+    nodes = ClearTaintsNodes(pool=POOL, cni_binaries=binaries)
+    props = ClearTaintsProps(image=IMAGE, pools=[nodes])
+    return synth(lambda app: ClearTaintsChart(app, "cleartaints", props))
+
+
+@dataclass(frozen=True)
+class Case:
+    """The workload (kind, name) and its chart's objects before and after the change."""
+
+    kind: str
+    name: str
+    before: Callable[[], list[dict[str, Any]]]
+    after: Callable[[pytest.MonkeyPatch], list[dict[str, Any]]]
+
+
+def multus_with_new_daemon_config(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """A code change: what the daemon's ConfigMap holds."""
+    changed = {**charts.multus._DAEMON_CONFIG, "logLevel": "debug"}
+    monkeypatch.setattr(charts.multus, "_DAEMON_CONFIG", changed)
+    return multus()
+
+
+CASES = [
+    Case(
+        "DaemonSet",
+        f"multus-pod-ips-{POOL}",
+        lambda: pod_ips(["10.0.4.32/27"]),
+        lambda _: pod_ips(["10.0.4.32/27", "10.0.4.64/27"]),
+    ),
+    Case("DaemonSet", "kube-multus-ds", multus, multus_with_new_daemon_config),
+    Case("DaemonSet", "whereabouts", whereabouts, lambda _: whereabouts(log_level="debug")),
+    Case(
+        "Deployment",
+        "whereabouts-reconciler",
+        whereabouts,
+        lambda _: whereabouts(reconcile_schedule="*/5 * * * *"),
+    ),
+    Case(
+        "DaemonSet",
+        f"cleartaints-{POOL}",
+        lambda: cleartaints(["ipvlan"]),
+        lambda _: cleartaints(["ipvlan", "sbr"]),
+    ),
+]
+
+
+def workload_pods(plane: ControlPlane, case: Case) -> list[dict[str, Any]]:
+    return [p for p in pods(plane) if owner(p) == case.name]
+
+
+def running_one_new_pod(plane: ControlPlane, case: Case, old_uids: set[str]) -> bool:
+    """The kubelet's step, then: is there exactly one live pod of the workload, bound to the
+    node, and not one of `old_uids`?"""
     run_bound_pods(plane)
-    current = agent_pods(plane)
-    return len(current) == 1 and (
-        current[0]["spec"].get("nodeName") == NODE
-        and current[0]["metadata"]["annotations"].get(DIGEST) == digest
-        and not current[0]["metadata"].get("deletionTimestamp")
+    live = [p for p in workload_pods(plane, case) if not p["metadata"].get("deletionTimestamp")]
+    return (
+        len(live) == 1
+        and live[0]["spec"].get("nodeName") == NODE
+        and live[0]["metadata"]["uid"] not in old_uids
+        and live[0].get("status", {}).get("phase") == "Running"
     )
 
 
-def test_a_new_agent_configuration_replaces_the_running_agent(cluster_box: ControlPlane) -> None:
-    before, after = chart_objects(["10.0.4.32/27"]), chart_objects(["10.0.4.32/27", "10.0.4.64/27"])
-    assert template_digest(before) != template_digest(after)
-    apply(cluster_box, before)
-    register_node(
-        cluster_box, NODE, {"kubernetes.io/os": "linux", "karpenter.sh/nodepool": POOL}, []
-    )
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_a_change_rolls_the_workload(
+    cluster_box: ControlPlane, case: Case, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before, after = case.before(), case.after(monkeypatch)
+    (old_template,) = [
+        o["spec"]["template"]
+        for o in before
+        if (o["kind"], o["metadata"]["name"]) == (case.kind, case.name)
+    ]
+    (new_template,) = [
+        o["spec"]["template"]
+        for o in after
+        if (o["kind"], o["metadata"]["name"]) == (case.kind, case.name)
+    ]
+    assert old_template != new_template
+    register_node(cluster_box, NODE, NODE_LABELS, [])
     try:
-        assert wait_until(lambda: running_with(cluster_box, template_digest(before)))
-        (old,) = agent_pods(cluster_box)
-        apply(cluster_box, after)
-        assert wait_until(lambda: running_with(cluster_box, template_digest(after)))
-        (new,) = agent_pods(cluster_box)
-        assert new["metadata"]["uid"] != old["metadata"]["uid"]
+        apply_objects(cluster_box, before)
+        assert wait_until(lambda: running_one_new_pod(cluster_box, case, set()))
+        (old,) = workload_pods(cluster_box, case)
+        apply_objects(cluster_box, after)
+        assert wait_until(lambda: running_one_new_pod(cluster_box, case, {old["metadata"]["uid"]}))
+        (new,) = [
+            p
+            for p in workload_pods(cluster_box, case)
+            if not p["metadata"].get("deletionTimestamp")
+        ]
+        label = TEMPLATE_HASH[case.kind]
+        assert new["metadata"]["labels"][label] != old["metadata"]["labels"][label]
     finally:
         cluster_box.kubectl("delete", "node", NODE, "--wait=false")
+        delete_objects(cluster_box, after)
