@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, cast
 
 import cdk8s
 import cdk8s_plus_28 as kplus
@@ -106,7 +106,7 @@ class WhereaboutsChart(cdk8s.Chart):
             "service-account",
             metadata=cdk8s.ApiObjectMetadata(name="whereabouts", namespace=props.namespace),
         )
-        _cluster_role(self, service_account)
+        _cluster_role(self, props.namespace, service_account)
         schedule = kplus.ConfigMap(
             self,
             "reconciler-schedule",
@@ -139,7 +139,7 @@ def _custom_resource_definitions(scope: Construct) -> None:
         )
 
 
-def _cluster_role(scope: Construct, service_account: kplus.ServiceAccount) -> None:
+def _cluster_role(scope: Construct, namespace: str, service_account: kplus.ServiceAccount) -> None:
     role = kplus.ClusterRole(
         scope, "cluster-role", metadata=cdk8s.ApiObjectMetadata(name="whereabouts-cni")
     )
@@ -150,7 +150,6 @@ def _cluster_role(scope: Construct, service_account: kplus.ServiceAccount) -> No
             for plural in ("ippools", "overlappingrangeipreservations", "nodeslicepools")
         ),
     )
-    role.allow(["*"], kplus.ApiResource.LEASES)
     role.allow(["get", "list", "watch"], kplus.ApiResource.PODS, kplus.ApiResource.NODES)
     role.allow(
         ["get", "list", "watch"],
@@ -170,6 +169,26 @@ def _cluster_role(scope: Construct, service_account: kplus.ServiceAccount) -> No
         role=role,
     )
     binding.add_subjects(service_account)
+    # The plugin's leader election (pkg/storage/kubernetes/ipam.go, newLeaderElector) gets,
+    # creates and updates one Lease in the namespace of its kubeconfig's context, which
+    # install-cni.sh sets to WHEREABOUTS_NAMESPACE: this one. Upstream grants every verb on
+    # leases cluster-wide, which would let a node's whereabouts token rewrite the nodes'
+    # heartbeats in kube-node-lease and the controllers' leader leases.
+    lease_role = kplus.Role(
+        scope,
+        "lease-role",
+        metadata=cdk8s.ApiObjectMetadata(name="whereabouts-leader-election", namespace=namespace),
+    )
+    # ApiResource implements IApiResource; the Python stubs declare it for IApiEndpoint only.
+    leases = cast(kplus.IApiResource, kplus.ApiResource.LEASES)
+    lease_role.allow(["get", "create", "update"], leases)
+    lease_binding = kplus.RoleBinding(
+        scope,
+        "lease-role-binding",
+        metadata=cdk8s.ApiObjectMetadata(name="whereabouts-leader-election", namespace=namespace),
+        role=lease_role,
+    )
+    lease_binding.add_subjects(service_account)
 
 
 def _namespace_env() -> dict[str, kplus.EnvValue]:

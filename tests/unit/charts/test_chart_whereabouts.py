@@ -139,9 +139,18 @@ def test_rbac_grants_what_upstream_grants(
     helpers: SimpleNamespace,
     upstream_install: list[dict[str, Any]],
 ) -> None:
+    """But leases: upstream grants every verb on them cluster-wide; the plugin needs get,
+    create and update in its own namespace only (a Role; tests/cluster_box/test_permissions.py
+    asks the real authorizer)."""
     ours = helpers.find(whereabouts, "ClusterRole", "whereabouts-cni")["rules"]
     upstream = helpers.find(upstream_install, "ClusterRole", "whereabouts-cni")["rules"]
-    assert helpers.rule_triples(ours) == helpers.rule_triples(upstream)
+    leases = {("coordination.k8s.io", "leases", "*")}
+    assert helpers.rule_triples(ours) == helpers.rule_triples(upstream) - leases
+    lease_role = helpers.find(whereabouts, "Role", "whereabouts-leader-election")
+    assert lease_role["metadata"]["namespace"] == "kube-system"
+    assert helpers.rule_triples(lease_role["rules"]) == {
+        ("coordination.k8s.io", "leases", verb) for verb in ("get", "create", "update")
+    }
     binding = helpers.find(whereabouts, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == "whereabouts-cni"
     assert [(s["kind"], s["name"], s["namespace"]) for s in binding["subjects"]] == [
