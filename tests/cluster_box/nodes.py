@@ -146,9 +146,9 @@ def bound(plane: ControlPlane) -> dict[str, set[str]]:
     return found
 
 
-def wait_until(condition: Callable[[], bool]) -> bool:
-    """Whether `condition` held within WAIT_SECONDS (polled every half second)."""
-    deadline = time.monotonic() + WAIT_SECONDS
+def wait_until(condition: Callable[[], bool], timeout: float = WAIT_SECONDS) -> bool:
+    """Whether `condition` held within `timeout` seconds (polled every half second)."""
+    deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
             return False
