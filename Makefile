@@ -108,7 +108,7 @@ cni-plugins:
 
 # Host tools of the data-plane tests, from Debian bookworm as root unless already there at these
 # versions: nft and ping for the VPC fabric tests (tests/*/testing_support/test_vpc_fabric*.py),
-# and QEMU, Debian's kernel and a static busybox for ../shared/tools/kernel-vm/run, in which
+# and QEMU, Debian's kernel and a static busybox for testing_support/kernel_vm/run, in which
 # tests/dataplane runs (with iproute2, nft, ping and the CNI plugins). `make test` installs them
 # first; under CI=true those tests fail without them, elsewhere they skip and say which package
 # is missing.

@@ -1,6 +1,6 @@
 """The emulated VPC as a real network in a Linux kernel, for the data-plane tier (tests/dataplane).
 
-Run as root in a kernel with ipvlan (../shared/tools/kernel-vm/run boots one). Layout:
+Run as root in a kernel with ipvlan (testing_support/kernel_vm/run boots one). Layout:
 
 - namespace `vpc`: one bridge per subnet of the fabric (the AZ's node subnet and its Multus
   subnets), the VPC router at each subnet's gateway address on the bridge device (with the

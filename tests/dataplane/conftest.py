@@ -1,7 +1,7 @@
 """The data-plane tier: packet exchanges between Multus pods in a real Linux kernel.
 
 The kernels of these machines have no ipvlan, so the tier runs inside Debian's kernel under
-QEMU (../shared/tools/kernel-vm/run), in one VM for the whole tier. On the host, each collected
+QEMU (testing_support/kernel_vm/run), in one VM for the whole tier. On the host, each collected
 test of this directory becomes a `VmOutcome`: the first one boots the VM, which runs pytest on
 the same test IDs (MULTUS_DATAPLANE_IN_VM=1, so this file then provides the real fixtures) and
 records each outcome; every `VmOutcome` then reports its test's outcome and failure text.
@@ -25,12 +25,10 @@ import pytest
 
 IN_VM = os.environ.get("MULTUS_DATAPLANE_IN_VM") == "1"
 REPO = Path(__file__).resolve().parents[2]
-KERNEL_VM = REPO.parent / "shared" / "tools" / "kernel-vm" / "run"
+KERNEL_VM = REPO / "testing_support" / "kernel_vm" / "run"
 VM_TIMEOUT_SECONDS = 900
 #: Exit status of kernel-vm/run when the VM could not run the command (missing packages...).
 VM_COULD_NOT_RUN = 125
-#: How often the VM run is asked again after a spurious package-check failure (see below).
-PACKAGE_CHECK_ATTEMPTS = 5
 
 
 def _unavailable(reason: str) -> None:
@@ -111,18 +109,15 @@ def _run_in_vm(node_ids: list[str]) -> VmRun:
             sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
             "--confcutdir", str(Path(__file__).parent), *node_ids,
         ]  # fmt: skip
-        for _ in range(PACKAGE_CHECK_ATTEMPTS):
-            done = subprocess.run(
-                command,
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-                timeout=VM_TIMEOUT_SECONDS + 60,
-                check=False,
-            )
-            output = done.stdout + done.stderr
-            if not _spurious_busybox_miss(done.returncode, output):
-                break
+        done = subprocess.run(
+            command,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=VM_TIMEOUT_SECONDS + 60,
+            check=False,
+        )
+        output = done.stdout + done.stderr
         if done.returncode == VM_COULD_NOT_RUN and not results.exists():
             return VmRun({}, output, f"the kernel VM could not run: {output.strip()[-400:]}")
         outcomes: dict[str, dict[str, Any]] = {}
@@ -132,25 +127,6 @@ def _run_in_vm(node_ids: list[str]) -> VmRun:
                 if record["outcome"] != "passed" or record["nodeid"] not in outcomes:
                     outcomes[record["nodeid"]] = record
         return VmRun(outcomes, output)
-
-
-def _spurious_busybox_miss(returncode: int, output: str) -> bool:
-    """kernel-vm/run's own package check reports busybox-static missing now and then under
-    load although it is there: it runs `/bin/busybox --list | grep -qx insmod` under `set -o
-    pipefail`, busybox writes one applet per write(2), and once grep -q has matched and exited,
-    the next write gets SIGPIPE (seen here: 3 of 300 checks with the 2 cores busy). The check
-    runs before the VM boots, so asking again costs nothing; a package that is really missing
-    (Python's own look at /bin/busybox) is reported at once."""
-    marker = "missing Debian packages:"
-    if returncode != VM_COULD_NOT_RUN or marker not in output:
-        return False
-    missing = output.split(marker, 1)[1].split("(", 1)[0].split()
-    return missing == ["busybox-static"] and _static_busybox_with_insmod()
-
-
-def _static_busybox_with_insmod() -> bool:
-    listed = subprocess.run(["/bin/busybox", "--list"], capture_output=True, text=True, check=False)
-    return listed.returncode == 0 and "insmod" in listed.stdout.split()
 
 
 # Inside the VM ---------------------------------------------------------------------------
