@@ -5,6 +5,11 @@ JSON Schema checks the structure; the rules carry what Karpenter refuses beyond 
 label domains, a single alias term, requirement operators...). Transition rules (those naming
 oldSelf) only run on updates and are left out here. Kubernetes' CEL libraries add `find` (regex
 library) and `split` (strings library) to standard CEL, which celpy provides otherwise.
+
+A stand-in, kept for the unit loop (milliseconds per chart variant, no Go, no box): it does not
+model the API server's CEL cost limits, its other CEL libraries (quantity, IP, CIDR, format),
+defaulting before validation, or transition rules. The cluster box's API server is the truth
+for every object the apps apply (tests/cluster_box/test_admission.py).
 """
 
 from __future__ import annotations
