@@ -6,25 +6,42 @@ each plugin of the list in order gets the network's name and cniVersion, its own
 object, and the previous plugin's result as prevResult; the last result is the chain's. DEL
 runs the plugins in reverse order, each given the chain's cached ADD result as prevResult
 (libcni keeps it for them).
+
+A stand-in for Multus' delegation: it does not read the NAD from the API, write the
+network-status annotation, run the cluster network first or keep Multus' delegate cache, and
+its callers give static IPAM in place of Whereabouts (which needs the API). The data-plane
+tier's tests/dataplane/test_real_multus.py runs the real Multus thick and Whereabouts; the
+tests that still use this run it where they cut a chain short or swap one of its plugins.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from multus_pod_ips import CNI_PLUGIN_SCRIPT, CNI_PLUGIN_TYPE
 
-#: Debian's containernetworking-plugins (make cni-plugins installs it).
+#: Debian's containernetworking-plugins 1.1.1 (make cni-plugins installs it), which the host's
+#: namespace tests run with.
 DEBIAN_CNI_PLUGIN_DIR = Path("/usr/lib/cni")
+#: Names another plugin directory: the data-plane tier's VM gets the release the VPC CNI ships
+#: (v1.9.1, built from Go by testing_support/cluster_box/build.py: build_cni).
+PLUGIN_DIR_ENV = "MULTUS_CNI_PLUGIN_DIR"
+
+
+def reference_plugin_dir() -> Path:
+    return Path(os.environ.get(PLUGIN_DIR_ENV) or DEBIAN_CNI_PLUGIN_DIR)
+
+
 IP_COMMAND = shutil.which("ip") or "/usr/sbin/ip"
 
 
@@ -75,7 +92,7 @@ class ChainRun:
     ifname: str
     agent_socket: Path
     node_netns: str
-    plugin_dir: Path = DEBIAN_CNI_PLUGIN_DIR
+    plugin_dir: Path = field(default_factory=reference_plugin_dir)
     container_id: str = "pod-routes-test"
     pod_name: str = "routes"
 

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from testing_support.cni_chain import ChainRun
-from testing_support.kernel_vpc import KernelNode, in_netns, ip, sysctl
+from testing_support.kernel_vpc import KernelNode, in_netns, ip
 from testing_support.pod_ip_node import PodIpNode
+from testing_support.vpc_cni_stand_in import set_up_eth0
 
-VPC_CNI_GATEWAY = "169.254.1.1"
 IDENTITY_PORT = 7007
 
 #: Answers each UDP datagram with "<pod name> <the source address it came from>".
@@ -203,20 +203,7 @@ def start_pod(
 
 
 def vpc_cni_eth0(pod: str, node_namespace: str, eth0_address: str) -> None:
-    """The namespace `pod` with eth0 as the VPC CNI sets it up: a veth to `node_namespace`,
-    `eth0_address`/32, 169.254.1.1 on-link with the host veth's MAC, the default route via it."""
+    """The namespace `pod` with eth0 as the VPC CNI sets it up (testing_support/
+    vpc_cni_stand_in.py)."""
     ip("netns", "add", pod)
-    ip("-n", pod, "link", "set", "lo", "up")
-    host_veth = f"v-{pod}"[:15]
-    ip("-n", node_namespace, "link", "add", host_veth, "type", "veth", "peer", "name", "eth0",
-       "netns", pod)  # fmt: skip
-    ip("-n", node_namespace, "link", "set", host_veth, "up")
-    host_mac = ip("-n", node_namespace, "-br", "link", "show", host_veth).stdout.split()[2]
-    sysctl(node_namespace, "net.ipv4.ip_forward=1")
-    ip("-n", node_namespace, "route", "add", f"{eth0_address}/32", "dev", host_veth)
-    ip("-n", pod, "address", "add", f"{eth0_address}/32", "dev", "eth0")
-    ip("-n", pod, "link", "set", "eth0", "up")
-    ip("-n", pod, "neigh", "add", VPC_CNI_GATEWAY, "lladdr", host_mac, "dev", "eth0",
-       "nud", "permanent")  # fmt: skip
-    ip("-n", pod, "route", "add", VPC_CNI_GATEWAY, "dev", "eth0", "scope", "link")
-    ip("-n", pod, "route", "add", "default", "via", VPC_CNI_GATEWAY, "dev", "eth0")
+    set_up_eth0(pod, node_namespace, eth0_address)

@@ -71,20 +71,23 @@ class ControlPlane:
 
 
 @contextmanager
-def running(directory: Path, binaries: Binaries) -> Iterator[ControlPlane]:
+def running(
+    directory: Path, binaries: Binaries, extra_addresses: tuple[str, ...] = ()
+) -> Iterator[ControlPlane]:
+    """extra_addresses: IP addresses the serving certificate names besides loopback's."""
     plane = ControlPlane(directory, binaries)
     try:
-        _start(plane)
+        _start(plane, extra_addresses)
         yield plane
     finally:
         _stop(plane)
 
 
-def _start(plane: ControlPlane) -> None:
+def _start(plane: ControlPlane, extra_addresses: tuple[str, ...]) -> None:
     directory = plane.directory
     directory.mkdir(parents=True, exist_ok=True)
     identities = (pki.ADMIN, pki.CONTROLLER_MANAGER, pki.SCHEDULER)
-    keys = pki.create(directory / "pki", identities)
+    keys = pki.create(directory / "pki", identities, extra_addresses)
     etcd_port, peer_port, api_port = _free_ports(3)
     etcd_url = f"http://127.0.0.1:{etcd_port}"
     plane.server = f"https://127.0.0.1:{api_port}"

@@ -67,7 +67,11 @@ class Pki:
         return self.directory / f"{_file_name(identity)}.key"
 
 
-def create(directory: Path, clients: tuple[ClientIdentity, ...]) -> Pki:
+def create(
+    directory: Path, clients: tuple[ClientIdentity, ...], extra_addresses: tuple[str, ...] = ()
+) -> Pki:
+    """extra_addresses: more IP addresses the serving certificate names (where a client
+    reaches the API server through a forwarder: the data-plane tier's VPC endpoint)."""
     directory.mkdir(parents=True, exist_ok=True)
     pki = Pki(directory)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -98,7 +102,10 @@ def create(directory: Path, clients: tuple[ClientIdentity, ...]) -> Pki:
         .add_extension(
             x509.SubjectAlternativeName(
                 [x509.DNSName(name) for name in SERVICE_NAMES]
-                + [x509.IPAddress(ipaddress.ip_address(a)) for a in SERVICE_ADDRESSES]
+                + [
+                    x509.IPAddress(ipaddress.ip_address(a))
+                    for a in (*SERVICE_ADDRESSES, *extra_addresses)
+                ]
             ),
             critical=False,
         )

@@ -44,13 +44,9 @@ from charts.network_attachments import (
     whereabouts_range_and_gateway,
 )
 from testing_support.cni_chain import ChainRun, StandInAgent
-from testing_support.kernel_pods import (
-    VPC_CNI_GATEWAY,
-    ping_from,
-    vpc_cni_eth0,
-    with_static_ipam,
-)
+from testing_support.kernel_pods import ping_from, vpc_cni_eth0, with_static_ipam
 from testing_support.kernel_vpc import in_netns, ip
+from testing_support.vpc_cni_stand_in import VPC_CNI_GATEWAY
 
 # multus2 of examples/dual-stack.json in the first AZ, with docs/network.md's /64 and its
 # default pod range (pod_range_offset 1 of /112).
