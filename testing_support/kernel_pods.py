@@ -19,7 +19,7 @@ from __future__ import annotations
 import ipaddress
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from testing_support.cni_chain import ChainRun
@@ -83,47 +83,11 @@ def _in_range(whereabouts_range: str, address: str) -> str:
 
 
 @dataclass
-class KernelPod:
-    """One pod: its namespace, the node it runs on and net1's chain and result."""
+class PodNamespace:
+    """A pod's network namespace (named `name`) and what a test does from it."""
 
     name: str
-    node: KernelNode
-    agent: PodIpNode
-    network: dict[str, Any]
-    plugins: list[dict[str, Any]]
-    eth0_address: str
-    result: dict[str, Any] | None = None
-    server: subprocess.Popen[str] | None = None
-
-    @property
-    def netns_path(self) -> str:
-        return f"/var/run/netns/{self.name}"
-
-    @property
-    def chain(self) -> ChainRun:
-        return ChainRun(
-            netns=self.netns_path,
-            ifname="net1",
-            agent_socket=self.agent.socket_path,
-            node_netns=self.node.name,
-            container_id=self.name,
-            pod_name=self.name,
-        )
-
-    @property
-    def net1_address(self) -> str:
-        assert self.result is not None, "net1 is not set up"
-        return str(self.result["ips"][0]["address"]).split("/")[0]
-
-    def add(self, plugins: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """ADD through `plugins` (default: the whole chain), continuing from any earlier
-        partial ADD's result."""
-        self.result = self.chain.add(self.network, plugins or self.plugins, self.result)
-        return self.result
-
-    def delete(self, plugins: Sequence[dict[str, Any]] | None = None) -> None:
-        assert self.result is not None
-        self.chain.delete(self.network, plugins or self.plugins, self.result)
+    server: subprocess.Popen[str] | None = field(default=None, kw_only=True)
 
     def serve_identity(self) -> None:
         self.server = subprocess.Popen(
@@ -171,10 +135,55 @@ class KernelPod:
     def route_get(self, *args: str) -> str:
         return ip("-n", self.name, "route", "get", *args).stdout.strip()
 
-    def remove(self) -> None:
+    def stop_server(self) -> None:
         if self.server is not None:
             self.server.kill()
             self.server.wait(timeout=10)
+
+
+@dataclass
+class KernelPod(PodNamespace):
+    """One pod: its namespace, the node it runs on and net1's chain and result."""
+
+    node: KernelNode
+    agent: PodIpNode
+    network: dict[str, Any]
+    plugins: list[dict[str, Any]]
+    eth0_address: str
+    result: dict[str, Any] | None = None
+
+    @property
+    def netns_path(self) -> str:
+        return f"/var/run/netns/{self.name}"
+
+    @property
+    def chain(self) -> ChainRun:
+        return ChainRun(
+            netns=self.netns_path,
+            ifname="net1",
+            agent_socket=self.agent.socket_path,
+            node_netns=self.node.name,
+            container_id=self.name,
+            pod_name=self.name,
+        )
+
+    @property
+    def net1_address(self) -> str:
+        assert self.result is not None, "net1 is not set up"
+        return str(self.result["ips"][0]["address"]).split("/")[0]
+
+    def add(self, plugins: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """ADD through `plugins` (default: the whole chain), continuing from any earlier
+        partial ADD's result."""
+        self.result = self.chain.add(self.network, plugins or self.plugins, self.result)
+        return self.result
+
+    def delete(self, plugins: Sequence[dict[str, Any]] | None = None) -> None:
+        assert self.result is not None
+        self.chain.delete(self.network, plugins or self.plugins, self.result)
+
+    def remove(self) -> None:
+        self.stop_server()
         ip("netns", "del", self.name, check=False)
 
 

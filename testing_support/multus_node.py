@@ -166,6 +166,9 @@ class MultusNode:
     access: BoxAccess
     api_host: str
     pod_ips_dir: Path
+    #: node_prefix networks' configs the bootstrap staged; copied into /etc/cni/net.d as its
+    #: path unit does once the VPC CNI's config is there (node_bootstrap/node_prefix.sh).
+    node_cni_configs: tuple[Path, ...] = ()
     daemon: subprocess.Popen[bytes] | None = None
     ip_control_loop: subprocess.Popen[bytes] | None = None
 
@@ -188,6 +191,8 @@ class MultusNode:
             (bin_dir / name).chmod(0o755)
         net_d = self.path("/etc/cni/net.d")
         (net_d / CLUSTER_NETWORK_FILE).write_text(json.dumps(CLUSTER_NETWORK))
+        for staged in self.node_cni_configs:
+            shutil.copy(staged, net_d / staged.name)
         whereabouts = kubeconfig(
             self.api_host,
             self.access.ca,

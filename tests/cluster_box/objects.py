@@ -16,6 +16,8 @@ from tests.helpers import joined_text
 MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
 # Created for real even in a dry run: what later objects of the same apply need to exist.
 PREREQUISITES = ("CustomResourceDefinition", "Namespace")
+#: Who may do what: the service accounts and their grants.
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
 
 def manifests_in_order(template: dict[str, Any]) -> list[list[dict[str, Any]]]:

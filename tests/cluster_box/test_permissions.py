@@ -24,19 +24,16 @@ from collections.abc import Iterator
 import pytest
 
 from testing_support.cluster_box.control_plane import ControlPlane
-from tests.cluster_box.objects import apply_objects, delete_objects, manifests_in_order
+from tests.cluster_box.objects import (
+    RBAC_KINDS,
+    apply_objects,
+    delete_objects,
+    manifests_in_order,
+)
 from tests.conftest import SynthesizedApp
 
 pytestmark = pytest.mark.cluster_box
 
-RBAC_KINDS = (
-    "Namespace",
-    "ServiceAccount",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "Role",
-    "RoleBinding",
-)
 Rule = tuple[str, str, str]  # (API group, resource, verb)
 
 NADS = "k8s.cni.cncf.io"
@@ -120,7 +117,12 @@ def held_rules(plane: ControlPlane, namespace: str, account: str, asked_in: str)
 @pytest.fixture(scope="module")
 def rbac_applied(cluster_box: ControlPlane, five_g_core_app: SynthesizedApp) -> Iterator[None]:
     template = five_g_core_app.template_json(five_g_core_app.stage.cluster)
-    objects = [o for m in manifests_in_order(template) for o in m if o["kind"] in RBAC_KINDS]
+    objects = [
+        o
+        for m in manifests_in_order(template)
+        for o in m
+        if o["kind"] in ("Namespace", *RBAC_KINDS)
+    ]
     apply_objects(cluster_box, objects)
     yield
     delete_objects(cluster_box, objects)

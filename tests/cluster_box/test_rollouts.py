@@ -69,9 +69,8 @@ def multus() -> list[dict[str, Any]]:
 
 def whereabouts(**changes: Any) -> list[dict[str, Any]]:
     props = WhereaboutsProps(
-        image=IMAGE, reconciler_node_labels={"karpenter.sh/controller": "true"}
+        image=IMAGE, reconciler_node_labels={"karpenter.sh/controller": "true"}, **changes
     )
-    props = WhereaboutsProps(**{**props.__dict__, **changes})
     return synth(lambda app: WhereaboutsChart(app, "whereabouts", props))
 
 

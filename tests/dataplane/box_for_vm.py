@@ -24,18 +24,10 @@ from testing_support.cluster_box.build import build_all, build_cni
 from testing_support.cluster_box.control_plane import running
 from testing_support.kernel_vpc import SERVICES_HOST
 from testing_support.multus_node import BoxAccess
-from tests.cluster_box.objects import apply_objects
+from tests.cluster_box.objects import PREREQUISITES, RBAC_KINDS, apply_objects
 
 TOKEN_SECONDS = 7200
-SETUP_KINDS = (
-    "CustomResourceDefinition",
-    "Namespace",
-    "ServiceAccount",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "Role",
-    "RoleBinding",
-)
+SETUP_KINDS = (*PREREQUISITES, *RBAC_KINDS)
 
 
 def chart_objects() -> list[dict[str, Any]]:

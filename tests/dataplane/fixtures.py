@@ -3,7 +3,6 @@ bootstrapped by the real user-data script in their namespaces, each with its pod
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -19,7 +18,6 @@ from charts.network_attachments import (
 )
 from config.network_plan import network_attachment_name
 from node_bootstrap import NodePrefixNetwork, render_user_data
-from node_bootstrap.node_prefix import cni_config_file_name
 from testing_support.kernel_pods import KernelPod, start_pod
 from testing_support.kernel_vpc import (
     SERVICES_HOST,
@@ -66,14 +64,6 @@ class DataPlane:
 
     def sync(self) -> None:
         self.vpc.sync()
-
-    def node_prefix_config(self, node: str) -> dict[str, Any]:
-        """The node-local CNI config of multus2 the node's bootstrap staged."""
-        agent = self.agent(node)
-        device_index = list(EMULATOR_RANGES).index(PREFIX_NETWORK) + 1
-        staged = agent.root / "var/lib/multus-eni/cni" / cni_config_file_name(device_index)
-        config: dict[str, Any] = json.loads(staged.read_text())
-        return config
 
     def host(self, node: str) -> KernelNode:
         return self.nodes[node][0]

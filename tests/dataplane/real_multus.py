@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from config.network_plan import network_attachment_name
+from testing_support.kernel_pods import PodNamespace
 from testing_support.kernel_vpc import SERVICES_HOST, ip
 from testing_support.multus_node import ApiForwarder, BoxAccess, MultusNode, kubeconfig
 from testing_support.vpc_cni_stand_in import PLAN_DIR
@@ -54,10 +55,10 @@ class Cluster:
             raise RuntimeError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
         return done.stdout
 
-    def pod(self, name: str, node: str) -> MultusPod:
+    def pod(self, name: str, node: str, nad: str = "") -> MultusPod:
         """A Pod in the API, bound to `node`, asking Multus for the tier's NAD; its sandbox's
         network namespace made and its eth0 address chosen (ipamd's part)."""
-        nad = network_attachment_name(NETWORK, AZ)
+        nad = nad or network_attachment_name(NETWORK, AZ)
         manifest = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -81,9 +82,32 @@ class Cluster:
         plan = {"address": eth0, "node": kernel_node.name}
         plan_dir = self.nodes[node].path(str(PLAN_DIR))
         (plan_dir / name).write_text(json.dumps(plan))
-        pod = MultusPod(self, created, self.nodes[node], uuid.uuid4().hex)
+        pod = MultusPod(name, self, created, self.nodes[node], uuid.uuid4().hex)
         self.pods.append(pod)
         return pod
+
+    def attachment(self, name: str, config: dict[str, Any]) -> str:
+        """Another NAD in the pods' namespace (a variant of the chart's); returns its name."""
+        nad = {
+            "apiVersion": "k8s.cni.cncf.io/v1",
+            "kind": "NetworkAttachmentDefinition",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"config": json.dumps({**config, "name": name})},
+        }
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(nad))
+        return name
+
+    def node_local_attachment(self, name: str) -> str:
+        """A NAD without a config (charts/network_attachments.py, node_prefix networks): Multus
+        takes the config named `name` from the node's /etc/cni/net.d."""
+        nad = {
+            "apiVersion": "k8s.cni.cncf.io/v1",
+            "kind": "NetworkAttachmentDefinition",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {},
+        }
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(nad))
+        return name
 
     def allocations(self) -> dict[str, str]:
         """Whereabouts' allocations in every IPPool: pod reference -> address offset."""
@@ -100,7 +124,7 @@ class Cluster:
 
 
 @dataclass
-class MultusPod:
+class MultusPod(PodNamespace):
     """A pod whose sandbox the tier created; `add` and `delete` are the runtime's CNI calls."""
 
     cluster: Cluster
@@ -108,10 +132,6 @@ class MultusPod:
     node: MultusNode
     container_id: str
     result: dict[str, Any] | None = None
-
-    @property
-    def name(self) -> str:
-        return str(self.object["metadata"]["name"])
 
     @property
     def netns(self) -> str:
@@ -138,6 +158,11 @@ class MultusPod:
         return str(net1["ips"][0])
 
     def remove(self) -> None:
+        """The sandbox gone: its interfaces first (a namespace that a node's mount namespace
+        still holds would otherwise keep net1, and its address stays taken on the master:
+        ipvlan refuses one address twice), then the Pod and the namespace."""
+        self.stop_server()
+        ip("-n", self.name, "link", "del", "net1", check=False)
         self.cluster.kubectl(
             "delete", "pod", "-n", NAMESPACE, self.name, "--wait=false", "--ignore-not-found"
         )
@@ -166,6 +191,9 @@ def cluster(data_plane: DataPlane) -> Iterator[Cluster]:
             access=access,
             api_host=SERVICES_HOST,
             pod_ips_dir=data_plane.agent(name).socket_path.parent,
+            node_cni_configs=tuple(
+                sorted((data_plane.agent(name).root / "var/lib/multus-eni/cni").glob("*.conflist"))
+            ),
         )
         for name in NODES
     }
