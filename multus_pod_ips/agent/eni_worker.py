@@ -11,21 +11,35 @@ import time
 import urllib.error
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..cni_plugin import ADDRESS_IN_USE, EC2_REFUSED, ENI_FULL, TRY_AGAIN_LATER
 from .address_family import FAMILIES, IPV4, AddressFamily, family_of
-from .config import AgentError
-from .ec2_query import Ec2Error, local_name
-
-if TYPE_CHECKING:
-    from .node_agent import Agent
+from .config import AgentConfig, AgentError
+from .ec2_query import Ec2Client, Ec2Error, local_name
+from .imds import InstanceMetadata
+from .metrics import AgentMetrics
 
 LOG = logging.getLogger("multus-pod-ips")
 #: EC2's answer to AssignPrivateIpAddresses without AllowReassignment for an address that
 #: another ENI holds (EC2 API reference, "Error codes for the Amazon EC2 API"); the emulator
 #: answers AssignIpv6Addresses alike (testing_support/eni_addresses.py).
 ADDRESS_ON_ANOTHER_ENI = "InvalidIPAddress.InUse"
+
+
+class WorkerHost(Protocol):
+    """What a worker needs of the node agent that runs it (node_agent.Agent): the agent's
+    config and clients, the instance type's limits and which addresses pods still hold."""
+
+    config: AgentConfig
+    ec2: Ec2Client
+    imds: InstanceMetadata
+    metrics: AgentMetrics
+    instance_type: str
+
+    def addresses_per_eni(self, family: AddressFamily) -> int: ...
+
+    def live_addresses(self, interface: str) -> set[str]: ...
 
 
 @dataclass
@@ -56,7 +70,7 @@ class EniWorker(threading.Thread):
     write (the addresses held, the primary, the in-flight times, the MAC) is behind `_lock`
     and leaves it only as copies."""
 
-    def __init__(self, agent: Agent, interface: str, eni_id: str) -> None:
+    def __init__(self, agent: WorkerHost, interface: str, eni_id: str) -> None:
         super().__init__(name=f"eni-{interface}", daemon=True)
         self.agent = agent
         self.interface = interface
