@@ -11,13 +11,14 @@ import aws_cdk as cdk
 from config import ConfigError, load_config
 from config.cluster_access import access_warnings
 from config.loader import CDK_ASSETS_PACKAGE, CDK_CLI_PACKAGE, LoadedConfig, pinned_npm_version
-from stacks.pipeline_stack import PipelineStack
+from node_bootstrap.renderer import deployed_size
 from stages.environment_stage import EnvironmentStage
+from stages.pipeline_stack import PipelineStack
 
 
 def build_app(app: cdk.App) -> cdk.App:
     base_dir = Path(__file__).parent
-    loaded = load_config(app.node.get_all_context(), base_dir)
+    loaded = load_config(app.node.get_all_context(), base_dir, user_data_size=deployed_size)
     print_config_warnings(loaded)
     if loaded.pipeline is None:
         EnvironmentStage(app, loaded.base.name, config=loaded.base)

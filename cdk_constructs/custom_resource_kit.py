@@ -21,8 +21,8 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
-from cdk_constructs.custom_resource_timing import framework_answer_seconds
 from cdk_constructs.nag_findings import LAMBDA_BASIC_EXECUTION_FINDING, any_version_finding
+from config.custom_resource_timing import framework_answer_seconds
 
 HANDLER_RUNTIME = lambda_.Runtime.PYTHON_3_14
 LAMBDA_VPC_ACCESS_FINDING = (

@@ -33,12 +33,12 @@ from constructs import Construct
 
 from cdk_constructs import custom_resource_kit as kit
 from cdk_constructs.api_clients_security_group import ApiClientsSecurityGroup
-from cdk_constructs.custom_resource_timing import (
+from cdk_constructs.nag_findings import finding_text
+from config.custom_resource_timing import (
     TEARDOWN_FUNCTION_TIMEOUT_SECONDS,
     TEARDOWN_POLL_INTERVAL_SECONDS,
     teardown_service_timeout_seconds,
 )
-from cdk_constructs.nag_findings import finding_text
 
 HANDLER_DIR = Path(__file__).parent / "karpenter_teardown_handler"
 RESOURCE_TYPE = "Custom::KarpenterTeardown"

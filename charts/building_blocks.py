@@ -1,67 +1,25 @@
-"""Small Kubernetes building blocks shared by several charts.
-
-The Multus startup taint and the Karpenter node label are contracts between charts (NodePool,
-cleartaints, sample workloads), so they live here once instead of being typed in each chart.
-"""
+"""Small Kubernetes building blocks shared by several charts (the labels and taints of
+Karpenter's nodes that they share with the config are in config/node_labels.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import cdk8s
 import cdk8s_plus_28 as kplus
 from constructs import Construct
 
-KARPENTER_NODE_LABEL_KEY = "karpenter-node"
-KARPENTER_NODE_LABEL_VALUE = "true"
-# A node carries "multus.network/<network>": "true" for each Multus network it attaches; pods
-# select it (NADs are per AZ, so they select topology.kubernetes.io/zone as well).
-NETWORK_LABEL_PREFIX = "multus.network/"
-NETWORK_LABEL_VALUE = "true"
-# Karpenter's label of the NodePool a node belongs to (karpenter.sh/v1 well-known labels).
-KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"
-# The seed's NodePool: its objects keep their names, so the default manifests stay as they were.
-DEFAULT_NODE_POOL_NAME = "multus"
 # Pod template annotation prefix; the name is the ConfigMap's (roll_on_change).
 CONFIG_DIGEST_ANNOTATION = "configmap-sha256"
-
-
-def network_label(network: str) -> str:
-    """The node label key that says a node attaches `network`."""
-    return f"{NETWORK_LABEL_PREFIX}{network}"
-
-
-def pool_object_name(base: str, pool: str) -> str:
-    """The name of a per-pool object (DaemonSet, config file): `base` for the default pool,
-    `base-<pool>` for the others, so adding a pool renames nothing that already runs."""
-    return base if pool == DEFAULT_NODE_POOL_NAME else f"{base}-{pool}"
-
-
-@dataclass(frozen=True)
-class NodeTaint:
-    """A Kubernetes node taint (key, value, effect)."""
-
-    key: str
-    value: str
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
-
-    def as_dict(self) -> dict[str, str]:
-        return {"key": self.key, "value": self.value, "effect": self.effect}
-
 
 TAINT_EFFECTS = {
     "NoSchedule": kplus.TaintEffect.NO_SCHEDULE,
     "PreferNoSchedule": kplus.TaintEffect.PREFER_NO_SCHEDULE,
     "NoExecute": kplus.TaintEffect.NO_EXECUTE,
 }
-
-# Karpenter puts this on every new node; cleartaints removes it once the node's Multus
-# interfaces and Multus config exist, so Multus pods never land on a half-configured node.
-MULTUS_NOT_READY_TAINT = NodeTaint(key="multus/not-ready", value="true", effect="NoSchedule")
 
 
 def api_object(

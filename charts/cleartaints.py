@@ -28,20 +28,22 @@ import cdk8s_plus_28 as kplus
 from constructs import Construct
 
 from charts.building_blocks import (
-    DEFAULT_NODE_POOL_NAME,
-    KARPENTER_NODE_LABEL_KEY,
-    KARPENTER_NODE_LABEL_VALUE,
-    MULTUS_NOT_READY_TAINT,
     TAINT_EFFECTS,
-    NodeTaint,
     api_object,
-    pool_object_name,
     resources,
     restricted_security_context,
     select_pods,
 )
+from config.node_bootstrap_plan import READY_MARKER_PATH
+from config.node_labels import (
+    DEFAULT_NODE_POOL_NAME,
+    KARPENTER_NODE_LABEL_KEY,
+    KARPENTER_NODE_LABEL_VALUE,
+    MULTUS_NOT_READY_TAINT,
+    NodeTaint,
+    pool_object_name,
+)
 from multus_pod_ips import AGENT_READY_MARKER
-from node_bootstrap.renderer import READY_MARKER_PATH
 
 #: The user info extra in which the API server names the node of a pod's bound token.
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"

@@ -16,12 +16,12 @@ from typing import Any
 import cdk8s
 from constructs import Construct
 
-from charts.building_blocks import (
+from charts.building_blocks import api_object
+from config.node_labels import (
     KARPENTER_NODE_LABEL_KEY,
     KARPENTER_NODE_LABEL_VALUE,
     MULTUS_NOT_READY_TAINT,
     NodeTaint,
-    api_object,
     pool_object_name,
 )
 

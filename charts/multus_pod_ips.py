@@ -25,15 +25,18 @@ import cdk8s_plus_28 as kplus
 from constructs import Construct
 
 from charts.building_blocks import (
-    DEFAULT_NODE_POOL_NAME,
-    KARPENTER_NODE_LABEL_KEY,
-    KARPENTER_NODE_LABEL_VALUE,
     node_critical,
-    pool_object_name,
     resources,
     roll_on_change,
     root_without_capabilities_security_context,
     select_pods,
+)
+from config.node_bootstrap_plan import READY_MARKER_DIR
+from config.node_labels import (
+    DEFAULT_NODE_POOL_NAME,
+    KARPENTER_NODE_LABEL_KEY,
+    KARPENTER_NODE_LABEL_VALUE,
+    pool_object_name,
 )
 from multus_pod_ips import (
     AGENT_METRICS_PORT,
@@ -46,7 +49,6 @@ from multus_pod_ips import (
     PACKAGE_DIR,
     shipped_modules,
 )
-from node_bootstrap.renderer import READY_MARKER_DIR
 
 _CODE_DIR = "/opt/multus-pod-ips"
 _HOST_CNI_BIN = "/host/opt/cni/bin"

@@ -16,16 +16,14 @@ import cdk8s
 import cdk8s_plus_28 as kplus
 from constructs import Construct
 
-from charts.building_blocks import (
+from charts.building_blocks import TAINT_EFFECTS, resources, select_pods
+from config.node_labels import (
     DEFAULT_NODE_POOL_NAME,
     KARPENTER_NODE_LABEL_KEY,
     NETWORK_LABEL_VALUE,
-    TAINT_EFFECTS,
     NodeTaint,
     network_label,
     pool_object_name,
-    resources,
-    select_pods,
 )
 
 MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"

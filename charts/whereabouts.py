@@ -16,7 +16,6 @@ from constructs import Construct
 
 from charts.building_blocks import (
     TAINT_EFFECTS,
-    NodeTaint,
     custom_resource_definition,
     host_path_volume,
     object_schema,
@@ -28,6 +27,7 @@ from charts.building_blocks import (
     select_pods,
     string_schema,
 )
+from config.node_labels import NodeTaint
 
 _GROUP = "whereabouts.cni.cncf.io"
 _VERSION = "v1alpha1"

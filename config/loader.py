@@ -25,6 +25,7 @@ from config.documents import load_document
 from config.errors import ConfigError
 from config.messages import describe_errors
 from config.model import AppConfig
+from config.node_bootstrap_plan import USER_DATA_SIZE, UserDataSize
 from config.overrides import overrides_from_context
 from config.pipeline import PipelineConfig, PipelineEnvironmentConfig
 
@@ -64,16 +65,25 @@ class LoadedConfig:
 
 
 def _validate(
-    model: type[ModelT], raw: Mapping[str, Any], source: str, section: str = ""
+    model: type[ModelT],
+    raw: Mapping[str, Any],
+    source: str,
+    section: str = "",
+    context: Mapping[str, Any] | None = None,
 ) -> ModelT:
     try:
-        return model.model_validate(raw)
+        return model.model_validate(raw, context=context)
     except ValidationError as error:
         raise ConfigError(describe_errors(error, source, model, section)) from None
 
 
-def parse_config(raw: Mapping[str, Any], source: str = "config") -> AppConfig:
-    return _validate(AppConfig, raw, source)
+def parse_config(
+    raw: Mapping[str, Any], source: str = "config", *, user_data_size: UserDataSize | None = None
+) -> AppConfig:
+    """The validated config. `user_data_size` measures a pool's node user-data (the app passes
+    node_bootstrap.renderer.deployed_size; the config layer cannot import the renderer): with
+    it, a pool whose user-data would not fit is refused with the rest of the config's errors."""
+    return _validate(AppConfig, raw, source, context={USER_DATA_SIZE: user_data_size})
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -144,16 +154,20 @@ def pinned_npm_version(base_dir: Path, package_name: str) -> str:
     return version
 
 
-def load_config(context: Mapping[str, Any], base_dir: Path) -> LoadedConfig:
+def load_config(
+    context: Mapping[str, Any], base_dir: Path, *, user_data_size: UserDataSize | None = None
+) -> LoadedConfig:
+    """The app's config from CDK context; `user_data_size` as for parse_config (app.py and the
+    docs tools pass the renderer's)."""
     raw = raw_config_from_context(context, base_dir)
     pipeline_raw = raw.pop(PIPELINE_KEY, None)
-    base = parse_config(raw)
+    base = parse_config(raw, user_data_size=user_data_size)
     config_file = context.get(CONFIG_FILE_KEY)
     if pipeline_raw is None:
         return LoadedConfig(base, None, [], config_file)
     pipeline = _validate(PipelineConfig, pipeline_raw, "pipeline config", PIPELINE_KEY)
     environments = [
-        PipelineEnvironment(settings, _environment_config(raw, settings, index))
+        PipelineEnvironment(settings, _environment_config(raw, settings, index, user_data_size))
         for index, settings in enumerate(pipeline.environments)
     ]
     _check_stack_names_unique(environments)
@@ -183,7 +197,10 @@ def _check_stack_names_unique(environments: list[PipelineEnvironment]) -> None:
 
 
 def _environment_config(
-    base_raw: Mapping[str, Any], settings: PipelineEnvironmentConfig, index: int
+    base_raw: Mapping[str, Any],
+    settings: PipelineEnvironmentConfig,
+    index: int,
+    user_data_size: UserDataSize | None,
 ) -> AppConfig:
     placement = {
         "account": settings.account,
@@ -191,4 +208,5 @@ def _environment_config(
         "availability_zones": settings.availability_zones,
     }
     raw = deep_merge(deep_merge(base_raw, settings.overrides), placement)
-    return parse_config(raw, f"config of pipeline.environments[{index}] ({settings.name})")
+    source = f"config of pipeline.environments[{index}] ({settings.name})"
+    return parse_config(raw, source, user_data_size=user_data_size)

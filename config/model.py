@@ -21,16 +21,11 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from cdk_constructs.custom_resource_timing import (
-    LONGEST_TEARDOWN_TIMEOUT_MINUTES,
-    SERVICE_TIMEOUT_LIMIT_SECONDS,
-    TEARDOWN_MARGIN_MINUTES,
-)
-from charts.building_blocks import DEFAULT_NODE_POOL_NAME
 from config import aws_regions, instance_types, karpenter_releases, patterns
 from config.cluster_access import (
     RENAMED_KEYS,
@@ -38,7 +33,13 @@ from config.cluster_access import (
     check_public_access_cidrs,
 )
 from config.coercion import number_as_version
+from config.custom_resource_timing import (
+    LONGEST_TEARDOWN_TIMEOUT_MINUTES,
+    SERVICE_TIMEOUT_LIMIT_SECONDS,
+    TEARDOWN_MARGIN_MINUTES,
+)
 from config.images import ImagesConfig
+from config.interface_names import reserved_interface_reason
 from config.logs import LogRetention, LogsConfig
 from config.network_plan import (
     IP_MANAGEMENT_MODES,
@@ -51,7 +52,13 @@ from config.network_plan import (
     networks_in_order,
     pool_network_plan,
 )
-from config.node_bootstrap_plan import node_bootstrap_props
+from config.node_bootstrap_plan import (
+    USER_DATA_LIMIT_BYTES,
+    USER_DATA_SIZE,
+    UserDataSize,
+    node_bootstrap_props,
+)
+from config.node_labels import DEFAULT_NODE_POOL_NAME
 from config.node_pool_rules import (
     label_problems,
     node_pool_requirement_problems,
@@ -69,8 +76,6 @@ from config.security_group_rules import (
     ip_protocol,
     port_range,
 )
-from node_bootstrap.interface_names import reserved_interface_reason
-from node_bootstrap.renderer import USER_DATA_LIMIT_BYTES, deployed_size
 
 # AWS keeps the first four addresses and the last one of every subnet for itself.
 AWS_RESERVED_HEAD = 4
@@ -1329,7 +1334,7 @@ class AppConfig(StrictModel):
         return data
 
     @model_validator(mode="after")
-    def _consistent(self) -> AppConfig:
+    def _consistent(self, info: ValidationInfo) -> AppConfig:
         self._check_region()
         self._check_control_plane_zones()
         self._check_subnet_counts()
@@ -1342,7 +1347,7 @@ class AppConfig(StrictModel):
         self._check_controllers_fit_system_nodes()
         self._check_teardown_fits_cloudformation()
         self._check_drain_fits_teardown()
-        self._check_user_data_fits()
+        self._check_user_data_fits((info.context or {}).get(USER_DATA_SIZE))
         self._check_routes()
         check_node_prefix_reservations(
             [(self.pool_path(pool), pool, self.pool_plan(pool)) for pool in self.node_pools]
@@ -1429,10 +1434,13 @@ class AppConfig(StrictModel):
                     f"pick from {known}"
                 )
 
-    def _check_user_data_fits(self) -> None:
+    def _check_user_data_fits(self, deployed_size: UserDataSize | None) -> None:
         # Every node's user-data carries each AZ's Multus subnet IDs of its pool and a line per
         # node_prefix network and AZ; EC2 caps it at 16 KB. Placeholder IDs: deployed_size puts
-        # the longest ones in.
+        # the longest ones in. Without it (a caller that measures nothing: config/loader.py),
+        # the renderer still refuses an oversized user-data at synth.
+        if deployed_size is None:
+            return
         for pool in self.node_pools:
             plan = self.pool_plan(pool)
             if not plan:

@@ -1,13 +1,84 @@
-"""The node bootstrap's props from the network plan: one mapping for the cluster stack, which
-renders the user-data, and for the config's check of its size, which must measure the same."""
+"""The node bootstrap's plan: what its user-data is rendered from (node_bootstrap/renderer.py),
+built from the network plan for the cluster stack, which renders the user-data, and for the
+config's check of its size, which must measure the same; and the bootstrap's contract with the
+charts (its readiness marker)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from config.network_plan import NetworkPlan, NetworkPlanRow, networks_in_order
-from node_bootstrap.node_prefix import NodePrefixNetwork
-from node_bootstrap.renderer import AzPlacement, MultusInterface, NodeBootstrapProps
+
+#: Directory the bootstrap keeps its state in; the readiness marker lives here.
+READY_MARKER_DIR = "/var/lib/multus-eni"
+#: Written only once every Multus interface is attached and up (one interface name per line).
+READY_MARKER_PATH = f"{READY_MARKER_DIR}/ready"
+
+#: Budget of our part: EC2 caps user-data at 16 KB (before base64) and Karpenter merges its own
+#: nodeadm part (cluster endpoint, CA bundle, kubelet flags: ~3 KB) into the same document.
+USER_DATA_LIMIT_BYTES = 12 * 1024
+#: How the config measures a plan's user-data: node_bootstrap.renderer.deployed_size, handed to
+#: the loader by the app (config/loader.py), so the model never imports the renderer.
+UserDataSize = Callable[["NodeBootstrapProps"], int]
+#: The key of that measure in the model's validation context.
+USER_DATA_SIZE = "user_data_size"
+
+
+@dataclass(frozen=True)
+class NodePrefixNetwork:
+    """One node_prefix network in one AZ.
+
+    cni_network_name: the NAD's name; Multus picks the config file whose "name" equals it.
+    device_index: the network's ENI device index (names the config file).
+    prefix_count: /28 prefixes requested on the ENI.
+    subnet_cidr / reservation_cidr: the Multus subnet and its prefix-type reservation, which
+    every prefix must lie in. ipvlan_mode: l2, l3 or l3s.
+    """
+
+    availability_zone: str
+    interface_name: str
+    device_index: int
+    prefix_count: int
+    cni_network_name: str
+    subnet_cidr: str
+    reservation_cidr: str
+    ipvlan_mode: str
+
+
+@dataclass(frozen=True)
+class MultusInterface:
+    """One Multus ENI of a node: its network, Linux interface name, EC2 device index, whether
+    EC2's source/dest check stays on (False: the bootstrap turns it off), its security
+    groups (its network's; a group is VPC-wide, so the same in every AZ) and whether its
+    network is dual-stack (the ENI gets one IPv6 address of the subnet at creation)."""
+
+    network: str  # Multus network name, e.g. "multus1"
+    interface_name: str  # stable Linux name given to the ENI, e.g. "multus1" (<=15 chars)
+    device_index: int  # EC2 device index to attach at (1, 2, ...)
+    source_dest_check: bool = False  # the seed's choice: off
+    security_group_ids: Sequence[str] = ()  # at least one
+    ipv6: bool = False
+
+
+@dataclass(frozen=True)
+class AzPlacement:
+    """Where the Multus ENIs of a node in one AZ go: a subnet per interface."""
+
+    subnet_ids: Sequence[str]  # one per interface, same order as NodeBootstrapProps.interfaces
+
+
+@dataclass(frozen=True)
+class NodeBootstrapProps:
+    """What the node bootstrap script is rendered from: cluster, interfaces, per-AZ placements.
+
+    placements: AZ name -> placement.
+    node_prefix: one entry per (AZ, network) in node_prefix mode."""
+
+    cluster_name: str
+    interfaces: Sequence[MultusInterface]
+    placements: Mapping[str, AzPlacement]
+    node_prefix: Sequence[NodePrefixNetwork] = ()
 
 
 def node_bootstrap_props(

@@ -11,12 +11,12 @@ import difflib
 import re
 from collections.abc import Sequence
 
-from charts.building_blocks import (
+from config import instance_types
+from config.node_labels import (
     KARPENTER_NODE_LABEL_KEY,
     MULTUS_NOT_READY_TAINT,
     NETWORK_LABEL_PREFIX,
 )
-from config import instance_types
 
 # The chart requires kubernetes.io/arch=amd64: the Multus bootstrap and images are x86_64.
 NODE_POOL_ARCHITECTURE = "x86_64"

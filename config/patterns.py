@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from node_bootstrap.interface_names import INTERFACE_NAME_PATTERN
+from config.interface_names import INTERFACE_NAME_PATTERN
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 from config import ConfigError, load_config
 from config.loader import LoadedConfig
+from node_bootstrap.renderer import deployed_size
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,4 +34,4 @@ def cli_context(pairs: Sequence[str], repo: Path = REPO) -> dict[str, Any]:
 
 
 def load_from_cli(pairs: Sequence[str], repo: Path = REPO) -> LoadedConfig:
-    return load_config(cli_context(pairs, repo), repo)
+    return load_config(cli_context(pairs, repo), repo, user_data_size=deployed_size)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from config.node_bootstrap_plan import NodePrefixNetwork
 
 #: Host directory of CNI config files: the containerd CNI conf dir, which the Multus thick
 #: daemon also reads (its confDir) for NADs without a config.
@@ -39,27 +40,6 @@ def cni_config_file_name(device_index: int) -> str:
     those exist.
     """
     return f"90-node-prefix-eni{device_index}.conflist"
-
-
-@dataclass(frozen=True)
-class NodePrefixNetwork:
-    """One node_prefix network in one AZ.
-
-    cni_network_name: the NAD's name; Multus picks the config file whose "name" equals it.
-    device_index: the network's ENI device index (names the config file).
-    prefix_count: /28 prefixes requested on the ENI.
-    subnet_cidr / reservation_cidr: the Multus subnet and its prefix-type reservation, which
-    every prefix must lie in. ipvlan_mode: l2, l3 or l3s.
-    """
-
-    availability_zone: str
-    interface_name: str
-    device_index: int
-    prefix_count: int
-    cni_network_name: str
-    subnet_cidr: str
-    reservation_cidr: str
-    ipvlan_mode: str
 
 
 def gateway(subnet_cidr: str) -> str:

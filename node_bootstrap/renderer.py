@@ -13,23 +13,21 @@ import gzip
 import re
 import shlex
 import textwrap
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from importlib import resources
 
-from node_bootstrap.interface_names import interface_name_problem
+from config.interface_names import interface_name_problem
+from config.node_bootstrap_plan import (
+    USER_DATA_LIMIT_BYTES,
+    AzPlacement,
+    NodeBootstrapProps,
+)
 from node_bootstrap.node_prefix import (
     CNI_CONFIG_DIR,
     IPAM_DATA_DIR,
     RUNTIME_CNI_CONFIG,
-    NodePrefixNetwork,
     render_node_prefix_lines,
 )
-
-#: Directory the bootstrap keeps its state in; the readiness marker lives here.
-READY_MARKER_DIR = "/var/lib/multus-eni"
-#: Written only once every Multus interface is attached and up (one interface name per line).
-READY_MARKER_PATH = f"{READY_MARKER_DIR}/ready"
 
 #: Tag keys the script puts on every ENI it creates. The cluster tag (the teardown sweeps ENIs
 #: by it) is also Karpenter's, on every instance and primary ENI it launches; the owner tag
@@ -56,9 +54,6 @@ MIME_BOUNDARY = "==MULTUS-ENI-BOUNDARY=="
 PACKED_SCRIPT_END = "MULTUS_ENI_SCRIPT"
 PACKED_SCRIPT_COMMENT = f"# {SCRIPT_NAME}, gzip + base64 (EC2 user-data is limited to 16 KB)"
 
-#: Budget of our part: EC2 caps user-data at 16 KB (before base64) and Karpenter merges its own
-#: nodeadm part (cluster endpoint, CA bundle, kubelet flags: ~3 KB) into the same document.
-USER_DATA_LIMIT_BYTES = 12 * 1024
 # Longest IDs CloudFormation may put in place of the subnet and security-group tokens.
 _DEPLOYED_SUBNET_ID = "subnet-" + "f" * 17
 _DEPLOYED_SECURITY_GROUP_ID = "sg-" + "f" * 17
@@ -66,41 +61,6 @@ _DEPLOYED_SECURITY_GROUP_ID = "sg-" + "f" * 17
 # Network names end up in NetworkAttachmentDefinition names and in ENI tags.
 _NETWORK_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _AZ_NAME = re.compile(r"[a-z0-9-]+")
-
-
-@dataclass(frozen=True)
-class MultusInterface:
-    """One Multus ENI of a node: its network, Linux interface name, EC2 device index, whether
-    EC2's source/dest check stays on (False: the bootstrap turns it off), its security
-    groups (its network's; a group is VPC-wide, so the same in every AZ) and whether its
-    network is dual-stack (the ENI gets one IPv6 address of the subnet at creation)."""
-
-    network: str  # Multus network name, e.g. "multus1"
-    interface_name: str  # stable Linux name given to the ENI, e.g. "multus1" (<=15 chars)
-    device_index: int  # EC2 device index to attach at (1, 2, ...)
-    source_dest_check: bool = False  # the seed's choice: off
-    security_group_ids: Sequence[str] = ()  # at least one
-    ipv6: bool = False
-
-
-@dataclass(frozen=True)
-class AzPlacement:
-    """Where the Multus ENIs of a node in one AZ go: a subnet per interface."""
-
-    subnet_ids: Sequence[str]  # one per interface, same order as NodeBootstrapProps.interfaces
-
-
-@dataclass(frozen=True)
-class NodeBootstrapProps:
-    """What the node bootstrap script is rendered from: cluster, interfaces, per-AZ placements.
-
-    placements: AZ name -> placement.
-    node_prefix: one entry per (AZ, network) in node_prefix mode."""
-
-    cluster_name: str
-    interfaces: Sequence[MultusInterface]
-    placements: Mapping[str, AzPlacement]
-    node_prefix: Sequence[NodePrefixNetwork] = ()
 
 
 class UserDataTooLarge(ValueError):

@@ -22,15 +22,6 @@ from cdk_constructs.karpenter_controller import KarpenterControllerProps
 from cdk_constructs.karpenter_teardown import KarpenterTeardownProps
 from cdk_constructs.multus_vpc import KARPENTER_DISCOVERY_TAG
 from cdk_constructs.system_node_group import DedicatedNodes, SystemNodeGroupProps
-from charts.building_blocks import (
-    KARPENTER_NODE_LABEL_KEY,
-    KARPENTER_NODE_LABEL_VALUE,
-    KARPENTER_NODEPOOL_LABEL,
-    MULTUS_NOT_READY_TAINT,
-    NETWORK_LABEL_VALUE,
-    NodeTaint,
-    network_label,
-)
 from charts.cleartaints import ClearTaintsNodes, ClearTaintsProps
 from charts.karpenter_node_pool import KarpenterNodePoolProps
 from charts.multus import MultusProps
@@ -48,10 +39,20 @@ from charts.whereabouts import WhereaboutsProps
 from config import AppConfig
 from config.model import NODE_TERMINATION_MARGIN_MINUTES, NodePoolConfig
 from config.network_plan import NetworkPlan, NetworkPlanRow, networks_in_order
+from config.node_bootstrap_plan import NodeBootstrapProps
 from config.node_bootstrap_plan import node_bootstrap_props as plan_bootstrap_props
+from config.node_labels import (
+    KARPENTER_NODE_LABEL_KEY,
+    KARPENTER_NODE_LABEL_VALUE,
+    KARPENTER_NODEPOOL_LABEL,
+    MULTUS_NOT_READY_TAINT,
+    NETWORK_LABEL_VALUE,
+    NodeTaint,
+    network_label,
+)
 from node_bootstrap.node_prefix import CNI_CONFIG_DIR as NODE_CNI_CONFIG_DIR
 from node_bootstrap.node_prefix import NODE_PREFIX_CNI_PLUGINS, cni_config_file_name
-from node_bootstrap.renderer import CLUSTER_TAG_KEY, NETWORK_TAG_KEY, NodeBootstrapProps
+from node_bootstrap.renderer import CLUSTER_TAG_KEY, NETWORK_TAG_KEY
 from stacks.network_stack import MultusAttachment
 
 # The seed's marker of the nodes that run the Karpenter controller and CoreDNS.

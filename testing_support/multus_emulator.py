@@ -52,8 +52,13 @@ from botocore.credentials import Credentials
 from botocore.model import ServiceModel, Shape
 
 from config.network_plan import NetworkPlan
-from config.node_bootstrap_plan import node_bootstrap_props
-from node_bootstrap import AzPlacement, MultusInterface, NodeBootstrapProps, render_user_data
+from config.node_bootstrap_plan import (
+    AzPlacement,
+    MultusInterface,
+    NodeBootstrapProps,
+    node_bootstrap_props,
+)
+from node_bootstrap import render_user_data
 from node_bootstrap.renderer import (
     CLUSTER_TAG_KEY,
     INSTANCE_TAG_KEY,

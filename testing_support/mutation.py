@@ -115,7 +115,7 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
         "tests/unit/config/test_karpenter_releases_rules.py", *_FACT_TABLE_TESTS
     ),
     # The rule is applied by the config (network names) and by the renderer (its props).
-    "node_bootstrap/interface_names.py": [
+    "config/interface_names.py": [
         [
             "--confcutdir=tests/unit/config",
             "tests/unit/config/test_fact_table_shapes.py",
@@ -178,7 +178,7 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
         ["tests/unit/charts/test_chart_validation.py", "-k", "cleartaints"],
     ],
     # The numbers behind the ServiceTimeouts, then the config rule built on them.
-    "cdk_constructs/custom_resource_timing.py": [
+    "config/custom_resource_timing.py": [
         [
             "--confcutdir=tests/unit/cdk_constructs",
             "tests/unit/cdk_constructs/test_custom_resource_timing.py",

@@ -10,7 +10,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from node_bootstrap import NodePrefixNetwork, render_user_data
+from config.node_bootstrap_plan import NodePrefixNetwork
+from node_bootstrap import render_user_data
 from node_bootstrap.node_prefix import cni_config_file_name
 from testing_support.multus_emulator import AVAILABILITY_ZONES, Ec2Emulator, EmulatedVpc
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from charts.building_blocks import pool_object_name
 from charts.sample_workloads import deployment_name
 from config import AppConfig
+from config.node_labels import pool_object_name
 from testing_support.cluster_box.control_plane import ControlPlane
 from tests.cluster_box.nodes import (
     bound,

@@ -17,7 +17,8 @@ from charts.network_attachments import (
     whereabouts_range_and_gateway,
 )
 from config.network_plan import network_attachment_name
-from node_bootstrap import NodePrefixNetwork, render_user_data
+from config.node_bootstrap_plan import NodePrefixNetwork
+from node_bootstrap import render_user_data
 from testing_support.kernel_pods import KernelPod, start_pod
 from testing_support.kernel_vpc import (
     SERVICES_HOST,

@@ -16,6 +16,7 @@ import app
 from app import print_config_warnings
 from config import load_config
 from config.loader import LoadedConfig
+from node_bootstrap.renderer import deployed_size
 from tests.conftest import PIPELINE_SAMPLE, REPO
 
 
@@ -85,9 +86,11 @@ def test_the_app_loads_its_config_once_and_builds_from_that_load(
 ) -> None:
     loads: list[LoadedConfig] = []
     built: list[Any] = []
+    measures: list[Any] = []
 
-    def counting_load(*args: Any) -> LoadedConfig:
-        loads.append(load_config(*args))
+    def counting_load(*args: Any, **kwargs: Any) -> LoadedConfig:
+        measures.append(kwargs.get("user_data_size"))
+        loads.append(load_config(*args, **kwargs))
         return loads[-1]
 
     def record(*_: Any, **kwargs: Any) -> None:
@@ -101,3 +104,6 @@ def test_the_app_loads_its_config_once_and_builds_from_that_load(
 
     (loaded,) = loads
     assert built == [loaded.environments if loaded.pipeline else loaded.base]
+    # The config layer cannot import the renderer; the app hands it the renderer's measure, so
+    # an oversized user-data is refused with the config's errors (config/loader.py).
+    assert measures == [deployed_size]

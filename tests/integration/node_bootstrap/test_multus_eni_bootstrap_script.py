@@ -11,8 +11,8 @@ from botocore.credentials import Credentials
 
 from config import parse_config
 from config.network_plan import network_plan
-from config.node_bootstrap_plan import node_bootstrap_props
-from node_bootstrap import CLUSTER_TAG_KEY, READY_MARKER_PATH, render_user_data
+from config.node_bootstrap_plan import READY_MARKER_PATH, node_bootstrap_props
+from node_bootstrap import CLUSTER_TAG_KEY, render_user_data
 from node_bootstrap.renderer import (
     INSTANCE_TAG_KEY,
     NETWORK_TAG_KEY,

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from node_bootstrap import READY_MARKER_PATH, NodePrefixNetwork, render_user_data
+from config.node_bootstrap_plan import READY_MARKER_PATH, NodePrefixNetwork
+from node_bootstrap import render_user_data
 from node_bootstrap.node_prefix import IPAM_DATA_DIR, cni_config_file_name
 from testing_support.multus_emulator import BootstrapRun, Ec2Emulator, EmulatedVpc
 from testing_support.node_prefix_pods import HOST_LOCAL, run_host_local

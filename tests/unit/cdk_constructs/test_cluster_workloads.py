@@ -13,7 +13,6 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Template
 
 from cdk_constructs.cluster_workloads import ClusterWorkloads, ClusterWorkloadsProps
-from charts.building_blocks import NodeTaint
 from charts.cleartaints import ClearTaintsNodes, ClearTaintsProps
 from charts.multus import MultusProps
 from charts.network_attachments import (
@@ -27,6 +26,7 @@ from charts.whereabouts import WhereaboutsProps
 from config import AppConfig
 from config.images import ImagesConfig
 from config.network_plan import network_attachment_name
+from config.node_labels import NodeTaint
 from stacks.cluster_props import node_pool_props, sample_workloads_props
 from tests.helpers import BARE_AZS as AZS
 from tests.helpers import bare_eks_cluster, bare_stack

@@ -13,7 +13,6 @@ import jsonschema
 import pytest
 import yaml
 
-from charts.building_blocks import NodeTaint
 from charts.cleartaints import ClearTaintsChart, ClearTaintsNodes, ClearTaintsProps
 from charts.karpenter_node_pool import KarpenterNodePoolChart, KarpenterNodePoolProps
 from charts.multus import MultusChart, MultusProps
@@ -31,6 +30,7 @@ from charts.whereabouts import WhereaboutsChart, WhereaboutsProps
 from config import AppConfig
 from config.images import ImagesConfig
 from config.network_plan import network_attachment_name
+from config.node_labels import NodeTaint
 from stacks.cluster_props import node_pool_props as cluster_node_pool_props
 from testing_support.crd_rules import rule_violations
 from tests.helpers import STRINGIFIED_TOKEN as TOKEN

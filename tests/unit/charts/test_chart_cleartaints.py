@@ -11,7 +11,6 @@ from typing import Any
 import cdk8s
 import pytest
 
-from charts.building_blocks import NodeTaint
 from charts.cleartaints import (
     CLEAR_TAINT_SCRIPT,
     NODE_NAME_EXTRA,
@@ -20,6 +19,7 @@ from charts.cleartaints import (
     ClearTaintsProps,
 )
 from config.images import ImagesConfig
+from config.node_labels import NodeTaint
 from multus_pod_ips import AGENT_READY_MARKER
 from tests.unit.charts.conftest import seed_attachments
 

@@ -8,8 +8,8 @@ from typing import Any
 import cdk8s
 import pytest
 
-from charts.building_blocks import NodeTaint
 from charts.karpenter_node_pool import KarpenterNodePoolChart
+from config.node_labels import NodeTaint
 
 THREE_ZONES = ("eu-west-1a", "eu-west-1b", "eu-west-1c")
 

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from charts.building_blocks import KARPENTER_NODE_LABEL_KEY
 from charts.multus_pod_ips import MultusPodIpsProps, PodIpsNodes, agent_config, config_map_key
 from charts.network_attachments import cni_config
 from config.images import ImagesConfig
+from config.node_bootstrap_plan import READY_MARKER_DIR
+from config.node_labels import KARPENTER_NODE_LABEL_KEY
 from multus_pod_ips import CNI_PLUGIN_SCRIPT, CNI_PLUGIN_TYPE, shipped_modules
 from multus_pod_ips.cni_plugin import DEFAULT_AGENT_SOCKET
-from node_bootstrap import READY_MARKER_DIR
 from tests.unit.charts.conftest import seed_attachments
 
 

@@ -5,7 +5,6 @@ from typing import Any
 
 import cdk8s
 
-from charts.building_blocks import NodeTaint
 from charts.sample_workloads import (
     MULTUS_NETWORKS_ANNOTATION,
     SampleWorkloadsChart,
@@ -14,6 +13,7 @@ from charts.sample_workloads import (
     deployment_name,
 )
 from config.images import ImagesConfig
+from config.node_labels import NodeTaint
 
 
 def test_one_deployment_per_zone_with_that_zones_attachments(

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from config import aws_regions, karpenter_releases
+from config.interface_names import RESERVED_INTERFACE_NAMES, reserved_interface_reason
 from config.patterns import PLAIN_PATTERNS
-from node_bootstrap.interface_names import RESERVED_INTERFACE_NAMES, reserved_interface_reason
 
 
 def minor_of(version: str) -> tuple[int, ...]:

@@ -11,11 +11,11 @@ import pytest
 from pydantic import BaseModel
 
 from config import aws_regions, instance_types, karpenter_releases
+from config.interface_names import reserved_interface_reason
 from config.messages import element_type
 from config.model import MAX_ENIS_BY_VCPUS, AppConfig, KarpenterConfig
 from config.patterns import PLAIN_PATTERNS
 from config.pipeline import PipelineConfig
-from node_bootstrap.interface_names import reserved_interface_reason
 
 
 def test_the_region_table_lists_exactly_the_regions_botocore_knows() -> None:

@@ -10,13 +10,13 @@ import pytest
 
 import config.model
 from config import ConfigError, load_config, parse_config
-from node_bootstrap.renderer import (
+from config.node_bootstrap_plan import (
     USER_DATA_LIMIT_BYTES,
     AzPlacement,
     MultusInterface,
     NodeBootstrapProps,
-    deployed_size,
 )
+from node_bootstrap.renderer import deployed_size
 from tests.conftest import REPO
 
 
@@ -69,11 +69,10 @@ def test_duration_seconds() -> None:
     assert config.model.duration_seconds("15m") == 900
 
 
-def test_user_data_over_budget_is_refused_naming_the_fields(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(config.model, "USER_DATA_LIMIT_BYTES", 1000)
-    message = error_for({})
+def test_user_data_over_budget_is_refused_naming_the_fields() -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_config({}, user_data_size=lambda _: USER_DATA_LIMIT_BYTES + 1)
+    message = str(refused.value)
     assert "node_pools[0] (multus).networks: with availability_zones" in message
     assert "fewer availability zones or networks in this pool" in message
 

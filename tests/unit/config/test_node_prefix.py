@@ -15,6 +15,7 @@ from config.interface_addresses import IPV4_ADDRESSES_PER_INTERFACE
 from config.model import NodePoolConfig
 from config.network_plan import network_plan
 from config.node_prefix import max_nodes, max_pods, prefixes_in
+from node_bootstrap.renderer import deployed_size
 
 # Not tests.conftest's REPO: importing it starts the CDK (jsii), which these cases do not need.
 REPO = Path(__file__).resolve().parents[3]
@@ -250,8 +251,11 @@ def six_zone_node_prefix_layout(networks: int) -> dict[str, Any]:
 def test_node_prefix_lines_count_toward_the_user_data_budget() -> None:
     # Each (AZ, node_prefix network) adds a line to every node's user-data: six zones take three
     # such networks, not four (the cluster stack would otherwise fail to render the user-data).
-    assert len(parse_config(six_zone_node_prefix_layout(3)).multus.networks) == 3
-    message = error_for(six_zone_node_prefix_layout(4))
+    fits = parse_config(six_zone_node_prefix_layout(3), user_data_size=deployed_size)
+    assert len(fits.multus.networks) == 3
+    with pytest.raises(ConfigError) as refused:
+        parse_config(six_zone_node_prefix_layout(4), user_data_size=deployed_size)
+    message = str(refused.value)
     assert (
         "node_pools[0] (multus).networks: with availability_zones, the node user-data would be"
         in message

@@ -464,7 +464,7 @@ def test_a_validated_config_cannot_be_changed() -> None:
 
 # CloudFormation waits at most 3600 s for a custom resource (template reference,
 # AWS::CloudFormation::CustomResource, ServiceTimeout). Of that hour the teardown's Provider
-# needs 8.5 minutes (cdk_constructs/custom_resource_timing.py: 60 s framework overhead, 300 s
+# needs 8.5 minutes (config/custom_resource_timing.py: 60 s framework overhead, 300 s
 # activation wait in aws-cdk-lib's outbound.ts, a 30 s poll interval and a 120 s isComplete
 # run): 51 whole minutes are left, and a drain must end 10 minutes before that bound.
 LONGEST_TEARDOWN = 51

@@ -167,9 +167,15 @@ def agent_for(tmp_path: Path, ec2: ScriptedEc2, limit: int = 10, **overrides: An
     return agent
 
 
-def worker_for(tmp_path: Path, ec2: ScriptedEc2, limit: int = 10, **overrides: Any) -> EniWorker:
+class AgentWorker(EniWorker):
+    """An ENI worker run by a real Agent, which the tests reach through it."""
+
+    agent: Agent
+
+
+def worker_for(tmp_path: Path, ec2: ScriptedEc2, limit: int = 10, **overrides: Any) -> AgentWorker:
     agent = agent_for(tmp_path, ec2, limit, **overrides)
-    worker = EniWorker(agent, "multus1", "eni-1")
+    worker = AgentWorker(agent, "multus1", "eni-1")
     agent.workers["multus1"] = worker
     worker.start()
     return worker

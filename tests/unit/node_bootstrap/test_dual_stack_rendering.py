@@ -7,13 +7,9 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 
-from node_bootstrap import AzPlacement, render_user_data
-from node_bootstrap.renderer import (
-    DUAL_STACK_SCRIPT_NAME,
-    SCRIPT_NAME,
-    NodeBootstrapProps,
-    render_configuration,
-)
+from config.node_bootstrap_plan import AzPlacement, NodeBootstrapProps
+from node_bootstrap import render_user_data
+from node_bootstrap.renderer import DUAL_STACK_SCRIPT_NAME, SCRIPT_NAME, render_configuration
 from testing_support.multus_emulator import expanded_script
 from tests.unit.node_bootstrap.test_node_prefix_rendering import functions, userplane
 from tests.unit.node_bootstrap.test_renderer import (

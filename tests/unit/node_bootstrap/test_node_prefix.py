@@ -8,11 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from node_bootstrap.node_prefix import (
-    NODE_PREFIX_CNI_PLUGINS,
-    NodePrefixNetwork,
-    render_node_prefix_lines,
-)
+from config.node_bootstrap_plan import NodePrefixNetwork
+from node_bootstrap.node_prefix import NODE_PREFIX_CNI_PLUGINS, render_node_prefix_lines
 
 SCRIPT = Path(__file__).parents[3] / "node_bootstrap" / "node_prefix.sh"
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from node_bootstrap import AzPlacement, NodePrefixNetwork, render_user_data
+from config.node_bootstrap_plan import AzPlacement, NodePrefixNetwork
+from node_bootstrap import render_user_data
 from node_bootstrap.renderer import (
     NODE_PREFIX_SCRIPT_NAME,
     SCRIPT_NAME,

@@ -10,18 +10,18 @@ from pathlib import Path
 import aws_cdk as cdk
 import pytest
 
-from node_bootstrap import (
+from config.node_bootstrap_plan import (
     READY_MARKER_DIR,
     READY_MARKER_PATH,
+    USER_DATA_LIMIT_BYTES,
     AzPlacement,
     MultusInterface,
     NodeBootstrapProps,
-    render_user_data,
 )
+from node_bootstrap import render_user_data
 from node_bootstrap.renderer import (
     PACKED_SCRIPT_END,
     SCRIPT_NAME,
-    USER_DATA_LIMIT_BYTES,
     UserDataTooLarge,
     render_configuration,
     script_code,
@@ -283,7 +283,7 @@ def test_readiness_marker_contract_with_the_cleartaints_chart() -> None:
             },
             "interface_name 'a-very-long-name'",
         ),
-        # The config's rule (node_bootstrap/interface_names.py): no '_' or capitals, no name the
+        # The config's rule (config/interface_names.py): no '_' or capitals, no name the
         # AMI or the VPC CNI uses on the node.
         (
             {

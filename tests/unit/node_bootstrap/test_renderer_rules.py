@@ -11,14 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from config.node_bootstrap_plan import AzPlacement, MultusInterface, NodeBootstrapProps
 from node_bootstrap.renderer import (
     DUAL_STACK_SCRIPT_NAME,
     MIME_BOUNDARY,
     NODE_PREFIX_SCRIPT_NAME,
     SCRIPT_NAME,
-    AzPlacement,
-    MultusInterface,
-    NodeBootstrapProps,
     UserDataTooLarge,
     deployed_size,
     pack,

@@ -13,6 +13,7 @@ from aws_cdk import aws_ec2 as ec2
 from config import AppConfig, ConfigError, parse_config
 from config import model as config_model
 from config.network_plan import network_plan
+from config.node_bootstrap_plan import USER_DATA_LIMIT_BYTES
 from node_bootstrap.node_prefix import CNI_CONFIG_DIR, cni_config_file_name
 from node_bootstrap.renderer import deployed_size
 from stacks import cluster_props
@@ -299,13 +300,13 @@ def test_the_config_check_measures_the_user_data_the_nodes_get(
     raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The config refuses a layout whose user-data would not fit before any construct exists;
-    # that only holds if it measures exactly what node_bootstrap_props renders.
+    # that only holds if what it measures is exactly what node_bootstrap_props renders: the
+    # measure shifted so that the rendered size lands on the limit passes, one byte more fails.
     size = deployed_user_data_size(parse_config(raw))
-    monkeypatch.setattr(config_model, "USER_DATA_LIMIT_BYTES", size)
-    parse_config(raw)
-    monkeypatch.setattr(config_model, "USER_DATA_LIMIT_BYTES", size - 1)
-    with pytest.raises(ConfigError, match=f"the node user-data would be {size} bytes"):
-        parse_config(raw)
+    shift = USER_DATA_LIMIT_BYTES - size
+    parse_config(raw, user_data_size=lambda props: deployed_size(props) + shift)
+    with pytest.raises(ConfigError, match=f"user-data would be {USER_DATA_LIMIT_BYTES + 1} bytes"):
+        parse_config(raw, user_data_size=lambda props: deployed_size(props) + shift + 1)
 
 
 def two_pools() -> AppConfig:

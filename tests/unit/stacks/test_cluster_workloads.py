@@ -13,7 +13,7 @@ import yaml
 from aws_cdk.assertions import Annotations, Match
 from jsonschema import Draft202012Validator
 
-from node_bootstrap.renderer import READY_MARKER_DIR
+from config.node_bootstrap_plan import READY_MARKER_DIR
 from testing_support.crd_rules import rule_violations
 from tests.conftest import (
     REPO,

@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 from multus_pod_ips.agent.ec2_query import Ec2Error
-from multus_pod_ips.agent.eni_worker import ADDRESS_ON_ANOTHER_ENI, EniWorker, Operation
+from multus_pod_ips.agent.eni_worker import ADDRESS_ON_ANOTHER_ENI, Operation
 from multus_pod_ips.agent.records import PodAttachment
 from multus_pod_ips.cni_plugin import ADDRESS_IN_USE, ENI_FULL, TRY_AGAIN_LATER
 from tests.unit.multus_pod_ips.agent.test_eni_worker import DESCRIBE, imds_of
-from tests.unit.multus_pod_ips.fakes import SEED_IPV6, ScriptedEc2, settle, worker_for
+from tests.unit.multus_pod_ips.fakes import SEED_IPV6, AgentWorker, ScriptedEc2, settle, worker_for
 
 IPV4_RANGE, IPV6_RANGE = "10.0.4.32/27", "2600:1f14:0:4::100/120"
 DUAL_STACK = {"multus1": [IPV4_RANGE, IPV6_RANGE]}
@@ -31,7 +31,7 @@ def pod_ipv6(host: int) -> str:
 
 def dual_stack_worker(
     tmp_path: Path, ec2: ScriptedEc2, limit: int = 10, **overrides: object
-) -> EniWorker:
+) -> AgentWorker:
     return worker_for(tmp_path, ec2, limit, interfaces=DUAL_STACK, **overrides)
 
 
@@ -129,7 +129,7 @@ def test_a_fixed_ipv6_address_on_another_eni_is_in_use(tmp_path: Path) -> None:
     assert error is not None and error.code == ADDRESS_IN_USE
 
 
-def dual_stack_pods(tmp_path: Path, worker: EniWorker, pods: dict[str, tuple[str, ...]]) -> None:
+def dual_stack_pods(tmp_path: Path, worker: AgentWorker, pods: dict[str, tuple[str, ...]]) -> None:
     (tmp_path / "run/netns").mkdir(parents=True, exist_ok=True)
     for name, ips in pods.items():
         (tmp_path / f"run/netns/cni-{name}").touch()

@@ -11,7 +11,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import Duration
 
-from cdk_constructs import custom_resource_timing as timing
+from config import custom_resource_timing as timing
 
 OUTBOUND_JS = "package/custom-resources/lib/provider-framework/runtime/outbound.js"
 

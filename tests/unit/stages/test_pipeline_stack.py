@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from stacks.pipeline_stack import PipelineStack
 from stages.environment_stage import EnvironmentStage
+from stages.pipeline_stack import PipelineStack
 from tests.conftest import PIPELINE_SAMPLE as SAMPLE
 from tests.conftest import SynthesizedPipeline, open_nag_findings
 

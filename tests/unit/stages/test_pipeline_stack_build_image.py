@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from stacks.pipeline_stack import PipelineStack
+from stages.pipeline_stack import PipelineStack
 from testing_support.build_images import BUILD_IMAGES, BuildImage, Distribution
 from tests.conftest import REPO, SynthesizedPipeline
 from tests.helpers import resources
