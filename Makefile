@@ -76,7 +76,7 @@ cluster-box: $(VENV)/.installed
 critical-path: $(VENV)/.installed
 	$(BIN)/python benchmarks/cluster_critical_path.py
 
-# Mutation testing (not part of CI: minutes per module). MODULES="config/model.py" for one.
+# Mutation testing (not part of CI: minutes per module). MODULES="config/model/vpc.py" for one.
 MODULES ?= --all
 mutation: $(VENV)/.installed
 	$(BIN)/python -m testing_support.mutation $(MODULES)

@@ -1,7 +1,7 @@
 """Karpenter NodePools and EC2NodeClasses, one pair per node pool.
 
-Every value the config sets is a required prop: config/model.py (NodePoolConfig) holds the
-defaults and the validation rules. New nodes of a pool with Multus networks start with the
+Every value the config sets is a required prop: config/model/node_pools.py (NodePoolConfig)
+holds the defaults and the validation rules. New nodes of a pool with Multus networks start with the
 Multus startup taint (lifted by cleartaints); every node launches into the private node subnets
 only: the subnet selector tags must be on those subnets and never on a Multus subnet, whose ENIs
 the pool's user-data attaches separately.

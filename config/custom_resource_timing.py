@@ -1,6 +1,6 @@
 """How long CloudFormation waits for our custom resources, in plain seconds.
 
-No aws_cdk import: config/model.py checks the teardown bound against these numbers before any
+No aws_cdk import: the config model checks the teardown bound against these numbers before any
 construct exists, and the constructs build their ServiceTimeout from the same ones.
 
 CloudFormation waits for a custom resource's answer at most its ServiceTimeout, an integer of

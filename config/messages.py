@@ -98,7 +98,7 @@ def _unknown_key(location: Location, model: type[BaseModel]) -> str:
     key = str(location[-1])
     parent = model_at(model, location[:-1])
     if parent is None:
-        return "unknown key (typo?); see config/model.py for the accepted keys"
+        return "unknown key (typo?); see docs/configuration.md for the accepted keys"
     accepted = list(parent.model_fields)
     close = difflib.get_close_matches(key, accepted, n=1)
     if close:

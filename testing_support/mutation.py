@@ -14,8 +14,8 @@ or timed out; survived = they passed. A mutant's key names the function (or modu
 it sits in, not its line, so that docs/testing.md's table of equivalent mutants (no observable
 difference, left out of the score) survives edits elsewhere in the file.
 
-    python -m testing_support.mutation config/model.py            # one module
-    python -m testing_support.mutation config/model.py --lines 120-180 --jobs 2
+    python -m testing_support.mutation config/model/vpc.py        # one module
+    python -m testing_support.mutation config/model/vpc.py --lines 120-170 --jobs 2
     python -m testing_support.mutation --all                      # every module in MODULE_TESTS
 """
 
@@ -105,7 +105,20 @@ AGENT_TESTS = [
 ]
 MODULE_TESTS: dict[str, list[list[str]]] = {
     # The user-data check against what the cluster stack renders (config -> props, no synth).
-    "config/model.py": [*_CONFIG_TESTS, ["tests/unit/stacks/test_cluster_props.py"]],
+    **{
+        f"config/model/{module}.py": [*_CONFIG_TESTS, ["tests/unit/stacks/test_cluster_props.py"]]
+        for module in (
+            "base",
+            "vpc",
+            "cluster",
+            "networks",
+            "security_groups",
+            "routes",
+            "node_pools",
+            "karpenter",
+            "app_config",
+        )
+    },
     "config/loader.py": _CONFIG_LOADING_TESTS,
     "config/overrides.py": _CONFIG_LOADING_TESTS,
     "config/documents.py": _CONFIG_LOADING_TESTS,

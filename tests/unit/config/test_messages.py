@@ -164,7 +164,7 @@ def test_a_top_level_message_naming_a_nested_field_is_filed_under_it() -> None:
 
 def test_an_unknown_key_below_a_mapping_is_still_called_unknown() -> None:
     assert describe({"teams": {"a": {"zzz": 1}}})[1:] == [
-        "  - teams.a.zzz: unknown key (typo?); see config/model.py for the accepted keys"
+        "  - teams.a.zzz: unknown key (typo?); see docs/configuration.md for the accepted keys"
     ]
 
 

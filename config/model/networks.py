@@ -1,0 +1,436 @@
+"""The Multus networks: their subnets per AZ, CIDR reservations, IPv6, interface names and IP
+management."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from typing import Literal
+
+from pydantic import (
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from config.interface_names import reserved_interface_reason
+
+# AWS keeps the first four addresses and the last one of every subnet for itself.
+from config.model.base import (
+    _K8S_NAME,
+    _LINUX_IFNAME,
+    AWS_RESERVED_HEAD,
+    AWS_RESERVED_TAIL,
+    EXISTING_NAMESPACES,
+    Cidr,
+    StrictModel,
+    SubnetCidr,
+    net,
+)
+from config.model.routes import (
+    MultusRouteConfig,
+)
+from config.model.security_groups import (
+    ANYWHERE_IPV6,
+    NetworkSecurityGroupConfig,
+    SecurityGroupRuleConfig,
+)
+from config.network_plan import (
+    IP_MANAGEMENT_MODES,
+    IPV6_SUBNET_PREFIX_LENGTH,
+    WHEREABOUTS,
+    IpManagementMode,
+)
+from config.node_prefix import (
+    check_node_prefix_settings,
+)
+
+
+class MultusSubnetConfig(StrictModel):
+    """One Multus subnet (in the AZ at the same position of `availability_zones`)."""
+
+    cidr: SubnetCidr = Field(description="The subnet's IPv4 CIDR (/16 to /28), inside the VPC.")
+    reservation: Cidr = Field(
+        description="Explicit CIDR reservation kept for Multus pod addresses (Whereabouts range)."
+    )
+    static_range: Cidr | None = Field(
+        default=None,
+        description="whereabouts networks only: a CIDR inside the reservation for fixed pod "
+        "addresses, which pods ask for in their network annotation (`ips`) through the "
+        "<network>-<az>-static NAD; Whereabouts hands out the rest of the reservation "
+        "(docs/multus-pod-ips.md, fixed addresses).",
+    )
+
+    @model_validator(mode="after")
+    def _reservation_inside_usable_range(self) -> MultusSubnetConfig:
+        subnet, reserved = net(self.cidr), net(self.reservation)
+        first_usable = subnet.network_address + AWS_RESERVED_HEAD
+        last_usable = subnet.broadcast_address - AWS_RESERVED_TAIL
+        if not reserved.subnet_of(subnet):
+            raise ValueError(
+                f"reservation: {self.reservation} is not inside subnet {self.cidr}; pick a "
+                "range inside it"
+            )
+        if reserved.network_address < first_usable or reserved.broadcast_address > last_usable:
+            raise ValueError(
+                f"reservation: {self.reservation} overlaps the addresses AWS keeps in "
+                f"{self.cidr} (the first {AWS_RESERVED_HEAD} and the last one); "
+                f"keep it within {first_usable}-{last_usable}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _static_range_inside_reservation(self) -> MultusSubnetConfig:
+        # The dynamic range is the reservation minus the static range (Whereabouts' `exclude`),
+        # so a static range inside the reservation can never overlap it.
+        if self.static_range is None:
+            return self
+        static, reserved = net(self.static_range), net(self.reservation)
+        if not static.subnet_of(reserved):
+            raise ValueError(
+                f"static_range: {self.static_range} is not inside reservation "
+                f"{self.reservation}: fixed addresses come out of the reservation (EC2 gives "
+                "none of its addresses to an ENI by itself), and Whereabouts hands out the rest "
+                f"of it; {_smaller_block_hint(reserved)}"
+            )
+        if static == reserved:
+            raise ValueError(
+                f"static_range: {self.static_range} is the whole reservation, which would leave "
+                f"Whereabouts no dynamic address; {_smaller_block_hint(reserved)}"
+            )
+        return self
+
+
+def _smaller_block_hint(reservation: ipaddress.IPv4Network) -> str:
+    if reservation.prefixlen == ipaddress.IPV4LENGTH:
+        return "enlarge the reservation to hold both"
+    upper_half = list(reservation.subnets(prefixlen_diff=1))[-1]
+    return f"pick a smaller block inside it, for example {upper_half}"
+
+
+class NetworkIpv6Config(StrictModel):
+    """A dual-stack Multus network: each subnet gets a /64 of the VPC's IPv6 block and pods an
+    IPv6 address from a range of it, reserved like the IPv4 one (docs/network.md, Dual stack)."""
+
+    pod_range_prefix_length: int = Field(
+        default=112,
+        ge=IPV6_SUBNET_PREFIX_LENGTH + 1,
+        le=ipaddress.IPV6LENGTH,
+        description="Size of the pod range inside each subnet's /64 (default /112: 65,536 "
+        "addresses, more than any node count can use).",
+    )
+    pod_range_offset: int = Field(
+        default=1,
+        ge=1,
+        description="Which block of that size in the /64 the pod range is (0 would hold the "
+        "four addresses AWS keeps at the start of the /64, the last block its last address; "
+        "the reservation's handler cuts the block out of the /64 at deploy time).",
+    )
+
+    @model_validator(mode="after")
+    def _offset_inside_the_subnet(self) -> NetworkIpv6Config:
+        blocks = 2 ** (self.pod_range_prefix_length - IPV6_SUBNET_PREFIX_LENGTH)
+        # Block 0 holds the first four addresses AWS keeps, the last block the last one.
+        highest = blocks - 2
+        if highest < 1:
+            raise ValueError(
+                f"pod_range_prefix_length: a /{self.pod_range_prefix_length} splits the /64 in "
+                f"{blocks} blocks, each holding addresses AWS keeps (the first four and the "
+                f"last of the /64); use /{IPV6_SUBNET_PREFIX_LENGTH + 2} or longer, for "
+                "example 112"
+            )
+        if self.pod_range_offset > highest:
+            raise ValueError(
+                f"pod_range_offset: {self.pod_range_offset} is outside the /64: it holds "
+                f"{blocks} blocks of /{self.pod_range_prefix_length}, of which 1-{highest} "
+                "are clear of the addresses AWS keeps; pick one of them, for example 1"
+            )
+        return self
+
+
+class MultusNetworkConfig(StrictModel):
+    """A secondary network: one ENI per node, one subnet per AZ, one NAD per AZ."""
+
+    name: str = Field(
+        pattern=_K8S_NAME,
+        max_length=40,
+        description="Network name: NAD names (<name>-<az>), subnet Name tags and, unless "
+        "interface_name is set, the node's interface name.",
+    )
+    interface_name: str | None = Field(
+        default=None,
+        pattern=_LINUX_IFNAME,
+        description="Stable Linux interface name of this network's ENI (default: the name).",
+    )
+    subnets: list[MultusSubnetConfig] = Field(
+        min_length=1, description="One subnet per AZ, in the order of availability_zones."
+    )
+    ipvlan_mode: Literal["l2"] = Field(
+        default="l2",
+        description="ipvlan mode of this network's NADs. Only l2: in l3 and l3s the node's own "
+        "routing table forwards the pods' packets, and the node gives Multus interfaces no "
+        "address, route or rule (docs/network.md).",
+    )
+    source_dest_check: bool = Field(
+        default=False,
+        description="Keep EC2's source/destination check on this network's ENIs. Off (default, "
+        "as in the seed) for pods that send or receive packets whose addresses are not on the "
+        "ENI, such as a UPF's UE pool on N6; on for pods that only use their own addresses "
+        "(docs/network.md).",
+    )
+    nat_egress: bool = Field(
+        default=True, description="Default route to the AZ's NAT gateway (as in the seed)."
+    )
+    ip_management: Literal["whereabouts", "node_prefix"] = Field(
+        default="whereabouts",
+        description="whereabouts: pod addresses from the reservation, assigned per pod. "
+        "node_prefix: each node's ENI gets /28 prefixes of the (prefix-type) reservation at "
+        "boot and hands pod addresses out of them locally (docs/node-prefix-mode.md).",
+    )
+    prefixes_per_node: int | None = Field(
+        default=None,
+        ge=1,
+        description="node_prefix only: /28 prefixes on each node's ENI (default: enough for "
+        "the max pods of the largest size, see config/node_prefix.py).",
+    )
+    security_group: NetworkSecurityGroupConfig = Field(
+        default_factory=NetworkSecurityGroupConfig,
+        description="Rules of this network's own security group, which only its ENIs carry "
+        "(docs/network.md, Security groups).",
+    )
+    routes: list[MultusRouteConfig] = Field(
+        default=[],
+        description="Ranges beyond the VPC (RAN, data networks) in the route tables of the "
+        "network's subnets and, via the subnet's VPC router, in its pods over the Multus "
+        "interface (docs/network.md, Routes to the RAN and data networks).",
+    )
+    ipv6: NetworkIpv6Config | None = Field(
+        default=None,
+        description="Dual stack: the network's subnets get a /64 of the VPC's IPv6 block "
+        "(needs vpc.ipv6) and pods an IPv6 address next to the IPv4 one (docs/network.md, "
+        "Dual stack). Unset: IPv4 only.",
+    )
+
+    @property
+    def device_name(self) -> str:
+        return self.interface_name or self.name
+
+    @property
+    def egress_rules(self) -> list[SecurityGroupRuleConfig]:
+        """The egress rules; unset on a dual-stack network: all traffic to 0.0.0.0/0 and ::/0
+        (the seed's two rules)."""
+        rules = self.security_group.egress
+        if self.ipv6 is not None and "egress" not in self.security_group.model_fields_set:
+            return [*rules, SecurityGroupRuleConfig(protocol="all", cidr=ANYWHERE_IPV6)]
+        return rules
+
+    @property
+    def mode(self) -> IpManagementMode:
+        return IP_MANAGEMENT_MODES[self.ip_management]
+
+    @field_validator("ipvlan_mode", mode="before")
+    @classmethod
+    def _no_host_routed_ipvlan_mode(cls, mode: object) -> object:
+        # In l3/l3s the master's namespace routes the pods' packets (kernel
+        # Documentation/networking/ipvlan.rst, "4.2 L3 mode"); the bootstrap leaves the master
+        # without address, route or rule (node_bootstrap/multus_eni_bootstrap.sh).
+        if mode in ("l3", "l3s"):
+            raise ValueError(
+                f"{mode} is not supported: in ipvlan {mode} the node's routing table forwards "
+                "the pods' packets, and the node gives Multus interfaces no address, route or "
+                'rule (docs/network.md); use "l2"'
+            )
+        return mode
+
+    @model_validator(mode="after")
+    def _node_prefix_settings(self) -> MultusNetworkConfig:
+        check_node_prefix_settings(
+            self.name,
+            self.mode,
+            self.prefixes_per_node,
+            [subnet.reservation for subnet in self.subnets],
+        )
+        return self
+
+    @model_validator(mode="after")
+    def _static_ranges_need_whereabouts(self) -> MultusNetworkConfig:
+        if self.mode.static_addresses:
+            return self
+        for index, subnet in enumerate(self.subnets):
+            if subnet.static_range is not None:
+                raise ValueError(
+                    f"subnets[{index}].static_range: fixed addresses need ip_management "
+                    f"{WHEREABOUTS.name!r}; in {self.ip_management!r} mode each node hands out "
+                    "addresses of its own /28 prefixes, so an address cannot follow its pod to "
+                    "another node: remove static_range or use ip_management "
+                    f"{WHEREABOUTS.name!r}"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _routes_distinct_and_in_the_nad(self) -> MultusNetworkConfig:
+        if self.routes and self.mode.node_local_config:
+            raise ValueError(
+                f"routes: {self.ip_management!r} networks get their pods' CNI config from the "
+                "node, which carries no routes; routes need ip_management "
+                f"{WHEREABOUTS.name!r} (routes in the NAD) or remove them"
+            )
+        destinations = [route.destination for route in self.routes]
+        for index, destination in enumerate(destinations):
+            if destination in destinations[:index]:
+                raise ValueError(
+                    f"routes[{index}].destination: {destination} is routed twice; a route table "
+                    "holds one route per destination, so keep one of them"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _dual_stack_settings(self) -> MultusNetworkConfig:
+        if self.ipv6 is None:
+            group = self.security_group
+            for direction, rules in (("ingress", group.ingress or []), ("egress", group.egress)):
+                for position, rule in enumerate(rules):
+                    if rule.is_ipv6:
+                        raise ValueError(
+                            f"security_group.{direction}[{position}].cidr: {rule.cidr} is "
+                            "IPv6, but the network has no IPv6 addresses; set this network's "
+                            'ipv6 (for example "ipv6": {}) or give an IPv4 CIDR'
+                        )
+            return self
+        if self.mode.node_local_config:
+            raise ValueError(
+                f"ipv6: not available with ip_management {self.ip_management!r} yet (each node "
+                "hands out IPv4 addresses of its own /28 prefixes; IPv6 prefixes are not "
+                f"delegated); use ip_management {WHEREABOUTS.name!r} or remove ipv6"
+            )
+        for index, subnet in enumerate(self.subnets):
+            if subnet.static_range is not None:
+                raise ValueError(
+                    f"subnets[{index}].static_range: fixed addresses are IPv4 only, and a pod "
+                    "of a dual-stack network would get no IPv6 address from them; remove "
+                    "static_range or ipv6"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _name_usable_as_interface(self) -> MultusNetworkConfig:
+        if self.interface_name is None and not re.match(_LINUX_IFNAME, self.name):
+            raise ValueError(
+                f"name {self.name!r} cannot double as a Linux interface name "
+                "(lowercase letters and digits, at most 15); set interface_name"
+            )
+        reason = reserved_interface_reason(self.device_name)
+        if reason:
+            field = "interface_name" if self.interface_name else "name"
+            raise ValueError(f"{field}: {reason} (it names this network's ENI on the node)")
+        return self
+
+
+class MultusConfig(StrictModel):
+    """The Multus networks and what every network shares (NAD namespace, security group)."""
+
+    networks: list[MultusNetworkConfig] = Field(
+        default_factory=lambda: [
+            MultusNetworkConfig(
+                name="multus1",
+                subnets=[
+                    MultusSubnetConfig(cidr="10.0.4.0/24", reservation="10.0.4.32/27"),
+                    MultusSubnetConfig(cidr="10.0.5.0/24", reservation="10.0.5.32/27"),
+                ],
+            ),
+            MultusNetworkConfig(
+                name="multus2",
+                subnets=[
+                    MultusSubnetConfig(cidr="10.0.6.0/24", reservation="10.0.6.32/27"),
+                    MultusSubnetConfig(cidr="10.0.7.0/24", reservation="10.0.7.32/27"),
+                ],
+            ),
+        ],
+        min_length=1,
+        description="Secondary networks: one ENI per Karpenter node, one subnet, reservation "
+        "and NAD per AZ (default: the seed's multus1 and multus2).",
+    )
+    nad_namespace: str = Field(
+        default="default",
+        pattern=_K8S_NAME,
+        max_length=63,
+        description="Namespace of the NADs; the app creates it unless Kubernetes already has it.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shared_ingress_replaced(cls, data: object) -> object:
+        # One group for every network became one per network; show the old sources in the
+        # new form so the migration is a copy.
+        if isinstance(data, dict) and "security_group_ingress_cidrs" in data:
+            cidrs = data["security_group_ingress_cidrs"]
+            rules = [{"protocol": "all", "cidr": cidr} for cidr in cidrs or []]
+            raise ValueError(
+                "security_group_ingress_cidrs: replaced by a security group per network; "
+                "remove it and give each of multus.networks "
+                f'"security_group": {json.dumps({"ingress": rules})} (its egress stays all '
+                "traffic anywhere unless you set it)"
+            )
+        return data
+
+    @field_validator("nad_namespace")
+    @classmethod
+    def _not_a_reserved_namespace(cls, namespace: str) -> str:
+        if namespace.startswith("kube-") and namespace not in EXISTING_NAMESPACES:
+            raise ValueError(
+                f"{namespace!r}: the kube- prefix is reserved for Kubernetes' own namespaces; "
+                "use kube-system or a name of your own, for example multus-networks"
+            )
+        return namespace
+
+    @property
+    def creates_nad_namespace(self) -> bool:
+        return self.nad_namespace not in EXISTING_NAMESPACES
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> MultusConfig:
+        for attribute in ("name", "device_name"):
+            seen: set[str] = set()
+            for network in self.networks:
+                value = getattr(network, attribute)
+                if value in seen:
+                    raise ValueError(
+                        f"networks: two Multus networks share the {attribute.replace('_', ' ')} "
+                        f"{value!r}; give each network its own"
+                    )
+                seen.add(value)
+        return self
+
+    @model_validator(mode="after")
+    def _one_network_per_route_destination(self) -> MultusConfig:
+        # The pod IP plugin puts each route into the pod's main table via its network's
+        # interface (`ip route replace`): in a pod on both networks the second would replace
+        # the first.
+        routed_by: dict[str, str] = {}
+        for index, network in enumerate(self.networks):
+            for position, route in enumerate(network.routes):
+                other = routed_by.setdefault(route.destination, network.name)
+                if other != network.name:
+                    raise ValueError(
+                        f"networks[{index}] ({network.name}).routes[{position}].destination: "
+                        f"{route.destination} is routed by {other} too; a pod on both networks "
+                        "could reach it over one interface only: route it in one network"
+                    )
+        return self
+
+    @model_validator(mode="after")
+    def _rules_name_known_networks(self) -> MultusConfig:
+        names = [network.name for network in self.networks]
+        for index, network in enumerate(self.networks):
+            group = network.security_group
+            for direction, rules in (("ingress", group.ingress or []), ("egress", group.egress)):
+                for position, rule in enumerate(rules):
+                    if rule.network is not None and rule.network not in names:
+                        raise ValueError(
+                            f"networks[{index}] ({network.name}).security_group.{direction}"
+                            f"[{position}].network: {rule.network!r} is not a Multus network "
+                            f"({', '.join(names)}); name one of them (the network itself "
+                            "too: its ENIs reaching each other), or give a cidr"
+                        )
+        return self

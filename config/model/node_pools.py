@@ -1,0 +1,198 @@
+"""The node pools: one Karpenter NodePool and EC2NodeClass each, with their networks, taints and
+lifecycle."""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from pydantic import (
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from config import instance_types, patterns
+
+# AWS keeps the first four addresses and the last one of every subnet for itself.
+from config.model.base import (
+    _CPU_QUANTITY,
+    _K8S_NAME,
+    _MEMORY_QUANTITY,
+    Gp3SizeGib,
+    StrictModel,
+)
+from config.model.karpenter import (
+    MAX_ENIS_BY_VCPUS,
+)
+from config.node_labels import DEFAULT_NODE_POOL_NAME
+from config.node_pool_rules import (
+    label_problems,
+    node_pool_requirement_problems,
+    taint_problems,
+)
+from config.node_prefix import (
+    default_prefixes_per_node,
+)
+
+
+class NodePoolTaintConfig(StrictModel):
+    """A taint on every node of the pool (NodePool spec.template.spec.taints)."""
+
+    key: str = Field(description="Taint key (a Kubernetes label key, for example example.com/upf).")
+    value: str = Field(default="", description="Taint value (a Kubernetes label value).")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        default="NoSchedule", description="What the taint does to pods that do not tolerate it."
+    )
+
+
+class NodePoolConfig(StrictModel):
+    """A Karpenter NodePool (and its EC2NodeClass and user-data); defaults are the seed's."""
+
+    name: str = Field(
+        pattern=_K8S_NAME,
+        max_length=40,
+        description="Name of the pool's NodePool and EC2NodeClass (unique; the seed's: "
+        f"{DEFAULT_NODE_POOL_NAME}).",
+    )
+    networks: list[str] | None = Field(
+        default=None,
+        description="Names of the multus.networks its nodes attach, at device indexes from 1 "
+        "in multus.networks order (omitted or null: every network; []: a plain Karpenter pool "
+        'without Multus interfaces). Nodes carry the label multus.network/<network>: "true" '
+        "per attached network.",
+    )
+    instance_categories: list[Literal["m", "c", "r"]] = Field(
+        default=["m", "c", "r"],
+        min_length=1,
+        description="Allowed instance categories (karpenter.k8s.aws/instance-category).",
+    )
+    instance_cpus: list[int] = Field(
+        default=[2, 4, 8, 16],
+        min_length=1,
+        description="Allowed vCPU counts (karpenter.k8s.aws/instance-cpu).",
+    )
+    instance_families: list[str] = Field(
+        default=["m5", "c5", "m6i", "c6i", "r6i"],
+        min_length=1,
+        description="Allowed instance families (karpenter.k8s.aws/instance-family); "
+        "config/instance_types.py lists the known ones.",
+    )
+    capacity_types: list[Literal["on-demand", "spot"]] = Field(
+        default=["on-demand"],
+        min_length=1,
+        description="Allowed capacity types (karpenter.sh/capacity-type).",
+    )
+    cpu_limit: str = Field(
+        default="500",
+        pattern=_CPU_QUANTITY,
+        description="Most CPU all NodePool nodes together may have (Kubernetes quantity).",
+    )
+    memory_limit: str = Field(
+        default="500Gi",
+        pattern=_MEMORY_QUANTITY,
+        description="Most memory all NodePool nodes together may have (Mi or Gi).",
+    )
+    consolidate_after: str = Field(
+        default="120s",
+        pattern=patterns.DURATION.regex,
+        description="How long a node stays empty before Karpenter removes it (s, m or h).",
+    )
+    ami_alias: str = Field(
+        default="al2023@v20261112",
+        pattern=patterns.AMI_ALIAS.regex,
+        description="Pinned AL2023 release; never @latest (every release would replace nodes).",
+    )
+    root_volume_gib: Gp3SizeGib = Field(
+        default=20, ge=20, description="Encrypted gp3 root volume of each Karpenter node, in GiB."
+    )
+    termination_grace_period: str = Field(
+        default="15m",
+        pattern=patterns.KARPENTER_DURATION.regex,
+        description="Longest a node drain may wait on PodDisruptionBudgets and do-not-disrupt "
+        "pods before Karpenter deletes them (drift, consolidation, teardown); must be shorter "
+        "than cluster.teardown_timeout_minutes.",
+    )
+    labels: dict[str, str] = Field(
+        default={},
+        description="Labels of the pool's nodes (besides karpenter-node and the "
+        "multus.network/<network> labels the app sets).",
+    )
+    taints: list[NodePoolTaintConfig] = Field(
+        default=[], description="Taints of the pool's nodes; only pods that tolerate them land."
+    )
+    weight: int = Field(
+        default=10,
+        ge=1,
+        le=100,
+        description="Karpenter tries pools of higher weight first (1 to 100).",
+    )
+
+    @field_validator("networks")
+    @classmethod
+    def _networks_listed_once(cls, networks: list[str] | None) -> list[str] | None:
+        if networks is not None and len(set(networks)) != len(networks):
+            raise ValueError(f"{networks}: list each network once")
+        return networks
+
+    @model_validator(mode="after")
+    def _labels_and_taints(self) -> NodePoolConfig:
+        problems = label_problems(self.labels) + taint_problems(
+            [(taint.key, taint.value, taint.effect) for taint in self.taints]
+        )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    @field_validator("instance_cpus")
+    @classmethod
+    def _known_sizes(cls, cpus: list[int]) -> list[int]:
+        unknown = sorted(set(cpus) - set(MAX_ENIS_BY_VCPUS))
+        if unknown:
+            raise ValueError(
+                f"{unknown}: pick vCPU counts of m/c/r sizes: {sorted(MAX_ENIS_BY_VCPUS)}"
+            )
+        return cpus
+
+    @model_validator(mode="after")
+    def _requirements_intersect(self) -> NodePoolConfig:
+        problems = node_pool_requirement_problems(
+            self.instance_categories, self.instance_families, self.instance_cpus
+        )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    def allowed_sizes(self) -> list[tuple[str, int, int]]:
+        """(family, vCPUs, network interfaces) of every size the NodePool may launch."""
+        return [
+            (family, cpus, enis)
+            for family in self.instance_families
+            for cpus, enis in instance_types.NODE_POOL_FAMILIES[family].items()
+            if cpus in self.instance_cpus
+        ]
+
+    @property
+    def max_enis_of_smallest_size(self) -> int:
+        return min(enis for _, _, enis in self.allowed_sizes())
+
+    @property
+    def default_prefixes_per_node(self) -> int:
+        """K of a node_prefix network without prefixes_per_node on this pool's nodes."""
+        return default_prefixes_per_node(self)
+
+
+def default_node_pools() -> list[NodePoolConfig]:
+    """The seed's single pool: every network, the seed's NodePool settings."""
+    return [NodePoolConfig(name=DEFAULT_NODE_POOL_NAME)]
+
+
+def node_pool_migration(old: object) -> str:
+    """The message for the old node_pool key, with its settings in the new form."""
+    settings = old if isinstance(old, dict) else {}
+    new_form = json.dumps({"node_pools": [{"name": DEFAULT_NODE_POOL_NAME, **settings}]})
+    return (
+        "node_pool was replaced by node_pools, a list of pools (each with a name and the "
+        "networks its nodes attach; omitted networks = all); yours in the new form: "
+        f"{new_form[1:-1]}"
+    )

@@ -1,0 +1,100 @@
+"""A Multus network's routes: destinations beyond the VPC and the target each leaves by."""
+
+from __future__ import annotations
+
+from pydantic import (
+    Field,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
+
+from config import patterns
+
+# AWS keeps the first four addresses and the last one of every subnet for itself.
+from config.model.base import (
+    Cidr,
+    StrictModel,
+)
+from config.model.security_groups import (
+    ANYWHERE,
+    ROUTE_TARGET_IDS,
+)
+from config.network_plan import (
+    RouteTarget,
+)
+
+
+class MultusRouteConfig(StrictModel):
+    """A destination outside the VPC (the RAN, a data network) that a Multus network's subnets
+    route to one target, and its pods over their Multus interface (docs/network.md)."""
+
+    destination: Cidr = Field(
+        description="IPv4 CIDR outside the VPC, for example the RAN's gNB range (N3) or a data "
+        "network (N6); not 0.0.0.0/0 (the default route is nat_egress)."
+    )
+    transit_gateway_id: str | None = Field(
+        default=None,
+        pattern=patterns.TRANSIT_GATEWAY_ID.regex,
+        description="Target: a transit gateway with an attachment to this VPC "
+        "(docs/network.md, Routes to the RAN and data networks).",
+    )
+    vpn_gateway_id: str | None = Field(
+        default=None,
+        pattern=patterns.VPN_GATEWAY_ID.regex,
+        description="Target: a virtual private gateway attached to this VPC.",
+    )
+    network_interface_id: str | None = Field(
+        default=None,
+        pattern=patterns.NETWORK_INTERFACE_ID.regex,
+        description="Target: a network interface in this VPC (an appliance, a router instance).",
+    )
+    nat_gateway: StrictBool = Field(
+        default=False,
+        description="Target: true = the NAT gateway of the subnet's AZ (vpc.nat_gateways "
+        "single: the one NAT gateway).",
+    )
+    description: str | None = Field(
+        default=None,
+        max_length=255,
+        description="What the destination is, for readers of the config (EC2 routes carry no "
+        "description).",
+    )
+
+    @field_validator("destination")
+    @classmethod
+    def _not_the_default_route(cls, destination: str) -> str:
+        if destination == ANYWHERE:
+            raise ValueError(
+                f"{ANYWHERE} is the default route, which the network's nat_egress gives (to "
+                "the AZ's NAT gateway); routes name the ranges beyond the VPC, for example "
+                "10.200.0.0/16"
+            )
+        return destination
+
+    @model_validator(mode="after")
+    def _one_target(self) -> MultusRouteConfig:
+        given = [key for key in ROUTE_TARGET_IDS if getattr(self, key) is not None]
+        given += ["nat_gateway"] if self.nat_gateway else []
+        if len(given) != 1:
+            keys = ", ".join([*ROUTE_TARGET_IDS, "nat_gateway: true"])
+            found = " and ".join(given) if given else "none"
+            raise ValueError(
+                f"a route has exactly one target ({keys}); {self.destination} has {found}"
+            )
+        return self
+
+    def _target_key(self) -> str | None:
+        """The key of the target named by ID (None: the NAT gateway)."""
+        return next((key for key in ROUTE_TARGET_IDS if getattr(self, key) is not None), None)
+
+    @property
+    def target(self) -> RouteTarget:
+        key = self._target_key()
+        return "nat_gateway" if key is None else ROUTE_TARGET_IDS[key]
+
+    @property
+    def target_id(self) -> str | None:
+        """The target's ID; None for nat_gateway (the network stack knows each AZ's)."""
+        key = self._target_key()
+        return None if key is None else str(getattr(self, key))
