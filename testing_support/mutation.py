@@ -193,8 +193,8 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
     # The numbers behind the ServiceTimeouts, then the config rule built on them.
     "config/custom_resource_timing.py": [
         [
-            "--confcutdir=tests/unit/cdk_constructs",
-            "tests/unit/cdk_constructs/test_custom_resource_timing.py",
+            "--confcutdir=tests/unit/config",
+            "tests/unit/config/test_custom_resource_timing.py",
         ],
         _CONFIG_TESTS[1],
     ],
