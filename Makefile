@@ -17,7 +17,7 @@ CDK := PATH="$(CURDIR)/$(BIN):$$PATH" npx --no-install cdk
 # pipeline stack is the only top-level one, and it deploys the stages itself.
 STACKS ?= '*/*'
 
-.PHONY: synth test lint bench critical-path cni-plugins dataplane-tools clean bootstrap diff deploy destroy \
+.PHONY: synth test test-fast lint bench critical-path cni-plugins dataplane-tools clean bootstrap diff deploy destroy \
 	diagram docs mutation lock hooks cluster-box
 
 # The stacks live in a Stage (or a pipeline's stages): without a selection the CLI finds no
@@ -30,6 +30,13 @@ synth: $(VENV)/.installed node_modules/.installed
 # builds the cluster box on first use): on a fresh machine this one command runs everything.
 test: lint dataplane-tools node_modules/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest $(PYTEST_ARGS)
+
+# The inner loop (docs/testing.md, "The fast loop"): lint, types and the unit tests on two
+# workers, without the tests that synthesize an app other than the default one (marker
+# `examples`) or run real processes (`integration`); no VM, no box. `make test` runs everything.
+test-fast: lint node_modules/.installed
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest tests/unit -m "not examples and not integration" \
+	  -n 2 $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

@@ -73,6 +73,9 @@ REGION = "us-west-2"
 AVAILABILITY_ZONES = ("us-west-2a", "us-west-2b")
 # moto_server imports all of moto before it listens: seconds on an idle machine, more under load.
 MOTO_START_SECONDS = 60.0
+# serve_forever polls for shutdown this often; shutdown() waits for the next poll (the default
+# 0.5 s adds up over a test module of emulator starts).
+SHUTDOWN_POLL_SECONDS = 0.05
 DUMMY_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 #: What the fake IMDS serves as the node role's credentials; '/', '+' and '=' as in real ones.
 NODE_ROLE = "multus-test-node-role"
@@ -244,7 +247,9 @@ class Ec2Proxy:
         self._calls: list[RecordedCall] = []
         self._server = ThreadingHTTPServer((host, 0), self._handler_class())
         self.url = f"http://{host}:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, args=(SHUTDOWN_POLL_SECONDS,), daemon=True
+        ).start()
 
     def reset(self, faults: Sequence[Fault] = ()) -> None:
         with self._lock:
@@ -509,7 +514,9 @@ class FakeImds:
         self._prefixes = prefixes
         self._server = ThreadingHTTPServer((host, 0), self._handler_class())
         self.url = f"http://{host}:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, args=(SHUTDOWN_POLL_SECONDS,), daemon=True
+        ).start()
 
     def base_url(self, instance_id: str) -> str:
         return f"{self.url}/{instance_id}"

@@ -262,6 +262,20 @@ APP_FIXTURES = (
 )
 
 
+#: The fixtures of apps other than the default: their tests carry the `examples` marker, which
+#: `make test-fast` leaves out (one shared app in the inner loop); `make test` runs them.
+EXAMPLE_APP_FIXTURES = frozenset(APP_FIXTURES) - {"default_app"} | {"pipeline_synth"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks each test that uses an example app, by fixture or as a parameter naming one."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        named = {value for value in params.values() if isinstance(value, str)}
+        if (set(getattr(item, "fixturenames", ())) | named) & EXAMPLE_APP_FIXTURES:
+            item.add_marker(pytest.mark.examples)
+
+
 @dataclass(frozen=True)
 class SynthesizedPipeline:
     """A synthesized pipeline app, with the cdk-nag validation failure if any."""

@@ -31,6 +31,9 @@ from tests.unit.lifecycle.changes import (
 from tests.unit.lifecycle.synths import Templates, synth_templates
 from tests.unit.stacks.test_cluster_workloads import by_kind
 
+# Each day-2 change synthesizes its own before and after apps: out of make test-fast.
+pytestmark = pytest.mark.examples
+
 NETWORK, CLUSTER = "karpenterwithmultus-network", "karpenterwithmultus-cluster"
 OPERATIONS = Path(__file__).resolve().parents[3] / "docs" / "operations.md"
 # How each row of the Day-2 table in docs/operations.md begins -> the change synthesized here

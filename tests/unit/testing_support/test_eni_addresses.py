@@ -14,6 +14,9 @@ from moto import mock_aws
 
 from testing_support.eni_addresses import EniAddressModel
 
+# The EC2 emulator runs moto_server: a process tier, out of make test-fast.
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def vpc() -> Iterator[SimpleNamespace]:

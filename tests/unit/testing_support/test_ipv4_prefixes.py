@@ -12,6 +12,9 @@ from moto import mock_aws
 
 from testing_support.ipv4_prefixes import Ipv4PrefixDelegation, PrefixRequestError
 
+# The EC2 emulator runs moto_server: a process tier, out of make test-fast.
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def ec2() -> Iterator[Any]:

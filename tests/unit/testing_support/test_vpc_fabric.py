@@ -28,6 +28,9 @@ from moto import mock_aws
 from testing_support.vpc_fabric import Frame, FrameKind, VpcFabric, fabric_from_ec2
 from tests.helpers import unavailable_here
 
+# Real nftables rules in network namespaces: a kernel tier, out of make test-fast.
+pytestmark = pytest.mark.integration
+
 BROADCAST = "ff:ff:ff:ff:ff:ff"
 
 
