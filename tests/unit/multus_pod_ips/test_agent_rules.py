@@ -36,6 +36,7 @@ from typing import Any
 
 import pytest
 
+from multus_pod_ips.agent import rate_limit
 from multus_pod_ips.agent.config import AgentConfig, AgentError
 from multus_pod_ips.agent.ec2_query import Credentials, Ec2Client, Ec2Error
 from multus_pod_ips.agent.eni_worker import Operation
@@ -195,8 +196,14 @@ def test_the_credentials_expiration_is_read_as_utc_whatever_the_local_time_zone(
     "code", ["RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled"]
 )
 def test_a_throttled_call_is_retried(
-    fake_aws: FakeAws, backoff: list[tuple[float, float]], code: str
+    fake_aws: FakeAws,
+    backoff: list[tuple[float, float]],
+    code: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The throttle turns the rate limiter on at its floor, one token per 2 s; how it waits is
+    # test_rate_limit.py's, so here its floor lets the retry through at once.
+    monkeypatch.setattr(rate_limit, "MIN_RATE", 100.0)
     fake_aws.ec2_answers = [(400, ec2_error_xml(code, "slow down"))]
 
     ec2_client(fake_aws).call("AssignPrivateIpAddresses", ASSIGN_ONE, deadline_in(30))
