@@ -235,9 +235,11 @@ write_interface_files() {
     >"$LINK_DIR/10-multus-$ifname.link" || return
   printf '[Match]\nPermanentMACAddress=%s\n\n[Link]\nUnmanaged=yes\n' "$mac" \
     >"$LINK_DIR/10-multus-$ifname.network" || return
-  # $name is udev's: the interface's name when the rule runs.
+  # The rule names the .link's Name= itself, not udev's $name: udev formats RUN when it reads
+  # the rule (systemd udev-rules.c, TK_A_RUN_PROGRAM), before 80-net-setup-link.rules applies
+  # the .link, so $name would be the kernel's name, gone once RUN runs after the rename.
   printf 'ACTION=="add", SUBSYSTEM=="net", ATTR{address}=="%s", RUN+="/usr/sbin/ip link set dev %s up"\n' \
-    "$mac" "\$name" >"$RULES_DIR/10-multus-$ifname.rules" || return
+    "$mac" "$ifname" >"$RULES_DIR/10-multus-$ifname.rules" || return
   run_on_host udevadm control --reload && run_on_host networkctl reload
 }
 

@@ -263,13 +263,16 @@ def test_a_udev_rule_brings_each_interface_up_at_every_boot(
 ) -> None:
     """Unmanaged=yes: networkd no longer brings the link up (systemd.network(5)), and cloud-init
     runs user-data once per instance, so after a reboot only this rule (udev(7): RUN on the
-    add event, which coldplug replays at boot) brings the interface up."""
+    add event, which coldplug replays at boot) brings the interface up. It names the interface
+    as the .link renames it: udev formats RUN when it reads the rule, before
+    80-net-setup-link.rules renames the device, so `$name` would be the kernel's old name
+    (systemd udev-rules.c, TK_A_RUN_PROGRAM)."""
     instance_id, run = fresh_node
     for index, eni in multus_enis(emulator, instance_id).items():
         rule = run.root / f"etc/udev/rules.d/10-multus-multus{index}.rules"
         assert rule.read_text() == (
             f'ACTION=="add", SUBSYSTEM=="net", ATTR{{address}}=="{eni["MacAddress"]}", '
-            'RUN+="/usr/sbin/ip link set dev $name up"\n'
+            f'RUN+="/usr/sbin/ip link set dev multus{index} up"\n'
         )
 
 
