@@ -36,6 +36,7 @@ import cdk8s_plus_28 as kplus
 from constructs import Construct
 
 from charts.building_blocks import api_object
+from config.path_mtu import VPC_MTU
 from multus_pod_ips import CNI_PLUGIN_TYPE
 
 WHEREABOUTS_KUBECONFIG = "/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig"
@@ -84,7 +85,9 @@ class NetworkAttachment:
     static_range / static_name: the block of fixed addresses inside the range and the name of
     the NAD that hands them out (config.network_plan.static_attachment_name), or None.
     routes: destinations beyond the VPC the pod reaches via the gateway over this interface.
-    ipv6: the IPv6 side of a dual-stack network, or None."""
+    ipv6: the IPv6 side of a dual-stack network, or None.
+    mtu: the pod interface's MTU, the network's (config/path_mtu.py; the node's ENI has the
+    same). ipvlan would take the master's anyway; the NAD states it where operators read it."""
 
     name: str
     master_interface: str
@@ -95,6 +98,7 @@ class NetworkAttachment:
     static_name: str | None = None
     routes: Sequence[str] = ()
     ipv6: Ipv6Range | None = None
+    mtu: int = VPC_MTU
 
     @property
     def ipam_routes(self) -> list[dict[str, str]]:
@@ -184,6 +188,7 @@ def _chain(
         "type": "ipvlan",
         "master": attachment.master_interface,
         "mode": attachment.ipvlan_mode,
+        "mtu": attachment.mtu,
         "ipam": ipam,
     }
     if capabilities:

@@ -9,6 +9,7 @@
 #                        of the failure tag (the only tag the node may put on its instance)
 #   MULTUS_NETWORKS      one line per network: <network> <interface-name> <device-index>
 #                        <source-dest-check> (true: EC2's default is kept; false: turned off)
+#                        <mtu> (the network's: its routes' narrowest path, or the config's)
 #                        <security-group,...> (that network's ENI's groups)
 #   MULTUS_PLACEMENTS    one line per AZ: <az> <subnet,...>
 #                        (one subnet per network, in MULTUS_NETWORKS order)
@@ -225,13 +226,13 @@ ec2_call() {
   done
 }
 
-# Loaded before the kernel sees the device: its name and the VPC's jumbo MTU, which nodeadm's
-# networkd file would have set (.link), networkd's hands off (.network), and a udev rule that
-# brings the link up whenever it appears, at this attach and every boot (an unmanaged link
-# stays down otherwise).
+# Loaded before the kernel sees the device: its name and its network's MTU (nodeadm's networkd
+# file would have set the VPC's 9001, too large for a path through a transit gateway or a VPN)
+# (.link), networkd's hands off (.network), and a udev rule that brings the link up whenever it
+# appears, at this attach and every boot (an unmanaged link stays down otherwise).
 write_interface_files() {
-  local ifname=$1 mac=$2
-  printf '[Match]\nMACAddress=%s\n\n[Link]\nName=%s\nMTUBytes=9001\n' "$mac" "$ifname" \
+  local ifname=$1 mac=$2 mtu=$3
+  printf '[Match]\nMACAddress=%s\n\n[Link]\nName=%s\nMTUBytes=%s\n' "$mac" "$ifname" "$mtu" \
     >"$LINK_DIR/10-multus-$ifname.link" || return
   printf '[Match]\nPermanentMACAddress=%s\n\n[Link]\nUnmanaged=yes\n' "$mac" \
     >"$LINK_DIR/10-multus-$ifname.network" || return
@@ -341,7 +342,7 @@ node_prefix_up() { :; }
 
 # Makes sure one network's ENI is attached, configured and up. Runs as a background job.
 attach_network() {
-  local network=$1 ifname=$2 device_index=$3 source_dest_check=$4 subnet=$5 groups=$6
+  local network=$1 ifname=$2 device_index=$3 source_dest_check=$4 subnet=$5 groups=$6 mtu=$7
   local state_file=$STATE_DIR/$ifname.eni
   local eni mac attachment="" attached_subnet
 
@@ -382,7 +383,7 @@ attach_network() {
       return 1
     fi
     # Name and networkd config must be in place before the kernel sees the device.
-    if ! write_interface_files "$ifname" "$mac" ||
+    if ! write_interface_files "$ifname" "$mac" "$mtu" ||
       ! ec2_call AttachNetworkInterface "NetworkInterfaceId=$eni" "InstanceId=$instance_id" \
         "DeviceIndex=$device_index" ||
       ! attachment=$(xml_value attachmentId); then
@@ -442,10 +443,10 @@ main() {
   load_credentials
 
   local networks=() ifnames=() device_indexes=() source_dest_checks=() network_groups=()
-  local network ifname device_index source_dest_check groups
-  while read -r network ifname device_index source_dest_check groups; do
+  local mtus=() network ifname device_index source_dest_check mtu groups
+  while read -r network ifname device_index source_dest_check mtu groups; do
     networks+=("$network") ifnames+=("$ifname") device_indexes+=("$device_index")
-    source_dest_checks+=("$source_dest_check") network_groups+=("$groups")
+    source_dest_checks+=("$source_dest_check") network_groups+=("$groups") mtus+=("$mtu")
   done <<<"$MULTUS_NETWORKS"
 
   # Only device numbers are fetched for every ENI; subnet and ENI id only for ours.
@@ -468,7 +469,7 @@ main() {
   local i pids=() failed=()
   for i in "${!networks[@]}"; do
     attach_network "${networks[i]}" "${ifnames[i]}" "${device_indexes[i]}" \
-      "${source_dest_checks[i]}" "${subnets[i]}" "${network_groups[i]}" &
+      "${source_dest_checks[i]}" "${subnets[i]}" "${network_groups[i]}" "${mtus[i]}" &
     pids+=($!)
   done
   for i in "${!pids[@]}"; do

@@ -395,4 +395,5 @@ def network_attachment(row: NetworkPlanRow, ipv6: Ipv6Range | None = None) -> Ne
         static_name=row.static_nad_name,
         routes=[route.destination for route in row.routes],
         ipv6=ipv6,
+        mtu=row.mtu,
     )

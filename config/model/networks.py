@@ -45,6 +45,7 @@ from config.network_plan import (
 from config.node_prefix import (
     check_node_prefix_settings,
 )
+from config.path_mtu import MIN_MTU, VPC_MTU, path_mtu
 
 
 class MultusSubnetConfig(StrictModel):
@@ -211,10 +212,24 @@ class MultusNetworkConfig(StrictModel):
         "(needs vpc.ipv6) and pods an IPv6 address next to the IPv4 one (docs/network.md, "
         "Dual stack). Unset: IPv4 only.",
     )
+    mtu: int | None = Field(
+        default=None,
+        ge=MIN_MTU,
+        le=VPC_MTU,
+        description="The MTU of the network's ENIs and of its pods' interfaces (the NADs' "
+        "ipvlan), 1280-9001. Unset: the narrowest path of its routes: 9001 inside the VPC, "
+        "8500 with a transit_gateway route, 1500 with a nat_gateway route, 1446 with a "
+        "vpn_gateway route (docs/network.md, MTU).",
+    )
 
     @property
     def device_name(self) -> str:
         return self.interface_name or self.name
+
+    @property
+    def effective_mtu(self) -> int:
+        """The MTU its interfaces get: the one set, or the narrowest of its routes' paths."""
+        return self.mtu or path_mtu(route.target for route in self.routes)
 
     @property
     def egress_rules(self) -> list[SecurityGroupRuleConfig]:

@@ -48,8 +48,17 @@ def single_network_user_data(vpc: EmulatedVpc) -> str:
     )
 
 
+#: multus2 routes through a transit gateway in this module's nodes: its ENI takes 8500 bytes.
+NARROW_MTU = 8500
+
+
 @pytest.fixture(scope="module")
-def fresh_node(emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str) -> tuple[str, BootstrapRun]:
+def fresh_node(emulator: Ec2Emulator, vpc: EmulatedVpc) -> tuple[str, BootstrapRun]:
+    props = vpc.bootstrap_props(CLUSTER)
+    first, second = props.interfaces
+    user_data = render_user_data(
+        replace(props, interfaces=[first, replace(second, mtu=NARROW_MTU)])
+    )
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
     return instance_id, emulator.run_bootstrap(user_data, instance_id)
 
@@ -174,9 +183,9 @@ def test_calls_signed_with_other_credentials_are_refused_and_leave_nothing(
 def test_each_interface_is_named_by_mac_before_it_is_attached(
     emulator: Ec2Emulator, fresh_node: tuple[str, BootstrapRun]
 ) -> None:
-    """The .link also keeps the MTU that nodeadm's networkd file would have set
-    (awslabs/amazon-eks-ami nodeadm/cmd/nodeadm-internal/udev/eks-managed.network.tpl,
-    [Link] MTUBytes=9001): the unmanaged .network applies no [Link] setting."""
+    """The .link also sets the MTU, the network's: nodeadm's networkd file would have set the
+    VPC's (awslabs/amazon-eks-ami nodeadm/cmd/nodeadm-internal/udev/eks-managed.network.tpl,
+    [Link] MTUBytes=9001), and the unmanaged .network applies no [Link] setting."""
     instance_id, run = fresh_node
     attach_times = {
         call.params["NetworkInterfaceId"]: call.received_at
@@ -186,7 +195,7 @@ def test_each_interface_is_named_by_mac_before_it_is_attached(
         link_file = run.root / f"etc/systemd/network/10-multus-multus{index}.link"
         assert link_file.read_text() == (
             f"[Match]\nMACAddress={eni['MacAddress']}\n\n[Link]\nName=multus{index}\n"
-            "MTUBytes=9001\n"
+            f"MTUBytes={9001 if index == 1 else NARROW_MTU}\n"
         )
         assert link_file.stat().st_mtime <= attach_times[eni["NetworkInterfaceId"]]
     host_commands = (run.root / "var/lib/multus-eni/host-commands").read_text().splitlines()

@@ -147,6 +147,30 @@ def test_the_seeds_nads_carry_no_routes(cluster: dict[str, Any]) -> None:
     assert set(nad_routes(cluster).values()) == {(None, None)}
 
 
+def nad_mtus(template: dict[str, Any]) -> dict[str, int]:
+    """NAD name -> the MTU its ipvlan gives the pod's interface."""
+    return {
+        nad["metadata"]["name"]: json.loads(nad["spec"]["config"])["plugins"][0]["mtu"]
+        for nad in by_kind(template, "NetworkAttachmentDefinition")
+    }
+
+
+def test_each_nad_gives_its_pods_the_mtu_of_its_networks_narrowest_path(
+    cluster: dict[str, Any], routes_app: SynthesizedApp
+) -> None:
+    """The seed's networks stay in the VPC: jumbo frames (9001). multus1 of the routes app also
+    routes through a VPN gateway: 1446, the largest packet a Site-to-Site VPN tunnel carries
+    (config/path_mtu.py); its ENIs get the same in their .link."""
+    assert set(nad_mtus(cluster).values()) == {9001}
+    assert nad_mtus(routes_app.template_json(routes_app.stage.cluster)) == {
+        "multus1-us-west-2a": 1446,
+        "multus1-us-west-2a-static": 1446,
+        "multus1-us-west-2b": 1446,
+        "multus2-us-west-2a": 9001,
+        "multus2-us-west-2b": 9001,
+    }
+
+
 def test_pod_ip_agent_manages_each_interfaces_reservations_and_reads_the_bootstrap_state(
     cluster: dict[str, Any],
 ) -> None:
