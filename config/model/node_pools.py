@@ -4,7 +4,7 @@ lifecycle."""
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import (
     Field,
@@ -22,6 +22,7 @@ from config.model.base import (
     Gp3SizeGib,
     StrictModel,
 )
+from config.model.disruption import DisruptionConfig
 from config.model.karpenter import (
     MAX_ENIS_BY_VCPUS,
 )
@@ -48,6 +49,8 @@ class NodePoolTaintConfig(StrictModel):
 
 class NodePoolConfig(StrictModel):
     """A Karpenter NodePool (and its EC2NodeClass and user-data); defaults are the seed's."""
+
+    renamed_keys: ClassVar[dict[str, str]] = {"consolidate_after": "disruption.consolidate_after"}
 
     name: str = Field(
         pattern=_K8S_NAME,
@@ -93,11 +96,6 @@ class NodePoolConfig(StrictModel):
         pattern=_MEMORY_QUANTITY,
         description="Most memory all NodePool nodes together may have (Mi or Gi).",
     )
-    consolidate_after: str = Field(
-        default="120s",
-        pattern=patterns.DURATION.regex,
-        description="How long a node stays empty before Karpenter removes it (s, m or h).",
-    )
     ami_alias: str = Field(
         default="al2023@v20261112",
         pattern=patterns.AMI_ALIAS.regex,
@@ -126,6 +124,12 @@ class NodePoolConfig(StrictModel):
         ge=1,
         le=100,
         description="Karpenter tries pools of higher weight first (1 to 100).",
+    )
+    disruption: DisruptionConfig = Field(
+        default_factory=DisruptionConfig,
+        description="When Karpenter replaces or removes the pool's nodes on its own: expiry, "
+        "consolidation, disruption budgets (docs/operations.md, Disruption of "
+        "network-function pools).",
     )
 
     @field_validator("networks")

@@ -94,6 +94,19 @@ def pattern_case(
     return BadInput(case_id, kind, {f"config.{path}": value}, (path, f"for example {example}"))
 
 
+def disruption_case(
+    case_id: str, disruption: dict[str, Any], example: str, where: str = ""
+) -> BadInput:
+    """A pattern-validated key of the default pool's disruption (`where`: below it)."""
+    key = where or f".{next(iter(disruption))}"
+    return BadInput(
+        case_id,
+        "unclear",
+        pool(disruption=disruption),
+        (f"node_pools[0].disruption{key}", f"for example {example}"),
+    )
+
+
 def pool_pattern_case(case_id: str, key: str, value: str, example: str) -> BadInput:
     """pattern_case for a key of the default pool."""
     return BadInput(
@@ -455,7 +468,41 @@ UNCLEAR = [
     pattern_case("nad-namespace-pattern", "multus.nad_namespace", "Telco_NADs", "multus"),
     pool_pattern_case("node-pool-cpu-limit-pattern", "cpu_limit", "lots", "500m"),
     pool_pattern_case("node-pool-memory-limit-pattern", "memory_limit", "500G", "512Mi"),
-    pool_pattern_case("consolidate-after-pattern", "consolidate_after", "2 minutes", "120s"),
+    BadInput(
+        "consolidate-after-moved",
+        "unclear",
+        pool(consolidate_after="120s"),
+        ("node_pools[0]", "consolidate_after was replaced by disruption.consolidate_after"),
+    ),
+    disruption_case("consolidate-after-pattern", {"consolidate_after": "2 minutes"}, "120s"),
+    disruption_case("expire-after-pattern", {"expire_after": "30 days"}, "720h or Never"),
+    disruption_case(
+        "budget-nodes-pattern", {"budgets": [{"nodes": "one"}]}, '"1" or "10%"', ".budgets[0].nodes"
+    ),
+    disruption_case(
+        "budget-schedule-pattern",
+        {"budgets": [{"nodes": "0", "schedule": "daily", "duration": "1h"}]},
+        '"0 4 * * *" or @daily',
+        ".budgets[0].schedule",
+    ),
+    disruption_case(
+        "budget-duration-seconds",
+        {"budgets": [{"nodes": "0", "schedule": "@daily", "duration": "90s"}]},
+        "22h or 1h30m",
+        ".budgets[0].duration",
+    ),
+    BadInput(
+        "budget-schedule-without-duration",
+        "silent",
+        pool(disruption={"budgets": [{"nodes": "0", "schedule": "0 4 * * *"}]}),
+        ("node_pools[0].disruption.budgets[0]", "schedule and duration go together"),
+    ),
+    BadInput(
+        "budget-unknown-reason",
+        "unclear",
+        pool(disruption={"budgets": [{"nodes": "0", "reasons": ["Expired"]}]}),
+        ("node_pools[0].disruption.budgets[0].reasons[0]", "'Drifted'"),
+    ),
     pool_pattern_case("ami-alias-pattern", "ami_alias", "al2023@latest", "al2023@v2026"),
     pool_pattern_case("ami-alias-foreign", "ami_alias", "bottlerocket@v1.30.0", "al2023@v2026"),
     pool_pattern_case("ami-alias-unpinned", "ami_alias", "al2023", "al2023@v2026"),
