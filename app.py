@@ -9,7 +9,7 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from config import ConfigError, load_config
-from config.cluster_access import access_warnings
+from config.cluster_access import access_warnings, endpoint_warnings
 from config.loader import CDK_ASSETS_PACKAGE, CDK_CLI_PACKAGE, LoadedConfig, pinned_npm_version
 from node_bootstrap.renderer import deployed_size
 from stages.environment_stage import EnvironmentStage
@@ -45,6 +45,7 @@ def print_config_warnings(loaded: LoadedConfig) -> None:
     for config in configs:
         warnings = [
             *access_warnings(config.cluster.admin_principal_arns),
+            *endpoint_warnings(config.cluster.public_access_cidrs),
             *config.warnings,
             *config.route_preconditions,
             *config.images.tag_only_host_images(),

@@ -210,7 +210,7 @@ class MultusNetworkConfig(StrictModel):
         default=None,
         description="Dual stack: the network's subnets get a /64 of the VPC's IPv6 block "
         "(needs vpc.ipv6) and pods an IPv6 address next to the IPv4 one (docs/network.md, "
-        "Dual stack). Unset: IPv4 only.",
+        "Dual stack). true: dual stack with the default settings; unset or false: IPv4 only.",
     )
     mtu: int | None = Field(
         default=None,
@@ -221,6 +221,14 @@ class MultusNetworkConfig(StrictModel):
         "8500 with a transit_gateway route, 1500 with a nat_gateway route, 1446 with a "
         "vpn_gateway route (docs/network.md, MTU).",
     )
+
+    @field_validator("ipv6", mode="before")
+    @classmethod
+    def _ipv6_shorthand(cls, value: object) -> object:
+        # "ipv6": true is the natural way to say "dual stack with the default settings".
+        if value is True:
+            return {}
+        return None if value is False else value
 
     @property
     def device_name(self) -> str:
@@ -405,16 +413,24 @@ class MultusConfig(StrictModel):
 
     @model_validator(mode="after")
     def _unique_names(self) -> MultusConfig:
-        for attribute in ("name", "device_name"):
-            seen: set[str] = set()
-            for network in self.networks:
-                value = getattr(network, attribute)
-                if value in seen:
-                    raise ValueError(
-                        f"networks: two Multus networks share the {attribute.replace('_', ' ')} "
-                        f"{value!r}; give each network its own"
-                    )
-                seen.add(value)
+        names: dict[str, int] = {}
+        interfaces: dict[str, int] = {}
+        for index, network in enumerate(self.networks):
+            if network.name in names:
+                raise ValueError(
+                    f"networks[{index}].name: {network.name!r} is also networks"
+                    f"[{names[network.name]}]'s name; give each network its own"
+                )
+            names[network.name] = index
+            if network.device_name in interfaces:
+                first = interfaces[network.device_name]
+                raise ValueError(
+                    f"networks[{index}].interface_name: {network.device_name!r} is also the "
+                    f"interface name of networks[{first}] ({self.networks[first].name}); a "
+                    "network's interface is named by interface_name, or by its name when "
+                    "that is unset: set interface_name so that each network has its own"
+                )
+            interfaces[network.device_name] = index
         return self
 
     @model_validator(mode="after")

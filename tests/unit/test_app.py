@@ -51,6 +51,17 @@ def test_synth_warns_on_stderr_when_nobody_can_use_kubectl(
     assert "admin_principal_arns" not in capsys.readouterr().err
 
 
+def test_synth_warns_on_stderr_about_an_endpoint_open_to_the_world(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    print_config_warnings(
+        load_config({"config.cluster.public_access_cidrs": '["0.0.0.0/0"]'}, REPO)
+    )
+    assert "cluster.public_access_cidrs includes 0.0.0.0/0" in capsys.readouterr().err
+    print_config_warnings(load_config({}, REPO))
+    assert "public_access_cidrs includes" not in capsys.readouterr().err
+
+
 def test_synth_warns_on_stderr_about_host_level_images_without_a_digest(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -689,7 +689,17 @@ COVERED = [
         "duplicate-network-names",
         "covered",
         config({"multus": {"networks": networks(name="multus2")}}),
-        ("multus", "share the name 'multus2'", "give each network its own"),
+        ("multus.networks[1].name", "'multus2' is also networks[0]'s name", "give each network"),
+    ),
+    BadInput(
+        "duplicate-interface-names",
+        "unclear",
+        config({"multus": {"networks": networks(interface_name="multus2")}}),
+        (
+            "multus.networks[1].interface_name",
+            "'multus2' is also the interface name of networks[0] (multus1)",
+            "set interface_name",
+        ),
     ),
     BadInput(
         "unsupported-kubernetes-version",

@@ -101,7 +101,7 @@ def with_change(path: str, value: Any) -> dict[str, Any]:
         (
             "multus.networks.1.name",
             "multus1",
-            ["multus", "two Multus networks share the name 'multus1'"],
+            ["multus.networks[1].name", "'multus1' is also networks[0]'s name"],
         ),
         ("vpc.nat_gatways", "single", ["vpc.nat_gatways", "unknown key"]),
         ("clustr", {}, ["clustr", "unknown key"]),
