@@ -42,6 +42,11 @@ from config.model.node_pools import (
     default_node_pools,
     node_pool_migration,
 )
+from config.model.route_rules import (
+    check_route_targets,
+    check_routes_of_each_pool,
+    route_preconditions,
+)
 from config.model.security_groups import (
     SecurityGroupRuleConfig,
 )
@@ -159,48 +164,22 @@ class AppConfig(StrictModel):
 
     @property
     def route_preconditions(self) -> list[str]:
-        """What must exist outside the app before the network stack can create a route: a
-        transit gateway attached to the VPC (an available VPC attachment), a virtual private
-        gateway attached to it (AWS::EC2::Route: the route table cannot use a transit gateway
-        before it is attached to the VPC; GatewayId is a gateway attached to the VPC)."""
-        needs = {
-            "transit_gateway": "an available VPC attachment of the transit gateway",
-            "vpn_gateway": "the virtual private gateway attached to it",
-        }
-        return [
-            f"{self.route_path(index, network, position)}: {route.target_id} is used only "
-            f"once the VPC has {needs[route.target]}; without it the network stack fails to "
-            "create the route (with a VPC this app creates: deploy without the route, attach "
-            "the gateway, then add the route)"
-            for index, network in enumerate(self.multus.networks)
-            for position, route in enumerate(network.routes)
-            if route.target in needs
-        ]
-
-    @staticmethod
-    def route_path(index: int, network: MultusNetworkConfig, position: int) -> str:
-        """Where a route is in the config, for messages."""
-        return f"multus.networks[{index}] ({network.name}).routes[{position}]"
+        """What must exist outside the app before the network stack can create a route
+        (config/model/route_rules.py)."""
+        return route_preconditions(self.multus.networks)
 
     def _check_routes(self) -> None:
-        vpc = [net(cidr) for cidr in self.vpc_cidrs]
-        for index, network in enumerate(self.multus.networks):
-            for position, route in enumerate(network.routes):
-                path = self.route_path(index, network, position)
-                destination = net(route.destination)
-                local = [str(block) for block in vpc if block.overlaps(destination)]
-                if local:
-                    raise ValueError(
-                        f"{path}.destination: {route.destination} overlaps the VPC CIDR "
-                        f"{', '.join(local)}, which the VPC routes itself (its local route); "
-                        "routes lead beyond the VPC: name the RAN's or data network's range"
-                    )
-                if route.nat_gateway and not self.has_nat_gateway:
-                    raise ValueError(
-                        f"{path}.nat_gateway: this VPC has no NAT gateway the app may route "
-                        "to; name another target (transit_gateway_id, vpn_gateway_id, "
-                        "network_interface_id)"
-                    )
+        check_route_targets(self.multus.networks, self.vpc_cidrs, self.has_nat_gateway)
+        check_routes_of_each_pool(
+            self.multus.networks,
+            [
+                (
+                    self.pool_path(pool),
+                    [row.network for row in networks_in_order(self.pool_plan(pool))],
+                )
+                for pool in self.node_pools
+            ],
+        )
 
     def _check_pools_name_known_networks(self) -> None:
         names = [pool.name for pool in self.node_pools]

@@ -434,23 +434,6 @@ class MultusConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
-    def _one_network_per_route_destination(self) -> MultusConfig:
-        # The pod IP plugin puts each route into the pod's main table via its network's
-        # interface (`ip route replace`): in a pod on both networks the second would replace
-        # the first.
-        routed_by: dict[str, str] = {}
-        for index, network in enumerate(self.networks):
-            for position, route in enumerate(network.routes):
-                other = routed_by.setdefault(route.destination, network.name)
-                if other != network.name:
-                    raise ValueError(
-                        f"networks[{index}] ({network.name}).routes[{position}].destination: "
-                        f"{route.destination} is routed by {other} too; a pod on both networks "
-                        "could reach it over one interface only: route it in one network"
-                    )
-        return self
-
-    @model_validator(mode="after")
     def _rules_name_known_networks(self) -> MultusConfig:
         names = [network.name for network in self.networks]
         for index, network in enumerate(self.networks):

@@ -1262,9 +1262,31 @@ ROUTES = [
             }
         ),
         (
-            "multus.networks[1] (multus2).routes[0].destination",
-            "is routed by multus1 too",
-            "route it in one network",
+            "node_pools[0] (multus)",
+            "attach multus1 and multus2, which route the overlapping 10.200.0.0/16 and "
+            "10.200.0.0/16",
+            "attach them in different pools",
+        ),
+    ),
+    BadInput(
+        "overlapping-routes-in-one-pool",
+        "silent",
+        config(
+            {
+                "multus": {
+                    "networks": [
+                        {**network, "routes": [{"destination": cidr, "nat_gateway": True}]}
+                        for network, cidr in zip(
+                            networks(), ("10.200.0.0/16", "10.200.4.0/24"), strict=True
+                        )
+                    ]
+                }
+            }
+        ),
+        (
+            "node_pools[0] (multus)",
+            "the overlapping 10.200.0.0/16 and 10.200.4.0/24",
+            "route the range on one of them",
         ),
     ),
     BadInput(

@@ -860,6 +860,20 @@ def test_routes_to_gateways_of_other_owners_warn_that_they_must_be_attached_firs
         assert warned in warning and "deploy without the route" in warning
 
 
+def test_one_range_may_be_routed_by_networks_no_pool_attaches_together() -> None:
+    """The RAN reached over N2 by the control pool and over N3 by the UPF pool: no pod is on
+    both networks, so each pod has one route to the range."""
+    raw = parse_config({}).model_dump(mode="json", exclude_none=True)
+    for network in raw["multus"]["networks"]:
+        network["routes"] = [{"destination": "10.200.0.0/16", "nat_gateway": True}]
+    raw["node_pools"] = [
+        {"name": "control", "networks": ["multus1"]},
+        {"name": "upf", "networks": ["multus2"]},
+    ]
+    config = parse_config(raw)
+    assert [len(network.routes) for network in config.multus.networks] == [1, 1]
+
+
 def test_the_seed_routes_nothing_beyond_its_default_routes() -> None:
     seed = parse_config({})
     assert [n.routes for n in seed.multus.networks] == [[], []]
