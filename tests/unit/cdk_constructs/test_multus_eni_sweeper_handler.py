@@ -16,11 +16,10 @@ from cdk_constructs.multus_eni_sweeper_handler import index as handler
 from config import parse_config
 from node_bootstrap.renderer import INSTANCE_TAG_KEY, OWNER_TAG_KEY
 from testing_support.ec2_iam_requests import Caller, Ec2Call, Ec2State, authorization_requests
-from testing_support.iam_call_level import denied, resolver
-from testing_support.iam_reference import role_statements
+from testing_support.iam_call_level import denied
 from tests.conftest import SynthesizedApp
-from tests.helpers import resources
-from tests.moto_helpers import moto_ec2_fixtures
+from tests.helpers import function_role_statements
+from tests.moto_helpers import moto_ec2_fixtures, recorded_ec2_calls
 
 REGION = "us-west-2"
 CLUSTER = parse_config({}).cluster_name
@@ -115,35 +114,19 @@ def test_an_eni_deleted_meanwhile_is_left_to_the_next_sweep(
 def test_every_call_is_allowed_by_the_synthesized_policy(
     ec2: Any, subnet_id: str, default_app: SynthesizedApp
 ) -> None:
-    calls: list[tuple[str, dict[str, str]]] = []
     eni_id = multus_eni(ec2, subnet_id, GONE)
-    original = boto3.client
-
-    def recording_client(*args: Any, **kwargs: Any) -> Any:
-        client = original(*args, **kwargs)
-        client.meta.events.register(
-            "before-call.ec2.*",
-            lambda model, params, **_: calls.append((model.name, params["body"])),
-        )
-        return client
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(boto3, "client", recording_client)
+    with recorded_ec2_calls() as calls:
         assert sweep() == [eni_id]
     assert [action for action, _ in calls] == [
         "DescribeNetworkInterfaces",
         "DescribeInstances",
         "DeleteNetworkInterface",
     ]
-    templates = default_app.templates_by_stack_name()
-    stack = default_app.stage.cluster.stack_name
-    (function,) = [
-        f
-        for lid, f in resources(templates[stack], "AWS::Lambda::Function").items()
-        if lid.startswith("MultusEniSweeperHandler")
-    ]
-    role_id = function["Properties"]["Role"]["Fn::GetAtt"][0]
-    statements = role_statements(templates[stack], role_id, resolver(templates, stack, {}))
+    statements = function_role_statements(
+        default_app.templates_by_stack_name(),
+        default_app.stage.cluster.stack_name,
+        "MultusEniSweeperHandler",
+    )
 
     def requests(owner: str) -> list[Any]:
         state = Ec2State(eni_tags={eni_id: {OWNER_TAG_KEY: owner, INSTANCE_TAG_KEY: GONE}})
