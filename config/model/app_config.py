@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 
 from pydantic import (
     Field,
@@ -124,23 +125,34 @@ class AppConfig(StrictModel):
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> AppConfig:
-        self._check_region()
-        self._check_control_plane_zones()
-        self._check_subnet_counts()
-        self._check_subnets_fit_vpc()
-        self._check_nat_egress_has_gateway()
-        self._check_karpenter_supports_kubernetes()
-        self._check_dual_stack()
-        self._check_pools_name_known_networks()
-        self._check_enis_fit_instances()
-        self._check_controllers_fit_system_nodes()
-        self._check_teardown_fits_cloudformation()
-        self._check_drain_fits_teardown()
-        self._check_user_data_fits((info.context or {}).get(USER_DATA_SIZE))
-        self._check_routes()
-        check_node_prefix_reservations(
-            [(self.pool_path(pool), pool, self.pool_plan(pool)) for pool in self.node_pools]
+        # Every rule's error in one run, one line each (config/messages.py files each line
+        # under its field). The first group's rules stand on the sections alone; the second's
+        # read what the first guarantees (a known region, one subnet per AZ, pools that name
+        # known networks), so they run only once the first group holds.
+        problems = _problems(
+            self._check_region,
+            self._check_subnet_counts,
+            self._check_pools_name_known_networks,
+            self._check_nat_egress_has_gateway,
+            self._check_karpenter_supports_kubernetes,
+            self._check_controllers_fit_system_nodes,
+            self._check_teardown_fits_cloudformation,
+            self._check_drain_fits_teardown,
         )
+        if not problems:
+            problems = _problems(
+                self._check_control_plane_zones,
+                self._check_subnets_fit_vpc,
+                self._check_dual_stack,
+                self._check_enis_fit_instances,
+                lambda: self._check_user_data_fits((info.context or {}).get(USER_DATA_SIZE)),
+                self._check_routes,
+                lambda: check_node_prefix_reservations(
+                    [(self.pool_path(pool), pool, self.pool_plan(pool)) for pool in self.node_pools]
+                ),
+            )
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
 
     def pool_path(self, pool: NodePoolConfig) -> str:
@@ -496,3 +508,14 @@ class AppConfig(StrictModel):
         return [
             (f"vpc.public_subnet_cidrs[{i}]", c) for i, c in enumerate(self.vpc.public_subnet_cidrs)
         ] + [(f"vpc.node_subnet_cidrs[{i}]", c) for i, c in enumerate(self.vpc.node_subnet_cidrs)]
+
+
+def _problems(*checks: Callable[[], None]) -> list[str]:
+    """The message of each check that raises ValueError, in order."""
+    problems = []
+    for check in checks:
+        try:
+            check()
+        except ValueError as error:
+            problems.append(str(error))
+    return problems

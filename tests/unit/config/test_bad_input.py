@@ -343,6 +343,21 @@ ACCEPTED = [
             "node_pools[].termination_grace_period at most 41m",
         ),
     ),
+    # Two rules of the whole config broken at once: both are reported in one run.
+    BadInput(
+        "two-whole-config-rules-at-once",
+        "unclear",
+        config(
+            {
+                "cluster": {"teardown_timeout_minutes": 60},
+                "node_pools": [{"name": "multus"}, {"name": "multus"}],
+            }
+        ),
+        (
+            "cluster.teardown_timeout_minutes",
+            "node_pools: two pools are named 'multus'",
+        ),
+    ),
     BadInput(
         "drain-that-needs-a-teardown-past-the-hour",
         "accepted",
