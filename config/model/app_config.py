@@ -18,8 +18,6 @@ from config.custom_resource_timing import (
 )
 from config.images import ImagesConfig
 from config.logs import LogsConfig
-
-# AWS keeps the first four addresses and the last one of every subnet for itself.
 from config.model.base import (
     ACCOUNT_PATTERN,
     NODE_TERMINATION_MARGIN_MINUTES,
@@ -28,12 +26,8 @@ from config.model.base import (
     duration_seconds,
     net,
 )
-from config.model.cluster import (
-    ClusterConfig,
-)
-from config.model.karpenter import (
-    KarpenterConfig,
-)
+from config.model.cluster import ClusterConfig
+from config.model.karpenter import KarpenterConfig
 from config.model.networks import (
     MultusConfig,
     MultusNetworkConfig,
@@ -48,12 +42,8 @@ from config.model.route_rules import (
     check_routes_of_each_pool,
     route_preconditions,
 )
-from config.model.security_groups import (
-    SecurityGroupRuleConfig,
-)
-from config.model.vpc import (
-    VpcConfig,
-)
+from config.model.security_groups import SecurityGroupRuleConfig
+from config.model.vpc import VpcConfig
 from config.network_plan import (
     NetworkPlan,
     network_plan,
@@ -66,9 +56,7 @@ from config.node_bootstrap_plan import (
     UserDataSize,
     node_bootstrap_props,
 )
-from config.node_prefix import (
-    check_node_prefix_reservations,
-)
+from config.node_prefix import check_node_prefix_reservations
 
 
 class ExtrasConfig(StrictModel):

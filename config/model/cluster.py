@@ -19,12 +19,8 @@ from config.cluster_access import (
     check_public_access_cidrs,
 )
 from config.coercion import number_as_version
-from config.custom_resource_timing import (
-    TEARDOWN_MARGIN_MINUTES,
-)
+from config.custom_resource_timing import TEARDOWN_MARGIN_MINUTES
 from config.logs import LogRetention
-
-# AWS keeps the first four addresses and the last one of every subnet for itself.
 from config.model.base import (
     TEARDOWN_TIMEOUT_LIMIT_MINUTES,
     Cidr,

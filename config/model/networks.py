@@ -15,8 +15,6 @@ from pydantic import (
 )
 
 from config.interface_names import reserved_interface_reason
-
-# AWS keeps the first four addresses and the last one of every subnet for itself.
 from config.model.base import (
     _K8S_NAME,
     _LINUX_IFNAME,
@@ -28,9 +26,7 @@ from config.model.base import (
     SubnetCidr,
     net,
 )
-from config.model.routes import (
-    MultusRouteConfig,
-)
+from config.model.routes import MultusRouteConfig
 from config.model.security_groups import (
     ANYWHERE_IPV6,
     NetworkSecurityGroupConfig,
@@ -42,9 +38,7 @@ from config.network_plan import (
     WHEREABOUTS,
     IpManagementMode,
 )
-from config.node_prefix import (
-    check_node_prefix_settings,
-)
+from config.node_prefix import check_node_prefix_settings
 from config.path_mtu import MIN_MTU, VPC_MTU, path_mtu
 
 

@@ -13,8 +13,6 @@ from pydantic import (
 )
 
 from config import instance_types, patterns
-
-# AWS keeps the first four addresses and the last one of every subnet for itself.
 from config.model.base import (
     _CPU_QUANTITY,
     _K8S_NAME,
@@ -23,18 +21,14 @@ from config.model.base import (
     StrictModel,
 )
 from config.model.disruption import DisruptionConfig
-from config.model.karpenter import (
-    MAX_ENIS_BY_VCPUS,
-)
+from config.model.karpenter import MAX_ENIS_BY_VCPUS
 from config.node_labels import DEFAULT_NODE_POOL_NAME
 from config.node_pool_rules import (
     label_problems,
     node_pool_requirement_problems,
     taint_problems,
 )
-from config.node_prefix import (
-    default_prefixes_per_node,
-)
+from config.node_prefix import default_prefixes_per_node
 
 
 class NodePoolTaintConfig(StrictModel):
