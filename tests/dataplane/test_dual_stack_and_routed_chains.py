@@ -137,8 +137,10 @@ def segment(tag: str, network: dict[str, Any], work: Path, router_addresses: lis
     for namespace in (made.node, made.router):
         ip("netns", "add", namespace)
         ip("-n", namespace, "link", "set", "lo", "up")
-    ip("-n", made.node, "link", "add", master, "type", "veth", "peer", "name", "lan0",
-       "netns", made.router)  # fmt: skip
+    # The ENI has its network's MTU, as the node's .link gives it; ipvlan takes the NAD's.
+    mtu = str(network["plugins"][0]["mtu"])
+    ip("-n", made.node, "link", "add", master, "mtu", mtu, "type", "veth", "peer", "name",
+       "lan0", "mtu", mtu, "netns", made.router)  # fmt: skip
     ip("-n", made.node, "link", "set", master, "up")
     ip("-n", made.router, "link", "set", "lan0", "up")
     for address in router_addresses:
