@@ -31,6 +31,19 @@ NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status"
 
 
+def network_attachment(name: str, config: dict[str, Any] | None) -> dict[str, Any]:
+    """The NetworkAttachmentDefinition `name` in the pods' namespace. With `config`, it carries
+    that CNI config under the NAD's name (as the chart names each config after its NAD); without,
+    its spec is empty and Multus reads the node's config of that name."""
+    spec = {} if config is None else {"config": json.dumps({**config, "name": name})}
+    return {
+        "apiVersion": "k8s.cni.cncf.io/v1",
+        "kind": "NetworkAttachmentDefinition",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": spec,
+    }
+
+
 @dataclass
 class Cluster:
     """The box as the VM reaches it: admin kubectl, and each node's Multus."""
@@ -87,26 +100,15 @@ class Cluster:
         return pod
 
     def attachment(self, name: str, config: dict[str, Any]) -> str:
-        """Another NAD in the pods' namespace (a variant of the chart's); returns its name."""
-        nad = {
-            "apiVersion": "k8s.cni.cncf.io/v1",
-            "kind": "NetworkAttachmentDefinition",
-            "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"config": json.dumps({**config, "name": name})},
-        }
-        self.kubectl("apply", "-f", "-", stdin=json.dumps(nad))
+        """A NAD in the pods' namespace carrying `config` (the chart's, or a variant of it);
+        returns its name."""
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(network_attachment(name, config)))
         return name
 
     def node_local_attachment(self, name: str) -> str:
         """A NAD without a config (charts/network_attachments.py, node_prefix networks): Multus
         takes the config named `name` from the node's /etc/cni/net.d."""
-        nad = {
-            "apiVersion": "k8s.cni.cncf.io/v1",
-            "kind": "NetworkAttachmentDefinition",
-            "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {},
-        }
-        self.kubectl("apply", "-f", "-", stdin=json.dumps(nad))
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(network_attachment(name, None)))
         return name
 
     def allocations(self) -> dict[str, str]:
@@ -198,13 +200,7 @@ def cluster(data_plane: DataPlane) -> Iterator[Cluster]:
         for name in NODES
     }
     cluster = Cluster(access, admin, nodes, data_plane)
-    nad = {
-        "apiVersion": "k8s.cni.cncf.io/v1",
-        "kind": "NetworkAttachmentDefinition",
-        "metadata": {"name": network_attachment_name(NETWORK, AZ), "namespace": NAMESPACE},
-        "spec": {"config": json.dumps(data_plane.network)},
-    }
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(nad))
+    cluster.attachment(network_attachment_name(NETWORK, AZ), data_plane.network)
     for name in NODES:
         registered = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
         cluster.kubectl("apply", "-f", "-", stdin=json.dumps(registered))
