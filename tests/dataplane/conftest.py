@@ -82,16 +82,18 @@ def pytest_collection_modifyitems(
         if here in item.path.parents and isinstance(item, pytest.Function):
             assert item.parent is not None
             items[index] = VmOutcome.from_parent(item.parent, name=item.name)
-    session.stash[_SELECTED] = [item.nodeid for item in items if isinstance(item, VmOutcome)]
 
 
-_SELECTED = pytest.StashKey[list[str]]()
 _RUN = pytest.StashKey[VmRun]()
 
 
 def _vm_run(session: pytest.Session) -> VmRun:
+    """The VM's run of the session's tests: those still selected when the first one runs
+    (pytest_collection_modifyitems above runs before -k and -m deselect, being a conftest's
+    hook: pluggy calls the plugins registered last first)."""
     if _RUN not in session.stash:
-        session.stash[_RUN] = _run_in_vm(session.stash[_SELECTED])
+        selected = [item.nodeid for item in session.items if isinstance(item, VmOutcome)]
+        session.stash[_RUN] = _run_in_vm(selected)
     return session.stash[_RUN]
 
 
