@@ -163,3 +163,4 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 if IN_VM:
     from tests.dataplane.fixtures import *  # noqa: F403  (the tier's fixtures)
     from tests.dataplane.real_multus import *  # noqa: F403  (the real Multus chain's)
+    from tests.dataplane.router_segment import *  # noqa: F403  (the dual-stack node's)
