@@ -106,21 +106,19 @@ def _run_in_vm(node_ids: list[str]) -> VmRun:
         if shutil.which(tool) is None:
             return VmRun({}, "", f"{tool} is not installed (Debian package {package})")
     # Imported here: the VM imports this file too, and these start jsii (cdk8s) on import.
-    from testing_support.cluster_box.build import BuildError, build_cni
-    from testing_support.cni_chain import PLUGIN_DIR_ENV
+    from testing_support.cluster_box.build import BuildError
     from tests.dataplane.box_for_vm import box_for_vm
 
     with tempfile.TemporaryDirectory(prefix="dataplane-vm-") as out, ExitStack() as box:
         try:
             handoff = box.enter_context(box_for_vm(Path(out)))
-            plugin_dir = build_cni().plugins_dir
         except BuildError as error:
             return VmRun({}, "", f"the cluster box for the real Multus chain: {error}")
         results = Path(out) / "outcomes.jsonl"
         command = [
             str(KERNEL_VM), "--out", out, "--timeout", str(VM_TIMEOUT_SECONDS), "--host-link",
             "--", "env", "MULTUS_DATAPLANE_IN_VM=1", f"MULTUS_DATAPLANE_OUTCOMES={results}",
-            f"MULTUS_DATAPLANE_BOX={handoff}", f"{PLUGIN_DIR_ENV}={plugin_dir}",
+            f"MULTUS_DATAPLANE_BOX={handoff}",
             sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
             "--confcutdir", str(Path(__file__).parent), *node_ids,
         ]  # fmt: skip
