@@ -50,6 +50,13 @@
 # host; this script brings the link up, and so does a udev rule at every later boot. Pods reach
 # the network through ipvlan l2, which needs nothing on the host.
 #
+# nodeadm also records that answer per interface, in /etc/eks/nodeadm/udev-net-manager/
+# <instance-id>/<interface>, reads the record before deciding, and at every boot its boot hook
+# waits up to a minute for each interface recorded as networkd's to be "configured", then
+# fails; an unmanaged one never is. So before the attach this script records each Multus
+# interface as the CNI's ("cni"): the net manager then leaves it alone at this attach and at
+# every boot, and the boot hook does not wait for it.
+#
 # EC2 calls go to the EC2 Query API through curl, signed with SigV4 by curl itself from the
 # instance profile's credentials in IMDS. An aws CLI process costs about half a CPU-second to
 # start, and a fresh node has few cores and a kubelet to start, so a call costs one curl
@@ -91,6 +98,8 @@ readonly HOST_COMMAND_LOG=$STATE_DIR/host-commands
 readonly LOG_FILE=$ROOT/var/log/multus-eni-bootstrap.log
 readonly LINK_DIR=$ROOT/etc/systemd/network
 readonly RULES_DIR=$ROOT/etc/udev/rules.d
+# nodeadm's record of which manager owns each interface (nodeadm-internal udev/broker.go).
+readonly NODEADM_NET_MANAGER_DIR=$ROOT/etc/eks/nodeadm/udev-net-manager
 readonly SYSCTL_FILE=$ROOT/etc/sysctl.d/90-multus-eni.conf
 
 # Tag keys come from the renderer, which the node role's IAM conditions also use.
@@ -228,8 +237,9 @@ ec2_call() {
 
 # Loaded before the kernel sees the device: its name and its network's MTU (nodeadm's networkd
 # file would have set the VPC's 9001, too large for a path through a transit gateway or a VPN)
-# (.link), networkd's hands off (.network), and a udev rule that brings the link up whenever it
-# appears, at this attach and every boot (an unmanaged link stays down otherwise).
+# (.link), networkd's hands off (.network), a udev rule that brings the link up whenever it
+# appears, at this attach and every boot (an unmanaged link stays down otherwise), and nodeadm's
+# record that the interface is not networkd's.
 write_interface_files() {
   local ifname=$1 mac=$2 mtu=$3
   printf '[Match]\nMACAddress=%s\n\n[Link]\nName=%s\nMTUBytes=%s\n' "$mac" "$ifname" "$mtu" \
@@ -241,6 +251,9 @@ write_interface_files() {
   # the .link, so $name would be the kernel's name, gone once RUN runs after the rename.
   printf 'ACTION=="add", SUBSYSTEM=="net", ATTR{address}=="%s", RUN+="/usr/sbin/ip link set dev %s up"\n' \
     "$mac" "$ifname" >"$RULES_DIR/10-multus-$ifname.rules" || return
+  # Any manager other than networkd's "io.systemd.Network"; nodeadm writes the bare name.
+  mkdir -p "$NODEADM_NET_MANAGER_DIR/$instance_id" &&
+    printf 'cni' >"$NODEADM_NET_MANAGER_DIR/$instance_id/$ifname" || return
   run_on_host udevadm control --reload && run_on_host networkctl reload
 }
 
@@ -268,7 +281,8 @@ release_eni() {
     ec2_call DetachNetworkInterface "AttachmentId=$attachment" || true
   fi
   if ec2_call DeleteNetworkInterface "NetworkInterfaceId=$eni"; then
-    rm -f "$LINK_DIR/10-multus-$ifname".{link,network} "$RULES_DIR/10-multus-$ifname.rules"
+    rm -f "$LINK_DIR/10-multus-$ifname".{link,network} "$RULES_DIR/10-multus-$ifname.rules" \
+      "$NODEADM_NET_MANAGER_DIR/$instance_id/$ifname"
   else
     log "$ifname: could not delete $eni; delete it by hand (tag $INSTANCE_TAG_KEY=$instance_id)"
   fi

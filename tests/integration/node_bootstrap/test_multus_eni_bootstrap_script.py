@@ -226,6 +226,45 @@ def test_networkd_leaves_each_interface_alone(
     assert run.host_commands.count("networkctl reload") == 2
 
 
+NODEADM_SYSTEMD_MANAGER = "io.systemd.Network"
+
+
+def interfaces_the_boot_hook_waits_for(root: Path, instance_id: str) -> set[str]:
+    """nodeadm's boot hook, at every boot: each interface whose record under
+    /etc/eks/nodeadm/udev-net-manager/<instance-id>/ reads (whitespace trimmed) as networkd's
+    manager must reach networkctl's AdministrativeState "configured" within a minute, or the
+    hook fails (awslabs/amazon-eks-ami nodeadm/cmd/nodeadm-internal/boot-book/hook.go,
+    internal/util/fs_cache.go, internal/system/networking.go ensureInterfacesConfigured)."""
+    records = root / "etc/eks/nodeadm/udev-net-manager" / instance_id
+    return {
+        record.name
+        for record in records.iterdir()
+        if record.read_text().strip() == NODEADM_SYSTEMD_MANAGER
+    }
+
+
+def test_nodeadm_records_each_interface_as_not_networkds_before_the_attach(
+    emulator: Ec2Emulator, fresh_node: tuple[str, BootstrapRun]
+) -> None:
+    """nodeadm's udev-net-manager (started for every ENA interface by the AMI's 90-eks.rules)
+    reads its record for the interface first and keeps it; without one it records
+    "io.systemd.Network" during user-data (/run/nodeadm/init is written only by nodeadm's run
+    phase, after cloud-final: udev/broker.go ManagerFor, determineManager). An unmanaged Multus
+    interface recorded so would make the boot hook wait a minute and fail at every reboot, so
+    the record must say another manager, and be there before the attach makes the device."""
+    instance_id, run = fresh_node
+    attach_times = {
+        call.params["NetworkInterfaceId"]: call.received_at
+        for call in run.actions("AttachNetworkInterface")
+    }
+    records = run.root / "etc/eks/nodeadm/udev-net-manager" / instance_id
+    for index, eni in multus_enis(emulator, instance_id).items():
+        record = records / f"multus{index}"
+        assert record.read_text().strip() not in ("", NODEADM_SYSTEMD_MANAGER)
+        assert record.stat().st_mtime <= attach_times[eni["NetworkInterfaceId"]]
+    assert interfaces_the_boot_hook_waits_for(run.root, instance_id) == set()
+
+
 def test_the_networkd_file_is_written_and_loaded_before_the_attach(
     emulator: Ec2Emulator, vpc: EmulatedVpc, single_network_user_data: str, tmp_path: Path
 ) -> None:
