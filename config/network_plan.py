@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from config.connection_tracking import ConnectionTracking
 from config.path_mtu import VPC_MTU
 
 #: CreateSubnetCidrReservation's ReservationType: "explicit" keeps the addresses for whoever
@@ -137,6 +138,7 @@ class NetworkPlanRow:
     device_index and prefixes_per_node are those of that pool's nodes.
     routes: the network's routes (the same in each of its rows).
     mtu: the MTU of the network's ENIs and its pods' interfaces (config/path_mtu.py).
+    connection_tracking: the timeouts the network's ENIs are created with, None for EC2's.
     """
 
     network: str
@@ -159,6 +161,7 @@ class NetworkPlanRow:
     routes: tuple[PlannedRoute, ...] = ()
     ipv6: PlannedIpv6 | None = None
     mtu: int = VPC_MTU
+    connection_tracking: ConnectionTracking | None = None
 
     @property
     def reservation_type(self) -> ReservationType:
@@ -208,6 +211,8 @@ class PlannedNetwork(Protocol):
     def device_name(self) -> str: ...
     @property
     def effective_mtu(self) -> int: ...
+    @property
+    def connection_tracking_plan(self) -> ConnectionTracking | None: ...
     @property
     def ip_management(self) -> str: ...
     @property
@@ -332,6 +337,7 @@ def _network_rows(
             routes=routes,
             ipv6=_planned_ipv6(network.ipv6, subnet.cidr),
             mtu=network.effective_mtu,
+            connection_tracking=network.connection_tracking_plan,
         )
         for az_index, (az, subnet) in enumerate(
             zip(config.availability_zones, network.subnets, strict=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from config.connection_tracking import ConnectionTracking
 from config.network_plan import NetworkPlan, NetworkPlanRow, networks_in_order
 from config.path_mtu import VPC_MTU
 
@@ -61,6 +62,7 @@ class MultusInterface:
     security_group_ids: Sequence[str] = ()  # at least one
     ipv6: bool = False
     mtu: int = VPC_MTU  # the network's (config/path_mtu.py): its .link and node-local config
+    connection_tracking: ConnectionTracking | None = None  # timeouts set at creation
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,7 @@ def node_bootstrap_props(
                 security_group_ids=[security_group_id(row)],
                 ipv6=row.ipv6 is not None,
                 mtu=row.mtu,
+                connection_tracking=row.connection_tracking,
             )
             for row in networks_in_order(plan)
         ],

@@ -17,6 +17,9 @@
 #                        (AZ, network): <az> <interface-name> <prefix-count> <cni-network-name>
 #                        <subnet-cidr> <reservation-cidr> <gateway> <ipvlan-mode> <cni-file>
 #   MULTUS_CNI_CONFIG_DIR, MULTUS_IPAM_DATA_DIR  where node_prefix CNI configs and leases go
+#   MULTUS_CONNECTION_TRACKING  only where a network sets timeouts: one line per interface:
+#                        <interface-name> <member>=<seconds>... (members of CreateNetworkInterface's
+#                        ConnectionTrackingSpecification, e.g. TcpEstablishedTimeout=3600)
 #
 # Environment overrides, for tests and benchmarks:
 #   MULTUS_IMDS_URL      IMDS base URL (default http://169.254.169.254)
@@ -91,6 +94,7 @@ readonly EC2_ENDPOINT=${MULTUS_EC2_ENDPOINT:-}
 readonly ROOT=${MULTUS_ROOT:-}
 readonly HOST_CHANGES=${MULTUS_HOST_CHANGES:-1}
 readonly WAIT_SECONDS=${MULTUS_WAIT_SECONDS:-60}
+readonly CONNECTION_TRACKING=${MULTUS_CONNECTION_TRACKING:-}
 
 readonly STATE_DIR=$ROOT/var/lib/multus-eni
 readonly READY_MARKER=$STATE_DIR/ready
@@ -354,6 +358,17 @@ node_prefix_created() { :; }
 node_prefix_attached() { :; }
 node_prefix_up() { :; }
 
+# Adds the interface's connection tracking timeouts, if its network sets any, to `create`.
+connection_tracking_create_args() {
+  local ifname setting settings
+  while read -r ifname settings; do
+    [[ $ifname == "$1" ]] || continue
+    for setting in $settings; do
+      create+=("ConnectionTrackingSpecification.$setting")
+    done
+  done <<<"$CONNECTION_TRACKING"
+}
+
 # Makes sure one network's ENI is attached, configured and up. Runs as a background job.
 attach_network() {
   local network=$1 ifname=$2 device_index=$3 source_dest_check=$4 subnet=$5 groups=$6 mtu=$7
@@ -386,6 +401,7 @@ attach_network() {
       i=$((i + 1))
       create+=("TagSpecification.1.Tag.$i.Key=${tag%%=*}" "TagSpecification.1.Tag.$i.Value=${tag#*=}")
     done
+    connection_tracking_create_args "$ifname"
     node_prefix_create_args "$ifname"
     ec2_call CreateNetworkInterface "${create[@]}" || return 1
     if ! eni=$(xml_value networkInterfaceId) || ! mac=$(xml_value macAddress); then

@@ -214,7 +214,27 @@ def render_configuration(props: NodeBootstrapProps) -> str:
 
 def _optional_configuration(props: NodeBootstrapProps) -> str:
     """The variables of the included libraries (none when no network needs one)."""
-    return _node_prefix_configuration(props) + _dual_stack_configuration(props)
+    return (
+        _node_prefix_configuration(props)
+        + _dual_stack_configuration(props)
+        + _connection_tracking_configuration(props)
+    )
+
+
+def _connection_tracking_configuration(props: NodeBootstrapProps) -> str:
+    """One line per interface whose network sets timeouts: its name, then each timeout as the
+    CreateNetworkInterface parameter's member and seconds (TcpEstablishedTimeout=3600)."""
+    lines = [
+        " ".join(
+            [interface.interface_name]
+            + [f"{member}={seconds}" for member, seconds in tracking.ec2_members()]
+        )
+        for interface in props.interfaces
+        if (tracking := interface.connection_tracking) is not None
+    ]
+    if not lines:
+        return ""
+    return f"MULTUS_CONNECTION_TRACKING={shlex.quote(chr(10).join(lines))}\n"
 
 
 def _node_prefix_configuration(props: NodeBootstrapProps) -> str:

@@ -4,9 +4,9 @@ Defaults reproduce the seed deployment (two AZs in us-west-2, VPC 10.0.0.0/16, t
 networks with a /27 CIDR reservation per subnet). Every cross-field rule is checked here, before
 any CDK construct exists, so that a bad value fails with the field's path instead of a jsii trace.
 
-The package splits the model by concept (base, vpc, cluster, networks, security_groups, routes,
-route_rules, node_pools, disruption, karpenter, app_config); every public model and constant is
-importable from config.model.
+The package splits the model by concept (base, vpc, cluster, networks, connection_tracking,
+security_groups, routes, route_rules, node_pools, disruption, karpenter, app_config); every
+public model and constant is importable from config.model.
 """
 
 from config.model.app_config import (
@@ -38,6 +38,7 @@ from config.model.cluster import (
     ClusterConfig,
     SystemNodeGroupConfig,
 )
+from config.model.connection_tracking import ConnectionTrackingConfig
 from config.model.disruption import DisruptionBudgetConfig, DisruptionConfig
 from config.model.karpenter import (
     MAX_ENIS_BY_VCPUS,
@@ -88,6 +89,7 @@ __all__ = [
     "AppConfig",
     "Cidr",
     "ClusterConfig",
+    "ConnectionTrackingConfig",
     "DisruptionBudgetConfig",
     "DisruptionConfig",
     "ExistingSubnetConfig",

@@ -14,6 +14,7 @@ from pydantic import (
     model_validator,
 )
 
+from config.connection_tracking import ConnectionTracking
 from config.interface_names import reserved_interface_reason
 from config.model.base import (
     _K8S_NAME,
@@ -26,6 +27,7 @@ from config.model.base import (
     SubnetCidr,
     net,
 )
+from config.model.connection_tracking import ConnectionTrackingConfig
 from config.model.routes import MultusRouteConfig
 from config.model.security_groups import (
     ANYWHERE_IPV6,
@@ -216,6 +218,14 @@ class MultusNetworkConfig(StrictModel):
         "vpn_gateway route (docs/network.md, MTU).",
     )
 
+    connection_tracking: ConnectionTrackingConfig | None = Field(
+        default=None,
+        description="Idle timeouts of the flows the network's security group tracks, set on "
+        "its ENIs at creation, for flows that idle longer than EC2's defaults: HTTP/2 "
+        "connections between network functions, GTP-U and PFCP (docs/network.md, Connection "
+        "tracking).",
+    )
+
     @field_validator("ipv6", mode="before")
     @classmethod
     def _ipv6_shorthand(cls, value: object) -> object:
@@ -227,6 +237,10 @@ class MultusNetworkConfig(StrictModel):
     @property
     def device_name(self) -> str:
         return self.interface_name or self.name
+
+    @property
+    def connection_tracking_plan(self) -> ConnectionTracking | None:
+        return self.connection_tracking.planned() if self.connection_tracking else None
 
     @property
     def effective_mtu(self) -> int:

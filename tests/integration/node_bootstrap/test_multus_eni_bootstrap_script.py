@@ -10,6 +10,7 @@ import pytest
 from botocore.credentials import Credentials
 
 from config import parse_config
+from config.connection_tracking import ConnectionTracking
 from config.network_plan import network_plan
 from config.node_bootstrap_plan import READY_MARKER_PATH, node_bootstrap_props
 from node_bootstrap import CLUSTER_TAG_KEY, render_user_data
@@ -50,6 +51,8 @@ def single_network_user_data(vpc: EmulatedVpc) -> str:
 
 #: multus2 routes through a transit gateway in this module's nodes: its ENI takes 8500 bytes.
 NARROW_MTU = 8500
+#: multus2's flows idle longer than EC2's defaults in this module's nodes.
+LONG_IDLE = ConnectionTracking(tcp_established_timeout=3600, udp_stream_timeout=180)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +60,10 @@ def fresh_node(emulator: Ec2Emulator, vpc: EmulatedVpc) -> tuple[str, BootstrapR
     props = vpc.bootstrap_props(CLUSTER)
     first, second = props.interfaces
     user_data = render_user_data(
-        replace(props, interfaces=[first, replace(second, mtu=NARROW_MTU)])
+        replace(
+            props,
+            interfaces=[first, replace(second, mtu=NARROW_MTU, connection_tracking=LONG_IDLE)],
+        )
     )
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
     return instance_id, emulator.run_bootstrap(user_data, instance_id)
@@ -224,6 +230,31 @@ def test_networkd_leaves_each_interface_alone(
         )
         assert sorted([f"70-eks-multus{index}.network", name])[0] == name
     assert run.host_commands.count("networkctl reload") == 2
+
+
+def test_each_eni_is_created_with_its_networks_connection_tracking_timeouts(
+    emulator: Ec2Emulator, fresh_node: tuple[str, BootstrapRun]
+) -> None:
+    """CreateNetworkInterface takes ConnectionTrackingSpecification (botocore's EC2 model: the
+    emulator refuses a parameter the action does not take); multus1 sets none and keeps
+    EC2's defaults, multus2 sets two of the three."""
+    instance_id, run = fresh_node
+    tracking = {
+        call.params["Description"]: {
+            key.removeprefix("ConnectionTrackingSpecification."): value
+            for key, value in call.params.items()
+            if key.startswith("ConnectionTrackingSpecification.")
+        }
+        for call in run.actions("CreateNetworkInterface")
+        if call.status == 200
+    }
+    assert tracking == {
+        f"Multus multus1 of {instance_id}": {},
+        f"Multus multus2 of {instance_id}": {
+            "TcpEstablishedTimeout": "3600",
+            "UdpStreamTimeout": "180",
+        },
+    }
 
 
 NODEADM_SYSTEMD_MANAGER = "io.systemd.Network"
