@@ -109,7 +109,7 @@ def with_change(path: str, value: Any) -> dict[str, Any]:
         (
             "karpenter.version",
             "1.5.3",
-            ["karpenter.version: 1.5.3 does not support Kubernetes 1.34", ">= 1.6.0"],
+            ["karpenter.version: 1.5.3 does not support Kubernetes 1.35", ">= 1.9.0"],
         ),
         (
             "cluster.system_node_group.instance_types",

@@ -99,7 +99,7 @@ def helm_values(template: dict[str, Any], release: str) -> dict[str, Any]:
 def test_cluster_name_version_endpoint_logs_and_api_auth(cluster: dict[str, Any]) -> None:
     props = only(cluster, "AWS::EKS::Cluster")["Properties"]
     assert props["Name"] == CLUSTER
-    assert props["Version"] == "1.34"
+    assert props["Version"] == "1.35"  # the default
     vpc = props["ResourcesVpcConfig"]
     assert vpc["EndpointPrivateAccess"] is True
     assert vpc["EndpointPublicAccess"] is False
@@ -157,7 +157,7 @@ def test_secrets_are_encrypted_with_a_rotating_key(cluster: dict[str, Any]) -> N
 def test_kubectl_layer_matches_the_kubernetes_version(
     cluster: dict[str, Any], variant: dict[str, Any]
 ) -> None:
-    for template, version in ((cluster, "1.34"), (variant, "1.36")):
+    for template, version in ((cluster, "1.35"), (variant, "1.36")):
         layers = [
             r["Properties"]["Description"]
             for r in resources(template, "AWS::Lambda::LayerVersion").values()

@@ -320,7 +320,7 @@ def test_every_emitted_object_is_schema_valid(
                     assert errors == [], (obj["kind"], errors)
                     custom += 1
                 else:
-                    kubernetes_validate.validate(obj, "1.34", strict=True)
+                    kubernetes_validate.validate(obj, "1.35", strict=True)
                     built_in += 1
     assert custom == 2 + 4 + 2 + 9  # NodePool + EC2NodeClass + NADs, in both layouts
     assert built_in > 40
@@ -390,7 +390,7 @@ def test_every_object_of_the_two_pool_app_passes_its_schema_and_cel_rules(
 ) -> None:
     """karpenter-v1.14.1 CRDs (shared/reference): the structural schema and the CEL rules
     (x-kubernetes-validations) the API server runs on create, for every NodePool and
-    EC2NodeClass; Kubernetes 1.34's schema for the built-in kinds."""
+    EC2NodeClass; Kubernetes 1.35's (the default minor) schema for the built-in kinds."""
     schemas = upstream_schemas()
     checked = []
     for objects, _ in manifests(two_pools).values():
@@ -400,7 +400,7 @@ def test_every_object_of_the_two_pool_app_passes_its_schema_and_cel_rules(
                 assert list(rule_violations(obj, schemas[obj["kind"]])) == [], obj["kind"]
                 checked.append((obj["kind"], obj["metadata"]["name"]))
             else:
-                kubernetes_validate.validate(obj, "1.34", strict=True)
+                kubernetes_validate.validate(obj, "1.35", strict=True)
     assert {name for kind, name in checked if kind in ("NodePool", "EC2NodeClass")} == {
         "upf",
         "control",
