@@ -26,14 +26,14 @@ from charts.cleartaints import ClearTaintsNodes, ClearTaintsProps
 from charts.karpenter_node_pool import DisruptionBudget, KarpenterNodePoolProps
 from charts.multus import MultusProps
 from charts.multus_pod_ips import MultusPodIpsProps, PodIpsNodes
-from charts.network_attachments import (
+from charts.nad_cni_configs import (
     Ipv6Range,
     NetworkAttachment,
-    NetworkAttachmentsProps,
     cni_binaries,
     cni_host_files,
     whereabouts_range_and_gateway,
 )
+from charts.network_attachments import NetworkAttachmentsProps
 from charts.sample_workloads import SampleWorkloadsProps, ZoneWorkload
 from charts.whereabouts import WhereaboutsProps
 from config import AppConfig

@@ -11,11 +11,7 @@ from typing import Any
 
 import pytest
 
-from charts.network_attachments import (
-    NetworkAttachment,
-    cni_config,
-    whereabouts_range_and_gateway,
-)
+from charts.nad_cni_configs import NetworkAttachment, cni_config, whereabouts_range_and_gateway
 from config.network_plan import network_attachment_name
 from config.node_bootstrap_plan import NodePrefixNetwork
 from node_bootstrap import render_user_data

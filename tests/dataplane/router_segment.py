@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from charts.network_attachments import (
+from charts.nad_cni_configs import (
     Ipv6Range,
     NetworkAttachment,
     cni_config,
@@ -100,7 +100,7 @@ class Segment:
 
 
 def attachments(ipv6: Ipv6Range) -> dict[str, dict[str, Any]]:
-    """The chart's NAD configs (charts/network_attachments.py, cni_config) by NAD name."""
+    """The chart's NAD configs (charts/nad_cni_configs.py, cni_config) by NAD name."""
     dual_stack_range, dual_stack_gateway = whereabouts_range_and_gateway(
         DUAL_STACK_SUBNET, DUAL_STACK_RESERVATION
     )

@@ -1,7 +1,7 @@
 """The dual-stack and the routed NAD's chains on the real Multus chain, in a real kernel: what a
 pod's tables hold after ipvlan, sbr and multus-pod-ip, and where its packets leave.
 
-The NADs are the chart's (charts/network_attachments.py, cni_config) in the cluster box's API;
+The NADs are the chart's (charts/nad_cni_configs.py, cni_config) in the cluster box's API;
 Multus thick runs their chains for pods of a node of their own, Whereabouts leases each pod's
 addresses from its IPPools and the pod IP agent assigns them to the node's ENIs in the emulated
 EC2 (tests/dataplane/router_segment.py: the node's ENIs lead straight to a namespace playing
@@ -9,7 +9,7 @@ the VPC router, as the VPC fabric models IPv4 only). Sources of the rules assert
 
 - Whereabouts leases an address of the range, and one of each ipRanges range, and hands its
   config's routes on in the result (whereabouts cmd/whereabouts.go, cmdAdd); the addresses
-  carry the range's prefix, the subnet's (charts/network_attachments.py).
+  carry the range's prefix, the subnet's (charts/nad_cni_configs.py).
 - ipvlan adds the IPAM result's addresses, then each of its routes on net1 in the pod's main
   table with RouteAddEcmp, next to eth0's default route; it waits for duplicate address
   detection only when an IPv6 address has a gateway (containernetworking/plugins

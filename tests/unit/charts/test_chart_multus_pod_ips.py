@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from charts.multus_pod_ips import MultusPodIpsProps, PodIpsNodes, agent_config, config_map_key
-from charts.network_attachments import cni_config
+from charts.nad_cni_configs import cni_config
 from config.images import ImagesConfig
 from config.node_bootstrap_plan import READY_MARKER_DIR
 from config.node_labels import KARPENTER_NODE_LABEL_KEY
