@@ -3,14 +3,22 @@ limits and defaults, and why a network function sets them)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field, model_validator
 
 from config.connection_tracking import TIMEOUT_LIMITS, ConnectionTracking
 from config.model.base import StrictModel
 
-_TCP = TIMEOUT_LIMITS["tcp_established_timeout"]
-_UDP_STREAM = TIMEOUT_LIMITS["udp_stream_timeout"]
-_UDP = TIMEOUT_LIMITS["udp_timeout"]
+
+def _timeout(field: str, flows: str) -> Any:
+    limit = TIMEOUT_LIMITS[field]
+    return Field(
+        default=None,
+        ge=limit.minimum,
+        le=limit.maximum,
+        description=f"{flows}, {limit.minimum}-{limit.maximum} (EC2's default: {limit.default}).",
+    )
 
 
 class ConnectionTrackingConfig(StrictModel):
@@ -18,27 +26,15 @@ class ConnectionTrackingConfig(StrictModel):
     set on each of the network's ENIs when the node creates it (docs/network.md, Connection
     tracking). Unset: EC2's default."""
 
-    tcp_established_timeout: int | None = Field(
-        default=None,
-        ge=_TCP.minimum,
-        le=_TCP.maximum,
-        description=f"Idle established TCP connections, {_TCP.minimum}-{_TCP.maximum} "
-        f"(EC2's default: {_TCP.default}).",
+    tcp_established_timeout: int | None = _timeout(
+        "tcp_established_timeout", "Idle established TCP connections"
     )
-    udp_stream_timeout: int | None = Field(
-        default=None,
-        ge=_UDP_STREAM.minimum,
-        le=_UDP_STREAM.maximum,
-        description=f"Idle UDP flows that have seen more than one request and reply "
-        f"(streams, such as GTP-U), {_UDP_STREAM.minimum}-{_UDP_STREAM.maximum} "
-        f"(EC2's default: {_UDP_STREAM.default}).",
+    udp_stream_timeout: int | None = _timeout(
+        "udp_stream_timeout",
+        "Idle UDP flows that have seen more than one request and reply (streams, such as GTP-U)",
     )
-    udp_timeout: int | None = Field(
-        default=None,
-        ge=_UDP.minimum,
-        le=_UDP.maximum,
-        description=f"Idle UDP flows with traffic one way or one request and reply, "
-        f"{_UDP.minimum}-{_UDP.maximum} (EC2's default: {_UDP.default}).",
+    udp_timeout: int | None = _timeout(
+        "udp_timeout", "Idle UDP flows with traffic one way or one request and reply"
     )
 
     @model_validator(mode="after")
