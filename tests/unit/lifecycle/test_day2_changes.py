@@ -283,7 +283,7 @@ def test_custom_resources_wait_for_what_the_change_does_to_their_provider(
 
 
 def test_a_bump_updates_the_ami_check_after_its_policy(synth: Synth) -> None:
-    before, after = synth(DEFAULTS), synth(DAY2_CHANGES["bump-kubernetes"][1])
+    before, after = (synth(config) for config in DAY2_CHANGES["bump-kubernetes"])
     updated = compare(before, after).stacks[CLUSTER].updated
     check = logical_id(after[CLUSTER], "Custom::AmiReleaseCheck", "AmiReleaseCheck")
     policies = {lid for lid in updated if lid.startswith("AmiReleaseCheckHandlerinlinePolicy")}
