@@ -27,13 +27,9 @@ import pytest
 IN_VM = os.environ.get("MULTUS_DATAPLANE_IN_VM") == "1"
 REPO = Path(__file__).resolve().parents[2]
 KERNEL_VM = REPO / "testing_support" / "kernel_vm" / "run"
-# The tier in one VM under TCG, 12 tests on the real Multus chain: 14 minutes here with two
-# emulated CPUs on a quiet machine, 22 with one beside `make test`'s other worker, 29 beside
-# other VMs (docs/testing.md); the bound leaves room for a slower machine.
+# The tier in one VM under TCG: 29 minutes here with every test on the real Multus chain
+# (12 tests, 2 cores shared with other work); the bound leaves room for a slower machine.
 VM_TIMEOUT_SECONDS = 3600
-#: Emulated CPUs (KERNEL_VM_CPUS overrides): multi-threaded TCG runs the node daemons, the
-#: emulator and pytest side by side.
-VM_CPUS = "2"
 #: Exit status of kernel-vm/run when the VM could not run the command (missing packages...).
 VM_COULD_NOT_RUN = 125
 
@@ -130,7 +126,6 @@ def _run_in_vm(node_ids: list[str]) -> VmRun:
         done = subprocess.run(
             command,
             cwd=REPO,
-            env={**os.environ, "KERNEL_VM_CPUS": os.environ.get("KERNEL_VM_CPUS", VM_CPUS)},
             capture_output=True,
             text=True,
             timeout=VM_TIMEOUT_SECONDS + 60,
