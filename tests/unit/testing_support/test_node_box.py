@@ -1,0 +1,86 @@
+"""The node box's pure parts: its pins agree with the Makefile, its cache entry is named by
+every input and only by them, a mirror that moved on fails the build naming the package, the
+kernel is the host's newest, and the user-data is the MIME form the product's is.
+Booting it is tests/node_box's."""
+
+from __future__ import annotations
+
+import email
+import re
+from pathlib import Path
+
+import pytest
+
+from testing_support.node_box import image, packages
+from testing_support.node_box.errors import BuildError, Unavailable
+from testing_support.node_box.seed import shell_script_user_data
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_the_makefile_installs_the_debootstrap_the_builder_pins() -> None:
+    makefile = (REPO / "Makefile").read_text().replace("\\\n", " ")
+    (tools,) = re.findall(r"^NODE_BOX_TOOLS\.debian-bookworm := (.+)$", makefile, re.MULTILINE)
+    pins = dict(pin.split("=", 1) for pin in tools.split())
+    assert pins[packages.DEBOOTSTRAP_PACKAGE] == packages.DEBOOTSTRAP_VERSION
+    assert {"genisoimage", "qemu-utils", "e2fsprogs"} <= set(pins)
+
+
+def _kernel(tmp_path: Path, vmlinuz: bytes = b"kernel") -> image.HostKernel:
+    path = tmp_path / "vmlinuz-6.1.0-57-amd64"
+    path.write_bytes(vmlinuz)
+    return image.HostKernel("6.1.0-57-amd64", path, tmp_path, tmp_path, "6.1.192-3")
+
+
+def test_the_cache_key_changes_with_each_input_and_only_then(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kernel = _kernel(tmp_path)
+    key = image.cache_key(image.inputs(kernel))
+    assert image.cache_key(image.inputs(kernel)) == key
+
+    assert image.cache_key(image.inputs(_kernel(tmp_path, b"another build"))) != key
+    monkeypatch.setitem(packages.PACKAGES, "systemd", "252.40-1~deb12u1")
+    assert image.cache_key(image.inputs(_kernel(tmp_path))) != key
+    monkeypatch.undo()
+    monkeypatch.setattr(packages, "DEBOOTSTRAP_VERSION", "1.0.129")
+    assert image.cache_key(image.inputs(_kernel(tmp_path))) != key
+
+
+def test_the_builders_own_source_is_an_input(tmp_path: Path) -> None:
+    inputs = image.inputs(_kernel(tmp_path))
+    assert set(inputs["builder"]) == {"image.py", "packages.py", "rootfs.py"}
+
+
+def test_a_package_the_mirror_replaced_fails_the_build_naming_it() -> None:
+    installed = dict(packages.PACKAGES, systemd="252.40-1~deb12u1")
+    installed.pop("curl")
+    with pytest.raises(BuildError, match=r"curl \(not installed\), systemd 252\.40-1~deb12u1"):
+        image._check_pins(installed)
+    image._check_pins(dict(packages.PACKAGES, libc6="2.36-9+deb12u10"))  # extra ones are fine
+
+
+def test_the_kernel_is_the_hosts_newest_with_its_modules(tmp_path: Path) -> None:
+    boot, modules = tmp_path / "boot", tmp_path / "modules"
+    for version in ("6.1.0-9-amd64", "6.1.0-57-amd64"):
+        (boot / f"vmlinuz-{version}").parent.mkdir(exist_ok=True)
+        (boot / f"vmlinuz-{version}").write_bytes(b"")
+        (boot / f"config-{version}").write_text("")
+    (modules / "6.1.0-57-amd64").mkdir(parents=True)
+    assert image.host_kernel(boot, modules).version == "6.1.0-57-amd64"
+
+    (modules / "6.1.0-57-amd64").rmdir()
+    with pytest.raises(Unavailable, match=r"6\.1\.0-57-amd64"):
+        image.host_kernel(boot, modules)
+    with pytest.raises(Unavailable, match="linux-image-amd64"):
+        image.host_kernel(tmp_path / "empty", modules)
+
+
+def test_user_data_is_mime_multipart_with_one_shell_script_part_per_script() -> None:
+    message = email.message_from_string(
+        shell_script_user_data("#!/bin/sh\necho 1\n", "#!/bin/sh\n")
+    )
+    assert message.get_content_type() == "multipart/mixed"
+    parts = [part for part in message.walk() if not part.is_multipart()]
+    assert [part.get_content_type() for part in parts] == ["text/x-shellscript"] * 2
+    assert parts[0].get_payload() == "#!/bin/sh\necho 1\n"
