@@ -33,6 +33,12 @@ from testing_support.node_box.seed import write_seed
 #: because QEMU's default 10.0.2.0/24 lies in the data-plane tier's VPC (10.0.0.0/16).
 PRIMARY_NET = "203.0.113.0/24"
 PRIMARY_MAC = "02:00:00:00:00:01"
+#: QEMU's CPU time to boot, measured here with one vCPU (README.md): "max" 65-73 s, "max"
+#: without 5-level paging 50-59 s, qemu64 47-56 s, Nehalem 63-71 s. With la57 Debian's kernel
+#: uses five page-table levels; our reading: TCG's software TLB walks each level at every miss.
+#: One vCPU: the machine's two cores are shared with the other VMs that run here, and boots
+#: with two were slower (testing_support/kernel_vm/run found the same).
+CPU_MODEL = "max,la57=off"
 #: Under TCG with the other core busy a boot took about a minute here (README.md).
 BOOT_TIMEOUT = 300.0
 
@@ -71,8 +77,8 @@ class NodeBox:
         user_data: str,
         instance_id: str,
         hostname: str = "node-box",
-        cpus: int = 2,
-        cpu_model: str = "max",
+        cpus: int = 1,
+        cpu_model: str = CPU_MODEL,
         memory_mib: int = 1024,
         hotplug_ports: int = 4,
         kernel_arguments: str = "",
