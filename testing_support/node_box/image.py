@@ -5,12 +5,14 @@ holds a raw ext4 disk (the root file system, read-only: every boot writes to its
 the host kernel it boots and the initramfs made for it inside the image, and manifest.json
 (the inputs, every installed package and version, the build's duration). The key is the
 SHA-256 of the inputs: the Debian release and mirror, the pinned debootstrap and packages
-(packages.py), the kernel (version, its package's version, the SHA-256 of vmlinuz) and the
-builder's own source (this file, packages.py, rootfs.py), so a change to any of them builds a
-new image and anything else reuses the one there.
+(packages.py), the kernel (version, its package's version, the SHA-256 of vmlinuz), nodeadm's
+pinned version and build inputs (nodeadm.py) and the builder's own source (this file,
+packages.py, rootfs.py), so a change to any of them builds a new image and anything else
+reuses the one there.
 
 The build runs as root: debootstrap into a staging folder of the cache, the pinned versions
-checked, the host kernel's modules copied in (rootfs.py), then `mkfs.ext4 -d` writes the
+checked, the host kernel's modules and nodeadm (built with Go, cached apart) copied in
+(rootfs.py), then `mkfs.ext4 -d` writes the
 folder into the disk image without a loop device. The staging folder is renamed into place
 only once complete, and a lock keeps two sessions from building the same entry at once.
 """
@@ -32,6 +34,7 @@ from typing import Any
 
 from testing_support.node_box import packages, rootfs
 from testing_support.node_box.errors import BuildError, Unavailable
+from testing_support.node_box.nodeadm import Nodeadm, build_nodeadm
 
 CACHE_ENV = "NODE_BOX_CACHE"
 DEFAULT_CACHE = Path.home() / ".cache" / "karpenter-multus" / "node-box"
@@ -95,7 +98,7 @@ def host_kernel(
     return HostKernel(version, vmlinuz, modules, config, query.stdout.strip())
 
 
-def inputs(kernel: HostKernel) -> dict[str, Any]:
+def inputs(kernel: HostKernel, nodeadm: Nodeadm) -> dict[str, Any]:
     """Everything the image is made from; its digest names the cache entry."""
     here = Path(__file__).parent
     return {
@@ -109,6 +112,7 @@ def inputs(kernel: HostKernel) -> dict[str, Any]:
             "package_version": kernel.package_version,
             "vmlinuz_sha256": hashlib.sha256(kernel.vmlinuz.read_bytes()).hexdigest(),
         },
+        "nodeadm": {"version": nodeadm.version, "digest": nodeadm.digest},
         "disk_size": DISK_SIZE,
         "builder": {
             name: hashlib.sha256((here / name).read_bytes()).hexdigest()
@@ -125,8 +129,9 @@ def cache_key(build_inputs: dict[str, Any]) -> str:
 def build_image() -> NodeImage:
     """The image for the current inputs: from the cache, or built now (as root)."""
     kernel = host_kernel()
-    build_inputs = inputs(kernel)
     root = cache_root()
+    nodeadm = build_nodeadm(root)  # cached by its own inputs; built once per pinned version
+    build_inputs = inputs(kernel, nodeadm)
     target = root / cache_key(build_inputs)
     if (target / "manifest.json").is_file():
         return _load(target, None)
@@ -137,7 +142,7 @@ def build_image() -> NodeImage:
         if (target / "manifest.json").is_file():
             return _load(target, None)
         started = time.monotonic()
-        _build(target, kernel, build_inputs)
+        _build(target, kernel, nodeadm, build_inputs)
         return _load(target, time.monotonic() - started)
 
 
@@ -173,7 +178,9 @@ def _check_build_prerequisites() -> None:
         )
 
 
-def _build(target: Path, kernel: HostKernel, build_inputs: dict[str, Any]) -> None:
+def _build(
+    target: Path, kernel: HostKernel, nodeadm: Nodeadm, build_inputs: dict[str, Any]
+) -> None:
     started = time.monotonic()
     staging = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
     log = staging / "build.log"
@@ -196,6 +203,7 @@ def _build(target: Path, kernel: HostKernel, build_inputs: dict[str, Any]) -> No
         installed = _installed_packages(tree)
         _check_pins(installed)
         rootfs.install_kernel(tree, kernel.version, kernel.modules, kernel.config)
+        rootfs.install_binary(tree, nodeadm.binary)
         initrd = rootfs.configure(tree, kernel.version, log)
         shutil.copy2(initrd, staging / "initrd.img")
         shutil.copy2(kernel.vmlinuz, staging / "vmlinuz")

@@ -60,6 +60,13 @@ def install_kernel(rootfs: Path, kernel_version: str, modules: Path, config: Pat
     shutil.copy2(config, rootfs / "boot" / config.name)
 
 
+def install_binary(rootfs: Path, binary: Path) -> None:
+    """A static binary of ours in /usr/bin (nodeadm: where Amazon Linux 2023 has it)."""
+    target = rootfs / "usr" / "bin" / binary.name
+    shutil.copy2(binary, target)
+    target.chmod(0o755)
+
+
 def configure(rootfs: Path, kernel_version: str, log: Path) -> Path:
     """Writes FILES, enables ENABLED_UNITS, makes the initramfs and drops the package caches.
     Returns the initramfs (inside the rootfs)."""

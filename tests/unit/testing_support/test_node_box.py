@@ -13,9 +13,11 @@ import pytest
 
 from testing_support.node_box import image, packages
 from testing_support.node_box.errors import BuildError, Unavailable
+from testing_support.node_box.nodeadm import Nodeadm, pinned_version
 from testing_support.node_box.seed import shell_script_user_data
 
 REPO = Path(__file__).resolve().parents[3]
+NODEADM = Nodeadm(Path("nodeadm"), "fedcba9876543210", "v0.0.0-20240229193347-cfab22a10647")
 
 
 def test_the_makefile_installs_the_debootstrap_the_builder_pins() -> None:
@@ -36,19 +38,22 @@ def test_the_cache_key_changes_with_each_input_and_only_then(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     kernel = _kernel(tmp_path)
-    key = image.cache_key(image.inputs(kernel))
-    assert image.cache_key(image.inputs(kernel)) == key
+    key = image.cache_key(image.inputs(kernel, NODEADM))
+    assert image.cache_key(image.inputs(kernel, NODEADM)) == key
 
-    assert image.cache_key(image.inputs(_kernel(tmp_path, b"another build"))) != key
+    assert image.cache_key(image.inputs(_kernel(tmp_path, b"another build"), NODEADM)) != key
     monkeypatch.setitem(packages.PACKAGES, "systemd", "252.40-1~deb12u1")
-    assert image.cache_key(image.inputs(_kernel(tmp_path))) != key
+    assert image.cache_key(image.inputs(_kernel(tmp_path), NODEADM)) != key
     monkeypatch.undo()
     monkeypatch.setattr(packages, "DEBOOTSTRAP_VERSION", "1.0.129")
-    assert image.cache_key(image.inputs(_kernel(tmp_path))) != key
+    assert image.cache_key(image.inputs(_kernel(tmp_path), NODEADM)) != key
+    monkeypatch.undo()
+    another_nodeadm = Nodeadm(Path("nodeadm"), "0123456789abcdef", NODEADM.version)
+    assert image.cache_key(image.inputs(_kernel(tmp_path), another_nodeadm)) != key
 
 
 def test_the_builders_own_source_is_an_input(tmp_path: Path) -> None:
-    inputs = image.inputs(_kernel(tmp_path))
+    inputs = image.inputs(_kernel(tmp_path), NODEADM)
     assert set(inputs["builder"]) == {"image.py", "packages.py", "rootfs.py"}
 
 
@@ -74,6 +79,11 @@ def test_the_kernel_is_the_hosts_newest_with_its_modules(tmp_path: Path) -> None
         image.host_kernel(boot, modules)
     with pytest.raises(Unavailable, match="linux-image-amd64"):
         image.host_kernel(tmp_path / "empty", modules)
+
+
+def test_nodeadm_is_the_pseudo_version_the_module_proxy_serves() -> None:
+    # The module has no release tags; the proxy serves this one pseudo-version (README.md).
+    assert pinned_version() == NODEADM.version
 
 
 def test_user_data_is_mime_multipart_with_one_shell_script_part_per_script() -> None:
