@@ -73,6 +73,29 @@ class KarpenterNodePoolProps:
     startup_taint: NodeTaint | None = MULTUS_NOT_READY_TAINT
     taints: Sequence[NodeTaint] = ()
     weight: int = 10
+    expire_after: str = "720h"
+    consolidation_policy: str = "WhenEmpty"
+    budgets: Sequence[DisruptionBudget] = ()
+
+
+@dataclass(frozen=True)
+class DisruptionBudget:
+    """A NodePool disruption budget, as Karpenter spells it (spec.disruption.budgets[])."""
+
+    nodes: str
+    reasons: Sequence[str] = ()
+    schedule: str | None = None
+    duration: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        budget: dict[str, Any] = {"nodes": self.nodes}
+        if self.reasons:
+            budget["reasons"] = list(self.reasons)
+        if self.schedule is not None:
+            budget["schedule"] = self.schedule
+        if self.duration is not None:
+            budget["duration"] = self.duration
+        return budget
 
 
 class KarpenterNodePoolChart(cdk8s.Chart):
@@ -132,13 +155,17 @@ def _node_pool_spec(props: KarpenterNodePoolProps) -> dict[str, Any]:
         template_spec["taints"] = [taint.as_dict() for taint in props.taints]
     if props.termination_grace_period is not None:
         template_spec["terminationGracePeriod"] = props.termination_grace_period
+    template_spec["expireAfter"] = props.expire_after
     labels = {**props.node_labels, **props.labels}
+    disruption: dict[str, Any] = {
+        "consolidationPolicy": props.consolidation_policy,
+        "consolidateAfter": props.consolidate_after,
+    }
+    if props.budgets:  # none: Karpenter's default budget, 10% of the nodes
+        disruption["budgets"] = [budget.as_dict() for budget in props.budgets]
     return {
         "template": {"metadata": {"labels": labels}, "spec": template_spec},
-        "disruption": {
-            "consolidationPolicy": "WhenEmpty",
-            "consolidateAfter": props.consolidate_after,
-        },
+        "disruption": disruption,
         "limits": {"cpu": props.cpu_limit, "memory": props.memory_limit},
         "weight": props.weight,
     }

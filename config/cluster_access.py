@@ -67,6 +67,19 @@ NO_ADMIN_WARNING = (
 )
 
 
+WORLD_OPEN_WARNING = (
+    "cluster.public_access_cidrs includes 0.0.0.0/0: the Kubernetes API endpoint answers the "
+    "whole internet (requests still need IAM authentication, but every API server flaw is "
+    "exposed). List the ranges your operators and pipelines come from instead, or leave "
+    "public_access_cidrs unset for a private endpoint (README, 'Cluster access and kubectl')."
+)
+
+
 def access_warnings(admin_principal_arns: list[str]) -> list[str]:
     """What synth should tell the user about cluster access (not errors: deploy still works)."""
     return [] if admin_principal_arns else [NO_ADMIN_WARNING]
+
+
+def endpoint_warnings(public_access_cidrs: list[str] | None) -> list[str]:
+    """What synth should tell the user about the API endpoint's reach."""
+    return [WORLD_OPEN_WARNING] if "0.0.0.0/0" in (public_access_cidrs or []) else []

@@ -16,6 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from config.connection_tracking import ConnectionTracking
+from config.path_mtu import VPC_MTU
+
 #: CreateSubnetCidrReservation's ReservationType: "explicit" keeps the addresses for whoever
 #: assigns them itself, "prefix" lets EC2 pick ENIs' /28 prefixes from it.
 ReservationType = Literal["explicit", "prefix"]
@@ -134,6 +137,8 @@ class NetworkPlanRow:
     pool: None in the network plan; in a pool's view (pool_network_plan), the pool's name, and
     device_index and prefixes_per_node are those of that pool's nodes.
     routes: the network's routes (the same in each of its rows).
+    mtu: the MTU of the network's ENIs and its pods' interfaces (config/path_mtu.py).
+    connection_tracking: the timeouts the network's ENIs are created with, None for EC2's.
     """
 
     network: str
@@ -155,6 +160,8 @@ class NetworkPlanRow:
     pool: str | None = None
     routes: tuple[PlannedRoute, ...] = ()
     ipv6: PlannedIpv6 | None = None
+    mtu: int = VPC_MTU
+    connection_tracking: ConnectionTracking | None = None
 
     @property
     def reservation_type(self) -> ReservationType:
@@ -202,6 +209,10 @@ class PlannedNetwork(Protocol):
     def name(self) -> str: ...
     @property
     def device_name(self) -> str: ...
+    @property
+    def effective_mtu(self) -> int: ...
+    @property
+    def connection_tracking_plan(self) -> ConnectionTracking | None: ...
     @property
     def ip_management(self) -> str: ...
     @property
@@ -325,6 +336,8 @@ def _network_rows(
             else None,
             routes=routes,
             ipv6=_planned_ipv6(network.ipv6, subnet.cidr),
+            mtu=network.effective_mtu,
+            connection_tracking=network.connection_tracking_plan,
         )
         for az_index, (az, subnet) in enumerate(
             zip(config.availability_zones, network.subnets, strict=True)

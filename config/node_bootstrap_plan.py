@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from config.connection_tracking import ConnectionTracking
 from config.network_plan import NetworkPlan, NetworkPlanRow, networks_in_order
+from config.path_mtu import VPC_MTU
 
 #: Directory the bootstrap keeps its state in; the readiness marker lives here.
 READY_MARKER_DIR = "/var/lib/multus-eni"
@@ -59,6 +61,8 @@ class MultusInterface:
     source_dest_check: bool = False  # the seed's choice: off
     security_group_ids: Sequence[str] = ()  # at least one
     ipv6: bool = False
+    mtu: int = VPC_MTU  # the network's (config/path_mtu.py): its .link and node-local config
+    connection_tracking: ConnectionTracking | None = None  # timeouts set at creation
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,8 @@ def node_bootstrap_props(
                 source_dest_check=row.source_dest_check,
                 security_group_ids=[security_group_id(row)],
                 ipv6=row.ipv6 is not None,
+                mtu=row.mtu,
+                connection_tracking=row.connection_tracking,
             )
             for row in networks_in_order(plan)
         ],

@@ -70,6 +70,27 @@ KARPENTER_DURATION = PlainPattern(
     "a Karpenter duration: whole numbers of hours, minutes or seconds (h, m, s), combinable",
     "15m or 1h30m",
 )
+# The karpenter.sh/v1 NodePool CRD's patterns (Karpenter v1.14 karpenter.sh_nodepools.yaml).
+EXPIRE_AFTER = PlainPattern(
+    r"^(([0-9]+(s|m|h))+|Never)$",
+    "a Karpenter duration (whole hours, minutes or seconds, combinable) or Never",
+    "720h or Never",
+)
+BUDGET_NODES = PlainPattern(
+    r"^((100|[0-9]{1,2})%|[0-9]+)$",
+    "a count of nodes or a percentage of the pool's nodes, 0% to 100%",
+    '"1" or "10%"',
+)
+BUDGET_DURATION = PlainPattern(
+    r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$",
+    "whole hours or minutes, or hours and minutes (no seconds: cron has none)",
+    "22h or 1h30m",
+)
+BUDGET_SCHEDULE = PlainPattern(
+    r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$",
+    "a cron schedule of five fields in UTC, or a macro such as @daily",
+    '"0 4 * * *" or @daily',
+)
 AMI_ALIAS = PlainPattern(
     r"^al2023@v\d{8}$",
     "al2023@v followed by the 8-digit date of an AL2023 AMI release (never @latest)",
@@ -154,6 +175,10 @@ PLAIN_PATTERNS: dict[str, PlainPattern] = {
         RELEASE_VERSION,
         DURATION,
         KARPENTER_DURATION,
+        EXPIRE_AFTER,
+        BUDGET_NODES,
+        BUDGET_DURATION,
+        BUDGET_SCHEDULE,
         AMI_ALIAS,
         CONNECTION_ARN,
         REPOSITORY,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from charts.network_attachments import whereabouts_range_and_gateway
+from charts.nad_cni_configs import whereabouts_range_and_gateway
 from config import AppConfig, ConfigError
 from config.model import ExistingVpcConfig
 from config.network_plan import NetworkPlanRow, network_plan, networks_in_order

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/python3 -I
 """CNI plugin `multus-pod-ip`: chained after ipvlan and sbr in each Multus NAD.
 
 Multus (thick) runs delegate plugins chrooted into the host's root filesystem, so this file is

@@ -9,6 +9,7 @@
 #                        of the failure tag (the only tag the node may put on its instance)
 #   MULTUS_NETWORKS      one line per network: <network> <interface-name> <device-index>
 #                        <source-dest-check> (true: EC2's default is kept; false: turned off)
+#                        <mtu> (the network's: its routes' narrowest path, or the config's)
 #                        <security-group,...> (that network's ENI's groups)
 #   MULTUS_PLACEMENTS    one line per AZ: <az> <subnet,...>
 #                        (one subnet per network, in MULTUS_NETWORKS order)
@@ -16,6 +17,9 @@
 #                        (AZ, network): <az> <interface-name> <prefix-count> <cni-network-name>
 #                        <subnet-cidr> <reservation-cidr> <gateway> <ipvlan-mode> <cni-file>
 #   MULTUS_CNI_CONFIG_DIR, MULTUS_IPAM_DATA_DIR  where node_prefix CNI configs and leases go
+#   MULTUS_CONNECTION_TRACKING  only where a network sets timeouts: one line per interface:
+#                        <interface-name> <member>=<seconds>... (members of CreateNetworkInterface's
+#                        ConnectionTrackingSpecification, e.g. TcpEstablishedTimeout=3600)
 #
 # Environment overrides, for tests and benchmarks:
 #   MULTUS_IMDS_URL      IMDS base URL (default http://169.254.169.254)
@@ -48,6 +52,13 @@
 # wins; it is loaded before the attach. The interface gets no address, route or rule on the
 # host; this script brings the link up, and so does a udev rule at every later boot. Pods reach
 # the network through ipvlan l2, which needs nothing on the host.
+#
+# nodeadm also records that answer per interface, in /etc/eks/nodeadm/udev-net-manager/
+# <instance-id>/<interface>, reads the record before deciding, and at every boot its boot hook
+# waits up to a minute for each interface recorded as networkd's to be "configured", then
+# fails; an unmanaged one never is. So before the attach this script records each Multus
+# interface as the CNI's ("cni"): the net manager then leaves it alone at this attach and at
+# every boot, and the boot hook does not wait for it.
 #
 # EC2 calls go to the EC2 Query API through curl, signed with SigV4 by curl itself from the
 # instance profile's credentials in IMDS. An aws CLI process costs about half a CPU-second to
@@ -83,6 +94,7 @@ readonly EC2_ENDPOINT=${MULTUS_EC2_ENDPOINT:-}
 readonly ROOT=${MULTUS_ROOT:-}
 readonly HOST_CHANGES=${MULTUS_HOST_CHANGES:-1}
 readonly WAIT_SECONDS=${MULTUS_WAIT_SECONDS:-60}
+readonly CONNECTION_TRACKING=${MULTUS_CONNECTION_TRACKING:-}
 
 readonly STATE_DIR=$ROOT/var/lib/multus-eni
 readonly READY_MARKER=$STATE_DIR/ready
@@ -90,6 +102,8 @@ readonly HOST_COMMAND_LOG=$STATE_DIR/host-commands
 readonly LOG_FILE=$ROOT/var/log/multus-eni-bootstrap.log
 readonly LINK_DIR=$ROOT/etc/systemd/network
 readonly RULES_DIR=$ROOT/etc/udev/rules.d
+# nodeadm's record of which manager owns each interface (nodeadm-internal udev/broker.go).
+readonly NODEADM_NET_MANAGER_DIR=$ROOT/etc/eks/nodeadm/udev-net-manager
 readonly SYSCTL_FILE=$ROOT/etc/sysctl.d/90-multus-eni.conf
 
 # Tag keys come from the renderer, which the node role's IAM conditions also use.
@@ -225,19 +239,25 @@ ec2_call() {
   done
 }
 
-# Loaded before the kernel sees the device: its name and the VPC's jumbo MTU, which nodeadm's
-# networkd file would have set (.link), networkd's hands off (.network), and a udev rule that
-# brings the link up whenever it appears, at this attach and every boot (an unmanaged link
-# stays down otherwise).
+# Loaded before the kernel sees the device: its name and its network's MTU (nodeadm's networkd
+# file would have set the VPC's 9001, too large for a path through a transit gateway or a VPN)
+# (.link), networkd's hands off (.network), a udev rule that brings the link up whenever it
+# appears, at this attach and every boot (an unmanaged link stays down otherwise), and nodeadm's
+# record that the interface is not networkd's.
 write_interface_files() {
-  local ifname=$1 mac=$2
-  printf '[Match]\nMACAddress=%s\n\n[Link]\nName=%s\nMTUBytes=9001\n' "$mac" "$ifname" \
+  local ifname=$1 mac=$2 mtu=$3
+  printf '[Match]\nMACAddress=%s\n\n[Link]\nName=%s\nMTUBytes=%s\n' "$mac" "$ifname" "$mtu" \
     >"$LINK_DIR/10-multus-$ifname.link" || return
   printf '[Match]\nPermanentMACAddress=%s\n\n[Link]\nUnmanaged=yes\n' "$mac" \
     >"$LINK_DIR/10-multus-$ifname.network" || return
-  # $name is udev's: the interface's name when the rule runs.
+  # The rule names the .link's Name= itself, not udev's $name: udev formats RUN when it reads
+  # the rule (systemd udev-rules.c, TK_A_RUN_PROGRAM), before 80-net-setup-link.rules applies
+  # the .link, so $name would be the kernel's name, gone once RUN runs after the rename.
   printf 'ACTION=="add", SUBSYSTEM=="net", ATTR{address}=="%s", RUN+="/usr/sbin/ip link set dev %s up"\n' \
-    "$mac" "\$name" >"$RULES_DIR/10-multus-$ifname.rules" || return
+    "$mac" "$ifname" >"$RULES_DIR/10-multus-$ifname.rules" || return
+  # Any manager other than networkd's "io.systemd.Network"; nodeadm writes the bare name.
+  mkdir -p "$NODEADM_NET_MANAGER_DIR/$instance_id" &&
+    printf 'cni' >"$NODEADM_NET_MANAGER_DIR/$instance_id/$ifname" || return
   run_on_host udevadm control --reload && run_on_host networkctl reload
 }
 
@@ -265,7 +285,8 @@ release_eni() {
     ec2_call DetachNetworkInterface "AttachmentId=$attachment" || true
   fi
   if ec2_call DeleteNetworkInterface "NetworkInterfaceId=$eni"; then
-    rm -f "$LINK_DIR/10-multus-$ifname".{link,network} "$RULES_DIR/10-multus-$ifname.rules"
+    rm -f "$LINK_DIR/10-multus-$ifname".{link,network} "$RULES_DIR/10-multus-$ifname.rules" \
+      "$NODEADM_NET_MANAGER_DIR/$instance_id/$ifname"
   else
     log "$ifname: could not delete $eni; delete it by hand (tag $INSTANCE_TAG_KEY=$instance_id)"
   fi
@@ -337,9 +358,20 @@ node_prefix_created() { :; }
 node_prefix_attached() { :; }
 node_prefix_up() { :; }
 
+# Adds the interface's connection tracking timeouts, if its network sets any, to `create`.
+connection_tracking_create_args() {
+  local ifname setting settings
+  while read -r ifname settings; do
+    [[ $ifname == "$1" ]] || continue
+    for setting in $settings; do
+      create+=("ConnectionTrackingSpecification.$setting")
+    done
+  done <<<"$CONNECTION_TRACKING"
+}
+
 # Makes sure one network's ENI is attached, configured and up. Runs as a background job.
 attach_network() {
-  local network=$1 ifname=$2 device_index=$3 source_dest_check=$4 subnet=$5 groups=$6
+  local network=$1 ifname=$2 device_index=$3 source_dest_check=$4 subnet=$5 groups=$6 mtu=$7
   local state_file=$STATE_DIR/$ifname.eni
   local eni mac attachment="" attached_subnet
 
@@ -369,6 +401,7 @@ attach_network() {
       i=$((i + 1))
       create+=("TagSpecification.1.Tag.$i.Key=${tag%%=*}" "TagSpecification.1.Tag.$i.Value=${tag#*=}")
     done
+    connection_tracking_create_args "$ifname"
     node_prefix_create_args "$ifname"
     ec2_call CreateNetworkInterface "${create[@]}" || return 1
     if ! eni=$(xml_value networkInterfaceId) || ! mac=$(xml_value macAddress); then
@@ -380,7 +413,7 @@ attach_network() {
       return 1
     fi
     # Name and networkd config must be in place before the kernel sees the device.
-    if ! write_interface_files "$ifname" "$mac" ||
+    if ! write_interface_files "$ifname" "$mac" "$mtu" ||
       ! ec2_call AttachNetworkInterface "NetworkInterfaceId=$eni" "InstanceId=$instance_id" \
         "DeviceIndex=$device_index" ||
       ! attachment=$(xml_value attachmentId); then
@@ -440,10 +473,10 @@ main() {
   load_credentials
 
   local networks=() ifnames=() device_indexes=() source_dest_checks=() network_groups=()
-  local network ifname device_index source_dest_check groups
-  while read -r network ifname device_index source_dest_check groups; do
+  local mtus=() network ifname device_index source_dest_check mtu groups
+  while read -r network ifname device_index source_dest_check mtu groups; do
     networks+=("$network") ifnames+=("$ifname") device_indexes+=("$device_index")
-    source_dest_checks+=("$source_dest_check") network_groups+=("$groups")
+    source_dest_checks+=("$source_dest_check") network_groups+=("$groups") mtus+=("$mtu")
   done <<<"$MULTUS_NETWORKS"
 
   # Only device numbers are fetched for every ENI; subnet and ENI id only for ours.
@@ -466,7 +499,7 @@ main() {
   local i pids=() failed=()
   for i in "${!networks[@]}"; do
     attach_network "${networks[i]}" "${ifnames[i]}" "${device_indexes[i]}" \
-      "${source_dest_checks[i]}" "${subnets[i]}" "${network_groups[i]}" &
+      "${source_dest_checks[i]}" "${subnets[i]}" "${network_groups[i]}" "${mtus[i]}" &
     pids+=($!)
   done
   for i in "${!pids[@]}"; do

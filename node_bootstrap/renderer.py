@@ -22,6 +22,7 @@ from config.node_bootstrap_plan import (
     AzPlacement,
     NodeBootstrapProps,
 )
+from config.path_mtu import MIN_MTU, VPC_MTU
 from node_bootstrap.node_prefix import (
     CNI_CONFIG_DIR,
     IPAM_DATA_DIR,
@@ -144,6 +145,11 @@ def _validate(props: NodeBootstrapProps) -> None:
                 f"interfaces: device_index {interface.device_index} of {interface.network} "
                 "must be >= 1 (0 is the primary ENI)"
             )
+        if not MIN_MTU <= interface.mtu <= VPC_MTU:
+            raise ValueError(
+                f"interfaces: mtu {interface.mtu} of {interface.network} must be "
+                f"{MIN_MTU}-{VPC_MTU}"
+            )
         if not interface.security_group_ids:
             raise ValueError(
                 f"interfaces: {interface.network} has no security group ID (without one, EC2 "
@@ -185,7 +191,8 @@ def render_configuration(props: NodeBootstrapProps) -> str:
     _validate(props)
     networks = "\n".join(
         f"{interface.network} {interface.interface_name} {interface.device_index} "
-        f"{str(interface.source_dest_check).lower()} {','.join(interface.security_group_ids)}"
+        f"{str(interface.source_dest_check).lower()} {interface.mtu} "
+        f"{','.join(interface.security_group_ids)}"
         for interface in props.interfaces
     )
     placements = "\n".join(
@@ -207,7 +214,27 @@ def render_configuration(props: NodeBootstrapProps) -> str:
 
 def _optional_configuration(props: NodeBootstrapProps) -> str:
     """The variables of the included libraries (none when no network needs one)."""
-    return _node_prefix_configuration(props) + _dual_stack_configuration(props)
+    return (
+        _node_prefix_configuration(props)
+        + _dual_stack_configuration(props)
+        + _connection_tracking_configuration(props)
+    )
+
+
+def _connection_tracking_configuration(props: NodeBootstrapProps) -> str:
+    """One line per interface whose network sets timeouts: its name, then each timeout as the
+    CreateNetworkInterface parameter's member and seconds (TcpEstablishedTimeout=3600)."""
+    lines = [
+        " ".join(
+            [interface.interface_name]
+            + [f"{member}={seconds}" for member, seconds in tracking.ec2_members()]
+        )
+        for interface in props.interfaces
+        if (tracking := interface.connection_tracking) is not None
+    ]
+    if not lines:
+        return ""
+    return f"MULTUS_CONNECTION_TRACKING={shlex.quote(chr(10).join(lines))}\n"
 
 
 def _node_prefix_configuration(props: NodeBootstrapProps) -> str:

@@ -23,17 +23,17 @@ from cdk_constructs.karpenter_teardown import KarpenterTeardownProps
 from cdk_constructs.multus_vpc import KARPENTER_DISCOVERY_TAG
 from cdk_constructs.system_node_group import DedicatedNodes, SystemNodeGroupProps
 from charts.cleartaints import ClearTaintsNodes, ClearTaintsProps
-from charts.karpenter_node_pool import KarpenterNodePoolProps
+from charts.karpenter_node_pool import DisruptionBudget, KarpenterNodePoolProps
 from charts.multus import MultusProps
 from charts.multus_pod_ips import MultusPodIpsProps, PodIpsNodes
-from charts.network_attachments import (
+from charts.nad_cni_configs import (
     Ipv6Range,
     NetworkAttachment,
-    NetworkAttachmentsProps,
     cni_binaries,
     cni_host_files,
     whereabouts_range_and_gateway,
 )
+from charts.network_attachments import NetworkAttachmentsProps
 from charts.sample_workloads import SampleWorkloadsProps, ZoneWorkload
 from charts.whereabouts import WhereaboutsProps
 from config import AppConfig
@@ -215,7 +215,18 @@ def node_pool_props(
         instance_cpus=[str(cpus) for cpus in pool.instance_cpus],
         instance_families=pool.instance_families,
         capacity_types=pool.capacity_types,
-        consolidate_after=pool.consolidate_after,
+        consolidate_after=pool.disruption.consolidate_after,
+        consolidation_policy=pool.disruption.consolidation_policy,
+        expire_after=pool.disruption.expire_after,
+        budgets=[
+            DisruptionBudget(
+                nodes=budget.nodes,
+                reasons=budget.reasons or (),
+                schedule=budget.schedule,
+                duration=budget.duration,
+            )
+            for budget in pool.disruption.budgets
+        ],
         cpu_limit=pool.cpu_limit,
         memory_limit=pool.memory_limit,
         termination_grace_period=pool.termination_grace_period,
@@ -395,4 +406,5 @@ def network_attachment(row: NetworkPlanRow, ipv6: Ipv6Range | None = None) -> Ne
         static_name=row.static_nad_name,
         routes=[route.destination for route in row.routes],
         ipv6=ipv6,
+        mtu=row.mtu,
     )

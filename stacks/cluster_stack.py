@@ -22,6 +22,7 @@ from cdk_constructs.cluster_workloads import ClusterWorkloads
 from cdk_constructs.eks_cluster import EksCluster
 from cdk_constructs.karpenter_controller import KarpenterController
 from cdk_constructs.karpenter_teardown import KarpenterTeardown
+from cdk_constructs.multus_eni_sweeper import MultusEniSweeper
 from cdk_constructs.system_node_group import SystemNodeGroup
 from config import AppConfig
 from node_bootstrap.renderer import render_user_data
@@ -159,6 +160,7 @@ class ClusterStack(ConfiguredAzStack):
         self.teardown.resource.node.add_dependency(
             karpenter, system_nodes, eni_policy, *self.workloads.manifests
         )
+        MultusEniSweeper(self, "MultusEniSweeper", cluster_name=config.cluster_name)
         if config.extras.node_latency:
             add_node_latency_monitor(self.cluster, config.images.node_latency)
 

@@ -7,24 +7,34 @@ object, and the previous plugin's result as prevResult; the last result is the c
 runs the plugins in reverse order, each given the chain's cached ADD result as prevResult
 (libcni keeps it for them).
 
-A stand-in for Multus' delegation: it does not read the NAD from the API, write the
-network-status annotation, run the cluster network first or keep Multus' delegate cache, and
-its callers give static IPAM in place of Whereabouts (which needs the API). The data-plane
-tier's tests/dataplane/test_real_multus.py runs the real Multus thick and Whereabouts; the
-tests that still use this run it where they cut a chain short or swap one of its plugins.
+Stand-ins for the tests of the pod's routes that run without a cluster box, on the build
+machine or in a kernel VM of their own (tests/integration/multus_pod_ips/test_pod_routes.py,
+Debian's plugins), and for the CNI plugin's own tests (tests/unit/multus_pod_ips/
+test_cni_plugin.py); the data-plane tier runs the real chain (tests/dataplane/real_multus.py).
+
+ChainRun does not model Multus' delegation: it reads no NAD from the API, writes no
+network-status annotation, runs no cluster network first and keeps no delegate cache, and its
+callers give static IPAM in place of Whereabouts. Multus thick and Whereabouts cannot serve
+there: they need a Kubernetes API server, and those tests run chains Multus never would: from
+sbr on, over a veth, where the kernel has no ipvlan; multus-pod-ip alone in a pod without net1,
+so that the kernel refuses its route.
+
+StandInAgent does not model the multus-pod-ips agent: it assigns nothing in EC2, answers what
+the test sets (a refusal with its code, or bytes that are no answer at all) and records each
+request as the plugin sent it. The real agent cannot serve there: it needs EC2 and IMDS (the
+emulator), and it never sends the malformed answers the plugin must survive.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,15 +43,6 @@ from multus_pod_ips import CNI_PLUGIN_SCRIPT, CNI_PLUGIN_TYPE
 #: Debian's containernetworking-plugins 1.1.1 (make cni-plugins installs it), which the host's
 #: namespace tests run with.
 DEBIAN_CNI_PLUGIN_DIR = Path("/usr/lib/cni")
-#: Names another plugin directory: the data-plane tier's VM gets the release the VPC CNI ships
-#: (v1.9.1, built from Go by testing_support/cluster_box/build.py: build_cni).
-PLUGIN_DIR_ENV = "MULTUS_CNI_PLUGIN_DIR"
-
-
-def reference_plugin_dir() -> Path:
-    return Path(os.environ.get(PLUGIN_DIR_ENV) or DEBIAN_CNI_PLUGIN_DIR)
-
-
 IP_COMMAND = shutil.which("ip") or "/usr/sbin/ip"
 
 
@@ -92,7 +93,7 @@ class ChainRun:
     ifname: str
     agent_socket: Path
     node_netns: str
-    plugin_dir: Path = field(default_factory=reference_plugin_dir)
+    plugin_dir: Path = DEBIAN_CNI_PLUGIN_DIR
     container_id: str = "pod-routes-test"
     pod_name: str = "routes"
 

@@ -7,6 +7,13 @@ Accepts the PUT of a CloudFormation response, so a test can read what the handle
 with which Content-Type. `on_delete` lets a test play the Karpenter controller: it runs after an
 object is deleted. `failing` answers chosen requests with an error status instead (429 as the
 API server's priority and fairness throttles, 5xx), as long as the entry stays.
+
+What it does not model: watches, RBAC beyond the token's shape, admission, finalizers and the
+garbage collector (a deleted object is gone at once, unless `on_delete` plays Karpenter's
+finalizer). The teardown handler's tests keep it rather than the cluster box's real API server
+(testing_support/cluster_box) because they answer chosen requests with throttling or server
+errors and read the CloudFormation response the handler PUTs, which a real API server cannot be
+made to do, and because they run in the unit tier, where no Go build is at hand.
 """
 
 from __future__ import annotations

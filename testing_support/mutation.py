@@ -225,6 +225,12 @@ MODULE_TESTS: dict[str, list[list[str]]] = {
             "tests/unit/node_bootstrap/test_dual_stack_rendering.py",
         ]
     ],
+    "charts/nad_cni_configs.py": [
+        [
+            "tests/unit/charts/test_chart_network_attachments.py",
+            "tests/unit/charts/test_chart_network_attachments_rules.py",
+        ]
+    ],
     "charts/network_attachments.py": [
         [
             "tests/unit/charts/test_chart_network_attachments.py",

@@ -73,6 +73,13 @@ def pod_ip_vpc(emulator: Ec2Emulator, dual_stack: Sequence[str] = ()) -> Emulate
     behaviour modelled (model_secondary_addresses); the `dual_stack` networks' subnets also
     get their /64 and its IPv6 pod range reserved (ipv6_pod_range)."""
     model_secondary_addresses(emulator)
+    return reserved_multus_vpc(emulator, dual_stack)
+
+
+def reserved_multus_vpc(emulator: Ec2Emulator, dual_stack: Sequence[str] = ()) -> EmulatedVpc:
+    """pod_ip_vpc's VPC without modelling the emulator again: another VPC of an emulator whose
+    EniAddressModel already serves a first one (a second model would forget the first's
+    moves in progress)."""
     vpc = emulator.create_multus_vpc(network_count=len(EMULATOR_RANGES), dual_stack=dual_stack)
     reservations = []
     for subnet_id in vpc.multus_subnets.values():

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
+from xdist.scheduler import LoadScopeScheduling
 
 from app import build_app
 from stages.environment_stage import EnvironmentStage
@@ -267,8 +268,43 @@ APP_FIXTURES = (
 EXAMPLE_APP_FIXTURES = frozenset(APP_FIXTURES) - {"default_app"} | {"pipeline_synth"}
 
 
+#: Tiers whose tests share one costly thing per pytest process (the data-plane tier's VM, the
+#: node box's image and boots, the cluster box's control plane): on pytest-xdist's workers
+#: (`make test` runs two) each tier runs whole on one worker, and first: the VMs are the longest
+#: units of work, so they start while the other worker runs everything else.
+SHARED_STATE_TIERS = ("dataplane", "node_box", "cluster_box")
+
+
+def shared_state_tier(nodeid: str) -> str | None:
+    parts = PurePosixPath(nodeid.split("::", 1)[0]).parts
+    if len(parts) > 2 and parts[0] == "tests" and parts[1] in SHARED_STATE_TIERS:
+        return parts[1]
+    return None
+
+
+class TierScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no types
+    """pytest-xdist's loadscope: a shared-state tier is one unit of work, any other test module
+    one unit (its module fixtures are set up once), sent in collection order. Not loadgroup:
+    it names the group in the item's node ID, which pytest 9.2 no longer lets a plugin change
+    (xdist 3.8.0 sets `_nodeid`; pytest's `nodeid` reads `_id`), so its groups split."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return shared_state_tier(nodeid) or nodeid.split("::", 1)[0]
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> TierScheduling | None:
+    if config.getoption("dist") != "load":  # the default of -n; another --dist is honoured
+        return None
+    config.option.loadscopereorder = False  # keep pytest_collection_modifyitems' order
+    return TierScheduling(config, log)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Marks each test that uses an example app, by fixture or as a parameter naming one."""
+    """Marks each test that uses an example app, by fixture or as a parameter naming one, and
+    puts the shared-state tiers first, in SHARED_STATE_TIERS' order (a stable sort: within a
+    tier, collection order)."""
+    order = {tier: index for index, tier in enumerate(SHARED_STATE_TIERS)}
+    items.sort(key=lambda item: order.get(shared_state_tier(item.nodeid) or "", len(order)))
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         named = {value for value in params.values() if isinstance(value, str)}
@@ -307,8 +343,45 @@ def skipped_tiers(reports: list[pytest.TestReport]) -> dict[str, tuple[int, str]
     return tiers
 
 
+#: The markers of the unit tier that `make test-fast` leaves out: their cost is shown apart.
+SLOW_UNIT_MARKERS = ("examples", "integration")
+
+
+def timing_tier(report: pytest.TestReport) -> str:
+    """The test directory below tests/ (unit, integration, cluster_box, dataplane, node_box);
+    a unit test with a marker the fast loop leaves out is counted under that marker."""
+    path = Path(report.location[0])
+    parts = path.parts[1:] if path.parts and path.parts[0] == "tests" else path.parts
+    tier = parts[0] if len(parts) > 1 else "tests"
+    if tier == "unit":
+        marker = next((name for name in SLOW_UNIT_MARKERS if name in report.keywords), None)
+        return f"unit ({marker})" if marker else tier
+    return tier
+
+
+def tier_times(reports: list[Any]) -> dict[str, tuple[int, float]]:
+    """Per tier, how many tests ran (their call phase or a setup that skipped or failed) and
+    the seconds of their set-up, call and teardown summed: what each tier costs a run."""
+    tiers: dict[str, tuple[int, float]] = {}
+    for report in reports:
+        if not isinstance(report, pytest.TestReport):
+            continue
+        tier = timing_tier(report)
+        count, seconds = tiers.get(tier, (0, 0.0))
+        ran = report.when == "call" or (report.when == "setup" and not report.passed)
+        tiers[tier] = (count + ran, seconds + report.duration)
+    return tiers
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """A run that skipped a tier says so last, so it cannot pass for a complete one."""
+    """Each tier's cost (so that a new tier shows what it adds to the budget, docs/testing.md),
+    then, last, any tier that skipped, so a run without it cannot pass for a complete one."""
+    every_report = [report for reports in terminalreporter.stats.values() for report in reports]
+    times = tier_times(every_report)
+    if times:
+        terminalreporter.section("time per tier (test seconds, summed over workers)", sep="=")
+        for tier, (count, seconds) in sorted(times.items(), key=lambda item: -item[1][1]):
+            terminalreporter.line(f"{tier:<20} {count:>5} tests {seconds:>8.1f} s")
     tiers = skipped_tiers(terminalreporter.stats.get("skipped", []))
     if not tiers:
         return

@@ -16,6 +16,8 @@ from aws_cdk import aws_logs as logs
 from cdk_constructs.eks_cluster import EksCluster, EksClusterProps
 from stacks.base import ConfiguredAzStack
 from testing_support.cloudformation_changes import references
+from testing_support.iam_call_level import resolver
+from testing_support.iam_reference import role_statements
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_REFERENCE = REPO.parent / "shared" / "reference"
@@ -89,6 +91,20 @@ def logical_id(template: Mapping[str, Any], resource_type: str, prefix: str) -> 
     """The logical ID of the one resource of the type whose ID starts with `prefix`."""
     (key,) = [k for k in resources(template, resource_type) if k.startswith(prefix)]
     return key
+
+
+def function_role_statements(
+    templates: dict[str, dict[str, Any]], stack: str, function_prefix: str
+) -> list[dict[str, Any]]:
+    """The resolved IAM statements of the role of the one Lambda function in `stack` whose
+    logical ID starts with `function_prefix`."""
+    (function,) = [
+        f
+        for lid, f in resources(templates[stack], "AWS::Lambda::Function").items()
+        if lid.startswith(function_prefix)
+    ]
+    role_id = function["Properties"]["Role"]["Fn::GetAtt"][0]
+    return role_statements(templates[stack], role_id, resolver(templates, stack, {}))
 
 
 def joined_text(value: Any) -> str:

@@ -88,3 +88,23 @@ def failing_calls(service: str, operation: str, answer: Fault) -> Iterator[list[
         yield answered
     finally:
         session.events.unregister(event, unique_id=f"failing-{event}")
+
+
+@contextmanager
+def recorded_ec2_calls() -> Iterator[list[tuple[str, dict[str, str]]]]:
+    """While active, every EC2 call of clients created with boto3.client is recorded as (action,
+    query parameters) before it is sent: what a handler asked of EC2, to evaluate against IAM."""
+    calls: list[tuple[str, dict[str, str]]] = []
+    original = boto3.client
+
+    def recording_client(*args: Any, **kwargs: Any) -> Any:
+        client = original(*args, **kwargs)
+        client.meta.events.register(
+            "before-call.ec2.*",
+            lambda model, params, **_: calls.append((model.name, params["body"])),
+        )
+        return client
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(boto3, "client", recording_client)
+        yield calls

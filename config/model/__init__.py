@@ -4,8 +4,9 @@ Defaults reproduce the seed deployment (two AZs in us-west-2, VPC 10.0.0.0/16, t
 networks with a /27 CIDR reservation per subnet). Every cross-field rule is checked here, before
 any CDK construct exists, so that a bad value fails with the field's path instead of a jsii trace.
 
-The package splits the model by concept (base, vpc, cluster, networks, security_groups, routes,
-node_pools, karpenter, app_config); every public name is importable from config.model.
+The package splits the model by concept (base, vpc, cluster, networks, connection_tracking,
+security_groups, routes, route_rules, node_pools, disruption, karpenter, app_config); every
+public model and constant is importable from config.model.
 """
 
 from config.model.app_config import (
@@ -37,6 +38,8 @@ from config.model.cluster import (
     ClusterConfig,
     SystemNodeGroupConfig,
 )
+from config.model.connection_tracking import ConnectionTrackingConfig
+from config.model.disruption import DisruptionBudgetConfig, DisruptionConfig
 from config.model.karpenter import (
     MAX_ENIS_BY_VCPUS,
     KarpenterConfig,
@@ -53,9 +56,7 @@ from config.model.node_pools import (
     default_node_pools,
     node_pool_migration,
 )
-from config.model.routes import (
-    MultusRouteConfig,
-)
+from config.model.routes import MultusRouteConfig
 from config.model.security_groups import (
     ANYWHERE,
     ANYWHERE_IPV6,
@@ -88,6 +89,9 @@ __all__ = [
     "AppConfig",
     "Cidr",
     "ClusterConfig",
+    "ConnectionTrackingConfig",
+    "DisruptionBudgetConfig",
+    "DisruptionConfig",
     "ExistingSubnetConfig",
     "ExistingVpcConfig",
     "ExtrasConfig",

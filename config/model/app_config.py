@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 
 from pydantic import (
     Field,
@@ -17,8 +18,6 @@ from config.custom_resource_timing import (
 )
 from config.images import ImagesConfig
 from config.logs import LogsConfig
-
-# AWS keeps the first four addresses and the last one of every subnet for itself.
 from config.model.base import (
     ACCOUNT_PATTERN,
     NODE_TERMINATION_MARGIN_MINUTES,
@@ -27,12 +26,8 @@ from config.model.base import (
     duration_seconds,
     net,
 )
-from config.model.cluster import (
-    ClusterConfig,
-)
-from config.model.karpenter import (
-    KarpenterConfig,
-)
+from config.model.cluster import ClusterConfig
+from config.model.karpenter import KarpenterConfig
 from config.model.networks import (
     MultusConfig,
     MultusNetworkConfig,
@@ -42,12 +37,13 @@ from config.model.node_pools import (
     default_node_pools,
     node_pool_migration,
 )
-from config.model.security_groups import (
-    SecurityGroupRuleConfig,
+from config.model.route_rules import (
+    check_route_targets,
+    check_routes_of_each_pool,
+    route_preconditions,
 )
-from config.model.vpc import (
-    VpcConfig,
-)
+from config.model.security_groups import SecurityGroupRuleConfig
+from config.model.vpc import VpcConfig
 from config.network_plan import (
     NetworkPlan,
     network_plan,
@@ -60,9 +56,7 @@ from config.node_bootstrap_plan import (
     UserDataSize,
     node_bootstrap_props,
 )
-from config.node_prefix import (
-    check_node_prefix_reservations,
-)
+from config.node_prefix import check_node_prefix_reservations
 
 
 class ExtrasConfig(StrictModel):
@@ -119,23 +113,34 @@ class AppConfig(StrictModel):
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> AppConfig:
-        self._check_region()
-        self._check_control_plane_zones()
-        self._check_subnet_counts()
-        self._check_subnets_fit_vpc()
-        self._check_nat_egress_has_gateway()
-        self._check_karpenter_supports_kubernetes()
-        self._check_dual_stack()
-        self._check_pools_name_known_networks()
-        self._check_enis_fit_instances()
-        self._check_controllers_fit_system_nodes()
-        self._check_teardown_fits_cloudformation()
-        self._check_drain_fits_teardown()
-        self._check_user_data_fits((info.context or {}).get(USER_DATA_SIZE))
-        self._check_routes()
-        check_node_prefix_reservations(
-            [(self.pool_path(pool), pool, self.pool_plan(pool)) for pool in self.node_pools]
+        # Every rule's error in one run, one line each (config/messages.py files each line
+        # under its field). The first group's rules stand on the sections alone; the second's
+        # read what the first guarantees (a known region, one subnet per AZ, pools that name
+        # known networks), so they run only once the first group holds.
+        problems = _problems(
+            self._check_region,
+            self._check_subnet_counts,
+            self._check_pools_name_known_networks,
+            self._check_nat_egress_has_gateway,
+            self._check_karpenter_supports_kubernetes,
+            self._check_controllers_fit_system_nodes,
+            self._check_teardown_fits_cloudformation,
+            self._check_drain_fits_teardown,
         )
+        if not problems:
+            problems = _problems(
+                self._check_control_plane_zones,
+                self._check_subnets_fit_vpc,
+                self._check_dual_stack,
+                self._check_enis_fit_instances,
+                lambda: self._check_user_data_fits((info.context or {}).get(USER_DATA_SIZE)),
+                self._check_routes,
+                lambda: check_node_prefix_reservations(
+                    [(self.pool_path(pool), pool, self.pool_plan(pool)) for pool in self.node_pools]
+                ),
+            )
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
 
     def pool_path(self, pool: NodePoolConfig) -> str:
@@ -159,48 +164,22 @@ class AppConfig(StrictModel):
 
     @property
     def route_preconditions(self) -> list[str]:
-        """What must exist outside the app before the network stack can create a route: a
-        transit gateway attached to the VPC (an available VPC attachment), a virtual private
-        gateway attached to it (AWS::EC2::Route: the route table cannot use a transit gateway
-        before it is attached to the VPC; GatewayId is a gateway attached to the VPC)."""
-        needs = {
-            "transit_gateway": "an available VPC attachment of the transit gateway",
-            "vpn_gateway": "the virtual private gateway attached to it",
-        }
-        return [
-            f"{self.route_path(index, network, position)}: {route.target_id} is used only "
-            f"once the VPC has {needs[route.target]}; without it the network stack fails to "
-            "create the route (with a VPC this app creates: deploy without the route, attach "
-            "the gateway, then add the route)"
-            for index, network in enumerate(self.multus.networks)
-            for position, route in enumerate(network.routes)
-            if route.target in needs
-        ]
-
-    @staticmethod
-    def route_path(index: int, network: MultusNetworkConfig, position: int) -> str:
-        """Where a route is in the config, for messages."""
-        return f"multus.networks[{index}] ({network.name}).routes[{position}]"
+        """What must exist outside the app before the network stack can create a route
+        (config/model/route_rules.py)."""
+        return route_preconditions(self.multus.networks)
 
     def _check_routes(self) -> None:
-        vpc = [net(cidr) for cidr in self.vpc_cidrs]
-        for index, network in enumerate(self.multus.networks):
-            for position, route in enumerate(network.routes):
-                path = self.route_path(index, network, position)
-                destination = net(route.destination)
-                local = [str(block) for block in vpc if block.overlaps(destination)]
-                if local:
-                    raise ValueError(
-                        f"{path}.destination: {route.destination} overlaps the VPC CIDR "
-                        f"{', '.join(local)}, which the VPC routes itself (its local route); "
-                        "routes lead beyond the VPC: name the RAN's or data network's range"
-                    )
-                if route.nat_gateway and not self.has_nat_gateway:
-                    raise ValueError(
-                        f"{path}.nat_gateway: this VPC has no NAT gateway the app may route "
-                        "to; name another target (transit_gateway_id, vpn_gateway_id, "
-                        "network_interface_id)"
-                    )
+        check_route_targets(self.multus.networks, self.vpc_cidrs, self.has_nat_gateway)
+        check_routes_of_each_pool(
+            self.multus.networks,
+            [
+                (
+                    self.pool_path(pool),
+                    [row.network for row in networks_in_order(self.pool_plan(pool))],
+                )
+                for pool in self.node_pools
+            ],
+        )
 
     def _check_pools_name_known_networks(self) -> None:
         names = [pool.name for pool in self.node_pools]
@@ -517,3 +496,14 @@ class AppConfig(StrictModel):
         return [
             (f"vpc.public_subnet_cidrs[{i}]", c) for i, c in enumerate(self.vpc.public_subnet_cidrs)
         ] + [(f"vpc.node_subnet_cidrs[{i}]", c) for i, c in enumerate(self.vpc.node_subnet_cidrs)]
+
+
+def _problems(*checks: Callable[[], None]) -> list[str]:
+    """The message of each check that raises ValueError, in order."""
+    problems = []
+    for check in checks:
+        try:
+            check()
+        except ValueError as error:
+            problems.append(str(error))
+    return problems

@@ -14,12 +14,7 @@ from pydantic import (
 )
 
 from config import instance_types, patterns
-from config.custom_resource_timing import (
-    LONGEST_TEARDOWN_TIMEOUT_MINUTES,
-)
-
-# AWS keeps the first four addresses and the last one of every subnet for itself.
-
+from config.custom_resource_timing import LONGEST_TEARDOWN_TIMEOUT_MINUTES
 
 # AWS keeps the first four addresses and the last one of every subnet for itself.
 AWS_RESERVED_HEAD = 4

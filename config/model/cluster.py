@@ -19,12 +19,8 @@ from config.cluster_access import (
     check_public_access_cidrs,
 )
 from config.coercion import number_as_version
-from config.custom_resource_timing import (
-    TEARDOWN_MARGIN_MINUTES,
-)
+from config.custom_resource_timing import TEARDOWN_MARGIN_MINUTES
 from config.logs import LogRetention
-
-# AWS keeps the first four addresses and the last one of every subnet for itself.
 from config.model.base import (
     TEARDOWN_TIMEOUT_LIMIT_MINUTES,
     Cidr,
@@ -96,7 +92,12 @@ class ClusterConfig(StrictModel):
     )
     kubernetes_version: Annotated[
         KubernetesVersion, BeforeValidator(number_as_version(get_args(KubernetesVersion)))
-    ] = Field(default="1.34", description="Kubernetes version of the control plane and nodes.")
+    ] = Field(
+        default="1.35",
+        description="Kubernetes version of the control plane and nodes (default: the newest "
+        "minor of the EKS release calendar in config/kubernetes_support.py, which the pinned "
+        "Karpenter supports; synth warns once it is past its EKS standard support).",
+    )
     public_access_cidrs: list[Cidr] | None = Field(
         default=None,
         description="None: private API endpoint only. A list: also a public endpoint that "

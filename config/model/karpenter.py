@@ -8,8 +8,6 @@ from pydantic import (
 )
 
 from config import karpenter_releases, patterns
-
-# AWS keeps the first four addresses and the last one of every subnet for itself.
 from config.model.base import (
     _CPU_QUANTITY,
     _K8S_NAME,

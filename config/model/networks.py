@@ -14,9 +14,8 @@ from pydantic import (
     model_validator,
 )
 
+from config.connection_tracking import ConnectionTracking
 from config.interface_names import reserved_interface_reason
-
-# AWS keeps the first four addresses and the last one of every subnet for itself.
 from config.model.base import (
     _K8S_NAME,
     _LINUX_IFNAME,
@@ -28,9 +27,8 @@ from config.model.base import (
     SubnetCidr,
     net,
 )
-from config.model.routes import (
-    MultusRouteConfig,
-)
+from config.model.connection_tracking import ConnectionTrackingConfig
+from config.model.routes import MultusRouteConfig
 from config.model.security_groups import (
     ANYWHERE_IPV6,
     NetworkSecurityGroupConfig,
@@ -42,9 +40,8 @@ from config.network_plan import (
     WHEREABOUTS,
     IpManagementMode,
 )
-from config.node_prefix import (
-    check_node_prefix_settings,
-)
+from config.node_prefix import check_node_prefix_settings
+from config.path_mtu import MIN_MTU, VPC_MTU, path_mtu
 
 
 class MultusSubnetConfig(StrictModel):
@@ -209,12 +206,46 @@ class MultusNetworkConfig(StrictModel):
         default=None,
         description="Dual stack: the network's subnets get a /64 of the VPC's IPv6 block "
         "(needs vpc.ipv6) and pods an IPv6 address next to the IPv4 one (docs/network.md, "
-        "Dual stack). Unset: IPv4 only.",
+        "Dual stack). true: dual stack with the default settings; unset or false: IPv4 only.",
     )
+    mtu: int | None = Field(
+        default=None,
+        ge=MIN_MTU,
+        le=VPC_MTU,
+        description="The MTU of the network's ENIs and of its pods' interfaces (the NADs' "
+        "ipvlan), 1280-9001. Unset: the narrowest path of its routes: 9001 inside the VPC, "
+        "8500 with a transit_gateway route, 1500 with a nat_gateway route, 1446 with a "
+        "vpn_gateway route (docs/network.md, MTU).",
+    )
+
+    connection_tracking: ConnectionTrackingConfig | None = Field(
+        default=None,
+        description="Idle timeouts of the flows the network's security group tracks, set on "
+        "its ENIs at creation, for flows that idle longer than EC2's defaults: HTTP/2 "
+        "connections between network functions, GTP-U and PFCP (docs/network.md, Connection "
+        "tracking).",
+    )
+
+    @field_validator("ipv6", mode="before")
+    @classmethod
+    def _ipv6_shorthand(cls, value: object) -> object:
+        # "ipv6": true is the natural way to say "dual stack with the default settings".
+        if value is True:
+            return {}
+        return None if value is False else value
 
     @property
     def device_name(self) -> str:
         return self.interface_name or self.name
+
+    @property
+    def connection_tracking_plan(self) -> ConnectionTracking | None:
+        return self.connection_tracking.planned() if self.connection_tracking else None
+
+    @property
+    def effective_mtu(self) -> int:
+        """The MTU its interfaces get: the one set, or the narrowest of its routes' paths."""
+        return self.mtu or path_mtu(route.target for route in self.routes)
 
     @property
     def egress_rules(self) -> list[SecurityGroupRuleConfig]:
@@ -390,33 +421,24 @@ class MultusConfig(StrictModel):
 
     @model_validator(mode="after")
     def _unique_names(self) -> MultusConfig:
-        for attribute in ("name", "device_name"):
-            seen: set[str] = set()
-            for network in self.networks:
-                value = getattr(network, attribute)
-                if value in seen:
-                    raise ValueError(
-                        f"networks: two Multus networks share the {attribute.replace('_', ' ')} "
-                        f"{value!r}; give each network its own"
-                    )
-                seen.add(value)
-        return self
-
-    @model_validator(mode="after")
-    def _one_network_per_route_destination(self) -> MultusConfig:
-        # The pod IP plugin puts each route into the pod's main table via its network's
-        # interface (`ip route replace`): in a pod on both networks the second would replace
-        # the first.
-        routed_by: dict[str, str] = {}
+        names: dict[str, int] = {}
+        interfaces: dict[str, int] = {}
         for index, network in enumerate(self.networks):
-            for position, route in enumerate(network.routes):
-                other = routed_by.setdefault(route.destination, network.name)
-                if other != network.name:
-                    raise ValueError(
-                        f"networks[{index}] ({network.name}).routes[{position}].destination: "
-                        f"{route.destination} is routed by {other} too; a pod on both networks "
-                        "could reach it over one interface only: route it in one network"
-                    )
+            if network.name in names:
+                raise ValueError(
+                    f"networks[{index}].name: {network.name!r} is also networks"
+                    f"[{names[network.name]}]'s name; give each network its own"
+                )
+            names[network.name] = index
+            if network.device_name in interfaces:
+                first = interfaces[network.device_name]
+                raise ValueError(
+                    f"networks[{index}].interface_name: {network.device_name!r} is also the "
+                    f"interface name of networks[{first}] ({self.networks[first].name}); a "
+                    "network's interface is named by interface_name, or by its name when "
+                    "that is unset: set interface_name so that each network has its own"
+                )
+            interfaces[network.device_name] = index
         return self
 
     @model_validator(mode="after")

@@ -4,7 +4,7 @@ lifecycle."""
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import (
     Field,
@@ -13,8 +13,6 @@ from pydantic import (
 )
 
 from config import instance_types, patterns
-
-# AWS keeps the first four addresses and the last one of every subnet for itself.
 from config.model.base import (
     _CPU_QUANTITY,
     _K8S_NAME,
@@ -22,18 +20,15 @@ from config.model.base import (
     Gp3SizeGib,
     StrictModel,
 )
-from config.model.karpenter import (
-    MAX_ENIS_BY_VCPUS,
-)
+from config.model.disruption import DisruptionConfig
+from config.model.karpenter import MAX_ENIS_BY_VCPUS
 from config.node_labels import DEFAULT_NODE_POOL_NAME
 from config.node_pool_rules import (
     label_problems,
     node_pool_requirement_problems,
     taint_problems,
 )
-from config.node_prefix import (
-    default_prefixes_per_node,
-)
+from config.node_prefix import default_prefixes_per_node
 
 
 class NodePoolTaintConfig(StrictModel):
@@ -48,6 +43,8 @@ class NodePoolTaintConfig(StrictModel):
 
 class NodePoolConfig(StrictModel):
     """A Karpenter NodePool (and its EC2NodeClass and user-data); defaults are the seed's."""
+
+    renamed_keys: ClassVar[dict[str, str]] = {"consolidate_after": "disruption.consolidate_after"}
 
     name: str = Field(
         pattern=_K8S_NAME,
@@ -93,11 +90,6 @@ class NodePoolConfig(StrictModel):
         pattern=_MEMORY_QUANTITY,
         description="Most memory all NodePool nodes together may have (Mi or Gi).",
     )
-    consolidate_after: str = Field(
-        default="120s",
-        pattern=patterns.DURATION.regex,
-        description="How long a node stays empty before Karpenter removes it (s, m or h).",
-    )
     ami_alias: str = Field(
         default="al2023@v20261112",
         pattern=patterns.AMI_ALIAS.regex,
@@ -126,6 +118,12 @@ class NodePoolConfig(StrictModel):
         ge=1,
         le=100,
         description="Karpenter tries pools of higher weight first (1 to 100).",
+    )
+    disruption: DisruptionConfig = Field(
+        default_factory=DisruptionConfig,
+        description="When Karpenter replaces or removes the pool's nodes on its own: expiry, "
+        "consolidation, disruption budgets (docs/operations.md, Disruption of "
+        "network-function pools).",
     )
 
     @field_validator("networks")

@@ -10,8 +10,6 @@ from pydantic import (
 )
 
 from config import patterns
-
-# AWS keeps the first four addresses and the last one of every subnet for itself.
 from config.model.base import (
     Cidr,
     StrictModel,
@@ -20,9 +18,7 @@ from config.model.security_groups import (
     ANYWHERE,
     ROUTE_TARGET_IDS,
 )
-from config.network_plan import (
-    RouteTarget,
-)
+from config.network_plan import RouteTarget
 
 
 class MultusRouteConfig(StrictModel):

@@ -14,15 +14,11 @@ from pydantic import (
 )
 
 from config import patterns
-
-# AWS keeps the first four addresses and the last one of every subnet for itself.
 from config.model.base import (
     RuleCidr,
     StrictModel,
 )
-from config.network_plan import (
-    RouteTarget,
-)
+from config.network_plan import RouteTarget
 from config.security_group_rules import (
     PORT_FILTERED,
     PROTOCOL_NAMES,

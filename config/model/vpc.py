@@ -13,8 +13,6 @@ from pydantic import (
 
 from config import patterns
 from config.logs import LogRetention
-
-# AWS keeps the first four addresses and the last one of every subnet for itself.
 from config.model.base import (
     MAX_PREFIX_LENGTH,
     MIN_PREFIX_LENGTH,

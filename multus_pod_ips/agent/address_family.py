@@ -57,3 +57,10 @@ FAMILIES = (IPV4, IPV6)
 
 def family_of(ip: str) -> AddressFamily:
     return IPV4 if ipaddress.ip_address(ip).version == 4 else IPV6
+
+
+def canonical(ip: str) -> str:
+    """One text per address: ipaddress's (lowercase, IPv6 compressed as RFC 5952 writes it).
+    A pod's address as its IPAM spelled it, EC2's answers and IMDS's lists all pass through it,
+    so one address compares equal to itself whichever form each side wrote."""
+    return str(ipaddress.ip_address(ip))

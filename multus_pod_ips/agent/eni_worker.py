@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..cni_plugin import ADDRESS_IN_USE, EC2_REFUSED, ENI_FULL, TRY_AGAIN_LATER
-from .address_family import FAMILIES, IPV4, AddressFamily, family_of
+from .address_family import FAMILIES, IPV4, AddressFamily, canonical, family_of
 from .config import AgentConfig, AgentError
 from .ec2_query import Ec2Client, Ec2Error, local_name
 from .imds import InstanceMetadata
@@ -175,13 +175,13 @@ class EniWorker(threading.Thread):
                 continue
             fields = {local_name(child.tag): (child.text or "") for child in item}
             if "privateIpAddress" in fields and "primary" in fields:
-                held.add(fields["privateIpAddress"])
+                held.add(canonical(fields["privateIpAddress"]))
                 if fields["primary"] == "true":
-                    primary = fields["privateIpAddress"]
+                    primary = canonical(fields["privateIpAddress"])
         for address_set in root.iter():
             if local_name(address_set.tag) == "ipv6AddressesSet":
                 held.update(
-                    child.text or ""
+                    canonical(child.text or "")
                     for item in address_set
                     for child in item
                     if local_name(child.tag) == "ipv6Address"
@@ -311,7 +311,8 @@ class EniWorker(threading.Thread):
 
     def _read_imds_key(self, mac: str, family: AddressFamily) -> list[str]:
         try:
-            return self.agent.imds.get(f"network/interfaces/macs/{mac}/{family.imds_key}").split()
+            listed = self.agent.imds.get(f"network/interfaces/macs/{mac}/{family.imds_key}")
+            return [canonical(ip) for ip in listed.split()]
         except urllib.error.HTTPError as error:
             if error.code == 404 and family is not IPV4:  # IMDS omits ipv6s without any
                 return []

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from ..cni_plugin import ADDRESS_IN_USE, INVALID_CONFIG, NOT_ASSIGNED, TRY_AGAIN_LATER
-from .address_family import IPV4, IPV6, AddressFamily, family_of
+from .address_family import IPV4, IPV6, AddressFamily, canonical, family_of
 from .config import AgentConfig, AgentError
 from .ec2_query import Ec2Client, texts
 from .eni_worker import EniWorker, Operation
@@ -133,7 +133,7 @@ class Agent:
             ifname=str(request["ifname"]),
             netns=str(request.get("netns", "")),
             interface=str(request.get("interface", "")),
-            ips=tuple(str(ip) for ip in request.get("ips", [])),
+            ips=_addresses(request.get("ips", [])),
             pod=str(request.get("pod", "")),
             fixed=request.get("fixed") is True,
         )
@@ -298,3 +298,11 @@ def _wait(operations: list[Operation], deadline: float) -> AgentError | None:
         if operation.error:
             return operation.error
     return None
+
+
+def _addresses(ips: list[Any]) -> tuple[str, ...]:
+    """The request's addresses in their canonical form; INVALID_CONFIG for one that is none."""
+    try:
+        return tuple(canonical(str(ip)) for ip in ips)
+    except ValueError as error:
+        raise AgentError(INVALID_CONFIG, f"not an IP address: {error}") from None

@@ -13,6 +13,7 @@ them). The CNI components are built with CGO_ENABLED=0: static binaries, run ins
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
@@ -191,6 +192,20 @@ def _build(module: str) -> dict[str, Path]:
     if all(path.is_file() for path in names.values()):
         return names
     cache_root().mkdir(parents=True, exist_ok=True)
+    # Two pytest workers may need the same module at once: the second waits for the first's
+    # build instead of replacing the entry under a running binary's path.
+    with open(cache_root() / f".{module}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if all(path.is_file() for path in names.values()):
+            return names
+        _go_build(go, module, directory, environment, target)
+    return names
+
+
+def _go_build(
+    go: str, module: str, directory: Path, environment: dict[str, str], target: Path
+) -> None:
+    """Builds the module's binaries into a staging folder, then renames it to `target`."""
     staging = Path(tempfile.mkdtemp(prefix=f".{module}-", dir=cache_root()))
     # One binary per go build; Go's build cache shares the packages they have in common.
     for package, name in PACKAGES[module]:
@@ -209,4 +224,3 @@ def _build(module: str) -> dict[str, Path]:
             )
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)  # atomic: a half-built entry is never seen
-    return names

@@ -27,8 +27,13 @@ import pytest
 IN_VM = os.environ.get("MULTUS_DATAPLANE_IN_VM") == "1"
 REPO = Path(__file__).resolve().parents[2]
 KERNEL_VM = REPO / "testing_support" / "kernel_vm" / "run"
-# The tier in one VM under TCG: about 15 minutes here with the real Multus chain (12 tests).
-VM_TIMEOUT_SECONDS = 2400
+# The tier in one VM under TCG, 12 tests on the real Multus chain: 14 minutes here with two
+# emulated CPUs on a quiet machine, 22 with one beside `make test`'s other worker, 29 beside
+# other VMs (docs/testing.md); the bound leaves room for a slower machine.
+VM_TIMEOUT_SECONDS = 3600
+#: Emulated CPUs (KERNEL_VM_CPUS overrides): multi-threaded TCG runs the node daemons, the
+#: emulator and pytest side by side.
+VM_CPUS = "2"
 #: Exit status of kernel-vm/run when the VM could not run the command (missing packages...).
 VM_COULD_NOT_RUN = 125
 
@@ -82,16 +87,18 @@ def pytest_collection_modifyitems(
         if here in item.path.parents and isinstance(item, pytest.Function):
             assert item.parent is not None
             items[index] = VmOutcome.from_parent(item.parent, name=item.name)
-    session.stash[_SELECTED] = [item.nodeid for item in items if isinstance(item, VmOutcome)]
 
 
-_SELECTED = pytest.StashKey[list[str]]()
 _RUN = pytest.StashKey[VmRun]()
 
 
 def _vm_run(session: pytest.Session) -> VmRun:
+    """The VM's run of the session's tests: those still selected when the first one runs
+    (pytest_collection_modifyitems above runs before -k and -m deselect, being a conftest's
+    hook: pluggy calls the plugins registered last first)."""
     if _RUN not in session.stash:
-        session.stash[_RUN] = _run_in_vm(session.stash[_SELECTED])
+        selected = [item.nodeid for item in session.items if isinstance(item, VmOutcome)]
+        session.stash[_RUN] = _run_in_vm(selected)
     return session.stash[_RUN]
 
 
@@ -104,27 +111,26 @@ def _run_in_vm(node_ids: list[str]) -> VmRun:
         if shutil.which(tool) is None:
             return VmRun({}, "", f"{tool} is not installed (Debian package {package})")
     # Imported here: the VM imports this file too, and these start jsii (cdk8s) on import.
-    from testing_support.cluster_box.build import BuildError, build_cni
-    from testing_support.cni_chain import PLUGIN_DIR_ENV
+    from testing_support.cluster_box.build import BuildError
     from tests.dataplane.box_for_vm import box_for_vm
 
     with tempfile.TemporaryDirectory(prefix="dataplane-vm-") as out, ExitStack() as box:
         try:
             handoff = box.enter_context(box_for_vm(Path(out)))
-            plugin_dir = build_cni().plugins_dir
         except BuildError as error:
             return VmRun({}, "", f"the cluster box for the real Multus chain: {error}")
         results = Path(out) / "outcomes.jsonl"
         command = [
             str(KERNEL_VM), "--out", out, "--timeout", str(VM_TIMEOUT_SECONDS), "--host-link",
             "--", "env", "MULTUS_DATAPLANE_IN_VM=1", f"MULTUS_DATAPLANE_OUTCOMES={results}",
-            f"MULTUS_DATAPLANE_BOX={handoff}", f"{PLUGIN_DIR_ENV}={plugin_dir}",
+            f"MULTUS_DATAPLANE_BOX={handoff}",
             sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
             "--confcutdir", str(Path(__file__).parent), *node_ids,
         ]  # fmt: skip
         done = subprocess.run(
             command,
             cwd=REPO,
+            env={**os.environ, "KERNEL_VM_CPUS": os.environ.get("KERNEL_VM_CPUS", VM_CPUS)},
             capture_output=True,
             text=True,
             timeout=VM_TIMEOUT_SECONDS + 60,
@@ -161,3 +167,4 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 if IN_VM:
     from tests.dataplane.fixtures import *  # noqa: F403  (the tier's fixtures)
     from tests.dataplane.real_multus import *  # noqa: F403  (the real Multus chain's)
+    from tests.dataplane.router_segment import *  # noqa: F403  (the dual-stack node's)

@@ -5,21 +5,16 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from charts.network_attachments import (
-    NetworkAttachment,
-    cni_config,
-    whereabouts_range_and_gateway,
-)
+from charts.nad_cni_configs import NetworkAttachment, cni_config, whereabouts_range_and_gateway
 from config.network_plan import network_attachment_name
 from config.node_bootstrap_plan import NodePrefixNetwork
 from node_bootstrap import render_user_data
-from testing_support.kernel_pods import KernelPod, start_pod
 from testing_support.kernel_vpc import (
     SERVICES_HOST,
     EniHotplug,
@@ -46,22 +41,12 @@ SUBNET_CIDR = "10.0.4.0/24"  # multus1 in the first AZ (Ec2Emulator.create_multu
 
 @dataclass
 class DataPlane:
-    """The VPC in the kernel, its nodes (namespace + agent) and the pods tests start."""
+    """The VPC in the kernel and its nodes (namespace + agent); the pods are the real Multus
+    chain's (tests/dataplane/real_multus.py)."""
 
     vpc: KernelVpc
     nodes: dict[str, tuple[KernelNode, PodIpNode]]
     network: dict[str, Any]  # the rendered NAD config of multus1 in the AZ
-    pods: list[KernelPod] = field(default_factory=list)
-    _eth0_next: int = 100
-
-    def pod(self, name: str, node: str, network: dict[str, Any] | None = None) -> KernelPod:
-        """A pod on `node` with eth0 set up; net1 follows with `KernelPod.add`."""
-        kernel_node, agent = self.nodes[node]
-        self._eth0_next += 1
-        eth0 = f"10.0.2.{self._eth0_next}"  # the node subnet, as ipamd would assign
-        started = start_pod(name, kernel_node, agent, network or self.network, eth0)
-        self.pods.append(started)
-        return started
 
     def sync(self) -> None:
         self.vpc.sync()
@@ -133,25 +118,11 @@ def data_plane() -> Iterator[DataPlane]:
             nodes = {name: bootstrap(name) for name in NODES}
         for _, agent in nodes.values():
             agent.wait_ready(timeout=120)
-        plane = DataPlane(kernel_vpc, nodes, rendered_network())
         try:
-            yield plane
+            yield DataPlane(kernel_vpc, nodes, rendered_network())
         finally:
-            for pod in plane.pods:
-                pod.remove()
             for _, agent in nodes.values():
                 agent.stop_agent()
-
-
-@pytest.fixture
-def plane(data_plane: DataPlane) -> Iterator[DataPlane]:
-    """The session's data plane; the pods a test started are removed after it."""
-    started = len(data_plane.pods)
-    yield data_plane
-    for pod in data_plane.pods[started:]:
-        pod.remove()
-    del data_plane.pods[started:]
-    data_plane.sync()
 
 
 def flush_neighbours(namespace: str) -> None:

@@ -31,12 +31,26 @@ NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status"
 
 
+def network_attachment(name: str, config: dict[str, Any] | None) -> dict[str, Any]:
+    """The NetworkAttachmentDefinition `name` in the pods' namespace. With `config`, it carries
+    that CNI config under the NAD's name (as the chart names each config after its NAD); without,
+    its spec is empty and Multus reads the node's config of that name."""
+    spec = {} if config is None else {"config": json.dumps({**config, "name": name})}
+    return {
+        "apiVersion": "k8s.cni.cncf.io/v1",
+        "kind": "NetworkAttachmentDefinition",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": spec,
+    }
+
+
 @dataclass
 class Cluster:
     """The box as the VM reaches it: admin kubectl, and each node's Multus."""
 
     access: BoxAccess
     admin_kubeconfig: Path
+    work: Path  # each node's root below it
     nodes: dict[str, MultusNode]
     plane: DataPlane
     pods: list[MultusPod] = field(default_factory=list)
@@ -56,9 +70,21 @@ class Cluster:
         return done.stdout
 
     def pod(self, name: str, node: str, nad: str = "") -> MultusPod:
-        """A Pod in the API, bound to `node`, asking Multus for the tier's NAD; its sandbox's
-        network namespace made and its eth0 address chosen (ipamd's part)."""
-        nad = nad or network_attachment_name(NETWORK, AZ)
+        """A Pod on the data plane's `node` asking Multus for `nad` (default: the tier's NAD),
+        its eth0 address assigned to the node's primary ENI first (ipamd's part)."""
+        kernel_node, agent = self.plane.nodes[node]
+        eth0 = self.next_eth0_address()
+        agent.emulator.ec2.assign_private_ip_addresses(
+            NetworkInterfaceId=kernel_node.primary_eni_id, PrivateIpAddresses=[eth0]
+        )
+        return self.pod_on(
+            self.nodes[node], name, eth0, nad or network_attachment_name(NETWORK, AZ)
+        )
+
+    def pod_on(self, node: MultusNode, name: str, eth0: str, nad: str) -> MultusPod:
+        """A Pod in the API, bound to `node`, asking Multus for `nad`; its sandbox's network
+        namespace made and the VPC CNI's stand-in told eth0's address. net1 comes with
+        `MultusPod.add`."""
         manifest = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -67,46 +93,54 @@ class Cluster:
                 "namespace": NAMESPACE,
                 "annotations": {NETWORKS_ANNOTATION: nad},
             },
-            "spec": {"nodeName": node, "containers": [{"name": "app", "image": "app:1"}]},
+            "spec": {"nodeName": node.name, "containers": [{"name": "app", "image": "app:1"}]},
         }
         created = json.loads(
             self.kubectl("create", "-o", "json", "-f", "-", stdin=json.dumps(manifest))
         )
-        self._eth0_next += 1
-        kernel_node, agent = self.plane.nodes[node]
-        eth0 = f"10.0.2.{self._eth0_next}"
-        agent.emulator.ec2.assign_private_ip_addresses(
-            NetworkInterfaceId=kernel_node.primary_eni_id, PrivateIpAddresses=[eth0]
-        )
         ip("netns", "add", name)  # the runtime's sandbox; eth0 comes with the CNI ADD
-        plan = {"address": eth0, "node": kernel_node.name}
-        plan_dir = self.nodes[node].path(str(PLAN_DIR))
-        (plan_dir / name).write_text(json.dumps(plan))
-        pod = MultusPod(name, self, created, self.nodes[node], uuid.uuid4().hex)
+        plan = {"address": eth0, "node": node.netns}
+        (node.path(str(PLAN_DIR)) / name).write_text(json.dumps(plan))
+        pod = MultusPod(name, self, created, node, uuid.uuid4().hex)
         self.pods.append(pod)
         return pod
 
+    def next_eth0_address(self) -> str:
+        """An address of the node subnet no other pod's eth0 has (ipamd's warm pool)."""
+        self._eth0_next += 1
+        return f"10.0.2.{self._eth0_next}"
+
+    def start_node(
+        self, name: str, netns: str, pod_ips_dir: Path, node_cni_configs: tuple[Path, ...] = ()
+    ) -> MultusNode:
+        """Registers the Node (as Karpenter and the kubelet would: Whereabouts' control loop
+        refuses to start for a node the API does not know) and starts its Multus daemon and
+        control loop in the namespace `netns`; wait with `MultusNode.wait_ready`."""
+        registered = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(registered))
+        node = MultusNode(
+            name=name,
+            netns=netns,
+            root=self.work / name,
+            access=self.access,
+            api_host=SERVICES_HOST,
+            pod_ips_dir=pod_ips_dir,
+            node_cni_configs=node_cni_configs,
+        )
+        self.nodes[name] = node
+        node.start()
+        return node
+
     def attachment(self, name: str, config: dict[str, Any]) -> str:
-        """Another NAD in the pods' namespace (a variant of the chart's); returns its name."""
-        nad = {
-            "apiVersion": "k8s.cni.cncf.io/v1",
-            "kind": "NetworkAttachmentDefinition",
-            "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"config": json.dumps({**config, "name": name})},
-        }
-        self.kubectl("apply", "-f", "-", stdin=json.dumps(nad))
+        """A NAD in the pods' namespace carrying `config` (the chart's, or a variant of it);
+        returns its name."""
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(network_attachment(name, config)))
         return name
 
     def node_local_attachment(self, name: str) -> str:
         """A NAD without a config (charts/network_attachments.py, node_prefix networks): Multus
         takes the config named `name` from the node's /etc/cni/net.d."""
-        nad = {
-            "apiVersion": "k8s.cni.cncf.io/v1",
-            "kind": "NetworkAttachmentDefinition",
-            "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {},
-        }
-        self.kubectl("apply", "-f", "-", stdin=json.dumps(nad))
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(network_attachment(name, None)))
         return name
 
     def allocations(self) -> dict[str, str]:
@@ -153,9 +187,14 @@ class MultusPod(PodNamespace):
         )
         return status
 
-    def net1_address(self) -> str:
+    def net1_addresses(self) -> list[str]:
+        """net1's addresses as Multus reported them in the Pod's network-status (what
+        Whereabouts leased, or the node's IPAM gave)."""
         (net1,) = [s for s in self.network_status() if s.get("interface") == "net1"]
-        return str(net1["ips"][0])
+        return [str(address) for address in net1["ips"]]
+
+    def net1_address(self) -> str:
+        return self.net1_addresses()[0]
 
     def remove(self) -> None:
         """The sandbox gone: its interfaces first (a namespace that a node's mount namespace
@@ -183,41 +222,24 @@ def cluster(data_plane: DataPlane) -> Iterator[Cluster]:
             kubeconfig(SERVICES_HOST, access.ca, cert=access.admin_cert, key=access.admin_key)
         )
     )
-    nodes = {
-        name: MultusNode(
-            name=name,
-            netns=name,
-            root=work / name,
-            access=access,
-            api_host=SERVICES_HOST,
-            pod_ips_dir=data_plane.agent(name).socket_path.parent,
-            node_cni_configs=tuple(
-                sorted((data_plane.agent(name).root / "var/lib/multus-eni/cni").glob("*.conflist"))
-            ),
-        )
-        for name in NODES
-    }
-    cluster = Cluster(access, admin, nodes, data_plane)
-    nad = {
-        "apiVersion": "k8s.cni.cncf.io/v1",
-        "kind": "NetworkAttachmentDefinition",
-        "metadata": {"name": network_attachment_name(NETWORK, AZ), "namespace": NAMESPACE},
-        "spec": {"config": json.dumps(data_plane.network)},
-    }
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(nad))
-    for name in NODES:
-        registered = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
-        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(registered))
+    cluster = Cluster(access, admin, work, {}, data_plane)
+    cluster.attachment(network_attachment_name(NETWORK, AZ), data_plane.network)
     try:
-        for node in nodes.values():
-            node.start()
-        for node in nodes.values():
+        for name in NODES:
+            staged = data_plane.agent(name).root / "var/lib/multus-eni/cni"
+            cluster.start_node(
+                name,
+                netns=name,
+                pod_ips_dir=data_plane.agent(name).socket_path.parent,
+                node_cni_configs=tuple(sorted(staged.glob("*.conflist"))),
+            )
+        for node in cluster.nodes.values():
             node.wait_ready()
         yield cluster
     finally:
         for pod in cluster.pods:
             pod.remove()
-        for node in nodes.values():
+        for node in cluster.nodes.values():
             node.stop()
         forwarder.close()
 

@@ -1,10 +1,15 @@
-"""The dual-stack and the routed NAD's chains from ipvlan on, in a real kernel: what a pod's
-tables hold after ipvlan, sbr and multus-pod-ip, and where its packets leave.
+"""The dual-stack and the routed NAD's chains on the real Multus chain, in a real kernel: what a
+pod's tables hold after ipvlan, sbr and multus-pod-ip, and where its packets leave.
 
-The NADs are the chart's (charts/network_attachments.py, cni_config) with Whereabouts swapped
-for static IPAM at addresses of the same ranges, gateway and routes kept
-(testing_support/kernel_pods.with_static_ipam). Sources of the rules asserted:
+The NADs are the chart's (charts/nad_cni_configs.py, cni_config) in the cluster box's API;
+Multus thick runs their chains for pods of a node of their own, Whereabouts leases each pod's
+addresses from its IPPools and the pod IP agent assigns them to the node's ENIs in the emulated
+EC2 (tests/dataplane/router_segment.py: the node's ENIs lead straight to a namespace playing
+the VPC router, as the VPC fabric models IPv4 only). Sources of the rules asserted:
 
+- Whereabouts leases an address of the range, and one of each ipRanges range, and hands its
+  config's routes on in the result (whereabouts cmd/whereabouts.go, cmdAdd); the addresses
+  carry the range's prefix, the subnet's (charts/nad_cni_configs.py).
 - ipvlan adds the IPAM result's addresses, then each of its routes on net1 in the pod's main
   table with RouteAddEcmp, next to eth0's default route; it waits for duplicate address
   detection only when an IPv6 address has a gateway (containernetworking/plugins
@@ -12,183 +17,71 @@ for static IPAM at addresses of the same ranges, gateway and routes kept
 - sbr adds a rule "from <address>" per address of the result, each to a table of its own, and
   moves into that table every route of net1 whose source or gateway lies in the address's
   prefix, and every route with neither; then deletes them all from the main table
-  (containernetworking/plugins plugins/meta/sbr/main.go, doRoutes; the same in v1.1.1, Debian's
-  package that runs here, and v1.7.1).
+  (containernetworking/plugins plugins/meta/sbr/main.go, doRoutes; the same in v1.1.1 and in
+  v1.9.1, the VPC CNI's release, which runs here).
 - multus-pod-ip puts back the subnets (mainTableSubnet, mainTableSubnetIpv6) and the routes
-  beyond the VPC (mainTableRoutes) into the main table (multus_pod_ips/cni_plugin.py).
+  beyond the VPC (mainTableRoutes) into the main table (multus_pod_ips/cni_plugin.py), and
+  hands the pod's addresses to the agent, which assigns both families to the ENI.
 - The VPC router of a subnet is its IPv4 network + 1 and, for IPv6, the /64's ::1 (VPC user
   guide, "Subnet CIDR blocks"); the VPC CNI gives eth0 a /32 and a default route via the on-link
-  169.254.1.1 (amazon-vpc-cni-k8s docs/cni-proposal.md, testing_support/kernel_pods.py).
-
-Each segment is a node namespace holding the ENI's stand-in (a veth, ipvlan's master) whose
-other end is a namespace playing the VPC router and what lies behind it; the pod IP agent is
-the chain's stand-in (testing_support/cni_chain.StandInAgent). The VPC fabric
-(testing_support/vpc_fabric.py) models IPv4 only and is not used here.
+  169.254.1.1 (amazon-vpc-cni-k8s docs/cni-proposal.md, testing_support/vpc_cni_stand_in.py).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from charts.network_attachments import (
-    Ipv6Range,
-    NetworkAttachment,
-    cni_config,
-    whereabouts_range_and_gateway,
-)
-from testing_support.cni_chain import ChainRun, StandInAgent
-from testing_support.kernel_pods import ping_from, vpc_cni_eth0, with_static_ipam
+from testing_support.kernel_pods import ping_from
 from testing_support.kernel_vpc import in_netns, ip
 from testing_support.vpc_cni_stand_in import VPC_CNI_GATEWAY
-
-# multus2 of examples/dual-stack.json in the first AZ, with docs/network.md's /64 and its
-# default pod range (pod_range_offset 1 of /112).
-DUAL_STACK_SUBNET, DUAL_STACK_RESERVATION = "10.0.6.0/24", "10.0.6.32/27"
-SUBNET_IPV6 = "2600:1f14:a:b06::/64"
-IPV6_ROUTER = "2600:1f14:a:b06::1"
-POD_RANGE_IPV6 = Ipv6Range(
-    SUBNET_IPV6, "2600:1f14:a:b06::1:0", "2600:1f14:a:b06::1:ffff", IPV6_ROUTER
+from tests.dataplane.real_multus import MultusPod
+from tests.dataplane.router_segment import (
+    DUAL_STACK,
+    DUAL_STACK_NETWORK,
+    DUAL_STACK_RESERVATION,
+    DUAL_STACK_ROUTED,
+    DUAL_STACK_ROUTER,
+    DUAL_STACK_SUBNET,
+    GNB,
+    RAN_RANGE,
+    ROUTED,
+    ROUTED_RESERVATION,
+    ROUTED_ROUTER,
+    ROUTED_SUBNET,
+    Segment,
 )
-POD_A, POD_A_IPV6 = "10.0.6.40", "2600:1f14:a:b06::1:20"
-POD_B, POD_B_IPV6 = "10.0.6.41", "2600:1f14:a:b06::1:21"
-# Another dual-stack subnet's /64 of the VPC's block: beyond the VPC router.
-OUTSIDE_THE_64 = "2600:1f14:a:b07::10"
-
-# multus1 with a route to the RAN (multus.networks[].routes).
-ROUTED_SUBNET, ROUTED_RESERVATION = "10.0.4.0/24", "10.0.4.32/27"
-RAN_RANGE, GNB = "10.200.0.0/16", "10.200.0.10"
-ROUTED_POD = "10.0.4.40"
 
 INTERNET_ADDRESS = "203.0.113.10"  # TEST-NET-3: neither the VPC nor a route's destination
 
 
-def dual_stack_network(routes: tuple[str, ...] = ()) -> dict[str, Any]:
-    whereabouts_range, gateway = whereabouts_range_and_gateway(
-        DUAL_STACK_SUBNET, DUAL_STACK_RESERVATION
-    )
-    return cni_config(
-        NetworkAttachment(
-            "multus2-us-west-2a", "multus2", "l2", whereabouts_range, gateway, routes=routes,
-            ipv6=POD_RANGE_IPV6,
-        )
-    )  # fmt: skip
+def leased(pod: MultusPod) -> tuple[str, str]:
+    """net1's IPv4 and IPv6 address, as Multus reported what Whereabouts leased."""
+    addresses = pod.net1_addresses()
+    (ipv4,) = [a for a in addresses if ipaddress.ip_address(a).version == 4]
+    (ipv6,) = [a for a in addresses if ipaddress.ip_address(a).version == 6]
+    return ipv4, ipv6
 
 
-def routed_network() -> dict[str, Any]:
-    whereabouts_range, gateway = whereabouts_range_and_gateway(ROUTED_SUBNET, ROUTED_RESERVATION)
-    return cni_config(
-        NetworkAttachment(
-            "multus1-us-west-2a", "multus1", "l2", whereabouts_range, gateway, routes=(RAN_RANGE,)
-        )
-    )
+def net1_addresses(pod: str) -> set[str]:
+    """net1's global addresses in the pod's kernel, with their prefix lengths."""
+    (link,) = json.loads(ip("-n", pod, "-j", "address", "show", "dev", "net1").stdout)
+    return {
+        f"{info['local']}/{info['prefixlen']}"
+        for info in link["addr_info"]
+        if info.get("scope") == "global"
+    }
 
 
-@dataclass
-class Segment:
-    """A node's namespace with the network's ENI stand-in, the router's namespace behind it,
-    the pods started on it and the stand-in agent their chains ask."""
-
-    tag: str
-    network: dict[str, Any]
-    agent: StandInAgent
-    pods: list[str]
-
-    @property
-    def node(self) -> str:
-        return f"{self.tag}-node"
-
-    @property
-    def router(self) -> str:
-        return f"{self.tag}-router"
-
-    def start_pod(self, name: str, eth0_address: str, *addresses: str) -> dict[str, Any]:
-        """A pod with the VPC CNI's eth0, then net1 by the NAD's chain from ipvlan: its result."""
-        pod = f"{self.tag}-{name}"
-        vpc_cni_eth0(pod, self.node, eth0_address)
-        self.pods.append(pod)
-        network = with_static_ipam(self.network, *addresses)
-        chain = ChainRun(
-            netns=f"/var/run/netns/{pod}",
-            ifname="net1",
-            agent_socket=self.agent.path,
-            node_netns=self.node,
-            container_id=pod,
-            pod_name=pod,
-        )
-        return chain.add(network, network["plugins"])
-
-    def pod(self, name: str) -> str:
-        return f"{self.tag}-{name}"
+def in_range(address: str, first: str, last: str) -> bool:
+    as_int = int(ipaddress.ip_address(address))
+    return int(ipaddress.ip_address(first)) <= as_int <= int(ipaddress.ip_address(last))
 
 
-def segment(tag: str, network: dict[str, Any], work: Path, router_addresses: list[str]) -> Segment:
-    """The node's ENI stand-in (named as ipvlan's master) and its other end in the router's
-    namespace, which holds `router_addresses` (address/prefix on the link; /32 and /128 on lo:
-    hosts beyond the router)."""
-    master = network["plugins"][0]["master"]
-    made = Segment(tag, network, StandInAgent(work / f"{tag}-agent.sock"), [])
-    for namespace in (made.node, made.router):
-        ip("netns", "add", namespace)
-        ip("-n", namespace, "link", "set", "lo", "up")
-    ip("-n", made.node, "link", "add", master, "type", "veth", "peer", "name", "lan0",
-       "netns", made.router)  # fmt: skip
-    ip("-n", made.node, "link", "set", master, "up")
-    ip("-n", made.router, "link", "set", "lan0", "up")
-    for address in router_addresses:
-        on_lo = address.endswith(("/32", "/128"))
-        ip("-n", made.router, "address", "add", address, "dev", "lo" if on_lo else "lan0",
-           *(() if on_lo else ("nodad",)))  # fmt: skip
-    return made
-
-
-def remove(made: Segment) -> None:
-    made.agent.close()
-    for namespace in (*made.pods, made.node, made.router):
-        ip("netns", "del", namespace, check=False)
-
-
-@pytest.fixture
-def dual_stack(tmp_path: Path) -> Iterator[Segment]:
-    made = segment(
-        "ds",
-        dual_stack_network(),
-        tmp_path,
-        ["10.0.6.1/24", f"{IPV6_ROUTER}/64", f"{OUTSIDE_THE_64}/128"],
-    )
-    try:
-        yield made
-    finally:
-        remove(made)
-
-
-@pytest.fixture
-def dual_stack_routed(tmp_path: Path) -> Iterator[Segment]:
-    made = segment(
-        "dr",
-        dual_stack_network(routes=(RAN_RANGE,)),
-        tmp_path,
-        ["10.0.6.1/24", f"{IPV6_ROUTER}/64", f"{OUTSIDE_THE_64}/128", f"{GNB}/32"],
-    )
-    try:
-        yield made
-    finally:
-        remove(made)
-
-
-@pytest.fixture
-def routed(tmp_path: Path) -> Iterator[Segment]:
-    made = segment("rt", routed_network(), tmp_path, ["10.0.4.1/24", f"{GNB}/32"])
-    try:
-        yield made
-    finally:
-        remove(made)
+def in_reservation(address: str, reservation: str) -> bool:
+    return ipaddress.ip_address(address) in ipaddress.ip_network(reservation)
 
 
 def routes(pod: str, *selector: str, family: str = "-4") -> list[dict[str, Any]]:
@@ -236,120 +129,133 @@ def wait_for_dad(pod: str, timeout: float = 30) -> None:
 
 
 def test_the_dual_stack_chain_keeps_eth0s_default_and_gives_each_family_its_router(
-    dual_stack: Segment,
+    segment: Segment,
 ) -> None:
-    result = dual_stack.start_pod("pod-a", "10.0.2.201", POD_A, POD_A_IPV6)
-    pod = dual_stack.pod("pod-a")
+    """ADD succeeds although ipvlan adds ::/0 via the router right after the address, while
+    duplicate address detection still runs."""
+    started = segment.pod("dual-stack-a", DUAL_STACK)
+    pod = started.name
+    address, address_ipv6 = leased(started)
+    ipv6 = segment.ipv6
 
-    assert [ip_config["address"] for ip_config in result["ips"]] == [
-        f"{POD_A}/24",
-        f"{POD_A_IPV6}/64",
-    ]
-    assert [request["ips"] for request in dual_stack.agent.requests] == [[POD_A, POD_A_IPV6]]
+    assert in_reservation(address, DUAL_STACK_RESERVATION)
+    assert in_range(address_ipv6, ipv6.first_address, ipv6.last_address)
+    assert net1_addresses(pod) == {f"{address}/24", f"{address_ipv6}/64"}
+    # multus-pod-ip handed both addresses to the agent, which assigned them to the ENI.
+    assert address in segment.agent.addresses(DUAL_STACK_NETWORK)
+    assert address_ipv6 in segment.agent.ipv6_addresses(DUAL_STACK_NETWORK)
     # Main table: eth0's default is the only IPv4 default; net1 keeps only its subnets.
     defaults = [(r.get("gateway"), r["dev"]) for r in routes(pod, "table", "main", "default")]
     assert defaults == [(VPC_CNI_GATEWAY, "eth0")]
     assert [(r["dst"], r.get("gateway"), r.get("prefsrc")) for r in routes(pod, "dev", "net1")] == [
-        (DUAL_STACK_SUBNET, None, POD_A)
+        (DUAL_STACK_SUBNET, None, address)
     ]
     ipv6_main = routes(pod, "table", "main", "dev", "net1", family="-6")
-    assert [(r["dst"], r.get("gateway")) for r in ipv6_main] == [(SUBNET_IPV6, None)]
+    assert [(r["dst"], r.get("gateway")) for r in ipv6_main] == [(ipv6.subnet_cidr, None)]
     # sbr: a rule per address, each table with its family's default via its family's router.
-    ipv4_table, ipv6_table = rules(pod, "-4")[POD_A], rules(pod, "-6")[POD_A_IPV6]
+    ipv4_table, ipv6_table = rules(pod, "-4")[address], rules(pod, "-6")[address_ipv6]
     assert ipv4_table != ipv6_table
     ipv4_defaults = routes(pod, "table", ipv4_table, "default")
-    assert [(r.get("gateway"), r["dev"]) for r in ipv4_defaults] == [("10.0.6.1", "net1")]
+    assert [(r.get("gateway"), r["dev"]) for r in ipv4_defaults] == [(DUAL_STACK_ROUTER, "net1")]
     ipv6_defaults = routes(pod, "table", ipv6_table, "default", family="-6")
-    assert [(r.get("gateway"), r["dev"]) for r in ipv6_defaults] == [(IPV6_ROUTER, "net1")]
+    assert [(r.get("gateway"), r["dev"]) for r in ipv6_defaults] == [(ipv6.gateway, "net1")]
     # ... and not the other family's: sbr copies a route with a gateway only into the table of
     # the address whose prefix holds that gateway.
     assert routes(pod, "table", ipv4_table, "default", family="-6") == []
     assert routes(pod, "table", ipv6_table, "default") == []
-    # Where packets leave.
-    assert "dev net1" in route_get(pod, POD_B_IPV6)
-    bound = route_get(pod, OUTSIDE_THE_64, "from", POD_A_IPV6)
-    assert f"via {IPV6_ROUTER} dev net1" in bound, bound
+    # Where packets leave: another address of the /64 (the pod range's last, no pod's)...
+    assert "dev net1" in route_get(pod, ipv6.last_address)
+    bound = route_get(pod, segment.outside_the_64, "from", address_ipv6)
+    assert f"via {ipv6.gateway} dev net1" in bound, bound
     assert f"via {VPC_CNI_GATEWAY} dev eth0" in route_get(pod, INTERNET_ADDRESS)
-    assert "via 10.0.6.1 dev net1" in route_get(pod, INTERNET_ADDRESS, "from", POD_A)
+    assert f"via {DUAL_STACK_ROUTER} dev net1" in route_get(pod, INTERNET_ADDRESS, "from", address)
 
 
 def test_dual_stack_pods_exchange_ipv6_with_each_other_and_beyond_the_router(
-    dual_stack: Segment,
+    segment: Segment,
 ) -> None:
     """Two pods on the same ipvlan master (ipvlan l2 switches between its slaves) and a host
     behind the VPC router's stand-in, which owns an address of another /64."""
-    dual_stack.start_pod("pod-a", "10.0.2.201", POD_A, POD_A_IPV6)
-    dual_stack.start_pod("pod-b", "10.0.2.202", POD_B, POD_B_IPV6)
-    pod_a, pod_b = dual_stack.pod("pod-a"), dual_stack.pod("pod-b")
+    # Names of their own: a deleted Pod bound to a node stays until a kubelet confirms it.
+    pod_a, pod_b = segment.pod("peer-a", DUAL_STACK), segment.pod("peer-b", DUAL_STACK)
+    (a, a_ipv6), (b, b_ipv6) = leased(pod_a), leased(pod_b)
+    assert a != b and a_ipv6 != b_ipv6
     for pod in (pod_a, pod_b):
-        wait_for_dad(pod)
+        wait_for_dad(pod.name)
+    outside = segment.outside_the_64
 
-    assert ping_from(pod_a, POD_B_IPV6)
-    assert ping_from(pod_b, POD_A_IPV6)
-    assert ping_from(pod_a, IPV6_ROUTER)
-    assert ping_from(pod_a, OUTSIDE_THE_64, source=POD_A_IPV6)
+    assert ping_from(pod_a.name, b_ipv6)
+    assert ping_from(pod_b.name, a_ipv6)
+    assert ping_from(pod_a.name, segment.ipv6.gateway)
+    assert ping_from(pod_a.name, outside, source=a_ipv6)
     # Unbound beyond the /64: the main table has no IPv6 route there (`ip route get` without
     # a source answers "Network is unreachable"), but a socket's lookup then selects a source
     # address and looks up again with it (Linux net/ipv6/ip6_output.c, ip6_dst_lookup_tail),
     # which sbr's rule of net1's address matches: the only global one once DAD is done.
-    assert unbound_source(pod_a, OUTSIDE_THE_64) == POD_A_IPV6
-    assert ping_from(pod_a, OUTSIDE_THE_64)
-    assert ping_from(pod_a, "10.0.6.1")
+    assert unbound_source(pod_a.name, outside) == a_ipv6
+    assert ping_from(pod_a.name, outside)
+    assert ping_from(pod_a.name, DUAL_STACK_ROUTER)
     # The router's stand-in knows no way to eth0's address: an IPv4 packet that left over
     # net1 from eth0's address would get no answer; one bound to net1's does.
-    assert ping_from(pod_a, POD_B, source=POD_A)
+    assert ping_from(pod_a.name, b, source=a)
 
 
-def test_the_routed_chain_reaches_the_destination_over_net1_bound_or_not(routed: Segment) -> None:
-    result = routed.start_pod("pod", "10.0.2.203", ROUTED_POD)
-    pod = routed.pod("pod")
+def test_the_routed_chain_reaches_the_destination_over_net1_bound_or_not(
+    segment: Segment,
+) -> None:
+    started = segment.pod("routed", ROUTED)
+    pod = started.name
+    (address,) = started.net1_addresses()
 
-    assert [ip_config["address"] for ip_config in result["ips"]] == [f"{ROUTED_POD}/24"]
+    assert in_reservation(address, ROUTED_RESERVATION)
+    assert net1_addresses(pod) == {f"{address}/24"}
     defaults = [(r.get("gateway"), r["dev"]) for r in routes(pod, "table", "main", "default")]
     assert defaults == [(VPC_CNI_GATEWAY, "eth0")]
     assert [(r["dst"], r.get("gateway"), r.get("prefsrc")) for r in routes(pod, "dev", "net1")] == [
-        (ROUTED_SUBNET, None, ROUTED_POD),
-        (RAN_RANGE, "10.0.4.1", ROUTED_POD),
+        (ROUTED_SUBNET, None, address),
+        (RAN_RANGE, ROUTED_ROUTER, address),
     ]
-    table = rules(pod, "-4")[ROUTED_POD]
+    table = rules(pod, "-4")[address]
     sbr_table = {(r["dst"], r.get("gateway"), r["dev"]) for r in routes(pod, "table", table)}
-    assert {("default", "10.0.4.1", "net1"), (RAN_RANGE, "10.0.4.1", "net1")} <= sbr_table
+    assert {("default", ROUTED_ROUTER, "net1"), (RAN_RANGE, ROUTED_ROUTER, "net1")} <= sbr_table
     unbound = route_get(pod, GNB)
-    assert f"via 10.0.4.1 dev net1 src {ROUTED_POD}" in unbound, unbound
-    bound = route_get(pod, GNB, "from", ROUTED_POD)
-    assert "via 10.0.4.1 dev net1" in bound, bound
+    assert f"via {ROUTED_ROUTER} dev net1 src {address}" in unbound, unbound
+    bound = route_get(pod, GNB, "from", address)
+    assert f"via {ROUTED_ROUTER} dev net1" in bound, bound
     assert f"via {VPC_CNI_GATEWAY} dev eth0" in route_get(pod, INTERNET_ADDRESS)
     # The router's stand-in owns the gNB's address and answers on-link to the pod's.
     assert ping_from(pod, GNB)
-    assert ping_from(pod, GNB, source=ROUTED_POD)
+    assert ping_from(pod, GNB, source=address)
 
 
 def test_a_dual_stack_network_with_routes_keeps_the_routes_in_the_ipv4_table_only(
-    dual_stack_routed: Segment,
+    segment: Segment,
 ) -> None:
     """Both at once (the config allows routes on a dual-stack network): the IPAM's routes are
     both defaults and the RAN's range; sbr puts the range, whose gateway is the IPv4 router,
     into the IPv4 address's table only, and mainTableRoutes back into the main table."""
-    dual_stack_routed.start_pod("pod-a", "10.0.2.204", POD_A, POD_A_IPV6)
-    pod = dual_stack_routed.pod("pod-a")
+    started = segment.pod("dual-routed", DUAL_STACK_ROUTED)
+    pod = started.name
+    address, address_ipv6 = leased(started)
+    ipv6 = segment.ipv6
 
     defaults = [(r.get("gateway"), r["dev"]) for r in routes(pod, "table", "main", "default")]
     assert defaults == [(VPC_CNI_GATEWAY, "eth0")]
     assert [(r["dst"], r.get("gateway"), r.get("prefsrc")) for r in routes(pod, "dev", "net1")] == [
-        (DUAL_STACK_SUBNET, None, POD_A),
-        (RAN_RANGE, "10.0.6.1", POD_A),
+        (DUAL_STACK_SUBNET, None, address),
+        (RAN_RANGE, DUAL_STACK_ROUTER, address),
     ]
     ipv6_main = routes(pod, "table", "main", "dev", "net1", family="-6")
-    assert [(r["dst"], r.get("gateway")) for r in ipv6_main] == [(SUBNET_IPV6, None)]
-    ipv4_table, ipv6_table = rules(pod, "-4")[POD_A], rules(pod, "-6")[POD_A_IPV6]
+    assert [(r["dst"], r.get("gateway")) for r in ipv6_main] == [(ipv6.subnet_cidr, None)]
+    ipv4_table, ipv6_table = rules(pod, "-4")[address], rules(pod, "-6")[address_ipv6]
     ipv4_routes = {(r["dst"], r.get("gateway")) for r in routes(pod, "table", ipv4_table)}
-    assert {("default", "10.0.6.1"), (RAN_RANGE, "10.0.6.1")} <= ipv4_routes
+    assert {("default", DUAL_STACK_ROUTER), (RAN_RANGE, DUAL_STACK_ROUTER)} <= ipv4_routes
     assert routes(pod, "table", ipv6_table) == []  # no IPv4 route at all
     ipv6_defaults = routes(pod, "table", ipv6_table, "default", family="-6")
-    assert [(r.get("gateway"), r["dev"]) for r in ipv6_defaults] == [(IPV6_ROUTER, "net1")]
+    assert [(r.get("gateway"), r["dev"]) for r in ipv6_defaults] == [(ipv6.gateway, "net1")]
     unbound = route_get(pod, GNB)
-    assert f"via 10.0.6.1 dev net1 src {POD_A}" in unbound, unbound
+    assert f"via {DUAL_STACK_ROUTER} dev net1 src {address}" in unbound, unbound
     assert f"via {VPC_CNI_GATEWAY} dev eth0" in route_get(pod, INTERNET_ADDRESS)
     wait_for_dad(pod)
     assert ping_from(pod, GNB)
-    assert ping_from(pod, OUTSIDE_THE_64)
+    assert ping_from(pod, segment.outside_the_64)

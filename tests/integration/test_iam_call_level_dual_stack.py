@@ -15,6 +15,7 @@ parameters, so Ipv6AddressCount needs nothing new.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -111,7 +112,8 @@ def agent_run(emulator: Ec2Emulator, vpc: EmulatedVpc) -> AgentRun:
     ranges = {DUAL_STACK_NETWORK: dual_stack_ranges(vpc, DUAL_STACK_NETWORK)}
     node = PodIpNode.bootstrap(emulator, vpc, AZ, CLUSTER, interfaces={**EMULATOR_RANGES, **ranges})
     pod_range = ipv6_pod_range(vpc.ipv6_subnet_cidrs[DUAL_STACK_NETWORK, AZ])
-    kept, deleted = (pod_range.replace("/112", "") + suffix for suffix in ("1", "2"))
+    # EC2 writes IPv6 addresses compressed (RFC 5952), as the agent now sends them.
+    kept, deleted = (str(ipaddress.ip_network(pod_range)[host]) for host in (1, 2))
     emulator.proxy.reset()
     node.start_agent()
     try:

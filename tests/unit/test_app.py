@@ -51,6 +51,17 @@ def test_synth_warns_on_stderr_when_nobody_can_use_kubectl(
     assert "admin_principal_arns" not in capsys.readouterr().err
 
 
+def test_synth_warns_on_stderr_about_an_endpoint_open_to_the_world(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    print_config_warnings(
+        load_config({"config.cluster.public_access_cidrs": '["0.0.0.0/0"]'}, REPO)
+    )
+    assert "cluster.public_access_cidrs includes 0.0.0.0/0" in capsys.readouterr().err
+    print_config_warnings(load_config({}, REPO))
+    assert "public_access_cidrs includes" not in capsys.readouterr().err
+
+
 def test_synth_warns_on_stderr_about_host_level_images_without_a_digest(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -107,3 +118,12 @@ def test_the_app_loads_its_config_once_and_builds_from_that_load(
     # The config layer cannot import the renderer; the app hands it the renderer's measure, so
     # an oversized user-data is refused with the config's errors (config/loader.py).
     assert measures == [deployed_size]
+
+
+def test_synth_warns_on_stderr_about_a_kubernetes_minor_past_eks_standard_support(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """1.34 left EKS standard support on 2026-12-02 (config/kubernetes_support.py): from then
+    on, whatever the day the suite runs, synth says so."""
+    print_config_warnings(load_config({"config.cluster.kubernetes_version": "1.34"}, REPO))
+    assert "cluster.kubernetes_version 1.34" in capsys.readouterr().err

@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from charts.network_attachments import (
+from charts.nad_cni_configs import (
     NetworkAttachment,
     cni_config,
     static_cni_config,

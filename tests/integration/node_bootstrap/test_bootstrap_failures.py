@@ -103,18 +103,19 @@ def test_a_successful_run_does_not_power_off(
     assert failure_tag(emulator, instance_id) is None
 
 
-def interface_files(run: BootstrapRun, ifname: str) -> list[Path]:
+def interface_files(run: BootstrapRun, instance_id: str, ifname: str) -> list[Path]:
     """The files the bootstrap writes for one interface before attaching it."""
     return [
         run.root / f"etc/systemd/network/10-multus-{ifname}.link",
         run.root / f"etc/systemd/network/10-multus-{ifname}.network",
         run.root / f"etc/udev/rules.d/10-multus-{ifname}.rules",
+        run.root / f"etc/eks/nodeadm/udev-net-manager/{instance_id}/{ifname}",
     ]
 
 
 def test_attach_refused(emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str) -> None:
     """The refused network's ENI is deleted and its name, networkd and udev files with it
-    (they would match no ENI); the attached network keeps its own."""
+    and nodeadm's record (they would match no ENI); the attached network keeps its own."""
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
     run = emulator.run_bootstrap(user_data, instance_id, faults=[ATTACH_REFUSED])
     assert_failed_cleanly(emulator, instance_id, run)
@@ -122,8 +123,8 @@ def test_attach_refused(emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str)
     names = {"multus1", "multus2"}
     (released,) = [name for name in names if f"{name}: deleting eni-" in run.output]
     (attached,) = names - {released}
-    assert [path for path in interface_files(run, released) if path.exists()] == []
-    assert all(path.exists() for path in interface_files(run, attached))
+    assert [path for path in interface_files(run, instance_id, released) if path.exists()] == []
+    assert all(path.exists() for path in interface_files(run, instance_id, attached))
 
 
 def test_a_refused_attach_leaves_ec2s_error_on_the_console_and_on_the_instance(

@@ -10,6 +10,7 @@ import pytest
 from botocore.credentials import Credentials
 
 from config import parse_config
+from config.connection_tracking import ConnectionTracking
 from config.network_plan import network_plan
 from config.node_bootstrap_plan import READY_MARKER_PATH, node_bootstrap_props
 from node_bootstrap import CLUSTER_TAG_KEY, render_user_data
@@ -48,8 +49,22 @@ def single_network_user_data(vpc: EmulatedVpc) -> str:
     )
 
 
+#: multus2 routes through a transit gateway in this module's nodes: its ENI takes 8500 bytes.
+NARROW_MTU = 8500
+#: multus2's flows idle longer than EC2's defaults in this module's nodes.
+LONG_IDLE = ConnectionTracking(tcp_established_timeout=3600, udp_stream_timeout=180)
+
+
 @pytest.fixture(scope="module")
-def fresh_node(emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str) -> tuple[str, BootstrapRun]:
+def fresh_node(emulator: Ec2Emulator, vpc: EmulatedVpc) -> tuple[str, BootstrapRun]:
+    props = vpc.bootstrap_props(CLUSTER)
+    first, second = props.interfaces
+    user_data = render_user_data(
+        replace(
+            props,
+            interfaces=[first, replace(second, mtu=NARROW_MTU, connection_tracking=LONG_IDLE)],
+        )
+    )
     instance_id = emulator.launch_instance(vpc, "us-west-2a", CLUSTER)
     return instance_id, emulator.run_bootstrap(user_data, instance_id)
 
@@ -174,9 +189,9 @@ def test_calls_signed_with_other_credentials_are_refused_and_leave_nothing(
 def test_each_interface_is_named_by_mac_before_it_is_attached(
     emulator: Ec2Emulator, fresh_node: tuple[str, BootstrapRun]
 ) -> None:
-    """The .link also keeps the MTU that nodeadm's networkd file would have set
-    (awslabs/amazon-eks-ami nodeadm/cmd/nodeadm-internal/udev/eks-managed.network.tpl,
-    [Link] MTUBytes=9001): the unmanaged .network applies no [Link] setting."""
+    """The .link also sets the MTU, the network's: nodeadm's networkd file would have set the
+    VPC's (awslabs/amazon-eks-ami nodeadm/cmd/nodeadm-internal/udev/eks-managed.network.tpl,
+    [Link] MTUBytes=9001), and the unmanaged .network applies no [Link] setting."""
     instance_id, run = fresh_node
     attach_times = {
         call.params["NetworkInterfaceId"]: call.received_at
@@ -186,7 +201,7 @@ def test_each_interface_is_named_by_mac_before_it_is_attached(
         link_file = run.root / f"etc/systemd/network/10-multus-multus{index}.link"
         assert link_file.read_text() == (
             f"[Match]\nMACAddress={eni['MacAddress']}\n\n[Link]\nName=multus{index}\n"
-            "MTUBytes=9001\n"
+            f"MTUBytes={9001 if index == 1 else NARROW_MTU}\n"
         )
         assert link_file.stat().st_mtime <= attach_times[eni["NetworkInterfaceId"]]
     host_commands = (run.root / "var/lib/multus-eni/host-commands").read_text().splitlines()
@@ -215,6 +230,70 @@ def test_networkd_leaves_each_interface_alone(
         )
         assert sorted([f"70-eks-multus{index}.network", name])[0] == name
     assert run.host_commands.count("networkctl reload") == 2
+
+
+def test_each_eni_is_created_with_its_networks_connection_tracking_timeouts(
+    emulator: Ec2Emulator, fresh_node: tuple[str, BootstrapRun]
+) -> None:
+    """CreateNetworkInterface takes ConnectionTrackingSpecification (botocore's EC2 model: the
+    emulator refuses a parameter the action does not take); multus1 sets none and keeps
+    EC2's defaults, multus2 sets two of the three."""
+    instance_id, run = fresh_node
+    tracking = {
+        call.params["Description"]: {
+            key.removeprefix("ConnectionTrackingSpecification."): value
+            for key, value in call.params.items()
+            if key.startswith("ConnectionTrackingSpecification.")
+        }
+        for call in run.actions("CreateNetworkInterface")
+        if call.status == 200
+    }
+    assert tracking == {
+        f"Multus multus1 of {instance_id}": {},
+        f"Multus multus2 of {instance_id}": {
+            "TcpEstablishedTimeout": "3600",
+            "UdpStreamTimeout": "180",
+        },
+    }
+
+
+NODEADM_SYSTEMD_MANAGER = "io.systemd.Network"
+
+
+def interfaces_the_boot_hook_waits_for(root: Path, instance_id: str) -> set[str]:
+    """nodeadm's boot hook, at every boot: each interface whose record under
+    /etc/eks/nodeadm/udev-net-manager/<instance-id>/ reads (whitespace trimmed) as networkd's
+    manager must reach networkctl's AdministrativeState "configured" within a minute, or the
+    hook fails (awslabs/amazon-eks-ami nodeadm/cmd/nodeadm-internal/boot-book/hook.go,
+    internal/util/fs_cache.go, internal/system/networking.go ensureInterfacesConfigured)."""
+    records = root / "etc/eks/nodeadm/udev-net-manager" / instance_id
+    return {
+        record.name
+        for record in records.iterdir()
+        if record.read_text().strip() == NODEADM_SYSTEMD_MANAGER
+    }
+
+
+def test_nodeadm_records_each_interface_as_not_networkds_before_the_attach(
+    emulator: Ec2Emulator, fresh_node: tuple[str, BootstrapRun]
+) -> None:
+    """nodeadm's udev-net-manager (started for every ENA interface by the AMI's 90-eks.rules)
+    reads its record for the interface first and keeps it; without one it records
+    "io.systemd.Network" during user-data (/run/nodeadm/init is written only by nodeadm's run
+    phase, after cloud-final: udev/broker.go ManagerFor, determineManager). An unmanaged Multus
+    interface recorded so would make the boot hook wait a minute and fail at every reboot, so
+    the record must say another manager, and be there before the attach makes the device."""
+    instance_id, run = fresh_node
+    attach_times = {
+        call.params["NetworkInterfaceId"]: call.received_at
+        for call in run.actions("AttachNetworkInterface")
+    }
+    records = run.root / "etc/eks/nodeadm/udev-net-manager" / instance_id
+    for index, eni in multus_enis(emulator, instance_id).items():
+        record = records / f"multus{index}"
+        assert record.read_text().strip() not in ("", NODEADM_SYSTEMD_MANAGER)
+        assert record.stat().st_mtime <= attach_times[eni["NetworkInterfaceId"]]
+    assert interfaces_the_boot_hook_waits_for(run.root, instance_id) == set()
 
 
 def test_the_networkd_file_is_written_and_loaded_before_the_attach(
@@ -263,13 +342,16 @@ def test_a_udev_rule_brings_each_interface_up_at_every_boot(
 ) -> None:
     """Unmanaged=yes: networkd no longer brings the link up (systemd.network(5)), and cloud-init
     runs user-data once per instance, so after a reboot only this rule (udev(7): RUN on the
-    add event, which coldplug replays at boot) brings the interface up."""
+    add event, which coldplug replays at boot) brings the interface up. It names the interface
+    as the .link renames it: udev formats RUN when it reads the rule, before
+    80-net-setup-link.rules renames the device, so `$name` would be the kernel's old name
+    (systemd udev-rules.c, TK_A_RUN_PROGRAM)."""
     instance_id, run = fresh_node
     for index, eni in multus_enis(emulator, instance_id).items():
         rule = run.root / f"etc/udev/rules.d/10-multus-multus{index}.rules"
         assert rule.read_text() == (
             f'ACTION=="add", SUBSYSTEM=="net", ATTR{{address}}=="{eni["MacAddress"]}", '
-            'RUN+="/usr/sbin/ip link set dev $name up"\n'
+            f'RUN+="/usr/sbin/ip link set dev multus{index} up"\n'
         )
 
 

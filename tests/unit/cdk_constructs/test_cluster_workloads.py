@@ -15,13 +15,13 @@ from aws_cdk.assertions import Template
 from cdk_constructs.cluster_workloads import ClusterWorkloads, ClusterWorkloadsProps
 from charts.cleartaints import ClearTaintsNodes, ClearTaintsProps
 from charts.multus import MultusProps
-from charts.network_attachments import (
+from charts.nad_cni_configs import (
     NetworkAttachment,
-    NetworkAttachmentsProps,
     cni_binaries,
     cni_host_files,
     whereabouts_range_and_gateway,
 )
+from charts.network_attachments import NetworkAttachmentsProps
 from charts.whereabouts import WhereaboutsProps
 from config import AppConfig
 from config.images import ImagesConfig

@@ -16,12 +16,11 @@ from moto.core.models import MockAWS
 
 from cdk_constructs.vpc_dns_check_handler import index as handler
 from testing_support.ec2_iam_requests import Caller, Ec2Call, authorization_requests
-from testing_support.iam_call_level import denied, resolver
+from testing_support.iam_call_level import denied
 from testing_support.iam_evaluator import AuthorizationRequest
-from testing_support.iam_reference import role_statements
 from tests.conftest import EXISTING_VPC, REPO, SynthesizedApp
-from tests.helpers import resources
-from tests.moto_helpers import moto_for_module
+from tests.helpers import function_role_statements
+from tests.moto_helpers import moto_for_module, recorded_ec2_calls
 
 REGION = "us-west-2"
 FIELD = "vpc.existing.vpc_id"
@@ -96,39 +95,23 @@ def test_delete_never_fails(ec2: Any) -> None:
 def test_every_call_is_allowed_by_the_synthesized_policy(
     ec2: Any, existing_vpc_app: SynthesizedApp
 ) -> None:
-    calls: list[tuple[str, dict[str, str]]] = []
     vpc_id = team_vpc(ec2)
     options = ec2.create_dhcp_options(
         DhcpConfigurations=[{"Key": "domain-name-servers", "Values": ["AmazonProvidedDNS"]}]
     )["DhcpOptions"]["DhcpOptionsId"]
     ec2.associate_dhcp_options(DhcpOptionsId=options, VpcId=vpc_id)
-    original = boto3.client
-
-    def recording_client(*args: Any, **kwargs: Any) -> Any:
-        client = original(*args, **kwargs)
-        client.meta.events.register(
-            "before-call.ec2.*",
-            lambda model, params, **_: calls.append((model.name, params["body"])),
-        )
-        return client
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(boto3, "client", recording_client)
+    with recorded_ec2_calls() as calls:
         handler.on_event(event("Create", vpc_id))
     assert {action for action, _ in calls} == {
         "DescribeVpcAttribute",
         "DescribeVpcs",
         "DescribeDhcpOptions",
     }
-    templates = existing_vpc_app.templates_by_stack_name()
-    stack = existing_vpc_app.stage.network.stack_name
-    (function,) = [
-        f
-        for lid, f in resources(templates[stack], "AWS::Lambda::Function").items()
-        if lid.startswith("VpcDnsCheckHandler")
-    ]
-    role_id = function["Properties"]["Role"]["Fn::GetAtt"][0]
-    statements = role_statements(templates[stack], role_id, resolver(templates, stack, {}))
+    statements = function_role_statements(
+        existing_vpc_app.templates_by_stack_name(),
+        existing_vpc_app.stage.network.stack_name,
+        "VpcDnsCheckHandler",
+    )
     config_vpc = json.loads((REPO / EXISTING_VPC).read_text())["vpc"]["existing"]["vpc_id"]
 
     def requests(vpc: str) -> list[AuthorizationRequest]:

@@ -17,14 +17,13 @@ from charts.cleartaints import ClearTaintsChart, ClearTaintsNodes, ClearTaintsPr
 from charts.karpenter_node_pool import KarpenterNodePoolChart, KarpenterNodePoolProps
 from charts.multus import MultusChart, MultusProps
 from charts.multus_pod_ips import MultusPodIpsChart, MultusPodIpsProps, PodIpsNodes
-from charts.network_attachments import (
+from charts.nad_cni_configs import (
     NetworkAttachment,
-    NetworkAttachmentsChart,
-    NetworkAttachmentsProps,
     cni_binaries,
     cni_host_files,
     whereabouts_range_and_gateway,
 )
+from charts.network_attachments import NetworkAttachmentsChart, NetworkAttachmentsProps
 from charts.sample_workloads import SampleWorkloadsChart, SampleWorkloadsProps, ZoneWorkload
 from charts.whereabouts import WhereaboutsChart, WhereaboutsProps
 from config import AppConfig

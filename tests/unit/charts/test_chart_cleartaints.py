@@ -366,7 +366,7 @@ def test_without_per_pod_address_networks_the_pod_ip_agent_is_not_waited_for(
 
 
 def test_seed_attachments_name_the_plugins_the_chart_waits_for() -> None:
-    from charts.network_attachments import cni_binaries, cni_host_files
+    from charts.nad_cni_configs import cni_binaries, cni_host_files
 
     assert cni_binaries(seed_attachments()) == [
         "ipvlan",

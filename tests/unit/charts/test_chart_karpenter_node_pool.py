@@ -8,7 +8,7 @@ from typing import Any
 import cdk8s
 import pytest
 
-from charts.karpenter_node_pool import KarpenterNodePoolChart
+from charts.karpenter_node_pool import DisruptionBudget, KarpenterNodePoolChart
 from config.node_labels import NodeTaint
 
 THREE_ZONES = ("eu-west-1a", "eu-west-1b", "eu-west-1c")
@@ -90,6 +90,36 @@ def test_node_pool_limits_disruption_and_weight(seed: dict[str, dict[str, Any]])
         "c6i",
         "r6i",
     ]
+
+
+def test_expiry_consolidation_and_budgets_reach_the_node_pool_as_written(
+    helpers: SimpleNamespace,
+) -> None:
+    """spec.template.spec.expireAfter and spec.disruption of karpenter.sh/v1 (Karpenter v1.14
+    karpenter.sh_nodepools.yaml); a budget carries only the fields it sets, and no budget at
+    all leaves Karpenter's default (10% of the nodes)."""
+    budgets = [
+        DisruptionBudget(nodes="0", reasons=["Drifted"], schedule="0 4 * * *", duration="22h"),
+        DisruptionBudget(nodes="1"),
+    ]
+    node_pool = synth(
+        helpers,
+        expire_after="Never",
+        consolidation_policy="WhenEmptyOrUnderutilized",
+        budgets=budgets,
+    )["NodePool"]["spec"]
+
+    assert node_pool["template"]["spec"]["expireAfter"] == "Never"
+    assert node_pool["disruption"] == {
+        "consolidationPolicy": "WhenEmptyOrUnderutilized",
+        "consolidateAfter": "120s",
+        "budgets": [
+            {"nodes": "0", "reasons": ["Drifted"], "schedule": "0 4 * * *", "duration": "22h"},
+            {"nodes": "1"},
+        ],
+    }
+    assert "budgets" not in synth(helpers)["NodePool"]["spec"]["disruption"]
+    assert synth(helpers)["NodePool"]["spec"]["template"]["spec"]["expireAfter"] == "720h"
 
 
 def test_zones_come_from_props(helpers: SimpleNamespace) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from charts.multus_pod_ips import MultusPodIpsProps, PodIpsNodes, agent_config, config_map_key
-from charts.network_attachments import cni_config
+from charts.nad_cni_configs import cni_config
 from config.images import ImagesConfig
 from config.node_bootstrap_plan import READY_MARKER_DIR
 from config.node_labels import KARPENTER_NODE_LABEL_KEY
@@ -151,8 +151,9 @@ def test_init_container_installs_the_plugin_the_nads_chain_names(
     assert installed.name == CNI_PLUGIN_TYPE and CNI_PLUGIN_TYPE in nad_types
     assert installed.read_text() == CNI_PLUGIN_SCRIPT.read_text()
     assert installed.stat().st_mode & stat.S_IXUSR
-    # Multus runs it chrooted into the host, where AL2023 has /usr/bin/python3.
-    assert installed.read_text().startswith("#!/usr/bin/python3\n")
+    # Multus runs it chrooted into the host, where AL2023 has /usr/bin/python3; isolated (-I):
+    # test_cni_plugin.py shows what that keeps out.
+    assert installed.read_text().startswith("#!/usr/bin/python3 -I\n")
 
 
 def test_an_interface_without_ranges_is_rejected() -> None:

@@ -9,13 +9,12 @@ from typing import Any
 import cdk8s
 import pytest
 
-from charts.network_attachments import (
+from charts.nad_cni_configs import (
     WHEREABOUTS_KUBECONFIG,
     NetworkAttachment,
-    NetworkAttachmentsChart,
-    NetworkAttachmentsProps,
     whereabouts_range_and_gateway,
 )
+from charts.network_attachments import NetworkAttachmentsChart, NetworkAttachmentsProps
 from config.network_plan import network_attachment_name
 from multus_pod_ips import CNI_PLUGIN_TYPE
 

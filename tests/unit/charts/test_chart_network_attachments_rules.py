@@ -13,11 +13,9 @@ from typing import Any
 import cdk8s
 import pytest
 
-from charts.network_attachments import (
+from charts.nad_cni_configs import (
     CNI_VERSION,
     NetworkAttachment,
-    NetworkAttachmentsChart,
-    NetworkAttachmentsProps,
     cni_binaries,
     cni_config,
     cni_configs,
@@ -25,6 +23,7 @@ from charts.network_attachments import (
     static_cni_config,
     whereabouts_range_and_gateway,
 )
+from charts.network_attachments import NetworkAttachmentsChart, NetworkAttachmentsProps
 from multus_pod_ips import CNI_PLUGIN_TYPE
 
 # CNI spec versions that know plugin lists ("plugins", from 0.3.0 on) and that the reference

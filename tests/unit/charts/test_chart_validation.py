@@ -1,4 +1,4 @@
-"""Every synthesized object is checked against a schema: Kubernetes 1.34's for built-in kinds,
+"""Every synthesized object is checked against a schema: Kubernetes 1.35's for built-in kinds,
 the upstream CRD's for custom resources. An object of any other kind fails the suite."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-KUBERNETES_VERSION = "1.34"
+KUBERNETES_VERSION = "1.35"  # the default cluster.kubernetes_version
 
 # Custom kinds we emit -> (CRD key in upstream_crds, served version).
 CUSTOM_KINDS = {

@@ -94,6 +94,19 @@ def pattern_case(
     return BadInput(case_id, kind, {f"config.{path}": value}, (path, f"for example {example}"))
 
 
+def disruption_case(
+    case_id: str, disruption: dict[str, Any], example: str, where: str = ""
+) -> BadInput:
+    """A pattern-validated key of the default pool's disruption (`where`: below it)."""
+    key = where or f".{next(iter(disruption))}"
+    return BadInput(
+        case_id,
+        "unclear",
+        pool(disruption=disruption),
+        (f"node_pools[0].disruption{key}", f"for example {example}"),
+    )
+
+
 def pool_pattern_case(case_id: str, key: str, value: str, example: str) -> BadInput:
     """pattern_case for a key of the default pool."""
     return BadInput(
@@ -330,6 +343,21 @@ ACCEPTED = [
             "node_pools[].termination_grace_period at most 41m",
         ),
     ),
+    # Two rules of the whole config broken at once: both are reported in one run.
+    BadInput(
+        "two-whole-config-rules-at-once",
+        "unclear",
+        config(
+            {
+                "cluster": {"teardown_timeout_minutes": 60},
+                "node_pools": [{"name": "multus"}, {"name": "multus"}],
+            }
+        ),
+        (
+            "cluster.teardown_timeout_minutes",
+            "node_pools: two pools are named 'multus'",
+        ),
+    ),
     BadInput(
         "drain-that-needs-a-teardown-past-the-hour",
         "accepted",
@@ -455,7 +483,41 @@ UNCLEAR = [
     pattern_case("nad-namespace-pattern", "multus.nad_namespace", "Telco_NADs", "multus"),
     pool_pattern_case("node-pool-cpu-limit-pattern", "cpu_limit", "lots", "500m"),
     pool_pattern_case("node-pool-memory-limit-pattern", "memory_limit", "500G", "512Mi"),
-    pool_pattern_case("consolidate-after-pattern", "consolidate_after", "2 minutes", "120s"),
+    BadInput(
+        "consolidate-after-moved",
+        "unclear",
+        pool(consolidate_after="120s"),
+        ("node_pools[0]", "consolidate_after was replaced by disruption.consolidate_after"),
+    ),
+    disruption_case("consolidate-after-pattern", {"consolidate_after": "2 minutes"}, "120s"),
+    disruption_case("expire-after-pattern", {"expire_after": "30 days"}, "720h or Never"),
+    disruption_case(
+        "budget-nodes-pattern", {"budgets": [{"nodes": "one"}]}, '"1" or "10%"', ".budgets[0].nodes"
+    ),
+    disruption_case(
+        "budget-schedule-pattern",
+        {"budgets": [{"nodes": "0", "schedule": "daily", "duration": "1h"}]},
+        '"0 4 * * *" or @daily',
+        ".budgets[0].schedule",
+    ),
+    disruption_case(
+        "budget-duration-seconds",
+        {"budgets": [{"nodes": "0", "schedule": "@daily", "duration": "90s"}]},
+        "22h or 1h30m",
+        ".budgets[0].duration",
+    ),
+    BadInput(
+        "budget-schedule-without-duration",
+        "silent",
+        pool(disruption={"budgets": [{"nodes": "0", "schedule": "0 4 * * *"}]}),
+        ("node_pools[0].disruption.budgets[0]", "schedule and duration go together"),
+    ),
+    BadInput(
+        "budget-unknown-reason",
+        "unclear",
+        pool(disruption={"budgets": [{"nodes": "0", "reasons": ["Expired"]}]}),
+        ("node_pools[0].disruption.budgets[0].reasons[0]", "'Drifted'"),
+    ),
     pool_pattern_case("ami-alias-pattern", "ami_alias", "al2023@latest", "al2023@v2026"),
     pool_pattern_case("ami-alias-foreign", "ami_alias", "bottlerocket@v1.30.0", "al2023@v2026"),
     pool_pattern_case("ami-alias-unpinned", "ami_alias", "al2023", "al2023@v2026"),
@@ -642,7 +704,17 @@ COVERED = [
         "duplicate-network-names",
         "covered",
         config({"multus": {"networks": networks(name="multus2")}}),
-        ("multus", "share the name 'multus2'", "give each network its own"),
+        ("multus.networks[1].name", "'multus2' is also networks[0]'s name", "give each network"),
+    ),
+    BadInput(
+        "duplicate-interface-names",
+        "unclear",
+        config({"multus": {"networks": networks(interface_name="multus2")}}),
+        (
+            "multus.networks[1].interface_name",
+            "'multus2' is also the interface name of networks[0] (multus1)",
+            "set interface_name",
+        ),
     ),
     BadInput(
         "unsupported-kubernetes-version",
@@ -1205,9 +1277,31 @@ ROUTES = [
             }
         ),
         (
-            "multus.networks[1] (multus2).routes[0].destination",
-            "is routed by multus1 too",
-            "route it in one network",
+            "node_pools[0] (multus)",
+            "attach multus1 and multus2, which route the overlapping 10.200.0.0/16 and "
+            "10.200.0.0/16",
+            "attach them in different pools",
+        ),
+    ),
+    BadInput(
+        "overlapping-routes-in-one-pool",
+        "silent",
+        config(
+            {
+                "multus": {
+                    "networks": [
+                        {**network, "routes": [{"destination": cidr, "nat_gateway": True}]}
+                        for network, cidr in zip(
+                            networks(), ("10.200.0.0/16", "10.200.4.0/24"), strict=True
+                        )
+                    ]
+                }
+            }
+        ),
+        (
+            "node_pools[0] (multus)",
+            "the overlapping 10.200.0.0/16 and 10.200.4.0/24",
+            "route the range on one of them",
         ),
     ),
     BadInput(

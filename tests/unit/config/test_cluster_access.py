@@ -8,7 +8,12 @@ from typing import Any
 import pytest
 
 from config import ConfigError, parse_config
-from config.cluster_access import NO_ADMIN_WARNING, access_warnings
+from config.cluster_access import (
+    NO_ADMIN_WARNING,
+    WORLD_OPEN_WARNING,
+    access_warnings,
+    endpoint_warnings,
+)
 
 
 def error_for(cluster: dict[str, Any]) -> str:
@@ -95,3 +100,9 @@ def test_no_admin_warns_and_naming_one_does_not() -> None:
     # Led by the key to fix, like every config error ("<field path>: ...").
     assert NO_ADMIN_WARNING.startswith("cluster.admin_principal_arns is empty")
     assert access_warnings(["arn:aws:iam::123456789012:role/platform-admins"]) == []
+
+
+def test_an_endpoint_open_to_the_world_warns_naming_the_field() -> None:
+    assert endpoint_warnings(["0.0.0.0/0"]) == [WORLD_OPEN_WARNING]
+    assert WORLD_OPEN_WARNING.startswith("cluster.public_access_cidrs includes 0.0.0.0/0")
+    assert endpoint_warnings(["203.0.113.0/24"]) == endpoint_warnings(None) == []

@@ -101,7 +101,7 @@ def with_change(path: str, value: Any) -> dict[str, Any]:
         (
             "multus.networks.1.name",
             "multus1",
-            ["multus", "two Multus networks share the name 'multus1'"],
+            ["multus.networks[1].name", "'multus1' is also networks[0]'s name"],
         ),
         ("vpc.nat_gatways", "single", ["vpc.nat_gatways", "unknown key"]),
         ("clustr", {}, ["clustr", "unknown key"]),
@@ -109,7 +109,7 @@ def with_change(path: str, value: Any) -> dict[str, Any]:
         (
             "karpenter.version",
             "1.5.3",
-            ["karpenter.version: 1.5.3 does not support Kubernetes 1.34", ">= 1.6.0"],
+            ["karpenter.version: 1.5.3 does not support Kubernetes 1.35", ">= 1.9.0"],
         ),
         (
             "cluster.system_node_group.instance_types",

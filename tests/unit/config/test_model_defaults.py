@@ -16,7 +16,10 @@ def test_node_pool_defaults_are_the_seeds_nodepool() -> None:
     assert pool.instance_families == ["m5", "c5", "m6i", "c6i", "r6i"]
     assert pool.capacity_types == ["on-demand"]
     assert (pool.cpu_limit, pool.memory_limit) == ("500", "500Gi")
-    assert pool.consolidate_after == "120s"
+    assert pool.disruption.consolidate_after == "120s"
+    assert pool.disruption.expire_after == "720h"  # Karpenter's own default
+    assert pool.disruption.consolidation_policy == "WhenEmpty"
+    assert pool.disruption.budgets == []
     # Karpenter's AL2023 default root volume (EC2NodeClass blockDeviceMappings): 20 GiB.
     assert pool.root_volume_gib == 20
     assert pool.ami_alias.startswith("al2023@v")

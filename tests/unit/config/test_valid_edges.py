@@ -247,7 +247,8 @@ def test_two_networks_may_not_share_an_interface_name() -> None:
         {"cidr": "10.0.7.0/24", "reservation": "10.0.7.32/27"},
     ]
     message = error_for(with_networks(one_network(), second))
-    assert "two Multus networks share the device name 'multus1'" in message
+    assert "multus.networks[1].interface_name: 'multus1' is also the interface name of " in message
+    assert "networks[0] (multus1)" in message
 
 
 def test_an_availability_zone_given_twice_is_refused() -> None:
@@ -859,6 +860,20 @@ def test_routes_to_gateways_of_other_owners_warn_that_they_must_be_attached_firs
         assert warned in warning and "deploy without the route" in warning
 
 
+def test_one_range_may_be_routed_by_networks_no_pool_attaches_together() -> None:
+    """The RAN reached over N2 by the control pool and over N3 by the UPF pool: no pod is on
+    both networks, so each pod has one route to the range."""
+    raw = parse_config({}).model_dump(mode="json", exclude_none=True)
+    for network in raw["multus"]["networks"]:
+        network["routes"] = [{"destination": "10.200.0.0/16", "nat_gateway": True}]
+    raw["node_pools"] = [
+        {"name": "control", "networks": ["multus1"]},
+        {"name": "upf", "networks": ["multus2"]},
+    ]
+    config = parse_config(raw)
+    assert [len(network.routes) for network in config.multus.networks] == [1, 1]
+
+
 def test_the_seed_routes_nothing_beyond_its_default_routes() -> None:
     seed = parse_config({})
     assert [n.routes for n in seed.multus.networks] == [[], []]
@@ -878,6 +893,17 @@ def dual_stack_network(name: str, octets: tuple[int, int], **ipv6: int) -> dict[
 
 def dual_stack_raw(*networks: dict[str, Any]) -> dict[str, Any]:
     return changed("vpc.ipv6", True, with_networks(*networks))
+
+
+def test_ipv6_true_is_dual_stack_with_the_default_settings_and_false_is_ipv4_only() -> None:
+    shorthand = dual_stack_network("multus1", (4, 5))
+    shorthand["ipv6"] = True
+    spelled_out = dual_stack_network("multus1", (4, 5))
+    ipv4_only = {**dual_stack_network("multus2", (6, 7)), "ipv6": False}
+    by_shorthand = parse_config(dual_stack_raw(shorthand, ipv4_only)).multus.networks
+    assert by_shorthand[0].ipv6 == parse_config(dual_stack_raw(spelled_out)).multus.networks[0].ipv6
+    assert by_shorthand[0].ipv6 is not None
+    assert by_shorthand[1].ipv6 is None
 
 
 @pytest.mark.parametrize(

@@ -69,7 +69,8 @@ THREE_AZS: dict[str, Any] = {
     "multus": {"networks": _networks_with(_third_az)},
 }
 DAY2_CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
-    "bump-kubernetes": (DEFAULTS, {"cluster": {"kubernetes_version": "1.35"}}),
+    # from the previous minor to the default one
+    "bump-kubernetes": ({"cluster": {"kubernetes_version": "1.34"}}, DEFAULTS),
     # to the default release, the newest the project knows
     "bump-karpenter": ({"karpenter": {"version": "1.14.0"}}, DEFAULTS),
     "add-network": (

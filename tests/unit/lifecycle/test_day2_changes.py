@@ -118,8 +118,12 @@ EXPECTED_UPDATES: dict[str, set[tuple[str, str]]] = {
     "add-az": {*PER_AZ_UPDATES},
     "remove-az": {*PER_AZ_UPDATES},
     "change-security-group-rules": {(NETWORK, "MultusSecurityGroup")},
-    # the network's NADs (IPAM routes and mainTableRoutes); the routes themselves are new
-    "add-route": {(CLUSTER, "EksClusternetworkattachments")},
+    # the network's NADs (IPAM routes, mainTableRoutes and the transit gateway's MTU); the
+    # routes themselves are new; the pools' user-data, whose ENI .link carries that MTU
+    "add-route": {
+        (CLUSTER, "EksClusternetworkattachments"),
+        (CLUSTER, "EksClusterkarpenternodepool"),
+    },
     # the check reads the new pool's alias too; the pool's NodePool and EC2NodeClass, and the
     # cleartaints and pod IP agent DaemonSets of its own, join the existing manifests
     "add-node-pool": {
@@ -279,7 +283,7 @@ def test_custom_resources_wait_for_what_the_change_does_to_their_provider(
 
 
 def test_a_bump_updates_the_ami_check_after_its_policy(synth: Synth) -> None:
-    before, after = synth(DEFAULTS), synth(DAY2_CHANGES["bump-kubernetes"][1])
+    before, after = (synth(config) for config in DAY2_CHANGES["bump-kubernetes"])
     updated = compare(before, after).stacks[CLUSTER].updated
     check = logical_id(after[CLUSTER], "Custom::AmiReleaseCheck", "AmiReleaseCheck")
     policies = {lid for lid in updated if lid.startswith("AmiReleaseCheckHandlerinlinePolicy")}

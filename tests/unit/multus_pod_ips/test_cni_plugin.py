@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from multus_pod_ips import AGENT_SOCKET, CNI_PLUGIN_SCRIPT, cni_plugin
+from multus_pod_ips import AGENT_SOCKET, CNI_PLUGIN_SCRIPT, CNI_PLUGIN_TYPE, cni_plugin
 from multus_pod_ips.cni_plugin import SUPPORTED_VERSIONS, main
 from testing_support.cni_chain import StandInAgent
 
@@ -322,6 +322,33 @@ def test_the_installed_script_prints_its_result_and_exits_with_its_status(
     )
 
     assert done.returncode == status
+    assert json.loads(done.stdout)["cniVersion"] in SUPPORTED_VERSIONS
+
+
+def test_the_installed_plugin_ignores_pythonpath_and_modules_beside_it(tmp_path: Path) -> None:
+    # Multus runs the plugin from the host's /opt/cni/bin with its own environment: python3 -I
+    # (isolated mode: no PYTHON* variables, no user site, not the script's directory) keeps a
+    # module planted there or on PYTHONPATH from running as root in its place.
+    installed = tmp_path / "bin" / CNI_PLUGIN_TYPE
+    installed.parent.mkdir()
+    installed.write_text(CNI_PLUGIN_SCRIPT.read_text())
+    installed.chmod(0o755)
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    for directory in (planted, installed.parent):
+        (directory / "json.py").write_text("raise SystemExit('planted json imported')\n")
+    done = subprocess.run(
+        [str(installed)],
+        input='{"cniVersion": "1.0.0"}',
+        env={**os.environ, **ENV, "CNI_COMMAND": "VERSION", "PYTHONPATH": str(planted)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+
+    assert "planted" not in done.stderr
+    assert done.returncode == 0
     assert json.loads(done.stdout)["cniVersion"] in SUPPORTED_VERSIONS
 
 

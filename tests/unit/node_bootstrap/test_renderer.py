@@ -135,8 +135,8 @@ def test_configuration_lists_networks_and_one_line_per_az() -> None:
     # Each network's line ends with its own ENI's groups; a group is VPC-wide, so it is named
     # once, not once per AZ.
     assert networks.splitlines() == [
-        f"multus1 multus1 1 false sg-1,{GROUP_TOKEN}",
-        "multus2 multus2 2 false sg-2",
+        f"multus1 multus1 1 false 9001 sg-1,{GROUP_TOKEN}",
+        "multus2 multus2 2 false 9001 sg-2",
     ]
     assert placements.splitlines() == [
         "us-west-2a subnet-0a1,subnet-0a2",
@@ -156,7 +156,10 @@ def test_each_network_line_says_whether_its_source_dest_check_stays_on() -> None
         ]
     )
     _, networks, _ = shell_values(render_configuration(props))
-    assert networks.splitlines() == ["multus1 multus1 1 true sg-1", "multus2 multus2 2 false sg-1"]
+    assert networks.splitlines() == [
+        "multus1 multus1 1 true 9001 sg-1",
+        "multus2 multus2 2 false 9001 sg-1",
+    ]
 
 
 def test_token_strings_reach_the_shell_unexpanded() -> None:

@@ -171,9 +171,9 @@ def test_distinct_interfaces_with_consecutive_indexes_pass() -> None:
     )
     (networks,) = shell_variables(configuration, "MULTUS_NETWORKS")
     assert networks.splitlines() == [
-        "multus1 multus1 1 false sg-1",
-        "multus2 multus2 2 false sg-1",
-        "multus3 multus3 3 false sg-1",
+        "multus1 multus1 1 false 9001 sg-1",
+        "multus2 multus2 2 false 9001 sg-1",
+        "multus3 multus3 3 false 9001 sg-1",
     ]
 
 

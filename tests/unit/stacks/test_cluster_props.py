@@ -10,6 +10,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
 
+from charts.karpenter_node_pool import DisruptionBudget
 from config import AppConfig, ConfigError, parse_config
 from config import model as config_model
 from config.network_plan import network_plan
@@ -69,8 +70,16 @@ def test_node_pool_takes_every_value_from_the_config_in_karpenter_spelling() -> 
                     "root_volume_gib": 50,
                     "instance_cpus": [4, 8],
                     "capacity_types": ["spot"],
-                    "consolidate_after": "5m",
                     "termination_grace_period": "10m",
+                    "disruption": {
+                        "expire_after": "Never",
+                        "consolidation_policy": "WhenEmptyOrUnderutilized",
+                        "consolidate_after": "5m",
+                        "budgets": [
+                            {"nodes": "0", "reasons": ["Drifted"]},
+                            {"nodes": "10%", "schedule": "0 4 * * *", "duration": "2h"},
+                        ],
+                    },
                 }
             ]
         }
@@ -82,6 +91,11 @@ def test_node_pool_takes_every_value_from_the_config_in_karpenter_spelling() -> 
     assert props.instance_cpus == ["4", "8"]
     assert props.capacity_types == ["spot"]
     assert props.consolidate_after == "5m"
+    assert (props.expire_after, props.consolidation_policy) == ("Never", "WhenEmptyOrUnderutilized")
+    assert props.budgets == [
+        DisruptionBudget(nodes="0", reasons=["Drifted"]),
+        DisruptionBudget(nodes="10%", schedule="0 4 * * *", duration="2h"),
+    ]
     assert props.termination_grace_period == "10m"
     assert props.ami_alias == pool.ami_alias
     assert (props.node_pool_name, props.node_class_name, props.weight) == ("multus", "multus", 10)

@@ -99,7 +99,7 @@ def helm_values(template: dict[str, Any], release: str) -> dict[str, Any]:
 def test_cluster_name_version_endpoint_logs_and_api_auth(cluster: dict[str, Any]) -> None:
     props = only(cluster, "AWS::EKS::Cluster")["Properties"]
     assert props["Name"] == CLUSTER
-    assert props["Version"] == "1.34"
+    assert props["Version"] == "1.35"  # the default
     vpc = props["ResourcesVpcConfig"]
     assert vpc["EndpointPrivateAccess"] is True
     assert vpc["EndpointPublicAccess"] is False
@@ -157,7 +157,7 @@ def test_secrets_are_encrypted_with_a_rotating_key(cluster: dict[str, Any]) -> N
 def test_kubectl_layer_matches_the_kubernetes_version(
     cluster: dict[str, Any], variant: dict[str, Any]
 ) -> None:
-    for template, version in ((cluster, "1.34"), (variant, "1.36")):
+    for template, version in ((cluster, "1.35"), (variant, "1.36")):
         layers = [
             r["Properties"]["Description"]
             for r in resources(template, "AWS::Lambda::LayerVersion").values()
@@ -432,7 +432,30 @@ def test_interruption_queue_is_encrypted_short_lived_and_tls_only(cluster: dict[
     )
     senders = [s for s in policy if s["Effect"] == "Allow"]
     assert all(s["Principal"] == {"Service": "events.amazonaws.com"} for s in senders)
-    assert len(senders) == len(resources(cluster, "AWS::Events::Rule"))
+    assert len(senders) == len(interruption_rules(cluster))
+
+
+def interruption_rules(cluster: dict[str, Any]) -> dict[str, Any]:
+    """Karpenter's event rules (the other one is the Multus ENI sweeper's schedule)."""
+    return {
+        rule_id: rule
+        for rule_id, rule in resources(cluster, "AWS::Events::Rule").items()
+        if rule_id.startswith("KarpenterInterruption")
+    }
+
+
+def test_the_only_other_rule_is_the_multus_eni_sweepers_schedule(cluster: dict[str, Any]) -> None:
+    others = {
+        rule_id: rule
+        for rule_id, rule in resources(cluster, "AWS::Events::Rule").items()
+        if rule_id not in interruption_rules(cluster)
+    }
+    ((rule_id, rule),) = others.items()
+    assert rule_id.startswith("MultusEniSweeperSchedule")
+    assert rule["Properties"]["ScheduleExpression"] == "rate(15 minutes)"
+    ((target),) = rule["Properties"]["Targets"]
+    function = logical_id(cluster, "AWS::Lambda::Function", "MultusEniSweeperHandler")
+    assert target["Arn"] == {"Fn::GetAtt": [function, "Arn"]}
 
 
 def test_eventbridge_rules_send_every_interruption_event_to_the_queue(
@@ -440,7 +463,7 @@ def test_eventbridge_rules_send_every_interruption_event_to_the_queue(
 ) -> None:
     queue = logical_id(cluster, "AWS::SQS::Queue", "KarpenterInterruption")
     patterns = set()
-    for rule in resources(cluster, "AWS::Events::Rule").values():
+    for rule in interruption_rules(cluster).values():
         props = rule["Properties"]
         ((target),) = props["Targets"]
         assert target["Arn"] == {"Fn::GetAtt": [queue, "Arn"]}
@@ -468,7 +491,7 @@ def test_rules_match_the_reference(cluster: dict[str, Any]) -> None:
             r["Properties"]["EventPattern"]["source"][0],
             r["Properties"]["EventPattern"]["detail-type"][0],
         )
-        for r in resources(cluster, "AWS::Events::Rule").values()
+        for r in interruption_rules(cluster).values()
     }
     assert ours == reference
 

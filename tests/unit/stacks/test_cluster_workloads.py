@@ -147,6 +147,30 @@ def test_the_seeds_nads_carry_no_routes(cluster: dict[str, Any]) -> None:
     assert set(nad_routes(cluster).values()) == {(None, None)}
 
 
+def nad_mtus(template: dict[str, Any]) -> dict[str, int]:
+    """NAD name -> the MTU its ipvlan gives the pod's interface."""
+    return {
+        nad["metadata"]["name"]: json.loads(nad["spec"]["config"])["plugins"][0]["mtu"]
+        for nad in by_kind(template, "NetworkAttachmentDefinition")
+    }
+
+
+def test_each_nad_gives_its_pods_the_mtu_of_its_networks_narrowest_path(
+    cluster: dict[str, Any], routes_app: SynthesizedApp
+) -> None:
+    """The seed's networks stay in the VPC: jumbo frames (9001). multus1 of the routes app also
+    routes through a VPN gateway: 1446, the largest packet a Site-to-Site VPN tunnel carries
+    (config/path_mtu.py); its ENIs get the same in their .link."""
+    assert set(nad_mtus(cluster).values()) == {9001}
+    assert nad_mtus(routes_app.template_json(routes_app.stage.cluster)) == {
+        "multus1-us-west-2a": 1446,
+        "multus1-us-west-2a-static": 1446,
+        "multus1-us-west-2b": 1446,
+        "multus2-us-west-2a": 9001,
+        "multus2-us-west-2b": 9001,
+    }
+
+
 def test_pod_ip_agent_manages_each_interfaces_reservations_and_reads_the_bootstrap_state(
     cluster: dict[str, Any],
 ) -> None:
@@ -296,7 +320,7 @@ def test_every_emitted_object_is_schema_valid(
                     assert errors == [], (obj["kind"], errors)
                     custom += 1
                 else:
-                    kubernetes_validate.validate(obj, "1.34", strict=True)
+                    kubernetes_validate.validate(obj, "1.35", strict=True)
                     built_in += 1
     assert custom == 2 + 4 + 2 + 9  # NodePool + EC2NodeClass + NADs, in both layouts
     assert built_in > 40
@@ -366,7 +390,7 @@ def test_every_object_of_the_two_pool_app_passes_its_schema_and_cel_rules(
 ) -> None:
     """karpenter-v1.14.1 CRDs (shared/reference): the structural schema and the CEL rules
     (x-kubernetes-validations) the API server runs on create, for every NodePool and
-    EC2NodeClass; Kubernetes 1.34's schema for the built-in kinds."""
+    EC2NodeClass; Kubernetes 1.35's (the default minor) schema for the built-in kinds."""
     schemas = upstream_schemas()
     checked = []
     for objects, _ in manifests(two_pools).values():
@@ -376,7 +400,7 @@ def test_every_object_of_the_two_pool_app_passes_its_schema_and_cel_rules(
                 assert list(rule_violations(obj, schemas[obj["kind"]])) == [], obj["kind"]
                 checked.append((obj["kind"], obj["metadata"]["name"]))
             else:
-                kubernetes_validate.validate(obj, "1.34", strict=True)
+                kubernetes_validate.validate(obj, "1.35", strict=True)
     assert {name for kind, name in checked if kind in ("NodePool", "EC2NodeClass")} == {
         "upf",
         "control",

@@ -36,6 +36,9 @@ def cluster(existing_vpc_app: SynthesizedApp) -> dict[str, Any]:
     return existing_vpc_app.template_json(existing_vpc_app.stage.cluster)
 
 
+AZS = ("us-west-2a", "us-west-2b")
+
+
 def test_example_synthesizes_without_nag_findings(existing_vpc_app: SynthesizedApp) -> None:
     assert existing_vpc_app.synth_error is None
 
@@ -85,8 +88,9 @@ def test_each_multus_subnet_has_its_own_route_table_and_no_user_subnet_is_associ
 def test_multus_route_tables_lead_to_the_given_nat_gateways_and_the_ran_transit_gateway(
     network: dict[str, Any],
 ) -> None:
-    """Only nat_egress networks (n6) get a default route, to their AZ's given NAT gateway; n3's
-    route table leads the RAN range to the team's transit gateway."""
+    """Only nat_egress networks (n6) get a default route, to their AZ's given NAT gateway; n2's
+    and n3's route tables lead the RAN range to the team's transit gateway (the control pool
+    reaches it over N2, the UPF pool over N3: no pool attaches both)."""
     subnet_of_table = {
         a["Properties"]["RouteTableId"]["Ref"]: network["Resources"][
             a["Properties"]["SubnetId"]["Ref"]
@@ -101,18 +105,18 @@ def test_multus_route_tables_lead_to_the_given_nat_gateways_and_the_ran_transit_
         routes[(*key, route["DestinationCidrBlock"])] = target
     nat_a, nat_b = EXAMPLE["nat_gateway_ids"]
     (ran,) = next(n for n in DOCUMENT["multus"]["networks"] if n["name"] == "n3")["routes"]
+    to_the_ran = {"TransitGatewayId": ran["transit_gateway_id"]}
     # n2 and n3 have nat_egress false; n6 the default (true).
     assert routes == {
         ("n6", "us-west-2a", "0.0.0.0/0"): {"NatGatewayId": nat_a},
         ("n6", "us-west-2b", "0.0.0.0/0"): {"NatGatewayId": nat_b},
-        ("n3", "us-west-2a", ran["destination"]): {"TransitGatewayId": ran["transit_gateway_id"]},
-        ("n3", "us-west-2b", ran["destination"]): {"TransitGatewayId": ran["transit_gateway_id"]},
+        **{(name, az, ran["destination"]): to_the_ran for name in ("n2", "n3") for az in AZS},
     }
 
 
-def test_n3_pods_route_the_ran_range_over_net1(cluster: dict[str, Any]) -> None:
-    """The RAN range in n3's NADs (IPAM routes, and the pod IP plugin's main-table routes), via
-    each subnet's VPC router (base address + 1); no other network's NADs route it."""
+def test_n2_and_n3_pods_route_the_ran_range_over_net1(cluster: dict[str, Any]) -> None:
+    """The RAN range in n2's and n3's NADs (IPAM routes, and the pod IP plugin's main-table
+    routes), via each subnet's VPC router (base address + 1); n6's NADs do not route it."""
     ran = "10.100.0.0/16"
     routed = {
         name: ipam_routes
@@ -120,6 +124,8 @@ def test_n3_pods_route_the_ran_range_over_net1(cluster: dict[str, Any]) -> None:
         if ipam_routes is not None
     }
     assert routed == {
+        "n2-us-west-2a": [{"dst": ran, "gw": "10.0.64.1"}],
+        "n2-us-west-2b": [{"dst": ran, "gw": "10.0.65.1"}],
         "n3-us-west-2a": [{"dst": ran, "gw": "10.0.66.1"}],
         "n3-us-west-2b": [{"dst": ran, "gw": "10.0.67.1"}],
     }

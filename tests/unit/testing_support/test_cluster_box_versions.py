@@ -25,6 +25,6 @@ def test_every_staging_module_is_replaced_by_the_release_of_the_same_kubernetes(
 
 
 def test_etcd_is_a_3_6_release() -> None:
-    # kube-apiserver 1.34 is tested against etcd 3.6 (kubernetes cluster/images/etcd); Debian's
+    # kube-apiserver 1.35 is tested against etcd 3.6 (kubeadm's DefaultEtcdVersion 3.6.6); Debian's
     # 3.4 is older than it supports.
     assert pinned_version("etcd", "go.etcd.io/etcd/server/v3").startswith("v3.6.")

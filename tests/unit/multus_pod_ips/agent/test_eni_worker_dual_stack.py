@@ -11,13 +11,17 @@ UnassignIpv6Addresses (Ipv6Addresses.N); EC2 User Guide, "Instance metadata cate
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from pathlib import Path
 
+import pytest
+
+from multus_pod_ips.agent.config import AgentError
 from multus_pod_ips.agent.ec2_query import Ec2Error
 from multus_pod_ips.agent.eni_worker import ADDRESS_ON_ANOTHER_ENI, Operation
 from multus_pod_ips.agent.records import PodAttachment
-from multus_pod_ips.cni_plugin import ADDRESS_IN_USE, ENI_FULL, TRY_AGAIN_LATER
+from multus_pod_ips.cni_plugin import ADDRESS_IN_USE, ENI_FULL, INVALID_CONFIG, TRY_AGAIN_LATER
 from tests.unit.multus_pod_ips.agent.test_eni_worker import DESCRIBE, imds_of
 from tests.unit.multus_pod_ips.fakes import SEED_IPV6, AgentWorker, ScriptedEc2, settle, worker_for
 
@@ -183,6 +187,36 @@ def test_an_ipv6_address_imds_lacks_past_the_settle_time_is_asked_of_ec2(tmp_pat
     assert worker.agent.reconcile_all(timeout=10) is True
 
     assert ec2.actions() == [DESCRIBE]
+
+
+def test_an_ipv6_address_spelled_another_way_is_the_same_address(tmp_path: Path) -> None:
+    # The plugin passes the address as the pod's IPAM wrote it (a static range may spell it
+    # expanded or in capitals); EC2 and IMDS answer in RFC 5952's compressed lowercase form.
+    ec2 = ScriptedEc2(ipv6s={SEED_IPV6, pod_ipv6(1)})
+    worker = dual_stack_worker(tmp_path, ec2, settle_seconds=0)
+    (tmp_path / "run/netns").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "run/netns/cni-live").touch()
+    spelled = ipaddress.ip_address(pod_ipv6(1)).exploded.upper()
+    request = {"command": "ADD", "container_id": "live", "ifname": "net1", "interface": "multus1"}
+    worker.agent.handle({**request, "netns": "/run/netns/cni-live", "ips": [spelled]})
+
+    assert worker.agent.reconcile_all(timeout=10) is True
+
+    assert ec2.ipv6s == {SEED_IPV6, pod_ipv6(1)}
+    assert ec2.addresses_sent("AssignIpv6Addresses") == [[pod_ipv6(1)]]
+    assert "UnassignIpv6Addresses" not in ec2.actions()
+    assert [record.ips for record in worker.agent.records.all()] == [(pod_ipv6(1),)]
+
+
+def test_a_request_address_that_is_none_is_an_invalid_config(tmp_path: Path) -> None:
+    worker = dual_stack_worker(tmp_path, ScriptedEc2())
+    request = {"command": "ADD", "container_id": "c", "ifname": "net1", "interface": "multus1"}
+
+    with pytest.raises(AgentError) as refused:
+        worker.agent.handle({**request, "ips": ["2600:1f14::zz"]})
+
+    assert refused.value.code == INVALID_CONFIG
+    assert "2600:1f14::zz" in str(refused.value)
 
 
 def test_an_ipv4_only_worker_never_reads_ipv6s(tmp_path: Path) -> None:

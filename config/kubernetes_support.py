@@ -1,0 +1,62 @@
+"""Amazon EKS's support calendar for the Kubernetes minors this project offers, and what synth
+says about a configured minor.
+
+Source: the Amazon EKS User Guide, "Understand the Kubernetes version lifecycle on EKS",
+section "Amazon EKS Kubernetes release calendar" (awsdocs/amazon-eks-user-guide,
+latest/ug/versioning/kubernetes-versions.adoc; dates in UTC): standard support for 14 months
+from the EKS release, then extended support for 12 months "at an additional cost per cluster
+hour" (six times the standard price on the EKS pricing page), after which EKS upgrades the
+control plane itself. 1.35's dates are the calendar's of 2026 (cross-checked with
+endoflife.date/amazon-eks). A minor missing here has no published dates this project has read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+
+
+@dataclass(frozen=True)
+class EksSupport:
+    """The last day before extended support's price applies, and the day EKS stops it."""
+
+    end_of_standard_support: date
+    end_of_extended_support: date
+
+
+EKS_SUPPORT: dict[str, EksSupport] = {
+    "1.33": EksSupport(date(2026, 7, 29), date(2027, 7, 29)),
+    "1.34": EksSupport(date(2026, 12, 2), date(2027, 12, 2)),
+    "1.35": EksSupport(date(2027, 3, 27), date(2028, 3, 27)),
+}
+
+
+def _newest_in_standard_support(today: date) -> str | None:
+    current = [v for v, s in EKS_SUPPORT.items() if today < s.end_of_standard_support]
+    return max(current, key=lambda v: tuple(map(int, v.split(".")))) if current else None
+
+
+def version_support_warnings(version: str, today: date) -> list[str]:
+    """What synth should say about `cluster.kubernetes_version` on `today` (UTC)."""
+    support = EKS_SUPPORT.get(version)
+    newest = _newest_in_standard_support(today)
+    upgrade = f"; set cluster.kubernetes_version to {newest}" if newest else ""
+    if support is None:
+        return [
+            f"cluster.kubernetes_version {version}: this app has no EKS support dates for it "
+            "(config/kubernetes_support.py); check the EKS release calendar before you deploy"
+        ]
+    if today >= support.end_of_extended_support:
+        return [
+            f"cluster.kubernetes_version {version}: EKS ended its extended support on "
+            f"{support.end_of_extended_support.isoformat()}; EKS creates no new cluster on it "
+            f"and upgrades existing control planes itself{upgrade}"
+        ]
+    if today >= support.end_of_standard_support:
+        return [
+            f"cluster.kubernetes_version {version}: past EKS standard support since "
+            f"{support.end_of_standard_support.isoformat()}; the cluster runs in extended "
+            f"support, at six times the standard price per cluster hour, until "
+            f"{support.end_of_extended_support.isoformat()}{upgrade}"
+        ]
+    return []

@@ -1,0 +1,98 @@
+"""The rules of the Multus networks' routes that span the whole config: targets the VPC has, no
+destination inside the VPC, no pod on two networks that route overlapping ranges, and what must
+exist outside the app before a route can be created."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from config.model.base import net
+from config.model.networks import MultusNetworkConfig
+
+# AWS::EC2::Route: a route table cannot use a transit gateway before it is attached to the VPC;
+# GatewayId is a gateway attached to the VPC.
+_PRECONDITIONS = {
+    "transit_gateway": "an available VPC attachment of the transit gateway",
+    "vpn_gateway": "the virtual private gateway attached to it",
+}
+
+
+def route_path(index: int, network: MultusNetworkConfig, position: int) -> str:
+    """Where a route is in the config, for messages."""
+    return f"multus.networks[{index}] ({network.name}).routes[{position}]"
+
+
+def route_preconditions(networks: Sequence[MultusNetworkConfig]) -> list[str]:
+    """What must exist outside the app before the network stack can create each route: a
+    transit gateway attached to the VPC (an available VPC attachment), a virtual private
+    gateway attached to it."""
+    return [
+        f"{route_path(index, network, position)}: {route.target_id} is used only once the VPC "
+        f"has {_PRECONDITIONS[route.target]}; without it the network stack fails to create the "
+        "route (with a VPC this app creates: deploy without the route, attach the gateway, then "
+        "add the route)"
+        for index, network in enumerate(networks)
+        for position, route in enumerate(network.routes)
+        if route.target in _PRECONDITIONS
+    ]
+
+
+def check_route_targets(
+    networks: Sequence[MultusNetworkConfig], vpc_cidrs: Sequence[str], has_nat_gateway: bool
+) -> None:
+    """No destination inside the VPC (its local route has it), no NAT gateway the VPC lacks."""
+    vpc = [net(cidr) for cidr in vpc_cidrs]
+    for index, network in enumerate(networks):
+        for position, route in enumerate(network.routes):
+            path = route_path(index, network, position)
+            destination = net(route.destination)
+            local = [str(block) for block in vpc if block.overlaps(destination)]
+            if local:
+                raise ValueError(
+                    f"{path}.destination: {route.destination} overlaps the VPC CIDR "
+                    f"{', '.join(local)}, which the VPC routes itself (its local route); "
+                    "routes lead beyond the VPC: name the RAN's or data network's range"
+                )
+            if route.nat_gateway and not has_nat_gateway:
+                raise ValueError(
+                    f"{path}.nat_gateway: this VPC has no NAT gateway the app may route to; "
+                    "name another target (transit_gateway_id, vpn_gateway_id, "
+                    "network_interface_id)"
+                )
+
+
+def check_routes_of_each_pool(
+    networks: Sequence[MultusNetworkConfig], pools: Sequence[tuple[str, Sequence[str]]]
+) -> None:
+    """No pool attaches two networks that route overlapping ranges. `pools`: each pool's path
+    and the names of the networks its nodes attach.
+
+    The pod IP plugin puts each route into the pod's main table via its network's interface
+    (mainTableRoutes, `ip route replace`): a pod on two such networks reaches part of the range
+    over one interface and the rest over the other (longest prefix wins), or one route replaces
+    the other. Only a pool attaching both networks runs such a pod; networks of different pools
+    may route one range (the RAN over N2 from the control pool and over N3 from the UPF's)."""
+    indexes = {network.name: index for index, network in enumerate(networks)}
+    for pool_path, names in pools:
+        attached = [networks[indexes[name]] for name in names]
+        for first_index, first in enumerate(attached):
+            for second in attached[first_index + 1 :]:
+                overlap = next(
+                    (
+                        (a, b)
+                        for a in first.routes
+                        for b in second.routes
+                        if net(a.destination).overlaps(net(b.destination))
+                    ),
+                    None,
+                )
+                if overlap is None:
+                    continue
+                a, b = overlap
+                raise ValueError(
+                    f"{pool_path}: its nodes attach {first.name} and {second.name}, which route "
+                    f"the overlapping {a.destination} and {b.destination} (multus.networks"
+                    f"[{indexes[first.name]}] and [{indexes[second.name]}] routes); a pod on "
+                    "both would send part of the range over one interface and the rest over the "
+                    "other: route the range on one of them, or attach them in different pools"
+                )
