@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -82,7 +84,13 @@ class NodeBox:
         memory_mib: int = 1024,
         hotplug_ports: int = 4,
         kernel_arguments: str = "",
+        primary_net: str = PRIMARY_NET,
+        guest_forwards: Sequence[str] = (),
     ) -> None:
+        """primary_net: the primary NIC's user-mode network; guest_forwards: its `guestfwd`
+        rules (QEMU's syntax, e.g. `tcp:ADDRESS:PORT-cmd:COMMAND`: each connection the guest
+        opens to ADDRESS:PORT runs COMMAND on the host with the connection as its stdin and
+        stdout). libslirp takes a rule only for an address inside primary_net."""
         self.image = image
         self.workdir = workdir
         self.console_log = workdir / "console.log"
@@ -90,6 +98,9 @@ class NodeBox:
         self._ports = [f"hotplug{index}" for index in range(hotplug_ports)]
         self._plugged: dict[str, Nic] = {}
         self._serial = 0
+        self._plug_lock = threading.Lock()  # plug_nic and unplug_nic may run in a thread
+        self._primary_net = primary_net
+        self._guest_forwards = tuple(guest_forwards)
         self._process: subprocess.Popen[bytes] | None = None
         self._qmp: Qmp | None = None
         self._agent: GuestAgent | None = None
@@ -154,7 +165,10 @@ class NodeBox:
             "-device", "virtio-blk-pci,drive=root",
             "-drive", f"file={seed},format=raw,if=none,id=seed,readonly=on",
             "-device", "virtio-blk-pci,drive=seed",
-            "-netdev", f"user,id=primary,restrict=on,net={PRIMARY_NET}",
+            "-netdev", ",".join(
+                [f"user,id=primary,restrict=on,net={self._primary_net}"]
+                + [f"guestfwd={rule}" for rule in self._guest_forwards]
+            ),
             "-device", f"virtio-net-pci,netdev=primary,mac={PRIMARY_MAC}",
             "-device", "virtio-serial-pci",
             "-chardev", f"socket,id=agent,path={self.workdir / 'agent.sock'},server=on,wait=off",
@@ -183,6 +197,14 @@ class NodeBox:
                 process.kill()
                 process.wait(timeout=10)
         self._close()
+
+    def kill(self) -> None:
+        """Pulls the plug: QEMU is killed, nothing in the guest runs on or flushes anything (an
+        instance stopped by EC2 mid-boot). Safe from another thread."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
 
     def _close(self) -> None:
         for channel in (self._agent, self._qmp):
@@ -282,17 +304,18 @@ class NodeBox:
         """Hot-plugs a virtio-net-pci NIC with `mac` onto a free root port. `netdev` is the
         backend's netdev_add arguments (without id); by default a user-mode network with
         nothing beyond it (restrict), which needs no privilege on the host."""
-        free = [port for port in self._ports if port not in self._plugged]
-        if not free:
-            raise RuntimeError(f"every root port is taken ({len(self._ports)}): more ports")
-        self._serial += 1
-        nic = Nic(f"nic{self._serial}", f"net{self._serial}", free[0], mac)
-        backend = netdev or {"type": "user", "restrict": True, "net": "198.51.100.0/24"}
-        self.qmp.execute("netdev_add", {**backend, "id": nic.netdev_id})
-        device = {"driver": "virtio-net-pci", "id": nic.device_id, "mac": mac}
-        self.qmp.execute("device_add", {**device, "bus": nic.port, "netdev": nic.netdev_id})
-        self._plugged[nic.port] = nic
-        return nic
+        with self._plug_lock:
+            free = [port for port in self._ports if port not in self._plugged]
+            if not free:
+                raise RuntimeError(f"every root port is taken ({len(self._ports)}): more ports")
+            self._serial += 1
+            nic = Nic(f"nic{self._serial}", f"net{self._serial}", free[0], mac)
+            backend = netdev or {"type": "user", "restrict": True, "net": "198.51.100.0/24"}
+            self.qmp.execute("netdev_add", {**backend, "id": nic.netdev_id})
+            device = {"driver": "virtio-net-pci", "id": nic.device_id, "mac": mac}
+            self.qmp.execute("device_add", {**device, "bus": nic.port, "netdev": nic.netdev_id})
+            self._plugged[nic.port] = nic
+            return nic
 
     def unplug_nic(self, nic: Nic, timeout: float = 60.0) -> None:
         """Asks for the NIC's removal and waits until the guest released it (DEVICE_DELETED),
@@ -304,4 +327,11 @@ class NodeBox:
             match=lambda data: data.get("device") == nic.device_id,
         )
         self.qmp.execute("netdev_del", {"id": nic.netdev_id})
-        del self._plugged[nic.port]
+        with self._plug_lock:
+            del self._plugged[nic.port]
+
+    @property
+    def plugged(self) -> list[Nic]:
+        """The NICs hot-plugged now (those unplugged are gone from it)."""
+        with self._plug_lock:
+            return list(self._plugged.values())

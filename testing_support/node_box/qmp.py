@@ -8,8 +8,10 @@ caller can wait for one (DEVICE_DELETED once the guest released an unplugged dev
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,8 +22,13 @@ class QmpError(RuntimeError):
     """QEMU refused a command (its error class and description), or did not answer."""
 
 
+class QmpTimeout(QmpError):
+    """Nothing arrived on the session within the time given."""
+
+
 class Qmp:
-    """One QMP session; `execute` sends a command and returns its reply's "return"."""
+    """One QMP session; `execute` sends a command and returns its reply's "return". One
+    command or wait at a time: a lock lets a thread plug NICs while a test uses the session."""
 
     def __init__(self, path: Path, *, connect_timeout: float = 30.0) -> None:
         deadline = time.monotonic() + connect_timeout
@@ -36,6 +43,7 @@ class Qmp:
                     raise QmpError(f"no QMP socket at {path} after {connect_timeout} s") from None
                 time.sleep(0.05)
         self._buffer = b""
+        self._lock = threading.RLock()
         self.events: list[dict[str, Any]] = []
         greeting = self._read(timeout=connect_timeout)
         if "QMP" not in greeting:
@@ -48,17 +56,18 @@ class Qmp:
         request: dict[str, Any] = {"execute": command}
         if arguments:
             request["arguments"] = arguments
-        self._socket.sendall(json.dumps(request).encode() + b"\n")
-        deadline = time.monotonic() + timeout
-        while True:
-            message = self._read(timeout=max(0.0, deadline - time.monotonic()))
-            if "event" in message:
-                self.events.append(message)
-            elif "error" in message:
-                error = message["error"]
-                raise QmpError(f"{command}: {error.get('class')}: {error.get('desc')}")
-            else:
-                return message.get("return")
+        with self._lock:
+            self._socket.sendall(json.dumps(request).encode() + b"\n")
+            deadline = time.monotonic() + timeout
+            while True:
+                message = self._read(timeout=max(0.0, deadline - time.monotonic()))
+                if "event" in message:
+                    self.events.append(message)
+                elif "error" in message:
+                    error = message["error"]
+                    raise QmpError(f"{command}: {error.get('class')}: {error.get('desc')}")
+                else:
+                    return message.get("return")
 
     def wait_event(
         self,
@@ -71,14 +80,17 @@ class Qmp:
         `timeout` seconds; it is taken off `events`."""
         deadline = time.monotonic() + timeout
         while True:
-            for event in self.events:
-                if event.get("event") == name and match(event.get("data", {})):
-                    self.events.remove(event)
-                    return event
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise QmpError(f"no {name} event within {timeout} s")
-            self.events.append(self._read(timeout=remaining))
+            with self._lock:
+                for event in self.events:
+                    if event.get("event") == name and match(event.get("data", {})):
+                        self.events.remove(event)
+                        return event
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise QmpError(f"no {name} event within {timeout} s")
+                # a short read at a time: another thread may need the session meanwhile
+                with contextlib.suppress(QmpTimeout):
+                    self.events.append(self._read(timeout=min(remaining, 1.0)))
 
     def close(self) -> None:
         self._socket.close()
@@ -88,7 +100,7 @@ class Qmp:
         while b"\n" not in self._buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise QmpError(f"QEMU sent nothing on QMP within {timeout:.0f} s")
+                raise QmpTimeout(f"QEMU sent nothing on QMP within {timeout:.0f} s")
             self._socket.settimeout(remaining)
             try:
                 chunk = self._socket.recv(65536)

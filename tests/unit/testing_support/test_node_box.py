@@ -10,8 +10,10 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
-from testing_support.node_box import image, packages
+from testing_support.node_box import aws, image, karpenter, packages
+from testing_support.node_box.aws import guest_forward
 from testing_support.node_box.errors import BuildError, Unavailable
 from testing_support.node_box.nodeadm import Nodeadm, pinned_version
 from testing_support.node_box.seed import shell_script_user_data
@@ -94,3 +96,35 @@ def test_user_data_is_mime_multipart_with_one_shell_script_part_per_script() -> 
     parts = [part for part in message.walk() if not part.is_multipart()]
     assert [part.get_content_type() for part in parts] == ["text/x-shellscript"] * 2
     assert parts[0].get_payload() == "#!/bin/sh\necho 1\n"
+
+
+def test_karpenters_user_data_puts_its_node_config_first_and_keeps_our_parts_as_they_are() -> None:
+    ours = shell_script_user_data("#!/bin/sh\necho first\n", "#!/bin/sh\necho second\n")
+    config = karpenter.node_config(
+        karpenter.ClusterDetails("box"),
+        labels={"b": "2", "a": "1"},
+        taints=[{"key": "multus/not-ready", "value": "true", "effect": "NoSchedule"}],
+    )
+    message = email.message_from_string(karpenter.user_data(config, ours))
+    parts = [(part.get_content_type(), part.get_payload()) for part in message.get_payload()]
+    assert message.get_boundary() == "//"
+    assert parts[0] == ("application/node.eks.aws", config)
+    assert parts[1:] == [
+        ("text/x-shellscript", "#!/bin/sh\necho first\n"),
+        ("text/x-shellscript", "#!/bin/sh\necho second\n"),
+    ]
+    kubelet = yaml.safe_load(config)["spec"]["kubelet"]
+    # Go's %q of the sorted labels; the pool's taints, then Karpenter's own
+    assert kubelet["flags"] == ['--node-labels="a=1,b=2"']
+    assert [taint["key"] for taint in kubelet["config"]["registerWithTaints"]] == [
+        "multus/not-ready",
+        "karpenter.sh/unregistered",
+    ]
+
+
+def test_a_guest_forward_is_one_netdev_option_value() -> None:
+    # QEMU splits -netdev at commas: the rule, the interpreter and the relay's path have none
+    rule = guest_forward("169.254.169.254", 80, 4321)
+    assert "," not in rule
+    assert rule.startswith("tcp:169.254.169.254:80-cmd:")
+    assert rule.endswith(f"{aws.RELAY} 4321")
