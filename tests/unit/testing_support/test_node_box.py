@@ -106,7 +106,7 @@ def test_karpenters_user_data_puts_its_node_config_first_and_keeps_our_parts_as_
         taints=[{"key": "multus/not-ready", "value": "true", "effect": "NoSchedule"}],
     )
     message = email.message_from_string(karpenter.user_data(config, ours))
-    parts = [(part.get_content_type(), part.get_payload()) for part in message.get_payload()]
+    parts = [(part.get_content_type(), part.get_payload()) for part in message.walk()][1:]
     assert message.get_boundary() == "//"
     assert parts[0] == ("application/node.eks.aws", config)
     assert parts[1:] == [
