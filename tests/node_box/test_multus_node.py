@@ -154,8 +154,9 @@ def test_a_multus_eni_hotplugged_after_boot_comes_up_named_at_its_mtu(
     )
 
     def up() -> dict[str, Any] | None:
+        # administratively up (the rule) and its carrier seen (operstate follows a moment later)
         found = link_state(node, row.interface_name)
-        return found if found and "UP" in found["flags"] else None
+        return found if found and "UP" in found["flags"] and found["operstate"] == "UP" else None
 
     link = wait_until(up, timeout=EVENT_TIMEOUT, what=f"{row.interface_name} up after the attach")
     assert_named_up_at_mtu(node, link, row)
