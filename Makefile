@@ -18,7 +18,7 @@ CDK := PATH="$(CURDIR)/$(BIN):$$PATH" npx --no-install cdk
 STACKS ?= '*/*'
 
 .PHONY: synth test test-fast lint bench critical-path cni-plugins dataplane-tools clean bootstrap diff deploy destroy \
-	diagram docs mutation lock hooks cluster-box
+	diagram docs mutation lock hooks cluster-box node-box
 
 # The stacks live in a Stage (or a pipeline's stages): without a selection the CLI finds no
 # top-level stack and prints "Supply a stack id () ..."; '**' selects every stack at any depth,
@@ -82,6 +82,14 @@ cluster-box: export CLUSTER_BOX_CMD = $(value CMD)
 cluster-box: $(VENV)/.installed
 	$(BIN)/python -m testing_support.cluster_box
 
+# A real node under QEMU (testing_support/node_box): builds its image once per set of inputs
+# (as root, cached in ~/.cache/karpenter-multus/node-box), boots it, prints the boot time and
+# runs NODE_CMD in it as root, e.g. make node-box NODE_CMD="networkctl list".
+NODE_CMD ?=
+node-box: export NODE_BOX_CMD = $(value NODE_CMD)
+node-box: dataplane-tools $(VENV)/.installed
+	$(BIN)/python -m testing_support.node_box
+
 critical-path: $(VENV)/.installed
 	$(BIN)/python benchmarks/cluster_critical_path.py
 
@@ -126,7 +134,13 @@ cni-plugins:
 DATAPLANE_TOOLS.debian-bookworm := nftables=1.0.6-2+deb12u2 iputils-ping=3:20221126-1+deb12u1 \
 	iproute2=6.1.0-3 qemu-system-x86=1:7.2+dfsg-7+deb12u18+b3 linux-image-amd64=6.1.192-3 \
 	busybox-static=1:1.35.0-4+deb12u1+b1
-DATAPLANE_TOOLS = $(DATAPLANE_TOOLS.$(DISTRIBUTION))
+# The node box's (testing_support/node_box, tests/node_box): debootstrap builds its image (the
+# version testing_support/node_box/packages.py pins too; a unit test holds the two together),
+# mkfs.ext4 writes it into a disk image, qemu-img makes each boot's overlay and genisoimage
+# cloud-init's seed disk; QEMU and the kernel are the ones above.
+NODE_BOX_TOOLS.debian-bookworm := debootstrap=1.0.128+nmu2+deb12u2 e2fsprogs=1.47.0-2 \
+	qemu-utils=1:7.2+dfsg-7+deb12u18+b3 genisoimage=9:1.1.11-3.4
+DATAPLANE_TOOLS = $(DATAPLANE_TOOLS.$(DISTRIBUTION)) $(NODE_BOX_TOOLS.$(DISTRIBUTION))
 dataplane-tools: cni-plugins
 ifeq ($(strip $(DATAPLANE_TOOLS)),)
 	@echo "dataplane-tools: no versions pinned for $(DISTRIBUTION); the tests that need them skip" >&2

@@ -1,0 +1,213 @@
+"""The node box tier: real nodes under QEMU (testing_support/node_box), booted from an image
+built once per set of inputs and cached outside the clone.
+
+`node_image` builds or finds the image for the session; `boot_node` boots a fresh box from it
+for one test (a new overlay: nothing of another test's boot is seen) and ends it afterwards.
+Without the box's prerequisites (root and debootstrap to build, qemu-system-x86, qemu-utils and
+genisoimage to boot: `make dataplane-tools`) the tests skip and say which, except under CI=true,
+where they fail. The run ends with the image's build time, each boot's and the tier's.
+
+`emulator` is the session's EC2 and IMDS (testing_support/multus_emulator.py); `multus_node` is
+the session's one node of the default app's Multus pool, booted once with the product's real
+user-data on that emulator (testing_support/node_box/aws.py), shared by the modules that only
+read it or put it back as they found it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config import AppConfig, parse_config
+from config.model import NodePoolConfig
+from config.network_plan import NetworkPlanRow, network_plan, networks_in_order
+from testing_support.multus_emulator import (
+    AVAILABILITY_ZONES,
+    Ec2Emulator,
+    PlannedVpc,
+    running_emulator,
+)
+from testing_support.node_box import NodeBox, NodeImage, Unavailable, build_image, karpenter
+from testing_support.node_box.aws import AwsNode
+from tests.helpers import unavailable_here
+
+#: Units a box may have failed with and still count as booted (systemd "degraded"), each with
+#: the reason it fails in the box and not on a node. None so far.
+KNOWN_FAILED_UNITS: frozenset[str] = frozenset()
+
+BootNode = Callable[..., NodeBox]
+
+
+@dataclass
+class _Timings:
+    """What the run's summary reports: the image's build, each test's boots, the tier's time."""
+
+    image: str = ""
+    boots: list[tuple[str, list[float]]] = field(default_factory=list)
+    tier_seconds: float = 0.0
+
+
+_TIMINGS = _Timings()
+
+
+def record_boots(name: str, seconds: list[float]) -> None:
+    """Adds a box's boots to the run's summary (boot_node's are added by the fixture)."""
+    _TIMINGS.boots.append((name, seconds))
+
+
+@pytest.fixture(scope="session")
+def node_image() -> NodeImage:
+    try:
+        image = build_image()
+    except Unavailable as error:
+        unavailable_here(f"the node box cannot run here: {error}")
+    built = image.built_seconds
+    _TIMINGS.image = f"built in {built:.0f} s" if built is not None else "cached"
+    _TIMINGS.image += f" ({image.directory})"
+    return image
+
+
+@pytest.fixture
+def boot_node(
+    node_image: NodeImage, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[BootNode]:
+    """boot_node(user_data=..., instance_id=...) -> a box booted to the end of systemd's start
+    (NodeBox.wait_until_booted), ended after the test. Its console.log stays in tmp_path."""
+    boxes: list[NodeBox] = []
+
+    def boot(**options: Any) -> NodeBox:
+        box = NodeBox(node_image, tmp_path / f"box{len(boxes)}", **options)
+        boxes.append(box)
+        try:
+            box.start()
+        except Unavailable as error:
+            unavailable_here(f"the node box cannot run here: {error}")
+        box.wait_until_booted()
+        return box
+
+    try:
+        yield boot
+    finally:
+        for box in boxes:
+            box.stop()
+            _TIMINGS.boots.append((request.node.name, box.boots.seconds))
+
+
+@pytest.fixture(scope="session")
+def emulator() -> Iterator[Ec2Emulator]:
+    with running_emulator() as started:
+        yield started
+
+
+#: The zone the session's node is in (its Multus subnets are that zone's).
+AZ = AVAILABILITY_ZONES[0]
+
+
+@dataclass
+class MultusNode:
+    """A node of a pool, booted with the pool's user-data (Karpenter's form: its NodeConfig, then
+    the EC2NodeClass's userData as the product renders it) on the emulator."""
+
+    node: AwsNode
+    config: AppConfig
+    pool: NodePoolConfig
+    planned: PlannedVpc
+    #: The pool's networks in the node's zone, in device-index order.
+    rows: list[NetworkPlanRow]
+    #: What the EC2NodeClass's userData holds (node_bootstrap.render_user_data's document).
+    product_user_data: str
+
+    @property
+    def box(self) -> NodeBox:
+        return self.node.box
+
+    @property
+    def instance_id(self) -> str:
+        return self.node.instance_id
+
+    def eni_at(self, device_index: int) -> dict[str, Any]:
+        """The instance's ENI attached at `device_index`, as EC2 (moto) shows it."""
+        (eni,) = [
+            eni
+            for eni in self.node.emulator.instance_enis(self.instance_id)
+            if eni.get("Attachment", {}).get("DeviceIndex") == device_index
+        ]
+        return eni
+
+
+def default_config() -> AppConfig:
+    """The default app's config (cdk.json's context sets none)."""
+    return parse_config({})
+
+
+def pool_user_data(config: AppConfig, pool: NodePoolConfig, product_user_data: str) -> str:
+    """The pool's user-data as Karpenter hands it to a node (testing_support/node_box/karpenter.py):
+    the NodeConfig with the labels and taints of the pool's NodePool, then the product's."""
+    from stacks.cluster_props import node_pool_props  # imports aws_cdk: only when needed
+
+    props = node_pool_props(config, pool, node_role_name="node-role", user_data=None)
+    taints = [taint.as_dict() for taint in props.taints]
+    if props.startup_taint is not None:
+        taints.append(props.startup_taint.as_dict())
+    labels = {**props.node_labels, **props.labels, karpenter.NODEPOOL_LABEL: pool.name}
+    node_config = karpenter.node_config(
+        karpenter.ClusterDetails(config.cluster_name), labels=labels, taints=taints
+    )
+    return karpenter.user_data(node_config, product_user_data)
+
+
+@pytest.fixture(scope="session")
+def multus_node(
+    node_image: NodeImage, emulator: Ec2Emulator, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[MultusNode]:
+    config = default_config()
+    (pool,) = config.node_pools  # the default app has one pool, with every network
+    planned = emulator.create_planned_vpc(
+        config.vpc.cidr,
+        dict(zip(config.availability_zones, config.vpc.node_subnet_cidrs, strict=True)),
+        network_plan(config),
+    )
+    plan = config.pool_plan(pool)
+    rows = [row for row in networks_in_order(plan) if row.availability_zone == AZ]
+    product_user_data = planned.user_data(config.cluster_name, plan)
+    instance_id = emulator.launch_instance(planned.vpc, AZ, config.cluster_name)
+    node = AwsNode(
+        node_image,
+        tmp_path_factory.mktemp("multus-node"),
+        emulator,
+        instance_id,
+        pool_user_data(config, pool, product_user_data),
+    )
+    try:
+        try:
+            node.start()
+        except Unavailable as error:
+            unavailable_here(f"the node box cannot run here: {error}")
+        node.box.wait_until_booted()
+        yield MultusNode(node, config, pool, planned, rows, product_user_data)
+    finally:
+        node.stop()
+        record_boots("multus_node (session)", node.box.boots.seconds)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Sums the tier's own time (setup, call and teardown of its tests, the image included)."""
+    if report.nodeid.startswith("tests/node_box/"):
+        _TIMINGS.tier_seconds += report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _TIMINGS.image:
+        return
+    terminalreporter.section("node box timings", sep="-")
+    terminalreporter.line(f"image: {_TIMINGS.image}")
+    for name, seconds in _TIMINGS.boots:
+        boots = ", ".join(f"{value:.1f} s" for value in seconds)
+        terminalreporter.line(f"boots of {name}: {boots}")
+    terminalreporter.line(
+        f"tier (setup, call and teardown of its tests): {_TIMINGS.tier_seconds:.0f} s"
+    )

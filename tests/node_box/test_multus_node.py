@@ -1,0 +1,196 @@
+"""A node of the default app's Multus pool, booted with the pool's real user-data (Karpenter's
+NodeConfig, then node_bootstrap.render_user_data's document) against the emulator's IMDSv2 and
+EC2 (testing_support/node_box/aws.py): cloud-init runs the bootstrap, which creates and attaches
+one ENI per network of the pool; each attachment arrives in the box as a hot-plugged NIC with
+the ENI's MAC. The session's one such node (`multus_node`) is shared by these tests, in order:
+first-boot checks, a late hot-plug, then a reboot.
+
+Expected values come from the config (the pool's network plan: interface name, device index,
+MTU from config/path_mtu.py) and from EC2's side (the ENI's MAC), never from the guest.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from config.node_bootstrap_plan import READY_MARKER_PATH
+from config.path_mtu import path_mtu
+from node_bootstrap.renderer import INSTANCE_TAG_KEY, OWNER_TAG_KEY
+from tests.node_box.conftest import MultusNode
+from tests.node_box.guest import links, wait_until
+
+pytestmark = pytest.mark.node_box
+
+LINK_DIR = "/etc/systemd/network"
+RULES_DIR = "/etc/udev/rules.d"
+BOOTSTRAP_LOG = "/var/log/multus-eni-bootstrap.log"
+#: A kernel event, udev's rules and a rename, under TCG: seconds, not minutes.
+EVENT_TIMEOUT = 120.0
+
+
+def link_state(node: MultusNode, ifname: str) -> dict[str, Any] | None:
+    return links(node.box).get(ifname)
+
+
+def assert_named_up_at_mtu(node: MultusNode, link: dict[str, Any] | None, row: Any) -> None:
+    eni = node.eni_at(row.device_index)
+    assert link is not None, f"no {row.interface_name} in {sorted(links(node.box))}"
+    assert link["address"] == eni["MacAddress"].lower()
+    assert "UP" in link["flags"], f"{row.interface_name} is down: {link['flags']}"
+    assert link["operstate"] == "UP", link
+    assert link["mtu"] == row.mtu
+
+
+def test_first_boot_names_each_multus_interface_up_at_its_network_mtu(
+    multus_node: MultusNode,
+) -> None:
+    node = multus_node
+    assert [row.interface_name for row in node.rows] == ["multus1", "multus2"]  # the default app
+    box_links = links(node.box)
+    for row in node.rows:
+        # the default app's networks route nothing beyond the VPC: the VPC's jumbo frames
+        assert row.mtu == path_mtu([]) == 9001
+        assert_named_up_at_mtu(node, box_links.get(row.interface_name), row)
+        eni = node.eni_at(row.device_index)
+        link_file = node.box.sh(f"cat {LINK_DIR}/10-multus-{row.interface_name}.link")
+        assert f"MACAddress={eni['MacAddress'].lower()}" in link_file
+        assert f"Name={row.interface_name}" in link_file
+        assert f"MTUBytes={row.mtu}" in link_file
+        tags = {tag["Key"]: tag["Value"] for tag in eni["TagSet"]}
+        assert tags[OWNER_TAG_KEY] == node.config.cluster_name
+        assert tags[INSTANCE_TAG_KEY] == node.instance_id
+    # the bootstrap finished: its readiness marker names every interface, cloud-init saw no error
+    marker = node.box.sh(f"cat {READY_MARKER_PATH}").split()
+    assert marker == [row.interface_name for row in node.rows]
+    result = json.loads(node.box.sh("cat /run/cloud-init/result.json"))["v1"]
+    assert result["errors"] == []
+    assert node.box.boots.states[-1] == "running", node.box.sh("systemctl --failed --no-legend")
+    # every attachment reached the box once, and nothing was unplugged
+    assert node.node.plugger.error is None
+    assert sorted(eni for eni, _ in node.node.plugger.log) == sorted(
+        node.eni_at(row.device_index)["NetworkInterfaceId"] for row in node.rows
+    )
+
+
+def test_networkd_leaves_each_multus_interface_unmanaged(multus_node: MultusNode) -> None:
+    node = multus_node
+    setup = {}
+    for line in node.box.sh("networkctl list --no-legend --no-pager").splitlines():
+        _index, name, _kind, _operational, state = line.split()[:5]
+        setup[name] = state
+    for row in node.rows:
+        assert setup[row.interface_name] == "unmanaged", setup
+        status = node.box.sh(f"networkctl status --no-pager {row.interface_name}")
+        assert re.search(r"State: \S+ \(unmanaged\)", status), status
+    # the contrast: networkd does manage the primary NIC (DHCP from QEMU)
+    primary = [name for name, state in setup.items() if state == "configured"]
+    assert primary, setup
+
+
+def test_no_address_route_or_policy_rule_is_set_for_a_multus_interface(
+    multus_node: MultusNode,
+) -> None:
+    node = multus_node
+    for row in node.rows:
+        name = row.interface_name
+        addresses = json.loads(node.box.sh(f"ip -j address show dev {name}"))[0]["addr_info"]
+        # only the kernel's IPv6 link-local address, which any link gets when it goes up
+        assert [a for a in addresses if a["scope"] != "link"] == [], addresses
+        assert [a for a in addresses if a["family"] == "inet"] == [], addresses
+        assert json.loads(node.box.sh(f"ip -j -4 route show table all dev {name}")) == []
+        ipv6_routes = json.loads(node.box.sh(f"ip -j -6 route show table all dev {name}"))
+        assert all(
+            route["dst"].startswith(("fe80::", "ff00::", "multicast")) for route in ipv6_routes
+        ), ipv6_routes
+    # the kernel's own rules (IPv4: local, main, default; IPv6: local, main), none added
+    for family, priorities in (("-4", [0, 32766, 32767]), ("-6", [0, 32766])):
+        rules = json.loads(node.box.sh(f"ip -j {family} rule show"))
+        assert [rule["priority"] for rule in rules] == priorities, rules
+        assert not [rule for rule in rules if "iif" in rule or "oif" in rule], rules
+
+
+def test_the_bootstrap_turns_reverse_path_filtering_off_for_each_multus_interface(
+    multus_node: MultusNode,
+) -> None:
+    node = multus_node
+    names = [row.interface_name for row in node.rows]
+    # the kernel takes max(all, interface): both must be 0 for asymmetric Multus traffic
+    assert node.box.sh("sysctl -n net.ipv4.conf.all.rp_filter").strip() == "0"
+    for name in names:
+        assert node.box.sh(f"sysctl -n net.ipv4.conf.{name}.rp_filter").strip() == "0"
+    assert node.box.sh("cat /etc/sysctl.d/90-multus-eni.conf").splitlines() == [
+        "net.ipv4.conf.all.rp_filter = 0",
+        *(f"net.ipv4.conf.{name}.rp_filter = 0" for name in names),
+    ]
+
+
+def test_a_multus_eni_hotplugged_after_boot_comes_up_named_at_its_mtu(
+    multus_node: MultusNode,
+) -> None:
+    """The second network's ENI detached and attached again once the node runs (EC2 shows a new
+    attachment; the box sees an unplug, then a hot-plug): no bootstrap runs, so only the
+    bootstrap's .link file (name, MTU) and udev rule (link up) act on the new device. Fails
+    with the rule of f912b86's parent, whose RUN named udev's $name: at a hot-plug $name is the
+    kernel's name, which the rename has taken away by the time RUN runs."""
+    node = multus_node
+    row = node.rows[1]
+    ec2 = node.node.emulator.ec2
+    eni = node.eni_at(row.device_index)
+    ec2.detach_network_interface(AttachmentId=eni["Attachment"]["AttachmentId"])
+    wait_until(
+        lambda: row.interface_name not in links(node.box),
+        timeout=EVENT_TIMEOUT,
+        what=f"{row.interface_name} gone after the detach",
+    )
+
+    ec2.attach_network_interface(
+        NetworkInterfaceId=eni["NetworkInterfaceId"],
+        InstanceId=node.instance_id,
+        DeviceIndex=row.device_index,
+    )
+
+    def up() -> dict[str, Any] | None:
+        # administratively up (the rule) and its carrier seen (operstate follows a moment later)
+        found = link_state(node, row.interface_name)
+        return found if found and "UP" in found["flags"] and found["operstate"] == "UP" else None
+
+    link = wait_until(up, timeout=EVENT_TIMEOUT, what=f"{row.interface_name} up after the attach")
+    assert_named_up_at_mtu(node, link, row)
+    assert node.box.sh(f"sysctl -n net.ipv4.conf.{row.interface_name}.rp_filter").strip() == "0"
+    assert node.node.plugger.log[-2:] == [
+        (eni["NetworkInterfaceId"], "unplug"),
+        (eni["NetworkInterfaceId"], "plug"),
+    ]
+
+
+def test_after_a_reboot_every_multus_interface_is_up_at_the_end_of_boot(
+    multus_node: MultusNode,
+) -> None:
+    """A clean reboot: the ENIs stay attached (the NICs stay plugged), cloud-init does not run
+    the bootstrap again, so each interface must come back named, at its MTU and up by the
+    bootstrap's files alone, by the time systemd has finished starting (no waiting after it).
+
+    Catches the revert of f912b86 (node_bootstrap: the udev rule 10-multus-<if>.rules with
+    RUN+="/usr/sbin/ip link set dev $name up"): udev formats RUN when it reads the rule, before
+    80-net-setup-link.rules renames the NIC, so `ip link set` names the kernel's old name and
+    every Multus interface stays down after each reboot. Checked by hand: with that line put
+    back into node_bootstrap/multus_eni_bootstrap.sh this test fails (multus1 is down)."""
+    node = multus_node
+    first_boot = node.box.boot_id()
+    runs_before = node.box.sh(f"grep -c 'multus-eni: instance' {BOOTSTRAP_LOG}").strip()
+
+    node.box.reboot()
+
+    assert node.box.boot_id() != first_boot
+    assert node.box.boots.states[-1] == "running", node.box.sh("systemctl --failed --no-legend")
+    box_links = links(node.box)
+    for row in node.rows:
+        assert_named_up_at_mtu(node, box_links.get(row.interface_name), row)
+        assert node.box.sh(f"sysctl -n net.ipv4.conf.{row.interface_name}.rp_filter") == "0\n"
+    assert node.box.sh("sysctl -n net.ipv4.conf.all.rp_filter") == "0\n"
+    # the bootstrap ran in the first boot only (cloud-init: once per instance)
+    assert node.box.sh(f"grep -c 'multus-eni: instance' {BOOTSTRAP_LOG}").strip() == runs_before
