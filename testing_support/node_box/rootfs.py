@@ -43,6 +43,16 @@ FILES: dict[str, str] = {
     # unpacked under TCG at every boot); no resume device to wait for.
     "etc/initramfs-tools/conf.d/node-box.conf": "MODULES=list\nCOMPRESS=gzip\nRESUME=none\n",
     "etc/initramfs-tools/modules": "virtio_pci\nvirtio_blk\next4\n",
+    # Amazon Linux 2023's EKS AMI settings for links and routes networkd does not own, as the
+    # AMI has them (awslabs/amazon-eks-ami templates/al2023/runtime/rootfs/etc/systemd/):
+    # networkd leaves alone the routes and policy rules others made (a CNI's, the pod IP
+    # agent's) ...
+    "etc/systemd/networkd.conf.d/80-release.conf": (
+        "[Network]\nManageForeignRoutes=no\nManageForeignRoutingPolicyRules=no\n"
+    ),
+    # ... and udev keeps the MAC address a NIC came with (systemd's default policy would make
+    # up a persistent one for some devices: amazon-vpc-cni-k8s#2103)
+    "etc/systemd/network/99-default.link.d/99-no-policy.conf": "[Link]\nMACAddressPolicy=none\n",
 }
 
 #: systemd-networkd ships disabled in Debian; on Amazon Linux 2023 it manages every link.

@@ -1,8 +1,8 @@
 """The node box tier: real nodes under QEMU (testing_support/node_box), booted from an image
 built once per set of inputs and cached outside the clone.
 
-`node_image` builds or finds the image for the session; `boot_node` boots a fresh box from it
-for one test (a new overlay: nothing of another test's boot is seen) and ends it afterwards.
+`node_image` builds or finds the image for the session (each box boots from it through an
+overlay of its own: nothing of another box's boots is seen).
 Without the box's prerequisites (root and debootstrap to build, qemu-system-x86, qemu-utils and
 genisoimage to boot: `make dataplane-tools`) the tests skip and say which, except under CI=true,
 where they fail. The run ends with the image's build time, each boot's and the tier's.
@@ -15,9 +15,8 @@ read it or put it back as they found it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,12 +34,6 @@ from testing_support.node_box import NodeBox, NodeImage, Unavailable, build_imag
 from testing_support.node_box.aws import AwsNode
 from tests.helpers import unavailable_here
 
-#: Units a box may have failed with and still count as booted (systemd "degraded"), each with
-#: the reason it fails in the box and not on a node. None so far.
-KNOWN_FAILED_UNITS: frozenset[str] = frozenset()
-
-BootNode = Callable[..., NodeBox]
-
 
 @dataclass
 class _Timings:
@@ -55,7 +48,7 @@ _TIMINGS = _Timings()
 
 
 def record_boots(name: str, seconds: list[float]) -> None:
-    """Adds a box's boots to the run's summary (boot_node's are added by the fixture)."""
+    """Adds a box's boots to the run's summary."""
     _TIMINGS.boots.append((name, seconds))
 
 
@@ -69,32 +62,6 @@ def node_image() -> NodeImage:
     _TIMINGS.image = f"built in {built:.0f} s" if built is not None else "cached"
     _TIMINGS.image += f" ({image.directory})"
     return image
-
-
-@pytest.fixture
-def boot_node(
-    node_image: NodeImage, tmp_path: Path, request: pytest.FixtureRequest
-) -> Iterator[BootNode]:
-    """boot_node(user_data=..., instance_id=...) -> a box booted to the end of systemd's start
-    (NodeBox.wait_until_booted), ended after the test. Its console.log stays in tmp_path."""
-    boxes: list[NodeBox] = []
-
-    def boot(**options: Any) -> NodeBox:
-        box = NodeBox(node_image, tmp_path / f"box{len(boxes)}", **options)
-        boxes.append(box)
-        try:
-            box.start()
-        except Unavailable as error:
-            unavailable_here(f"the node box cannot run here: {error}")
-        box.wait_until_booted()
-        return box
-
-    try:
-        yield boot
-    finally:
-        for box in boxes:
-            box.stop()
-            _TIMINGS.boots.append((request.node.name, box.boots.seconds))
 
 
 @pytest.fixture(scope="session")

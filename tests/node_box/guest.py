@@ -39,8 +39,3 @@ def wait_until(check: Callable[[], T | None], *, timeout: float, what: str) -> T
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not within {timeout:.0f} s")
         time.sleep(1)
-
-
-def link_file(mac: str, name: str) -> str:
-    """A systemd .link file naming the NIC with this MAC, as the bootstrap script writes one."""
-    return f"[Match]\nMACAddress={mac}\n\n[Link]\nName={name}\n"

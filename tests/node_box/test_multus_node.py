@@ -11,6 +11,7 @@ MTU from config/path_mtu.py) and from EC2's side (the ENI's MAC), never from the
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from typing import Any
@@ -21,7 +22,8 @@ from config.node_bootstrap_plan import READY_MARKER_PATH
 from config.path_mtu import path_mtu
 from node_bootstrap.renderer import INSTANCE_TAG_KEY, OWNER_TAG_KEY
 from tests.node_box.conftest import MultusNode
-from tests.node_box.guest import links, wait_until
+from tests.node_box.guest import link_with_mac, links, udev_properties, wait_until
+from tests.node_box.pod_ips import PodAttachment, agent_pod, install, wait_for_agent
 
 pytestmark = pytest.mark.node_box
 
@@ -68,7 +70,11 @@ def test_first_boot_names_each_multus_interface_up_at_its_network_mtu(
     assert marker == [row.interface_name for row in node.rows]
     result = json.loads(node.box.sh("cat /run/cloud-init/result.json"))["v1"]
     assert result["errors"] == []
+    assert result["datasource"].startswith("DataSourceNoCloud")
+    assert node.box.sh("cat /var/lib/cloud/data/instance-id").strip() == node.instance_id
+    assert node.box.sh(f"grep -c 'multus-eni: instance' {BOOTSTRAP_LOG}").strip() == "1"
     assert node.box.boots.states[-1] == "running", node.box.sh("systemctl --failed --no-legend")
+    assert node.box.sh("systemctl is-active multi-user.target").strip() == "active"
     # every attachment reached the box once, and nothing was unplugged
     assert node.node.plugger.error is None
     assert sorted(eni for eni, _ in node.node.plugger.log) == sorted(
@@ -167,6 +173,65 @@ def test_a_multus_eni_hotplugged_after_boot_comes_up_named_at_its_mtu(
     ]
 
 
+@pytest.fixture(scope="module")
+def pod_ip_agent(multus_node: MultusNode) -> str:
+    """The pool's pod IP agent, its DaemonSet's pod run by the box's systemd (installed once,
+    tests/node_box/pod_ips.py); the ID of the boot it was installed in."""
+    install(multus_node.box, agent_pod(multus_node.config, multus_node.pool))
+    return multus_node.box.boot_id()
+
+
+def pod_address(row: Any, index: int) -> str:
+    """The index-th address of the network's reservation outside its fixed addresses: one that
+    Whereabouts could give a pod and the agent manages."""
+    static = ipaddress.ip_network(row.static_range) if row.static_range else None
+    reservation = ipaddress.ip_network(row.reservation_cidr)
+    free = [address for address in reservation.hosts() if static is None or address not in static]
+    return str(free[index])
+
+
+def secondary_addresses(node: MultusNode, row: Any) -> set[str]:
+    """The ENI's secondary private IPv4 addresses, as EC2 (moto) holds them."""
+    eni = node.eni_at(row.device_index)
+    return {
+        entry["PrivateIpAddress"] for entry in eni["PrivateIpAddresses"] if not entry["Primary"]
+    }
+
+
+def assert_pod_address_assigned_and_released(node: MultusNode, pod: PodAttachment) -> None:
+    assert pod.address not in secondary_addresses(node, pod.row)
+    result = pod.add(node.box)
+    assert [entry["address"] for entry in result["ips"]] == [
+        f"{pod.address}/{ipaddress.ip_network(pod.row.subnet_cidr).prefixlen}"
+    ]
+    # the pod's address is the ENI's: the VPC delivers it to this node
+    assert pod.address in secondary_addresses(node, pod.row)
+    # and the plugin put the subnet back into the pod's main table via its Multus interface
+    routes = json.loads(node.box.sh(f"ip -n {pod.netns} -j -4 route show table main"))
+    assert {"dst": pod.row.subnet_cidr, "dev": "net1"}.items() <= next(
+        route for route in routes if route["dst"] == pod.row.subnet_cidr
+    ).items(), routes
+    pod.delete(node.box)
+    wait_until(
+        lambda: pod.address not in secondary_addresses(node, pod.row),
+        timeout=EVENT_TIMEOUT,
+        what=f"{pod.address} released from the ENI after DEL",
+    )
+
+
+def test_the_pod_ip_agent_assigns_a_pods_address_to_the_eni_and_releases_it(
+    multus_node: MultusNode, pod_ip_agent: str
+) -> None:
+    """The agent as its DaemonSet runs it (its ConfigMap's code and config, the init container's
+    plugin install on the host, its hostPath mounts) serves the plugin that Multus would call
+    last in the NAD's chain, on a real ipvlan link of the hot-plugged ENI."""
+    node = multus_node
+    assert node.box.sh("systemctl is-active multus-pod-ips-agent.service").strip() == "active"
+    assert_pod_address_assigned_and_released(
+        node, PodAttachment(node.rows[0], "first-boot", pod_address(node.rows[0], 0))
+    )
+
+
 def test_after_a_reboot_every_multus_interface_is_up_at_the_end_of_boot(
     multus_node: MultusNode,
 ) -> None:
@@ -194,3 +259,41 @@ def test_after_a_reboot_every_multus_interface_is_up_at_the_end_of_boot(
     assert node.box.sh("sysctl -n net.ipv4.conf.all.rp_filter") == "0\n"
     # the bootstrap ran in the first boot only (cloud-init: once per instance)
     assert node.box.sh(f"grep -c 'multus-eni: instance' {BOOTSTRAP_LOG}").strip() == runs_before
+
+
+def test_after_a_reboot_the_pod_ip_agent_serves_the_plugin_again(
+    multus_node: MultusNode, pod_ip_agent: str
+) -> None:
+    """The agent's pod comes back with the node (kubelet recreates a DaemonSet's pod; here its
+    units are enabled), finds its ENIs by the bootstrap's state files (on disk) and serves a
+    new pod on each network, its socket and records on a fresh /run."""
+    node = multus_node
+    assert node.box.boot_id() != pod_ip_agent, "runs after the reboot test, on the rebooted node"
+    wait_for_agent(node.box)
+    for index, row in enumerate(node.rows):
+        assert_pod_address_assigned_and_released(
+            node, PodAttachment(row, f"after-reboot-{index}", pod_address(row, 1))
+        )
+
+
+def test_a_nic_no_link_file_matches_keeps_udevs_path_name_and_leaves_when_unplugged(
+    multus_node: MultusNode,
+) -> None:
+    """The contrast to the Multus ENIs: a NIC that none of the bootstrap's .link files matches is
+    named by udev's default policy (its PCI path), and an unplugged NIC leaves udev and systemd."""
+    box = multus_node.box
+    mac = "02:6d:75:6c:74:02"
+    nic = box.plug_nic(mac)
+    other = wait_until(
+        lambda: link_with_mac(box, mac), timeout=EVENT_TIMEOUT, what=f"{mac} in ip link"
+    )
+    assert other["ifname"].startswith("enp"), other["ifname"]
+    box.sh("udevadm settle")
+    properties = udev_properties(box, other["ifname"])
+    assert properties["ID_NET_LINK_FILE"].endswith("/systemd/network/99-default.link")
+    assert properties["ID_NET_DRIVER"] == "virtio_net"
+    device = f"sys-subsystem-net-devices-{other['ifname']}.device"
+    assert box.sh(f"systemctl is-active {device}").strip() == "active"
+    box.unplug_nic(nic, timeout=EVENT_TIMEOUT)
+    wait_until(lambda: link_with_mac(box, mac) is None, timeout=EVENT_TIMEOUT, what=f"{mac} gone")
+    assert box.run(["systemctl", "is-active", device]).stdout.strip() == "inactive"
