@@ -29,7 +29,8 @@ synth: $(VENV)/.installed node_modules/.installed
 # Installs what its tiers need first (as root: the pinned Debian packages of dataplane-tools; Go
 # builds the cluster box on first use): on a fresh machine this one command runs everything.
 # Two workers: while one waits on the data-plane tier's VM (one emulated CPU), the other runs the
-# rest; each box or VM runs whole on one worker (tests/conftest.py, TierScheduling).
+# rest; each box runs whole on one worker, the two VM tiers one after the other on the same one
+# (tests/conftest.py, TierScheduling).
 test: lint dataplane-tools node_modules/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n 2 $(PYTEST_ARGS)
 

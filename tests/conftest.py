@@ -273,6 +273,10 @@ EXAMPLE_APP_FIXTURES = frozenset(APP_FIXTURES) - {"default_app"} | {"pipeline_sy
 #: (`make test` runs two) each tier runs whole on one worker, and first: the VMs are the longest
 #: units of work, so they start while the other worker runs everything else.
 SHARED_STATE_TIERS = ("dataplane", "node_box", "cluster_box")
+#: The tiers that run a TCG VM for minutes go to one worker, one after the other: beside the
+#: other worker's tests, two such VMs starve each other on 2 cores (a clean-clone run with both
+#: at once lost 5 data-plane tests to the agent's "no answer from EC2 in time").
+VM_TIERS = ("dataplane", "node_box")
 
 
 def shared_state_tier(nodeid: str) -> str | None:
@@ -283,13 +287,17 @@ def shared_state_tier(nodeid: str) -> str | None:
 
 
 class TierScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no types
-    """pytest-xdist's loadscope: a shared-state tier is one unit of work, any other test module
-    one unit (its module fixtures are set up once), sent in collection order. Not loadgroup:
+    """pytest-xdist's loadscope: a shared-state tier is one unit of work (the VM_TIERS together
+    one), any other test module one unit (its module fixtures are set up once), sent in
+    collection order. Not loadgroup:
     it names the group in the item's node ID, which pytest 9.2 no longer lets a plugin change
     (xdist 3.8.0 sets `_nodeid`; pytest's `nodeid` reads `_id`), so its groups split."""
 
     def _split_scope(self, nodeid: str) -> str:
-        return shared_state_tier(nodeid) or nodeid.split("::", 1)[0]
+        tier = shared_state_tier(nodeid)
+        if tier in VM_TIERS:
+            return "+".join(VM_TIERS)
+        return tier or nodeid.split("::", 1)[0]
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> TierScheduling | None:

@@ -6,7 +6,8 @@ each init container a oneshot unit, run in order once per boot; each container a
 starts after them and again when it exits (restartPolicy Always); each unit wanted by
 multi-user.target, so a reboot starts the pod again as the node's kubelet recreates a
 DaemonSet's pod. Volumes: a hostPath volume is bind-mounted at its mountPath (read-only when
-the mount is; DirectoryOrCreate paths are created before each start, as kubelet does); a
+the mount is; DirectoryOrCreate paths and the mount points are created by a oneshot unit
+before the pod's others, at each boot, as kubelet creates them at each start of the pod); a
 configMap volume is written as files (its items' paths, its defaultMode) and bind-mounted
 read-only. The container's command, args, workingDir and literal env are kept.
 
@@ -18,6 +19,8 @@ What it does not model (a fake is a debt):
 - the Kubernetes API: no pod object or status, no scheduling (node selectors, tolerations: the
   test chooses the node), no rollout, no start order against the node's registration and the
   startup taint; env from fieldRef, secrets or config maps is refused, not modelled;
+- the container's own root: the mount points are made in the box's (/host/opt/cni/bin is a
+  directory of the box);
 - mount propagation: systemd's own for a unit's namespace (host mounts such as /run/netns
   entries propagate in, as HostToContainer), whatever the manifest says.
 """
@@ -80,34 +83,24 @@ def pod_files(daemon_set: Mapping[str, Any], config_maps: Sequence[Mapping[str, 
             files += _config_map_files(volume["configMap"], maps, directory)
         else:
             raise ValueError(f"{pod_name}: volume {volume['name']} is of a kind not modelled")
-    units: list[str] = []
-    init_containers = spec.get("initContainers", [])
-    for container in init_containers:
+    volumes = _Volumes(sources, read_only)
+    containers = [*spec.get("initContainers", []), *spec["containers"]]
+    # systemd's bind mounts need their source and their mount point to exist (a container
+    # runtime makes the mount points in the container's root; here the root is the box's)
+    mount_points = [mount["mountPath"] for c in containers for mount in c.get("volumeMounts", [])]
+    prepare = f"{pod_name}-volumes.service"
+    files.append(BoxFile(f"{UNIT_DIR}/{prepare}", _volumes_unit(pod_name, created, mount_points)))
+    units = [prepare]
+    for container in spec.get("initContainers", []):
         unit = f"{pod_name}-init-{container['name']}.service"
-        files.append(
-            BoxFile(
-                f"{UNIT_DIR}/{unit}",
-                _unit(
-                    pod_name,
-                    container,
-                    _Volumes(sources, read_only, created),
-                    units[-1:],
-                    oneshot=True,
-                ),
-            )
-        )
+        text = _unit(pod_name, container, volumes, units[-1:], oneshot=True)
+        files.append(BoxFile(f"{UNIT_DIR}/{unit}", text))
         units.append(unit)
-    inits = units[:]
+    before_containers = units[:]
     for container in spec["containers"]:
         unit = f"{pod_name}-{container['name']}.service"
-        files.append(
-            BoxFile(
-                f"{UNIT_DIR}/{unit}",
-                _unit(
-                    pod_name, container, _Volumes(sources, read_only, created), inits, oneshot=False
-                ),
-            )
-        )
+        text = _unit(pod_name, container, volumes, before_containers, oneshot=False)
+        files.append(BoxFile(f"{UNIT_DIR}/{unit}", text))
         units.append(unit)
     return PodFiles(files, units)
 
@@ -116,7 +109,27 @@ def pod_files(daemon_set: Mapping[str, Any], config_maps: Sequence[Mapping[str, 
 class _Volumes:
     sources: Mapping[str, str]  # volume name -> path on the box
     read_only: set[str]
-    created: Sequence[str]  # DirectoryOrCreate host paths
+
+
+def _volumes_unit(pod_name: str, created: Sequence[str], mount_points: Sequence[str]) -> str:
+    """Creates the DirectoryOrCreate host paths (at each start of the pod, as kubelet does: a
+    path under /run is gone after a reboot) and the mount points."""
+    paths = " ".join(dict.fromkeys([*created, *mount_points]))
+    return "\n".join(
+        [
+            "[Unit]",
+            f"Description={pod_name} pod: its volumes (node box stand-in for kubelet)",
+            "",
+            "[Service]",
+            "Type=oneshot",
+            "RemainAfterExit=yes",
+            f"ExecStart=/bin/mkdir -p {paths}",
+            "",
+            "[Install]",
+            "WantedBy=multi-user.target",
+            "",
+        ]
+    )
 
 
 def _config_map_files(
@@ -146,8 +159,6 @@ def _unit(
     lines += ["Type=oneshot", "RemainAfterExit=yes"] if oneshot else ["Restart=always"]
     if not oneshot:
         lines.append("RestartSec=2")
-    # "+": outside the unit's mount namespace, before the bind mounts need the paths
-    lines += [f"ExecStartPre=+/bin/mkdir -p {path}" for path in volumes.created]
     for mount in container.get("volumeMounts", []):
         name = mount["name"]
         read_only = mount.get("readOnly") or name in volumes.read_only

@@ -54,8 +54,15 @@ def install(box: NodeBox, pod: PodFiles) -> None:
     """Writes the pod's files, starts its units and waits until the agent says it is ready."""
     for file in pod.files:
         box.write_file(file.path, file.text, file.mode)
-    box.sh(pod.install_script(), timeout=300)
+    started = box.run(["/bin/sh", "-c", pod.install_script()], timeout=300)
+    assert started.returncode == 0, f"{started.describe()}\n{journal(box, pod)}"
     wait_for_agent(box)
+
+
+def journal(box: NodeBox, pod: PodFiles) -> str:
+    """The pod's units' journal: what a failed start said."""
+    units = " ".join(f"-u {unit}" for unit in pod.units)
+    return box.run(["/bin/sh", "-c", f"journalctl --no-pager -b {units} | tail -n 40"]).stdout
 
 
 def wait_for_agent(box: NodeBox) -> None:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import pytest
 
-from tests.conftest import shared_state_tier, skipped_tiers, tier_times
+from tests.conftest import TierScheduling, shared_state_tier, skipped_tiers, tier_times
 
 
 def skipped(path: str, reason: str) -> pytest.TestReport:
@@ -110,3 +110,21 @@ def test_a_shared_state_tier_is_one_unit_of_work_on_xdist(
     nodeid: str, unit_of_work: str | None
 ) -> None:
     assert shared_state_tier(nodeid) == unit_of_work
+
+
+def test_the_vm_tiers_share_one_unit_of_work_and_the_other_tiers_have_their_own() -> None:
+    scheduler = object.__new__(TierScheduling)  # _split_scope reads no state
+    scopes = {
+        nodeid: scheduler._split_scope(nodeid)
+        for nodeid in (
+            "tests/dataplane/test_multus_pods.py::test_ping",
+            "tests/node_box/test_multus_node.py::test_first_boot",
+            "tests/cluster_box/test_rollouts.py::test_a_change_rolls",
+            "tests/cluster_box/test_scheduling.py::test_a_pool",
+            "tests/unit/test_x.py::test_y",
+        )
+    }
+    dataplane, node_box, rollouts, scheduling, unit = scopes.values()
+    assert dataplane == node_box  # one worker runs both VMs, one after the other
+    assert rollouts == scheduling != dataplane
+    assert unit == "tests/unit/test_x.py"

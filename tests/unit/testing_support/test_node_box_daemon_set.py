@@ -38,15 +38,16 @@ def test_init_containers_run_in_order_before_the_containers() -> None:
         [],
     )
     assert pod.units == [
+        "agent-pod-volumes.service",
         "agent-pod-init-first.service",
         "agent-pod-init-second.service",
         "agent-pod-main.service",
     ]
     first = unit(pod, "agent-pod-init-first.service")
-    assert "Type=oneshot" in first and "Requires=" not in "".join(first)
+    assert "Type=oneshot" in first and "After=agent-pod-volumes.service" in first
     assert "After=agent-pod-init-first.service" in unit(pod, "agent-pod-init-second.service")
     main = unit(pod, "agent-pod-main.service")
-    for init in pod.units[:2]:
+    for init in pod.units[:3]:
         assert f"Requires={init}" in main and f"After={init}" in main
     assert "Restart=always" in main and "WantedBy=multi-user.target" in main
     assert pod.install_script().endswith(f"systemctl start {' '.join(pod.units)}")
@@ -89,8 +90,11 @@ def test_volumes_are_mounted_as_kubelet_mounts_them() -> None:
     assert f"BindReadOnlyPaths={code_dir}:/opt/code" in main  # configMap: read-only always
     assert "BindPaths=/run/x:/run/x" in main
     assert "BindReadOnlyPaths=/var/lib/x:/host/state" in main
-    assert "ExecStartPre=+/bin/mkdir -p /run/x" in main
-    assert not [line for line in main if "mkdir -p /var/lib/x" in line]  # no type: must exist
+    # the DirectoryOrCreate path and every mount point, before the pod's other units
+    assert "ExecStart=/bin/mkdir -p /run/x /opt/code /host/state" in unit(
+        pod, "agent-pod-volumes.service"
+    )
+    assert pod.units[0] == "agent-pod-volumes.service" and "After=agent-pod-volumes.service" in main
     assert "WorkingDirectory=/opt/code" in main
     assert "ExecStart=python3 -m pkg" in main
 
