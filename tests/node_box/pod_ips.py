@@ -113,7 +113,7 @@ class PodAttachment:
     def add(self, box: NodeBox) -> dict[str, Any]:
         """ipvlan's and Whereabouts' part by hand, then the plugin's ADD; its result."""
         prefix = ipaddress.ip_network(self.row.subnet_cidr).prefixlen
-        link = f"iv-{self.container_id}"
+        link = "pod-ipvlan"  # a name for the moment before the move (at most 15 characters)
         box.sh(
             f"ip netns add {self.netns} && "
             f"ip link add link {self.row.interface_name} name {link} type ipvlan mode l2 && "

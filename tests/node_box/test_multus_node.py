@@ -284,11 +284,10 @@ def test_a_nic_no_link_file_matches_keeps_udevs_path_name_and_leaves_when_unplug
     box = multus_node.box
     mac = "02:6d:75:6c:74:02"
     nic = box.plug_nic(mac)
-    other = wait_until(
-        lambda: link_with_mac(box, mac), timeout=EVENT_TIMEOUT, what=f"{mac} in ip link"
-    )
-    assert other["ifname"].startswith("enp"), other["ifname"]
-    box.sh("udevadm settle")
+    wait_until(lambda: link_with_mac(box, mac), timeout=EVENT_TIMEOUT, what=f"{mac} in ip link")
+    box.sh("udevadm settle")  # the kernel's ethN until udev has renamed it
+    other = link_with_mac(box, mac)
+    assert other is not None and other["ifname"].startswith("enp"), other
     properties = udev_properties(box, other["ifname"])
     assert properties["ID_NET_LINK_FILE"].endswith("/systemd/network/99-default.link")
     assert properties["ID_NET_DRIVER"] == "virtio_net"
