@@ -4,6 +4,7 @@ element of a config (pool, attachment, route, security group rule, fixed range) 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -201,6 +202,7 @@ TARGET_WORDS = {
 }
 
 
+@cache  # both parametrized tests draw the same configs; load each once
 def configs_to_draw() -> list[tuple[str, AppConfig]]:
     return [
         ("default", load_from_cli([]).base),
