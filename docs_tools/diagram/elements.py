@@ -107,7 +107,7 @@ def existing_vpc_boxes(existing: ExistingVpcConfig, index: int) -> list[Box]:
     nodes = Box(
         "nodes",
         f"nodes  {node.cidr}",
-        (Line(f"{node.id} (given): system and Karpenter nodes"),),
+        (Line(f"{node.id} (given)"), Line("system and Karpenter nodes (primary ENI)")),
     )
     return [*public, nodes]
 

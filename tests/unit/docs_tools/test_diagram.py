@@ -117,7 +117,8 @@ def test_an_existing_vpc_is_drawn_with_the_teams_ids_and_no_subnet_of_a_new_vpc(
     )
     for expected in (
         "nodes  10.0.2.0/24",
-        "subnet-0a1b2c3d4e5f60721 (given): system and Karpenter nodes",
+        "subnet-0a1b2c3d4e5f60721 (given)",
+        "system and Karpenter nodes (primary ENI)",
         "public  10.0.1.0/24",
         "n6  10.0.68.0/24",
     ):
