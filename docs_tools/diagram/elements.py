@@ -215,7 +215,7 @@ def rule_text(direction: str, rule: SecurityGroupRuleConfig) -> str:
 def pool_box(config: AppConfig, pool: NodePoolConfig) -> Box:
     """A node pool and the Multus networks its nodes attach, an ENI each at its device index."""
     attachments = tuple(
-        Line(attachment_text(row)) for row in networks_in_order(config.pool_plan(pool))
+        line for row in networks_in_order(config.pool_plan(pool)) for line in attachment_lines(row)
     )
     return Box(
         kind="pool",
@@ -225,13 +225,13 @@ def pool_box(config: AppConfig, pool: NodePoolConfig) -> Box:
     )
 
 
-def attachment_text(row: NetworkPlanRow) -> str:
-    prefixes = (
-        f", {row.prefixes_per_node} x /{PREFIX_LENGTH} prefixes per node"
-        if row.prefixes_per_node
-        else ""
-    )
-    return f"device {row.device_index}: {row.network} as {row.interface_name}{prefixes}"
+def attachment_lines(row: NetworkPlanRow) -> tuple[Line, ...]:
+    """The network at its device index, and on a node_prefix network the prefixes this pool's
+    nodes take (they depend on the pool's sizes) on a line of their own."""
+    attachment = Line(f"device {row.device_index}: {row.network} as {row.interface_name}")
+    if not row.prefixes_per_node:
+        return (attachment,)
+    return (attachment, Line(f"    {row.prefixes_per_node} x /{PREFIX_LENGTH} prefixes per node"))
 
 
 def vpc_summary(config: AppConfig) -> tuple[str, str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from config import AppConfig, parse_config
+from config.node_prefix import PREFIX_LENGTH
 from docs_tools import diagram
 from docs_tools.context import load_from_cli
 from docs_tools.diagram.svg import BAR_HEIGHT
@@ -242,6 +243,8 @@ def test_every_element_of_the_config_is_in_the_picture(name: str, config: AppCon
         for attached in all_networks if pool.networks is None else pool.networks:
             assert has_line(pool_lines[1:], attached), (name, pool.name, attached)
             assert has_line(groups[f"network-{attached}"], pool.name), (name, pool.name, attached)
+        if any(row.prefixes_per_node for row in config.pool_plan(pool)):
+            assert any(f"/{PREFIX_LENGTH} prefixes" in line for line in pool_lines), pool.name
     for network in config.multus.networks:
         lines = groups[f"network-{network.name}"]
         assert has_line(lines, network.name)
@@ -270,6 +273,8 @@ def test_every_element_of_the_config_is_in_the_picture(name: str, config: AppCon
             assert has_line(zone_lines, network.name, subnet.cidr), (name, subnet.cidr)
             if subnet.static_range:
                 assert has_line(zone_lines, "fixed", subnet.static_range), (name, subnet)
+            if network.ip_management == "node_prefix":
+                assert any(f"/{PREFIX_LENGTH} prefix" in line for line in zone_lines), name
 
 
 @pytest.mark.parametrize(("name", "config"), configs_to_draw(), ids=lambda value: None)
