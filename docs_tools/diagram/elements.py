@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from charts.nad_cni_configs import whereabouts_range_and_gateway
 from config import AppConfig
 from config.model import (
+    ANYWHERE,
     ExistingVpcConfig,
     MultusNetworkConfig,
     NodePoolConfig,
@@ -165,7 +166,7 @@ def network_box(config: AppConfig, network: MultusNetworkConfig) -> Box:
     pools = [pool.name for pool in config.node_pools if attaches(config, pool, network)]
     attached = f"attached by pools: {', '.join(pools)}" if pools else "attached by no pool"
     default_route = (
-        (Line("route 0.0.0.0/0 -> NAT gateway of the AZ (nat_egress)", "route"),)
+        (Line(f"route {ANYWHERE} -> {ROUTE_TARGET_NAMES['nat_gateway']} (nat_egress)", "route"),)
         if network.nat_egress
         else ()
     )
