@@ -46,14 +46,15 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# The network picture of a config (same -c values as synth) and the generated docs pages. Only
-# the default config's picture goes to docs/ (a test compares it); others to cdk.out/.
+# The network picture of a config (same -c values as synth): the default's to docs/, others to
+# cdk.out/. `docs` redraws every committed picture (the default config's, docs/pictures/ one per
+# example; tests compare them) and the generated pages.
 DIAGRAM ?= $(if $(CDK_ARGS),cdk.out/architecture.svg,docs/architecture.svg)
 diagram: $(VENV)/.installed
 	$(BIN)/python -m docs_tools.diagram $(CDK_ARGS) --output $(DIAGRAM)
 
 docs: $(VENV)/.installed
-	$(BIN)/python -m docs_tools.diagram --output docs/architecture.svg
+	$(BIN)/python -m docs_tools.diagram --all
 	$(BIN)/python -m docs_tools.config_reference
 	$(BIN)/python -m docs_tools.accepted_findings
 
