@@ -26,8 +26,8 @@ from config.images import ImagesConfig
 from multus_pod_ips.agent import metrics as agent_metrics
 from stacks.cluster_props import monitoring_props, pod_ips_props
 
-# A metric name in PromQL: a word not followed by "(" (functions) and not inside quotes or
-# braces or brackets (label values, label names, ranges); keywords and label names are filtered below.
+# A metric name in PromQL: a word not followed by "(" (functions) and not inside quotes,
+# braces or brackets (label values, label names, ranges); keywords are filtered below.
 _PROMQL_KEYWORDS = {"sum", "by", "rate", "max", "min", "histogram_quantile", "increase", "le"}
 _HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
@@ -93,7 +93,7 @@ def test_only_the_switch_deploys_it() -> None:
 
 
 def test_the_selector_labels_need_the_switch() -> None:
-    with pytest.raises(ValueError, match="selector_labels: .*prometheus_operator: true"):
+    with pytest.raises(ValueError, match=r"selector_labels: .*prometheus_operator: true"):
         AppConfig.model_validate({"monitoring": {"selector_labels": {"release": "kps"}}})
     with pytest.raises(ValueError, match="selector_labels: "):
         AppConfig.model_validate(
