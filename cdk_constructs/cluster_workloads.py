@@ -19,6 +19,7 @@ from charts.cleartaints import ClearTaintsChart, ClearTaintsProps
 from charts.karpenter_node_pool import KarpenterNodePoolChart, KarpenterNodePoolProps
 from charts.multus import MultusChart, MultusProps
 from charts.multus_pod_ips import MultusPodIpsChart, MultusPodIpsProps
+from charts.multus_pod_ips_monitoring import MonitoringProps, MultusPodIpsMonitoringChart
 from charts.network_attachments import NetworkAttachmentsChart, NetworkAttachmentsProps
 from charts.sample_workloads import SampleWorkloadsChart, SampleWorkloadsProps
 from charts.whereabouts import WhereaboutsChart, WhereaboutsProps
@@ -31,6 +32,8 @@ class ClusterWorkloadsProps:
     karpenter_release: NodePool/EC2NodeClass need its CRDs and webhook-free API.
     node_pools: every pool's NodePool and EC2NodeClass, all in one chart (one manifest).
     pod_ips: None when no network assigns addresses per pod.
+    monitoring: the agents' PodMonitor, alerts and dashboard; None unless
+    monitoring.prometheus_operator (their kinds need the operator's CRDs).
     sample_workloads: None when the sample workloads are not enabled."""
 
     cluster: eks.Cluster
@@ -40,6 +43,7 @@ class ClusterWorkloadsProps:
     network_attachments: NetworkAttachmentsProps
     clear_taints: ClearTaintsProps
     pod_ips: MultusPodIpsProps | None
+    monitoring: MonitoringProps | None
     node_pools: Sequence[KarpenterNodePoolProps]
     sample_workloads: SampleWorkloadsProps | None
 
@@ -62,6 +66,12 @@ class ClusterWorkloads(Construct):
         self._deploy(ClearTaintsChart(self._charts, "cleartaints", props.clear_taints))
         if props.pod_ips is not None:
             self._deploy(MultusPodIpsChart(self._charts, "multus-pod-ips", props.pod_ips))
+        if props.monitoring is not None:
+            self._deploy(
+                MultusPodIpsMonitoringChart(
+                    self._charts, "multus-pod-ips-monitoring", props.monitoring
+                )
+            )
         self.node_pool = self._deploy(
             KarpenterNodePoolChart(self._charts, "karpenter-node-pool", props.node_pools),
             after=[props.karpenter_release],

@@ -26,6 +26,7 @@ from charts.cleartaints import ClearTaintsNodes, ClearTaintsProps
 from charts.karpenter_node_pool import DisruptionBudget, KarpenterNodePoolProps
 from charts.multus import MultusProps
 from charts.multus_pod_ips import MultusPodIpsProps, PodIpsNodes
+from charts.multus_pod_ips_monitoring import MonitoringProps
 from charts.nad_cni_configs import (
     Ipv6Range,
     NetworkAttachment,
@@ -297,8 +298,23 @@ def cluster_workloads_props(
             ],
         ),
         pod_ips=pod_ips,
+        monitoring=monitoring_props(config, pod_ips),
         node_pools=node_pools,
         sample_workloads=sample_workloads_props(config) if config.extras.sample_workloads else None,
+    )
+
+
+def monitoring_props(
+    config: AppConfig, pod_ips: MultusPodIpsProps | None
+) -> MonitoringProps | None:
+    """The agents' PodMonitor, alerts and dashboard: only where the Prometheus Operator runs
+    (its CRDs) and some pool runs the agent (the metrics they watch are its own)."""
+    if not config.monitoring.prometheus_operator or pod_ips is None:
+        return None
+    return MonitoringProps(
+        agent_names=[nodes.daemon_set_name for nodes in pod_ips.pools],
+        namespace=pod_ips.namespace,
+        selector_labels=config.monitoring.selector_labels,
     )
 
 

@@ -5,8 +5,8 @@ networks with a /27 CIDR reservation per subnet). Every cross-field rule is chec
 any CDK construct exists, so that a bad value fails with the field's path instead of a jsii trace.
 
 The package splits the model by concept (base, vpc, cluster, networks, connection_tracking,
-security_groups, routes, route_rules, node_pools, disruption, karpenter, app_config); every
-public model and constant is importable from config.model.
+security_groups, routes, route_rules, node_pools, disruption, karpenter, monitoring,
+app_config); every public model and constant is importable from config.model.
 """
 
 from config.model.app_config import (
@@ -44,6 +44,7 @@ from config.model.karpenter import (
     MAX_ENIS_BY_VCPUS,
     KarpenterConfig,
 )
+from config.model.monitoring import MonitoringConfig
 from config.model.networks import (
     MultusConfig,
     MultusNetworkConfig,
@@ -99,6 +100,7 @@ __all__ = [
     "InstanceType",
     "KarpenterConfig",
     "KubernetesVersion",
+    "MonitoringConfig",
     "MultusConfig",
     "MultusNetworkConfig",
     "MultusRouteConfig",

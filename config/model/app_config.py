@@ -28,6 +28,7 @@ from config.model.base import (
 )
 from config.model.cluster import ClusterConfig
 from config.model.karpenter import KarpenterConfig
+from config.model.monitoring import MonitoringConfig
 from config.model.networks import (
     MultusConfig,
     MultusNetworkConfig,
@@ -101,6 +102,7 @@ class AppConfig(StrictModel):
         'attaches only its networks (default: the seed\'s pool "multus" with every network).',
     )
     extras: ExtrasConfig = ExtrasConfig()
+    monitoring: MonitoringConfig = MonitoringConfig()
     images: ImagesConfig = ImagesConfig()
     logs: LogsConfig = LogsConfig()
 

@@ -93,6 +93,7 @@ def _props(cluster: eks.Cluster, release: cdk.CfnResource) -> ClusterWorkloadsPr
             ],
         ),
         pod_ips=None,
+        monitoring=None,
         node_pools=[
             node_pool_props(
                 config, config.node_pools[0], node_role_name="KarpenterNode", user_data="#!"

@@ -1494,6 +1494,22 @@ DUAL_STACK = [
     ),
 ]
 
+# The monitoring section (docs/operations.md, Alerts).
+MONITORING = [
+    BadInput(
+        "monitoring-selector-labels-without-the-operator",
+        "covered",
+        config({"monitoring": {"selector_labels": {"release": "kube-prometheus-stack"}}}),
+        ("monitoring", "selector_labels", "prometheus_operator: true"),
+    ),
+    BadInput(
+        "monitoring-selector-label-key-kubernetes-refuses",
+        "covered",
+        config({"monitoring": {"prometheus_operator": True, "selector_labels": {"a b": "x"}}}),
+        ("monitoring", "selector_labels: ", "a b"),
+    ),
+]
+
 CASES = (
     ACCEPTED
     + TRACEBACKS
@@ -1504,6 +1520,7 @@ CASES = (
     + EXISTING_VPC
     + ROUTES
     + DUAL_STACK
+    + MONITORING
 )
 # Run as a real `python app.py` too: exit status and stderr end to end.
 IN_A_PROCESS = {
