@@ -22,6 +22,7 @@ from config.model.base import (
 )
 from config.model.disruption import DisruptionConfig
 from config.model.karpenter import MAX_ENIS_BY_VCPUS
+from config.model.node_profile import NodeProfileConfig
 from config.node_labels import DEFAULT_NODE_POOL_NAME
 from config.node_pool_rules import (
     label_problems,
@@ -29,6 +30,7 @@ from config.node_pool_rules import (
     taint_problems,
 )
 from config.node_prefix import default_prefixes_per_node
+from config.node_profile import size_problems
 
 
 class NodePoolTaintConfig(StrictModel):
@@ -125,6 +127,12 @@ class NodePoolConfig(StrictModel):
         "consolidation, disruption budgets (docs/operations.md, Disruption of "
         "network-function pools).",
     )
+    node_profile: NodeProfileConfig | None = Field(
+        default=None,
+        description="CPU and topology managers, 2 MiB hugepages and kernel settings of the "
+        "pool's nodes, for network functions such as a UPF (docs/network-functions.md); "
+        "unset: the AMI's defaults.",
+    )
 
     @field_validator("networks")
     @classmethod
@@ -157,6 +165,23 @@ class NodePoolConfig(StrictModel):
         problems = node_pool_requirement_problems(
             self.instance_categories, self.instance_families, self.instance_cpus
         )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    @model_validator(mode="after")
+    def _node_profile_fits(self) -> NodePoolConfig:
+        # After _requirements_intersect: allowed_sizes needs known families.
+        if self.node_profile is None:
+            return self
+        problems = size_problems(
+            self.node_profile.planned(), [(family, cpus) for family, cpus, _ in self.allowed_sizes()]
+        )
+        if self.networks == []:
+            problems.append(
+                "node_profile: the app gives a pool without networks no user-data, which "
+                "carries the profile; attach a network to the pool or drop node_profile"
+            )
         if problems:
             raise ValueError("\n".join(problems))
         return self
