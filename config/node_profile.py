@@ -48,7 +48,9 @@ SYSCTL_KEYS: tuple[str, ...] = (
     ),
 )
 #: Per-interface keys: net.ipv4.conf.<all, default or an interface name>.<setting>.
-SYSCTL_INTERFACE_KEY = re.compile(r"^net\.ipv4\.conf\.([a-z][a-z0-9]{0,14})\.(forwarding|rp_filter)$")
+SYSCTL_INTERFACE_KEY = re.compile(
+    r"^net\.ipv4\.conf\.([a-z][a-z0-9]{0,14})\.(forwarding|rp_filter)$"
+)
 SYSCTL_ALLOWED = (*SYSCTL_KEYS, "net.ipv4.conf.<interface>.forwarding|rp_filter")
 #: Values a key takes when not any whole number (forwarding is on or off, rp_filter 0-2).
 SYSCTL_CHOICES: Mapping[str, tuple[int, ...]] = {
@@ -88,7 +90,9 @@ def cpu_list(text: str) -> list[int]:
         low, _, high = item.partition("-")
         first, last = int(low), int(high or low)
         if last < first:
-            raise ValueError(f"{text!r}: the range {item} ends before it starts; write {last}-{first}")
+            raise ValueError(
+                f"{text!r}: the range {item} ends before it starts; write {last}-{first}"
+            )
         cpus += range(first, last + 1)
     return sorted(set(cpus))
 

@@ -30,7 +30,7 @@ from config.node_pool_rules import (
     taint_problems,
 )
 from config.node_prefix import default_prefixes_per_node
-from config.node_profile import size_problems
+from config.node_profile import NodeProfile, size_problems
 
 
 class NodePoolTaintConfig(StrictModel):
@@ -174,9 +174,8 @@ class NodePoolConfig(StrictModel):
         # After _requirements_intersect: allowed_sizes needs known families.
         if self.node_profile is None:
             return self
-        problems = size_problems(
-            self.node_profile.planned(), [(family, cpus) for family, cpus, _ in self.allowed_sizes()]
-        )
+        sizes = [(family, cpus) for family, cpus, _ in self.allowed_sizes()]
+        problems = size_problems(self.node_profile.planned(), sizes)
         if self.networks == []:
             problems.append(
                 "node_profile: the app gives a pool without networks no user-data, which "
@@ -194,6 +193,10 @@ class NodePoolConfig(StrictModel):
             for cpus, enis in instance_types.NODE_POOL_FAMILIES[family].items()
             if cpus in self.instance_cpus
         ]
+
+    def planned_node_profile(self) -> NodeProfile | None:
+        """What the pool's user-data renders of its node profile (None: nothing)."""
+        return self.node_profile.planned() if self.node_profile else None
 
     @property
     def max_enis_of_smallest_size(self) -> int:

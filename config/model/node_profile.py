@@ -42,8 +42,9 @@ class NodeProfileConfig(StrictModel):
     reserved_cpus: str | None = Field(
         default=None,
         pattern=patterns.CPU_LIST.regex,
-        description='CPUs kept for the OS and the kubelet, never given to pods (a CPU list: "0-1"); '
-        "the kubelet's reservedSystemCPUs. Must leave CPUs on the pool's smallest instance type.",
+        description="CPUs kept for the OS and the kubelet, never given to pods (a CPU list: "
+        "\"0-1\"); the kubelet's reservedSystemCPUs. Must leave CPUs on the pool's smallest "
+        "instance type.",
     )
     topology_manager: Literal["none", "best-effort", "restricted", "single-numa-node"] = Field(
         default="none",
@@ -107,8 +108,8 @@ class NodeProfileConfig(StrictModel):
         static = self.cpu_manager == "static"
         if static and self.reserved_cpus is None:
             problems.append(
-                'reserved_cpus: cpu_manager static needs CPUs kept for the system, for example "0-1"'
-                " (the kubelet refuses the static policy without a CPU reservation)"
+                "reserved_cpus: cpu_manager static needs CPUs kept for the system, for example "
+                '"0-1" (the kubelet refuses the static policy without a CPU reservation)'
             )
         if self.full_pcpus_only and not static:
             problems.append(
