@@ -140,10 +140,12 @@ def test_hugepages_and_sysctls_are_the_profile_library_data_hugepages_first() ->
     assert script.rstrip().endswith('main "$@"')
 
 
-def test_a_profile_of_kubelet_settings_only_leaves_the_shell_part_as_it_was() -> None:
-    assert shell_part(render_user_data(with_profile(KUBELET_ONLY))) == shell_part(
-        render_user_data(two_network_props())
-    )
+def test_a_profile_of_kubelet_settings_only_adds_a_node_config_and_no_shell() -> None:
+    user_data = render_user_data(with_profile(KUBELET_ONLY))
+    assert shell_part(user_data) == shell_part(render_user_data(two_network_props()))
+    assert [document["spec"] for document in node_configs(user_data)] == [
+        {"kubelet": {"config": {"topologyManagerPolicy": "restricted"}}}
+    ]
 
 
 def test_the_size_check_counts_the_node_config_part() -> None:
@@ -186,7 +188,9 @@ def test_without_conntrack_keys_no_module_is_loaded(tmp_path: Path) -> None:
         f"{library}\nnode_prefix_load\n"
     )
     completed = subprocess.run(["bash", str(probe)], capture_output=True, text=True, check=True)
-    assert "modprobe" not in completed.stdout
+    assert completed.stdout.splitlines() == [
+        f"host: sysctl -q -e -p {tmp_path}/etc/sysctl.d/91-node-profile.conf"
+    ]
     assert not (tmp_path / "etc/modules-load.d").exists()
 
 
