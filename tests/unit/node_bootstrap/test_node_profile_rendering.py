@@ -13,18 +13,15 @@ from typing import Any
 
 import yaml
 
-from config.node_bootstrap_plan import AzPlacement, NodeBootstrapProps
+from config.node_bootstrap_plan import NodeBootstrapProps
 from config.node_profile import NodeProfile
 from node_bootstrap import render_user_data
 from node_bootstrap.renderer import NODE_PROFILE_SCRIPT_NAME, deployed_size, render_configuration
 from testing_support.multus_emulator import expanded_script, shell_part
 from testing_support.node_box import karpenter
+from tests.unit.node_bootstrap.test_dual_stack_rendering import assert_shellcheck_clean
 from tests.unit.node_bootstrap.test_node_prefix_rendering import functions
-from tests.unit.node_bootstrap.test_renderer import (
-    SHELLCHECK,
-    deployed_interfaces,
-    two_network_props,
-)
+from tests.unit.node_bootstrap.test_renderer import two_network_props
 
 NODE_DIR = Path(__file__).parents[3] / "node_bootstrap"
 UPF = NodeProfile(
@@ -195,20 +192,6 @@ def test_without_conntrack_keys_no_module_is_loaded(tmp_path: Path) -> None:
 
 
 def test_shellcheck_reports_nothing_but_the_extended_hook(tmp_path: Path) -> None:
-    deployed = AzPlacement(subnet_ids=["subnet-0b1", "subnet-0b2"])
-    props = with_profile(
-        UPF,
-        interfaces=deployed_interfaces(),
-        placements={"us-west-2a": deployed, "us-west-2b": deployed},
+    assert_shellcheck_clean(
+        NODE_PROFILE_SCRIPT_NAME, lambda props: replace(props, node_profile=UPF), tmp_path
     )
-    rendered = tmp_path / "rendered.sh"
-    rendered.write_text(expanded_script(render_user_data(props)))
-    checks = [
-        # The extended hook is redefined (by eval) before main runs.
-        [SHELLCHECK, "--exclude=SC2329", str(rendered)],
-        # Alone, it uses globals and helpers of the script it is put into.
-        [SHELLCHECK, "--exclude=SC2154,SC2034", str(NODE_DIR / NODE_PROFILE_SCRIPT_NAME)],
-    ]
-    for command in checks:
-        completed = subprocess.run(command, capture_output=True, text=True, check=False)
-        assert (completed.returncode, completed.stdout + completed.stderr) == (0, ""), command
