@@ -4,6 +4,8 @@ The node-side logic is the shell script next to this module; rendering only prep
 deploy-time data it needs (cluster name, networks with their security-group IDs, per-AZ subnet
 IDs) and
 wraps the result in the MIME multipart form that Karpenter merges with its own nodeadm part.
+A pool's node profile adds a nodeadm NodeConfig part after the shell part
+(node_bootstrap/node_profile.py).
 """
 
 from __future__ import annotations
