@@ -19,6 +19,7 @@ from node_bootstrap import render_user_data
 from node_bootstrap.renderer import NODE_PROFILE_SCRIPT_NAME, deployed_size, render_configuration
 from testing_support.multus_emulator import expanded_script, shell_part
 from testing_support.node_box import karpenter
+from tests.helpers import shared_reference
 from tests.unit.node_bootstrap.test_dual_stack_rendering import assert_shellcheck_clean
 from tests.unit.node_bootstrap.test_node_prefix_rendering import functions
 from tests.unit.node_bootstrap.test_renderer import two_network_props
@@ -93,6 +94,18 @@ def test_the_kubelet_settings_are_a_node_config_with_kubelet_configuration_names
         }
     }
     assert set(document["spec"]["kubelet"]["config"]) == KUBELET_CONFIGURATION_NAMES
+
+
+def test_karpenters_ec2_node_class_kubelet_has_none_of_these_keys() -> None:
+    """Why a NodeConfig part: Karpenter v1.14.1's EC2NodeClass spec.kubelet schema
+    (karpenter.k8s.aws_ec2nodeclasses.yaml) offers none of the profile's kubelet keys."""
+    crd = yaml.safe_load(
+        shared_reference("karpenter-v1.14.1/crds/karpenter.k8s.aws_ec2nodeclasses.yaml").read_text()
+    )
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    kubelet = schema["properties"]["spec"]["properties"]["kubelet"]["properties"]
+    assert "maxPods" in kubelet
+    assert not KUBELET_CONFIGURATION_NAMES & set(kubelet)
 
 
 def test_a_single_cpu_reservation_stays_a_string_in_yaml() -> None:
