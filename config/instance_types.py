@@ -18,8 +18,16 @@ Karpenter NodePool may use, their sizes (vCPUs) and network interfaces per size.
   does not report for metal. vCPUs follow the size name (medium 1, large 2, xlarge 4,
   Nxlarge 4N).
 
+- Memory: MEMORY_GIB_PER_VCPU below, taken on 2026-12-04 from the same instance-type pages
+  (gp.html, co.html, mo.html, "Memory (GiB)"): the m/c/r NodePool families have 4, 2 and 8 GiB
+  per vCPU, except the families in MORE_MEMORY_GIB (c5n: 5.25 GiB per 2 vCPUs). botocore's EC2
+  model has no memory figures (only the type names). The figure is a floor: a family with more
+  memory than its category's ratio and no entry in MORE_MEMORY_GIB is only checked too strictly
+  (node_profile.hugepages_2mi), never too loosely.
+
 To add a family: put it into ARM64_FAMILIES if it is arm64; for NodePool use add a line to
-NODE_POOL_FAMILIES with its vCPUs -> network interfaces per (non-metal) size.
+NODE_POOL_FAMILIES with its vCPUs -> network interfaces per (non-metal) size, and to
+MORE_MEMORY_GIB if it has more memory per vCPU than its category's ratio.
 """
 
 from __future__ import annotations
@@ -146,6 +154,27 @@ NODE_POOL_FAMILIES: dict[str, dict[int, int]] = {
     "r8idn": {2: 4, 4: 4, 8: 4, 16: 8, 32: 8, 48: 12, 64: 16, 96: 16, 128: 16, 192: 24, 384: 12},
     "r8in": {2: 4, 4: 4, 8: 4, 16: 8, 32: 8, 48: 12, 64: 16, 96: 16, 128: 16, 192: 24, 384: 12},
 }
+
+
+# Category -> GiB of memory per vCPU of its NodePool families.
+MEMORY_GIB_PER_VCPU: dict[str, float] = {"c": 2, "m": 4, "r": 8}
+# Family -> {vCPUs of a size: GiB of memory}, where the category's ratio understates it.
+MORE_MEMORY_GIB: dict[str, dict[int, float]] = {
+    "c5n": {2: 5.25, 4: 10.5, 8: 21, 16: 42, 36: 96, 72: 192},
+}
+
+
+def memory_mib(family: str, vcpus: int) -> int:
+    """MiB of memory of a NodePool family's size (at least; see MEMORY_GIB_PER_VCPU)."""
+    gib = MORE_MEMORY_GIB.get(family, {}).get(vcpus, MEMORY_GIB_PER_VCPU[category(family)] * vcpus)
+    return int(gib * 1024)
+
+
+def size_name(family: str, vcpus: int) -> str:
+    """The instance type of a family's size with that many vCPUs (medium 1, large 2, xlarge
+    4, Nxlarge 4N)."""
+    names = {1: "medium", 2: "large", 4: "xlarge"}
+    return f"{family}.{names.get(vcpus) or f'{vcpus // 4}xlarge'}"
 
 
 @cache

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from config.connection_tracking import ConnectionTracking
 from config.network_plan import NetworkPlan, NetworkPlanRow, networks_in_order
+from config.node_profile import NodeProfile
 from config.path_mtu import VPC_MTU
 
 #: Directory the bootstrap keeps its state in; the readiness marker lives here.
@@ -77,12 +78,14 @@ class NodeBootstrapProps:
     """What the node bootstrap script is rendered from: cluster, interfaces, per-AZ placements.
 
     placements: AZ name -> placement.
-    node_prefix: one entry per (AZ, network) in node_prefix mode."""
+    node_prefix: one entry per (AZ, network) in node_prefix mode.
+    node_profile: the pool's node profile (config/node_profile.py), or None."""
 
     cluster_name: str
     interfaces: Sequence[MultusInterface]
     placements: Mapping[str, AzPlacement]
     node_prefix: Sequence[NodePrefixNetwork] = ()
+    node_profile: NodeProfile | None = None
 
 
 def node_bootstrap_props(
@@ -91,10 +94,11 @@ def node_bootstrap_props(
     *,
     subnet_id: Callable[[NetworkPlanRow], str],
     security_group_id: Callable[[NetworkPlanRow], str],
+    node_profile: NodeProfile | None = None,
 ) -> NodeBootstrapProps:
     """Each network's interface at its device index with its network's security group and,
-    per AZ, each interface's subnet (in interface order); subnet_id and security_group_id give
-    a row's deploy-time IDs."""
+    per AZ, each interface's subnet (in interface order), and the pool's node profile;
+    subnet_id and security_group_id give a row's deploy-time IDs."""
     zones: dict[str, list[NetworkPlanRow]] = {}
     for row in sorted(plan, key=lambda row: row.device_index):
         zones.setdefault(row.availability_zone, []).append(row)
@@ -120,6 +124,7 @@ def node_bootstrap_props(
         node_prefix=[
             _node_prefix_network(row) for row in plan if row.ip_management.node_local_config
         ],
+        node_profile=node_profile,
     )
 
 

@@ -41,6 +41,11 @@ CPU_QUANTITY = PlainPattern(
     "a positive Kubernetes CPU quantity: cores (1, 0.5) or millicores (500m)",
     "500m",
 )
+CPU_LIST = PlainPattern(
+    r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$",
+    "a Linux CPU list: CPU numbers and ranges (low-high) separated by commas, no spaces",
+    '"0-1" or "0,2"',
+)
 MEMORY_QUANTITY = PlainPattern(
     r"^[1-9][0-9]*(Mi|Gi)$", "a positive whole number of Mi or Gi", "512Mi or 2Gi"
 )
@@ -168,6 +173,7 @@ PLAIN_PATTERNS: dict[str, PlainPattern] = {
         KUBERNETES_NAME,
         LINUX_INTERFACE_NAME,
         CPU_QUANTITY,
+        CPU_LIST,
         MEMORY_QUANTITY,
         APP_NAME,
         CLUSTER_NAME,

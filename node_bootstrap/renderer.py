@@ -4,6 +4,8 @@ The node-side logic is the shell script next to this module; rendering only prep
 deploy-time data it needs (cluster name, networks with their security-group IDs, per-AZ subnet
 IDs) and
 wraps the result in the MIME multipart form that Karpenter merges with its own nodeadm part.
+A pool's node profile adds a nodeadm NodeConfig part after the shell part
+(node_bootstrap/node_profile.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from node_bootstrap.node_prefix import (
     RUNTIME_CNI_CONFIG,
     render_node_prefix_lines,
 )
+from node_bootstrap.node_profile import node_config_part, sysctl_lines
 
 #: Tag keys the script puts on every ENI it creates. The cluster tag (the teardown sweeps ENIs
 #: by it) is also Karpenter's, on every instance and primary ENI it launches; the owner tag
@@ -49,6 +52,8 @@ SCRIPT_NAME = "multus_eni_bootstrap.sh"
 NODE_PREFIX_SCRIPT_NAME = "node_prefix.sh"
 #: Included only when a network is dual-stack.
 DUAL_STACK_SCRIPT_NAME = "dual_stack.sh"
+#: Included only when the pool's node profile sets hugepages or kernel settings.
+NODE_PROFILE_SCRIPT_NAME = "node_profile.sh"
 _MAIN_CALL = '\nmain "$@"\n'
 MIME_BOUNDARY = "==MULTUS-ENI-BOUNDARY=="
 #: Ends the here-document that carries the packed script, and the comment line before it.
@@ -87,8 +92,8 @@ def render_user_data(props: NodeBootstrapProps) -> str:
 
 def deployed_size(props: NodeBootstrapProps) -> int:
     """Bytes of the user-data once CloudFormation has put the (longest possible) IDs in."""
-    deployed = NodeBootstrapProps(
-        cluster_name=props.cluster_name,
+    deployed = replace(
+        props,
         interfaces=[
             replace(
                 interface,
@@ -101,7 +106,6 @@ def deployed_size(props: NodeBootstrapProps) -> int:
             az: AzPlacement(subnet_ids=[_DEPLOYED_SUBNET_ID] * len(placement.subnet_ids))
             for az, placement in props.placements.items()
         },
-        node_prefix=props.node_prefix,
     )
     return len(_render(deployed).encode())
 
@@ -118,6 +122,7 @@ def _render(props: NodeBootstrapProps) -> str:
         'Content-Type: text/x-shellscript; charset="us-ascii"\n'
         "\n"
         f"{shell_script}"
+        f"{node_config_part(props.node_profile, MIME_BOUNDARY) if props.node_profile else ''}"
         f"--{MIME_BOUNDARY}--\n"
     )
 
@@ -218,7 +223,19 @@ def _optional_configuration(props: NodeBootstrapProps) -> str:
         _node_prefix_configuration(props)
         + _dual_stack_configuration(props)
         + _connection_tracking_configuration(props)
+        + _node_profile_configuration(props)
     )
+
+
+def _node_profile_sysctls(props: NodeBootstrapProps) -> str:
+    return sysctl_lines(props.node_profile) if props.node_profile else ""
+
+
+def _node_profile_configuration(props: NodeBootstrapProps) -> str:
+    sysctls = _node_profile_sysctls(props)
+    if not sysctls:
+        return ""
+    return f"MULTUS_NODE_PROFILE_SYSCTLS={shlex.quote(sysctls)}\n"
 
 
 def _connection_tracking_configuration(props: NodeBootstrapProps) -> str:
@@ -261,18 +278,20 @@ def _dual_stack_configuration(props: NodeBootstrapProps) -> str:
 
 def script_code(props: NodeBootstrapProps) -> str:
     """The code the node runs after the data block: the bootstrap script, with the node_prefix
-    library when a network uses that mode and the dual-stack one when a network is dual-stack
-    (so other nodes' user-data stays as it was), without comments, blank lines and
-    indentation."""
+    library when a network uses that mode, the dual-stack one when a network is dual-stack and
+    the node-profile one when the profile sets hugepages or kernel settings (so other nodes'
+    user-data stays as it was), without comments, blank lines and indentation."""
     body = _bootstrap_script().split("\n", 1)[1]
     libraries = []
     if props.node_prefix:
         libraries.append(NODE_PREFIX_SCRIPT_NAME)
     if _dual_stack_interfaces(props):
         libraries.append(DUAL_STACK_SCRIPT_NAME)
+    if _node_profile_sysctls(props):
+        libraries.append(NODE_PROFILE_SCRIPT_NAME)
     for library in libraries:
         # Its hooks must be defined before main runs, after the script's no-op ones (and
-        # the dual-stack library's after node_prefix.sh's, which it extends).
+        # each library's after those of the ones before it, which it may extend).
         code = _code(_read(library).split("\n", 1)[1])
         body = body.replace(_MAIN_CALL, code + _MAIN_CALL)
     return _code(body)

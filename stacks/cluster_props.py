@@ -163,7 +163,7 @@ def node_bootstrap_props(
     config: AppConfig, attachments: Sequence[MultusAttachment], pool: NodePoolConfig
 ) -> NodeBootstrapProps:
     """A pool's user-data's data: each of its networks' interface at the device index its nodes
-    use and, per AZ, those networks' Multus subnets and security groups."""
+    use and, per AZ, those networks' Multus subnets and security groups, and its node profile."""
     by_subnet = {(a.plan.network, a.plan.availability_zone): a for a in attachments}
 
     def attachment(row: NetworkPlanRow) -> MultusAttachment:
@@ -174,6 +174,7 @@ def node_bootstrap_props(
         config.pool_plan(pool),
         subnet_id=lambda row: attachment(row).subnet.subnet_id,
         security_group_id=lambda row: attachment(row).security_group.security_group_id,
+        node_profile=pool.planned_node_profile(),
     )
 
 

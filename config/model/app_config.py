@@ -215,6 +215,7 @@ class AppConfig(StrictModel):
                 plan,
                 subnet_id=lambda _: "subnet",
                 security_group_id=lambda _: "sg",
+                node_profile=pool.planned_node_profile(),
             )
             size = deployed_size(shape)
             if size > USER_DATA_LIMIT_BYTES:

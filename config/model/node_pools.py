@@ -22,6 +22,7 @@ from config.model.base import (
 )
 from config.model.disruption import DisruptionConfig
 from config.model.karpenter import MAX_ENIS_BY_VCPUS
+from config.model.node_profile import NodeProfileConfig
 from config.node_labels import DEFAULT_NODE_POOL_NAME
 from config.node_pool_rules import (
     label_problems,
@@ -29,6 +30,7 @@ from config.node_pool_rules import (
     taint_problems,
 )
 from config.node_prefix import default_prefixes_per_node
+from config.node_profile import NodeProfile, size_problems
 
 
 class NodePoolTaintConfig(StrictModel):
@@ -125,6 +127,12 @@ class NodePoolConfig(StrictModel):
         "consolidation, disruption budgets (docs/operations.md, Disruption of "
         "network-function pools).",
     )
+    node_profile: NodeProfileConfig | None = Field(
+        default=None,
+        description="CPU and topology managers, 2 MiB hugepages and kernel settings of the "
+        "pool's nodes, for network functions such as a UPF (docs/network-functions.md); "
+        "unset: the AMI's defaults.",
+    )
 
     @field_validator("networks")
     @classmethod
@@ -161,6 +169,22 @@ class NodePoolConfig(StrictModel):
             raise ValueError("\n".join(problems))
         return self
 
+    @model_validator(mode="after")
+    def _node_profile_fits(self) -> NodePoolConfig:
+        # After _requirements_intersect: allowed_sizes needs known families.
+        if self.node_profile is None:
+            return self
+        sizes = [(family, cpus) for family, cpus, _ in self.allowed_sizes()]
+        problems = size_problems(self.node_profile.planned(), sizes)
+        if self.networks == []:
+            problems.append(
+                "node_profile: the app gives a pool without networks no user-data, which "
+                "carries the profile; attach a network to the pool or drop node_profile"
+            )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
     def allowed_sizes(self) -> list[tuple[str, int, int]]:
         """(family, vCPUs, network interfaces) of every size the NodePool may launch."""
         return [
@@ -169,6 +193,10 @@ class NodePoolConfig(StrictModel):
             for cpus, enis in instance_types.NODE_POOL_FAMILIES[family].items()
             if cpus in self.instance_cpus
         ]
+
+    def planned_node_profile(self) -> NodeProfile | None:
+        """What the pool's user-data renders of its node profile (None: nothing)."""
+        return self.node_profile.planned() if self.node_profile else None
 
     @property
     def max_enis_of_smallest_size(self) -> int:

@@ -930,6 +930,66 @@ NODE_POOLS = [
 ]
 
 
+# Issue #38: node_pools[].node_profile (tests/unit/config/test_node_profile.py has every rule).
+PROFILE = "node_pools[0].node_profile"
+NODE_PROFILE = [
+    BadInput(
+        "node-profile-static-without-reserved-cpus",
+        "covered",
+        pool(node_profile={"cpu_manager": "static"}),
+        (f"{PROFILE}.reserved_cpus", "cpu_manager static needs", 'for example "0-1"'),
+    ),
+    BadInput(
+        "node-profile-reserved-cpus-syntax",
+        "covered",
+        pool(node_profile={"cpu_manager": "static", "reserved_cpus": "0..1"}),
+        (f"{PROFILE}.reserved_cpus", "not a Linux CPU list", 'for example "0-1"'),
+    ),
+    BadInput(
+        "node-profile-reserved-cpus-leave-none",
+        "covered",
+        pool(node_profile={"cpu_manager": "static", "reserved_cpus": "0-1"}),
+        (f"{PROFILE}.reserved_cpus", "m5.large has CPUs 0-1", "reserve fewer"),
+    ),
+    BadInput(
+        "node-profile-full-pcpus-only-without-static",
+        "covered",
+        pool(node_profile={"full_pcpus_only": True}),
+        (f"{PROFILE}.full_pcpus_only", "set cpu_manager to static"),
+    ),
+    BadInput(
+        "node-profile-scope-without-topology-manager",
+        "covered",
+        pool(node_profile={"topology_manager_scope": "pod"}),
+        (f"{PROFILE}.topology_manager_scope", "set topology_manager"),
+    ),
+    BadInput(
+        "node-profile-topology-manager-unknown",
+        "covered",
+        pool(node_profile={"topology_manager": "numa"}),
+        (f"{PROFILE}.topology_manager", "'single-numa-node'"),
+    ),
+    BadInput(
+        "node-profile-hugepages-leave-no-memory",
+        "covered",
+        pool(node_profile={"hugepages_2mi": 2048}),
+        (f"{PROFILE}.hugepages_2mi", "c5.large (4096 MiB)", "ask for at most 1024 pages"),
+    ),
+    BadInput(
+        "node-profile-1gi-hugepages",
+        "covered",
+        pool(node_profile={"hugepages_1gi": 2}),
+        (PROFILE, "hugepages_1gi: 1 GiB pages", "use hugepages_2mi"),
+    ),
+    BadInput(
+        "node-profile-sysctl-not-allowed",
+        "covered",
+        pool(node_profile={"sysctls": {"kernel.sysrq": 1}}),
+        (f"{PROFILE}.sysctls", "'kernel.sysrq' is not", "allowed: net.core.rmem_default"),
+    ),
+]
+
+
 def ingress(**rule: Any) -> dict[str, Any]:
     """A config whose first Multus network admits only `rule`."""
     return config({"multus": {"networks": networks(security_group={"ingress": [rule]})}})
@@ -1516,6 +1576,7 @@ CASES = (
     + UNCLEAR
     + COVERED
     + NODE_POOLS
+    + NODE_PROFILE
     + SECURITY_GROUP_RULES
     + EXISTING_VPC
     + ROUTES

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -88,8 +89,17 @@ def test_extended_hooks_run_the_node_prefix_body_first_then_the_dual_stack_one(
 
 
 def test_shellcheck_reports_nothing_but_the_extended_hooks(tmp_path: Path) -> None:
+    assert_shellcheck_clean(DUAL_STACK_SCRIPT_NAME, dual_stack_multus2, tmp_path)
+
+
+def assert_shellcheck_clean(
+    library: str, add: Callable[[NodeBootstrapProps], NodeBootstrapProps], tmp_path: Path
+) -> None:
+    """shellcheck finds nothing in the user-data of props that `add` gives the library's
+    feature (deployed IDs), but the hooks the library extends, nor in the library alone but
+    the script's globals and helpers it uses."""
     deployed = AzPlacement(subnet_ids=["subnet-0b1", "subnet-0b2"])
-    props = dual_stack_multus2(
+    props = add(
         two_network_props(
             interfaces=deployed_interfaces(),
             placements={"us-west-2a": deployed, "us-west-2b": deployed},
@@ -101,7 +111,7 @@ def test_shellcheck_reports_nothing_but_the_extended_hooks(tmp_path: Path) -> No
         # The extended hooks are redefined (by eval) before main runs.
         [SHELLCHECK, "--exclude=SC2329", str(rendered)],
         # Alone, it uses globals and helpers of the script it is put into.
-        [SHELLCHECK, "--exclude=SC2154,SC2034", str(NODE_DIR / DUAL_STACK_SCRIPT_NAME)],
+        [SHELLCHECK, "--exclude=SC2154,SC2034", str(NODE_DIR / library)],
     ]
     for command in checks:
         completed = subprocess.run(command, capture_output=True, text=True, check=False)

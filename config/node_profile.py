@@ -1,0 +1,148 @@
+"""A node pool's node profile (docs/network-functions.md): the kubelet's CPU and topology
+managers, 2 MiB hugepages and kernel settings of the pool's nodes, as the node bootstrap's plan
+carries them (config/model/node_profile.py validates them; node_bootstrap/node_profile.py renders
+them), and the facts its rules check against.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from config import instance_types
+
+#: Bytes of one hugepage of the x86_64 default size, in MiB.
+HUGEPAGE_2MI_MIB = 2
+#: Ordinary memory a node keeps whatever its hugepages: the OS, containerd, the kubelet (nodeadm
+#: reserves 255 MiB + 11 MiB per pod for it, ~600 MiB on a 2-vCPU node), the eviction threshold
+#: (100 MiB) and the pods that ask for no hugepages. Memory in hugepages serves none of them.
+ORDINARY_MEMORY_FLOOR_MIB = 2048
+
+# Kernel settings a profile may set: socket buffers, forwarding, reverse-path filtering and
+# connection tracking, the ones network functions tune (each takes a whole number). Any other
+# is refused: a wrong kernel setting can break the node in ways no check here sees.
+SYSCTL_KEYS: tuple[str, ...] = (
+    "net.core.rmem_default",
+    "net.core.rmem_max",
+    "net.core.wmem_default",
+    "net.core.wmem_max",
+    "net.ipv4.ip_forward",
+    "net.netfilter.nf_conntrack_max",
+    *(
+        f"net.netfilter.nf_conntrack_{timeout}"
+        for timeout in (
+            "generic_timeout",
+            "icmp_timeout",
+            "sctp_timeout_established",
+            "tcp_timeout_close_wait",
+            "tcp_timeout_established",
+            "tcp_timeout_fin_wait",
+            "tcp_timeout_syn_recv",
+            "tcp_timeout_syn_sent",
+            "tcp_timeout_time_wait",
+            "tcp_timeout_unacknowledged",
+            "udp_timeout",
+            "udp_timeout_stream",
+        )
+    ),
+)
+#: Per-interface keys: net.ipv4.conf.<all, default or an interface name>.<setting>.
+SYSCTL_INTERFACE_KEY = re.compile(
+    r"^net\.ipv4\.conf\.([a-z][a-z0-9]{0,14})\.(forwarding|rp_filter)$"
+)
+SYSCTL_ALLOWED = (*SYSCTL_KEYS, "net.ipv4.conf.<interface>.forwarding|rp_filter")
+#: Values a key takes when not any whole number (forwarding is on or off, rp_filter 0-2).
+SYSCTL_CHOICES: Mapping[str, tuple[int, ...]] = {
+    "ip_forward": (0, 1),
+    "forwarding": (0, 1),
+    "rp_filter": (0, 1, 2),
+}
+#: The bootstrap turns reverse-path filtering off for all interfaces (Multus traffic is
+#: asymmetric, and the kernel applies the larger of "all" and the interface's value).
+RP_FILTER_ALL = "net.ipv4.conf.all.rp_filter"
+
+
+@dataclass(frozen=True)
+class NodeProfile:
+    """What a pool's node profile changes on its nodes.
+
+    cpu_manager_policy: "none" or "static"; full_pcpus_only: the static policy's option that
+    gives a container whole physical cores; reserved_cpus: a CPU list the kubelet keeps for the
+    system (none: unset); topology_manager_policy / topology_manager_scope: as the kubelet takes
+    them (scope None: the kubelet's default); hugepages_2mi: 2 MiB pages reserved at boot;
+    sysctls: kernel settings, in the order given."""
+
+    cpu_manager_policy: str = "none"
+    full_pcpus_only: bool = False
+    reserved_cpus: str | None = None
+    topology_manager_policy: str = "none"
+    topology_manager_scope: str | None = None
+    hugepages_2mi: int = 0
+    sysctls: Sequence[tuple[str, int]] = field(default=())
+
+
+def cpu_list(text: str) -> list[int]:
+    """The CPU numbers of a Linux CPU list such as "0-1,4" (config/patterns.py CPU_LIST);
+    ValueError for a range whose end comes before its start."""
+    cpus: list[int] = []
+    for item in text.split(","):
+        low, _, high = item.partition("-")
+        first, last = int(low), int(high or low)
+        if last < first:
+            raise ValueError(
+                f"{text!r}: the range {item} ends before it starts; write {last}-{first}"
+            )
+        cpus += range(first, last + 1)
+    return sorted(set(cpus))
+
+
+def sysctl_problem(key: str, value: int) -> str | None:
+    """Why a profile may not set this kernel setting to this value, or None."""
+    interface = SYSCTL_INTERFACE_KEY.match(key)
+    if key not in SYSCTL_KEYS and interface is None:
+        return (
+            f"{key!r} is not a kernel setting a node profile may set; allowed: "
+            f"{', '.join(SYSCTL_ALLOWED)}"
+        )
+    choices = SYSCTL_CHOICES.get(key.rsplit(".", 1)[-1])
+    if value < 0 or (choices is not None and value not in choices):
+        return f"{key} = {value}: takes {list(choices) if choices else 'a whole number >= 0'}"
+    if key == RP_FILTER_ALL and value != 0:
+        return (
+            f"{key} = {value}: the bootstrap keeps it 0, because Multus traffic is asymmetric and "
+            "the kernel applies the larger of all and the interface's value; set rp_filter on "
+            "the host's own interfaces instead (net.ipv4.conf.ens5.rp_filter)"
+        )
+    return None
+
+
+def size_problems(profile: NodeProfile, sizes: Sequence[tuple[str, int]]) -> list[str]:
+    """One "node_profile.field: problem" line per setting the pool's smallest size (of the
+    (family, vCPUs) it may launch) cannot carry: reserved CPUs that leave it no CPU or that it
+    lacks, hugepages that leave it less than ORDINARY_MEMORY_FLOOR_MIB of ordinary memory."""
+    problems = []
+    family, vcpus = min(sizes, key=lambda size: size[1])
+    smallest = instance_types.size_name(family, vcpus)
+    if profile.reserved_cpus is not None:
+        reserved = cpu_list(profile.reserved_cpus)
+        if reserved[-1] >= vcpus or len(reserved) >= vcpus:
+            problems.append(
+                f"node_profile.reserved_cpus: {profile.reserved_cpus!r} reserves CPUs "
+                f"{reserved}, but the pool's smallest instance type {smallest} has CPUs "
+                f"0-{vcpus - 1}, and pods need at least one; reserve fewer or drop the small "
+                "sizes from instance_cpus"
+            )
+    if profile.hugepages_2mi:
+        family, vcpus = min(sizes, key=lambda size: instance_types.memory_mib(*size))
+        memory = instance_types.memory_mib(family, vcpus)
+        hugepages = profile.hugepages_2mi * HUGEPAGE_2MI_MIB
+        if memory - hugepages < ORDINARY_MEMORY_FLOOR_MIB:
+            most = (memory - ORDINARY_MEMORY_FLOOR_MIB) // HUGEPAGE_2MI_MIB
+            problems.append(
+                f"node_profile.hugepages_2mi: {profile.hugepages_2mi} pages are {hugepages} MiB, "
+                f"which leaves {instance_types.size_name(family, vcpus)} ({memory} MiB) less than "
+                f"the {ORDINARY_MEMORY_FLOOR_MIB} MiB the OS, the kubelet and other pods need; "
+                f"ask for at most {max(most, 0)} pages or drop the small sizes from instance_cpus"
+            )
+    return problems
