@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,6 +15,9 @@ from constructs import Construct
 
 # Pod template annotation prefix; the name is the ConfigMap's (roll_on_change).
 CONFIG_DIGEST_ANNOTATION = "configmap-sha256"
+#: How the CDK encodes a deploy-time value in a string (aws-cdk-lib core token-map.ts: a
+#: number from a process-wide counter, so its text differs between two synths).
+_ENCODED_TOKEN = re.compile(r"\$\{Token\[[^\]]*\]\}")
 
 TAINT_EFFECTS = {
     "NoSchedule": kplus.TaintEffect.NO_SCHEDULE,
@@ -203,8 +207,15 @@ def roll_on_change(
     all) changes. A mounted ConfigMap is no part of the pod template, and the DaemonSet and
     Deployment controllers replace pods only for a new template (kubernetes
     pkg/controller/daemon/update.go: a pod whose controller-revision-hash is not the current
-    template's is replaced): a digest of that data in a template annotation is such a change."""
+    template's is replaced): a digest of that data in a template annotation is such a change.
+
+    A deploy-time value (an IPv6 pod range reserved by the network stack) is in the data as the
+    CDK's token text, whose number depends on what the process created before it: the digest
+    reads each such value as one placeholder, so two synths of one config agree and a deploy
+    does not roll the pods for nothing. (Nor did it roll them for a new deploy-time value
+    before: the digest never saw the value.)"""
     data = config_map.data
     read = {key: data[key] for key in sorted(keys if keys is not None else data)}
-    digest = hashlib.sha256(json.dumps(read, sort_keys=True).encode()).hexdigest()
+    stable = _ENCODED_TOKEN.sub("${deploy-time value}", json.dumps(read, sort_keys=True))
+    digest = hashlib.sha256(stable.encode()).hexdigest()
     workload.pod_metadata.add_annotation(f"{CONFIG_DIGEST_ANNOTATION}/{config_map.name}", digest)

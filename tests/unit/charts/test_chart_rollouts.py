@@ -55,3 +55,20 @@ def test_the_same_inputs_give_the_same_template() -> None:
     """No rollout on a deploy that changes nothing (the digest is of the data, not of when or
     where it was synthesized)."""
     assert template_digests(props(UPF, CONTROL)) == template_digests(props(UPF, CONTROL))
+
+
+def test_a_deploy_time_value_gives_the_same_template_whatever_its_token_number() -> None:
+    """A dual-stack pool's IPv6 pod range is the network stack's deploy-time value: the CDK puts
+    it in the data as token text whose number counts the tokens made before it in the process
+    (aws-cdk-lib core/lib/private/token-map.ts), which differed between two synths of the
+    dual-stack example. Read as a number, every synth would roll the agents."""
+
+    def with_ipv6_range(token_number: int) -> PodIpsNodes:
+        ipv6 = f"${{Token[TOKEN.{token_number}]}}"
+        return PodIpsNodes(interfaces={"n3": ["10.0.6.32/27", ipv6]}, pool="upf")
+
+    assert template_digests(props(with_ipv6_range(101))) == template_digests(
+        props(with_ipv6_range(257))
+    )
+    # the range's place still counts: a pool that gains one rolls
+    assert template_digests(props(with_ipv6_range(101))) != template_digests(props(UPF))
