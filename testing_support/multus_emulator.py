@@ -58,6 +58,7 @@ from config.node_bootstrap_plan import (
     NodeBootstrapProps,
     node_bootstrap_props,
 )
+from config.node_profile import NodeProfile
 from node_bootstrap import render_user_data
 from node_bootstrap.renderer import (
     CLUSTER_TAG_KEY,
@@ -670,14 +671,18 @@ class PlannedVpc:
     vpc: EmulatedVpc
     security_groups: dict[str, str]
 
-    def user_data(self, cluster_name: str, plan: NetworkPlan) -> str:
-        """The user-data of a pool whose view of the plan is `plan`, with this VPC's IDs."""
+    def user_data(
+        self, cluster_name: str, plan: NetworkPlan, node_profile: NodeProfile | None = None
+    ) -> str:
+        """The user-data of a pool whose view of the plan is `plan` (and whose node profile is
+        `node_profile`), with this VPC's IDs."""
         return render_user_data(
             node_bootstrap_props(
                 cluster_name,
                 plan,
                 subnet_id=lambda row: self.vpc.multus_subnets[row.network, row.availability_zone],
                 security_group_id=lambda row: self.security_groups[row.security_group],
+                node_profile=node_profile,
             )
         )
 
@@ -1082,7 +1087,11 @@ def running_emulator(host: str = "127.0.0.1") -> Iterator[Ec2Emulator]:
             if server:
                 server.close()
         moto.terminate()
-        moto.wait(timeout=10)
+        try:
+            moto.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # seen on a loaded machine: its werkzeug threads
+            moto.kill()  # may hold it past SIGTERM; nothing of it is read after the tests
+            moto.wait(timeout=10)
 
 
 def _wait_until_serving(url: str, process: subprocess.Popen[bytes]) -> None:

@@ -8,9 +8,9 @@ genisoimage to boot: `make dataplane-tools`) the tests skip and say which, excep
 where they fail. The run ends with the image's build time, each boot's and the tier's.
 
 `emulator` is the session's EC2 and IMDS (testing_support/multus_emulator.py); `multus_node` is
-the session's one node of the default app's Multus pool, booted once with the product's real
-user-data on that emulator (testing_support/node_box/aws.py), shared by the modules that only
-read it or put it back as they found it.
+the session's one node of the default app's Multus pool (with a node profile: BOX_NODE_PROFILE),
+booted once with the product's real user-data on that emulator (testing_support/node_box/aws.py),
+shared by the modules that only read it or put it back as they found it.
 """
 
 from __future__ import annotations
@@ -111,6 +111,27 @@ def default_config() -> AppConfig:
     return parse_config({})
 
 
+#: A network function's node profile (docs/network-functions.md) sized for the box (1 GiB, one
+#: vCPU): the session's node carries it, so its first boot and its reboot show it on a node.
+BOX_NODE_PROFILE = {
+    "cpu_manager": "static",
+    "reserved_cpus": "0",
+    "hugepages_2mi": 64,
+    "sysctls": {
+        "net.core.rmem_max": 8388608,
+        "net.netfilter.nf_conntrack_max": 262144,
+        "net.netfilter.nf_conntrack_udp_timeout_stream": 240,
+    },
+}
+
+
+def profiled_config() -> AppConfig:
+    """The default app with BOX_NODE_PROFILE on its pool."""
+    (pool,) = default_config().node_pools
+    raw_pool = pool.model_dump(mode="json", exclude_defaults=True)
+    return parse_config({"node_pools": [{**raw_pool, "node_profile": BOX_NODE_PROFILE}]})
+
+
 def pool_user_data(config: AppConfig, pool: NodePoolConfig, product_user_data: str) -> str:
     """The pool's user-data as Karpenter hands it to a node (testing_support/node_box/karpenter.py):
     the NodeConfig with the labels and taints of the pool's NodePool, then the product's."""
@@ -131,7 +152,7 @@ def pool_user_data(config: AppConfig, pool: NodePoolConfig, product_user_data: s
 def multus_node(
     node_image: NodeImage, emulator: Ec2Emulator, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[MultusNode]:
-    config = default_config()
+    config = profiled_config()
     (pool,) = config.node_pools  # the default app has one pool, with every network
     planned = emulator.create_planned_vpc(
         config.vpc.cidr,
@@ -140,7 +161,7 @@ def multus_node(
     )
     plan = config.pool_plan(pool)
     rows = [row for row in networks_in_order(plan) if row.availability_zone == AZ]
-    product_user_data = planned.user_data(config.cluster_name, plan)
+    product_user_data = planned.user_data(config.cluster_name, plan, pool.planned_node_profile())
     instance_id = emulator.launch_instance(planned.vpc, AZ, config.cluster_name)
     node = AwsNode(
         node_image,

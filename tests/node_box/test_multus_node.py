@@ -11,6 +11,7 @@ MTU from config/path_mtu.py) and from EC2's side (the ENI's MAC), never from the
 
 from __future__ import annotations
 
+import email
 import ipaddress
 import json
 import re
@@ -173,6 +174,40 @@ def test_a_multus_eni_hotplugged_after_boot_comes_up_named_at_its_mtu(
     ]
 
 
+def assert_node_profile_in_effect(node: MultusNode) -> None:
+    """The pool's node profile as the kernel has it: the hugepages reserved, each setting at its
+    value, connection tracking loaded for its settings; the values from the config."""
+    profile = node.pool.planned_node_profile()
+    assert profile is not None and profile.hugepages_2mi
+    meminfo = dict(
+        line.split(":", 1) for line in node.box.sh("cat /proc/meminfo").splitlines() if ":" in line
+    )
+    assert int(meminfo["HugePages_Total"]) == profile.hugepages_2mi, meminfo["HugePages_Total"]
+    assert meminfo["Hugepagesize"].split() == ["2048", "kB"]
+    for key, value in profile.sysctls:
+        assert node.box.sh(f"sysctl -n {key}").strip() == str(value), key
+    assert node.box.run(["test", "-d", "/sys/module/nf_conntrack"]).returncode == 0
+
+
+def test_the_node_profile_reserves_hugepages_and_sets_its_kernel_settings(
+    multus_node: MultusNode,
+) -> None:
+    """The bootstrap's node_profile.sh on a real kernel, before nodeadm would start the kubelet
+    (the kubelet's own settings go to nodeadm's part: tests/node_box/test_nodeadm.py checks it
+    decodes)."""
+    assert_node_profile_in_effect(multus_node)
+    # the user-data carried the profile's NodeConfig part after Karpenter's (nodeadm merges
+    # later documents over earlier ones)
+    message = email.message_from_string(multus_node.node.imds.user_data)
+    node_configs = [
+        str(part.get_payload())
+        for part in message.walk()
+        if part.get_content_type() == "application/node.eks.aws"
+    ]
+    assert len(node_configs) == 2
+    assert "cpuManagerPolicy: static" in node_configs[1], node_configs
+
+
 @pytest.fixture(scope="module")
 def pod_ip_agent(multus_node: MultusNode) -> str:
     """The pool's pod IP agent, its DaemonSet's pod run by the box's systemd (installed once,
@@ -257,6 +292,8 @@ def test_after_a_reboot_every_multus_interface_is_up_at_the_end_of_boot(
         assert_named_up_at_mtu(node, box_links.get(row.interface_name), row)
         assert node.box.sh(f"sysctl -n net.ipv4.conf.{row.interface_name}.rp_filter") == "0\n"
     assert node.box.sh("sysctl -n net.ipv4.conf.all.rp_filter") == "0\n"
+    # the node profile again, from sysctl.d and modules-load.d, with no bootstrap to apply it
+    assert_node_profile_in_effect(node)
     # the bootstrap ran in the first boot only (cloud-init: once per instance)
     assert node.box.sh(f"grep -c 'multus-eni: instance' {BOOTSTRAP_LOG}").strip() == runs_before
 
