@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import random
 import signal
 import sys
 import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
 
 from .config import AgentConfig
 from .ec2_query import Ec2Client
@@ -21,9 +25,9 @@ LOG = logging.getLogger("multus-pod-ips")
 
 def serve(config: AgentConfig) -> None:
     imds = InstanceMetadata(os.environ.get("MULTUS_IMDS_URL", "http://169.254.169.254"))
-    region = imds.get("placement/region")
+    region = read_at_start(imds, "placement/region")
     endpoint = os.environ.get("MULTUS_EC2_ENDPOINT") or (
-        f"https://ec2.{region}.{imds.get('services/domain')}"
+        f"https://ec2.{region}.{read_at_start(imds, 'services/domain')}"
     )
     metrics = AgentMetrics()
     agent = Agent(config, imds, Ec2Client(imds, region, endpoint, metrics=metrics), metrics)
@@ -53,6 +57,33 @@ def serve(config: AgentConfig) -> None:
     server.server_close()
     if metrics_server:
         metrics_server.server_close()
+
+
+#: Waits between IMDS attempts at start: doubling from the first, then the last one repeated.
+START_RETRY_SECONDS = (1.0, 2.0, 4.0, 8.0)
+
+
+class MetadataSource(Protocol):
+    """What read_at_start needs of the IMDS client (imds.InstanceMetadata)."""
+
+    def get(self, path: str) -> str: ...
+
+
+def read_at_start(
+    imds: MetadataSource, path: str, sleep: Callable[[float], None] = time.sleep
+) -> str:
+    """An IMDS value the agent cannot start without, asked until IMDS answers. A node's IMDS
+    can be slow to answer while the node boots; exiting would put the pod into kubelet's
+    crash-loop back-off (up to 5 minutes between starts), which the node's startup taint
+    would wait out."""
+    for attempt in itertools.count():
+        try:
+            return imds.get(path)
+        except OSError as error:  # urllib's URLError and socket timeouts are OSErrors
+            wait = START_RETRY_SECONDS[min(attempt, len(START_RETRY_SECONDS) - 1)]
+            LOG.warning("IMDS %s: %s; asking again in %.0f s", path, error, wait)
+            sleep(wait)
+    raise AssertionError("unreachable")  # itertools.count() never ends
 
 
 #: Each wait between reconciles is the period times a factor drawn from this range.

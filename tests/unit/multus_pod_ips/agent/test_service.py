@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from multus_pod_ips.agent.service import jittered
+from multus_pod_ips.agent.service import jittered, read_at_start
 
 
 @pytest.mark.parametrize("end", [0, 1])
@@ -27,3 +27,40 @@ def test_nodes_started_together_spread_their_reconciles_over_the_period() -> Non
     assert max(waits) - min(waits) > 45.0
     assert 54.0 < sum(waits) / len(waits) < 66.0
     assert len({round(wait) for wait in waits}) > 40  # not in lockstep: many distinct seconds
+
+
+class SlowToStartImds:
+    """Answers `path` after `failures` timeouts (an IMDS still busy while the node boots)."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.asked = 0
+
+    def get(self, path: str) -> str:
+        self.asked += 1
+        if self.asked <= self.failures:
+            raise TimeoutError("timed out")
+        return f"value of {path}"
+
+
+def test_the_agent_asks_imds_again_at_start_instead_of_exiting(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    imds = SlowToStartImds(failures=5)
+    waits: list[float] = []
+
+    value = read_at_start(imds, "placement/region", sleep=waits.append)
+
+    assert value == "value of placement/region"
+    assert waits == [1.0, 2.0, 4.0, 8.0, 8.0]  # doubling, then capped
+    assert caplog.text.count("IMDS placement/region: timed out") == 5
+
+
+def test_an_answering_imds_is_asked_once() -> None:
+    imds = SlowToStartImds(failures=0)
+
+    def no_wait(seconds: float) -> None:
+        pytest.fail(f"waited {seconds} s")
+
+    assert read_at_start(imds, "services/domain", sleep=no_wait) == "value of services/domain"
+    assert imds.asked == 1
