@@ -48,6 +48,20 @@ def assert_named_up_at_mtu(node: MultusNode, link: dict[str, Any] | None, row: A
     assert link["mtu"] == row.mtu
 
 
+#: nodeadm's record of which manager owns each interface (nodeadm-internal udev/broker.go).
+NODEADM_RECORDS = "/etc/eks/nodeadm/udev-net-manager"
+
+
+def assert_recorded_as_not_networkds(node: MultusNode) -> None:
+    """Each Multus interface is on record for nodeadm as not networkd's, so nodeadm's boot hook,
+    which waits for every interface on record as networkd's to be "configured", never waits
+    on one (an unmanaged interface never is). The nodeadm served here has no boot hook to show
+    the wait itself (testing_support/node_box/README.md)."""
+    for row in node.rows:
+        record = f"{NODEADM_RECORDS}/{node.instance_id}/{row.interface_name}"
+        assert node.box.sh(f"cat {record}") == "cni", record
+
+
 def test_first_boot_names_each_multus_interface_up_at_its_network_mtu(
     multus_node: MultusNode,
 ) -> None:
@@ -66,6 +80,7 @@ def test_first_boot_names_each_multus_interface_up_at_its_network_mtu(
         tags = {tag["Key"]: tag["Value"] for tag in eni["TagSet"]}
         assert tags[OWNER_TAG_KEY] == node.config.cluster_name
         assert tags[INSTANCE_TAG_KEY] == node.instance_id
+    assert_recorded_as_not_networkds(node)
     # the bootstrap finished: its readiness marker names every interface, cloud-init saw no error
     marker = node.box.sh(f"cat {READY_MARKER_PATH}").split()
     assert marker == [row.interface_name for row in node.rows]
@@ -292,6 +307,7 @@ def test_after_a_reboot_every_multus_interface_is_up_at_the_end_of_boot(
         assert_named_up_at_mtu(node, box_links.get(row.interface_name), row)
         assert node.box.sh(f"sysctl -n net.ipv4.conf.{row.interface_name}.rp_filter") == "0\n"
     assert node.box.sh("sysctl -n net.ipv4.conf.all.rp_filter") == "0\n"
+    assert_recorded_as_not_networkds(node)
     # the node profile again, from sysctl.d and modules-load.d, with no bootstrap to apply it
     assert_node_profile_in_effect(node)
     # the bootstrap ran in the first boot only (cloud-init: once per instance)
