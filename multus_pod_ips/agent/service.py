@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 import time
+import urllib.error
 from collections.abc import Callable
 from typing import Protocol
 
@@ -72,14 +73,17 @@ class MetadataSource(Protocol):
 def read_at_start(
     imds: MetadataSource, path: str, sleep: Callable[[float], None] = time.sleep
 ) -> str:
-    """An IMDS value the agent cannot start without, asked until IMDS answers. A node's IMDS
+    """An IMDS value the agent cannot start without, asked until IMDS answers (an HTTP error
+    is an answer: it ends the agent, as before). A node's IMDS
     can be slow to answer while the node boots; exiting would put the pod into kubelet's
     crash-loop back-off (up to 5 minutes between starts), which the node's startup taint
     would wait out."""
     for attempt in itertools.count():
         try:
             return imds.get(path)
-        except OSError as error:  # urllib's URLError and socket timeouts are OSErrors
+        except urllib.error.HTTPError:
+            raise  # IMDS answered, and refused: asking again changes nothing
+        except OSError as error:  # no answer: URLError (refused, unreachable), timeouts
             wait = START_RETRY_SECONDS[min(attempt, len(START_RETRY_SECONDS) - 1)]
             LOG.warning("IMDS %s: %s; asking again in %.0f s", path, error, wait)
             sleep(wait)

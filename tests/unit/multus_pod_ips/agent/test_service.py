@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import urllib.error
+from email.message import Message
 
 import pytest
 
@@ -64,3 +66,12 @@ def test_an_answering_imds_is_asked_once() -> None:
 
     assert read_at_start(imds, "services/domain", sleep=no_wait) == "value of services/domain"
     assert imds.asked == 1
+
+
+def test_an_imds_that_refuses_ends_the_start() -> None:
+    class RefusingImds:
+        def get(self, path: str) -> str:
+            raise urllib.error.HTTPError(path, 401, "Unauthorized", Message(), None)
+
+    with pytest.raises(urllib.error.HTTPError):
+        read_at_start(RefusingImds(), "placement/region", sleep=lambda _: pytest.fail("retried"))
