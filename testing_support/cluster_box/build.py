@@ -4,24 +4,19 @@ Two entry points: `build_all()` builds the control plane (Kubernetes and etcd) a
 `build_cni()` the CNI components (the Multus thick plugin, Whereabouts and the reference CNI
 plugins, at the releases the project deploys); `build_all()` never waits for the CNI builds.
 
-A cache entry is named by the SHA-256 of the module's go.mod and go.sum, of `go version` and of
-the build's flags, so a version bump (or a new Go) builds again and everything else reuses what
-is there. The build is `go build` of the pinned packages in the module's own directory
-(-mod=readonly by default: go.sum must already hold every module; the Go module proxy serves
-them). The CNI components are built with CGO_ENABLED=0: static binaries, run inside a minimal VM.
+Each module under go/ is built as testing_support/go_build.py builds every Go binary of the
+tests (a cache entry per go.mod, go.sum, `go version` and flags). The CNI components are built
+with CGO_ENABLED=0: static binaries, run inside a minimal VM.
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import os
-import re
 import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from testing_support.go_build import GoBuild, built, required_version
 
 GO_MODULES = Path(__file__).parent / "go"
 CACHE_ENV = "CLUSTER_BOX_CACHE"
@@ -106,11 +101,10 @@ class CniBinaries:
 
 def pinned_version(module: str, dependency: str) -> str:
     """The version of `dependency` that go/<module>/go.mod requires."""
-    text = (GO_MODULES / module / "go.mod").read_text()
-    match = re.search(rf"^\s*(?:require\s+)?{re.escape(dependency)} (v\S+)", text, re.MULTILINE)
-    if match is None:
+    version = required_version(GO_MODULES / module, dependency)
+    if version is None:
         raise BuildError(f"go/{module}/go.mod requires no {dependency}")
-    return match.group(1)
+    return version
 
 
 def cache_root() -> Path:
@@ -170,57 +164,22 @@ def _version_flags(module: str) -> str:
     )
 
 
+def _go_build(module: str) -> GoBuild:
+    ldflags = _version_flags(module)
+    static = module in CNI_MODULES  # run inside a minimal VM
+    return GoBuild(
+        name=module,
+        directory=GO_MODULES / module,
+        packages=PACKAGES[module],
+        error=BuildError,
+        flags=(f"-ldflags={ldflags}",),
+        environment={"CGO_ENABLED": "0"} if static else {},
+        settings=(ldflags, *(("CGO_ENABLED=0",) if static else ())),
+    )
+
+
 def _build(module: str) -> dict[str, Path]:
     go = shutil.which("go")
     if go is None:
         raise BuildError("the cluster box needs Go (go on PATH) to build its binaries")
-    directory = GO_MODULES / module
-    version = subprocess.run(
-        [go, "version"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    digest = hashlib.sha256()
-    for part in ((directory / "go.mod").read_bytes(), (directory / "go.sum").read_bytes()):
-        digest.update(part)
-    digest.update(version.encode())
-    digest.update(_version_flags(module).encode())
-    environment = dict(os.environ)
-    if module in CNI_MODULES:
-        environment["CGO_ENABLED"] = "0"  # static: they run inside a minimal VM
-        digest.update(b"CGO_ENABLED=0")
-    target = cache_root() / f"{module}-{digest.hexdigest()[:16]}"
-    names = {name: target / name for _, name in PACKAGES[module]}
-    if all(path.is_file() for path in names.values()):
-        return names
-    cache_root().mkdir(parents=True, exist_ok=True)
-    # Two pytest workers may need the same module at once: the second waits for the first's
-    # build instead of replacing the entry under a running binary's path.
-    with open(cache_root() / f".{module}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if all(path.is_file() for path in names.values()):
-            return names
-        _go_build(go, module, directory, environment, target)
-    return names
-
-
-def _go_build(
-    go: str, module: str, directory: Path, environment: dict[str, str], target: Path
-) -> None:
-    """Builds the module's binaries into a staging folder, then renames it to `target`."""
-    staging = Path(tempfile.mkdtemp(prefix=f".{module}-", dir=cache_root()))
-    # One binary per go build; Go's build cache shares the packages they have in common.
-    for package, name in PACKAGES[module]:
-        completed = subprocess.run(
-            [go, "build", f"-ldflags={_version_flags(module)}", "-o", str(staging / name), package],
-            cwd=directory,
-            env=environment,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if completed.returncode != 0:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise BuildError(
-                f"go build {package} in {directory} failed:\n{completed.stderr[-4000:]}"
-            )
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)  # atomic: a half-built entry is never seen
+    return built(_go_build(module), go, cache_root())
