@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from multus_pod_ips.agent.floating import ETH_P_ARP
 
 _BROADCAST = b"\xff" * 6
-_ARP_ETHERNET_IPV4_REQUEST = bytes.fromhex("0001" "0800" "06" "04" "0001")
+# htype 1 (Ethernet), ptype IPv4, hlen 6, plen 4, op 1 (request)
+_ARP_ETHERNET_IPV4_REQUEST = bytes.fromhex("0001080006040001")
 
 
 def gratuitous_arp(mac: bytes, ip: str) -> bytes:

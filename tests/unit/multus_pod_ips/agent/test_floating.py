@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,7 +82,7 @@ def test_other_arp_frames_announce_nothing(frame: bytes) -> None:
     assert announced_address(frame) is None
 
 
-def floating_agent(tmp_path: Path, ec2: ScriptedEc2, **overrides: object) -> Agent:
+def floating_agent(tmp_path: Path, ec2: ScriptedEc2, **overrides: Any) -> Agent:
     """An agent whose multus1 (eni-1) has FLOATING as floating address, first reconcile done,
     the EC2 call log cleared."""
     agent = worker_for(
