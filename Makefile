@@ -73,6 +73,7 @@ destroy: $(VENV)/.installed node_modules/.installed
 bench: $(VENV)/.installed cni-plugins
 	$(BIN)/python benchmarks/node_bootstrap_bench.py
 	$(BIN)/python benchmarks/multus_pod_ips_bench.py
+	$(BIN)/python benchmarks/floating_handover_bench.py
 	$(BIN)/python benchmarks/cni_delegates_bench.py
 	$(BIN)/python benchmarks/fleet_scale_bench.py
 

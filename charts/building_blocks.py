@@ -146,10 +146,12 @@ def privileged_security_context() -> kplus.ContainerSecurityContextProps:
     )
 
 
-def root_without_capabilities_security_context() -> kplus.ContainerSecurityContextProps:
+def root_without_capabilities_security_context(
+    add: Sequence[kplus.Capability] = (),
+) -> kplus.ContainerSecurityContextProps:
     """Root for host directories that root owns (the owner's write bit suffices: no
-    CAP_DAC_OVERRIDE), but not privileged, no capabilities, no escalation, the runtime's
-    seccomp profile and a read-only image."""
+    CAP_DAC_OVERRIDE), but not privileged, no capabilities (but those in `add`), no escalation,
+    the runtime's seccomp profile and a read-only image."""
     return kplus.ContainerSecurityContextProps(
         ensure_non_root=False,
         user=0,
@@ -157,7 +159,9 @@ def root_without_capabilities_security_context() -> kplus.ContainerSecurityConte
         privileged=False,
         allow_privilege_escalation=False,
         read_only_root_filesystem=True,
-        capabilities=kplus.ContainerSecutiryContextCapabilities(drop=[kplus.Capability.ALL]),
+        capabilities=kplus.ContainerSecutiryContextCapabilities(
+            drop=[kplus.Capability.ALL], **({"add": list(add)} if add else {})
+        ),
         seccomp_profile=kplus.SeccompProfile(type=kplus.SeccompProfileType.RUNTIME_DEFAULT),
     )
 

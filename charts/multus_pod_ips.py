@@ -69,10 +69,14 @@ class PodIpsNodes:
     pool other than the default one; its file config.json, or config-<pool>.json).
     node_selector: labels of the pool's nodes.
     static_ranges: Multus master interface -> the blocks of fixed addresses inside those ranges
-    (the subnets' static_range), which only the static NADs' pods may ask for."""
+    (the subnets' static_range), which only the static NADs' pods may ask for.
+    floating_addresses: Multus master interface -> the addresses of its static ranges that the
+    agent moves to its node's ENI when a pod announces them (gratuitous ARP); the agent then
+    needs CAP_NET_RAW for its packet socket."""
 
     interfaces: Mapping[str, Sequence[str]]
     static_ranges: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    floating_addresses: Mapping[str, Sequence[str]] = field(default_factory=dict)
     pool: str = DEFAULT_NODE_POOL_NAME
     node_selector: Mapping[str, str] = field(
         default_factory=lambda: {KARPENTER_NODE_LABEL_KEY: KARPENTER_NODE_LABEL_VALUE}
@@ -112,6 +116,11 @@ def agent_config(props: MultusPodIpsProps, nodes: PodIpsNodes) -> dict[str, obje
         "netns_root": _HOST_ROOT,
         "interfaces": {name: list(ranges) for name, ranges in nodes.interfaces.items()},
         "static_ranges": {name: list(ranges) for name, ranges in nodes.static_ranges.items()},
+        **(
+            {"floating_addresses": {n: list(a) for n, a in nodes.floating_addresses.items()}}
+            if nodes.floating_addresses
+            else {}
+        ),
         "reconcile_seconds": props.reconcile_seconds,
         "metrics_port": AGENT_METRICS_PORT,
     }
@@ -226,7 +235,7 @@ def _daemon_set(
         resources=resources(
             cpu_millis=50, cpu_limit_millis=200, memory_mib=64, memory_limit_mib=128
         ),
-        security_context=root_without_capabilities_security_context(),
+        security_context=_agent_security_context(nodes),
         readiness=kplus.Probe.from_command(["test", "-f", AGENT_READY_MARKER]),
         # Host network: the pod's port is the node's (docs/multus-pod-ips.md, "Metrics").
         ports=[
@@ -258,3 +267,11 @@ def _daemon_set(
             if volume_name == "netns"
             else None,
         )
+
+
+def _agent_security_context(nodes: PodIpsNodes) -> kplus.ContainerSecurityContextProps:
+    """Without capabilities; with CAP_NET_RAW alone where the agent watches for floating
+    addresses, which its packet socket needs (Linux net/packet/af_packet.c, packet_create)."""
+    return root_without_capabilities_security_context(
+        add=[kplus.Capability.NET_RAW] if nodes.floating_addresses else []
+    )

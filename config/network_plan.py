@@ -130,6 +130,8 @@ class NetworkPlanRow:
     prefixes_per_node: /28 prefixes on each node's ENI (node_local_config modes only, else None).
     static_range / static_nad_name: the subnet's block of fixed pod addresses and the NAD that
     hands them out (None without a static_range).
+    floating_addresses: addresses of the static_range that move to the pod announcing them
+    (active/standby pairs; docs/multus-pod-ips.md, floating addresses).
     ipv6: the subnet's IPv6 /64 and pod range on a dual-stack network, else None.
     security_group: the key of the network's own security group (the network's name), which
     the network stack maps to that group and everything else reads from there.
@@ -157,6 +159,7 @@ class NetworkPlanRow:
     subnet_path: str
     static_range: str | None = None
     static_nad_name: str | None = None
+    floating_addresses: tuple[str, ...] = ()
     pool: str | None = None
     routes: tuple[PlannedRoute, ...] = ()
     ipv6: PlannedIpv6 | None = None
@@ -180,6 +183,8 @@ class PlannedSubnet(Protocol):
     def reservation(self) -> str: ...
     @property
     def static_range(self) -> str | None: ...
+    @property
+    def floating_addresses(self) -> Sequence[str]: ...
 
 
 class PlannedRouteSource(Protocol):
@@ -334,6 +339,7 @@ def _network_rows(
             static_nad_name=static_attachment_name(network.name, az)
             if subnet.static_range
             else None,
+            floating_addresses=tuple(subnet.floating_addresses),
             routes=routes,
             ipv6=_planned_ipv6(network.ipv6, subnet.cidr),
             mtu=network.effective_mtu,

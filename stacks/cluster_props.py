@@ -370,12 +370,14 @@ def pod_ips_props(
 ) -> MultusPodIpsProps | None:
     """Per pool, per Multus interface of its networks whose mode runs the pod IP agent, the
     reservations its pods' addresses come from (one per AZ, and on a dual-stack network the
-    reserved IPv6 pod range of each AZ: ipv6_pod_ranges, by (network, AZ), deploy-time values)
-    and the static ranges inside them; None when no pool has such a network."""
+    reserved IPv6 pod range of each AZ: ipv6_pod_ranges, by (network, AZ), deploy-time values),
+    the static ranges inside them and their floating addresses; None when no pool has such a
+    network."""
     pools = []
     for pool in config.node_pools:
         ranges: dict[str, list[str]] = {}
         static_ranges: dict[str, list[str]] = {}
+        floating: dict[str, list[str]] = {}
         for row in config.pool_plan(pool):
             if row.ip_management.pod_ip_agent:
                 ranges.setdefault(row.interface_name, []).append(row.reservation_cidr)
@@ -384,11 +386,14 @@ def pod_ips_props(
                     ranges[row.interface_name].append(ipv6_range)
                 if row.static_range:
                     static_ranges.setdefault(row.interface_name, []).append(row.static_range)
+                if row.floating_addresses:
+                    floating.setdefault(row.interface_name, []).extend(row.floating_addresses)
         if ranges:
             pools.append(
                 PodIpsNodes(
                     interfaces=ranges,
                     static_ranges=static_ranges,
+                    floating_addresses=floating,
                     pool=pool.name,
                     node_selector=pool_node_selector(pool),
                 )

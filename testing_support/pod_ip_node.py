@@ -162,6 +162,7 @@ class PodIpNode:
     static_ranges: Mapping[str, Sequence[str]] = field(
         default_factory=lambda: EMULATOR_STATIC_RANGES
     )
+    floating_addresses: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     @classmethod
     def bootstrap(
@@ -207,6 +208,7 @@ class PodIpNode:
             "netns_root": str(self.root) if self.netns_root is None else self.netns_root,
             "interfaces": {name: list(ranges) for name, ranges in self.interfaces.items()},
             "static_ranges": {name: list(r) for name, r in self.static_ranges.items()},
+            "floating_addresses": {n: list(a) for n, a in self.floating_addresses.items()},
             "reconcile_seconds": self.reconcile_seconds,
             "settle_seconds": self.settle_seconds,
             "add_timeout_seconds": self.add_timeout_seconds,

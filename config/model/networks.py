@@ -6,9 +6,10 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     Field,
     field_validator,
     model_validator,
@@ -44,6 +45,21 @@ from config.node_prefix import check_node_prefix_settings
 from config.path_mtu import MIN_MTU, VPC_MTU, path_mtu
 
 
+def _ipv4_address(value: str) -> str:
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        raise ValueError(
+            f"{value!r} is not an IPv4 address (write it without a prefix length, for example "
+            "10.0.4.60)"
+        ) from None
+    return value
+
+
+#: An IPv4 address, written as it is (no prefix length).
+FloatingAddress = Annotated[str, AfterValidator(_ipv4_address)]
+
+
 class MultusSubnetConfig(StrictModel):
     """One Multus subnet (in the AZ at the same position of `availability_zones`)."""
 
@@ -57,6 +73,13 @@ class MultusSubnetConfig(StrictModel):
         "addresses, which pods ask for in their network annotation (`ips`) through the "
         "<network>-<az>-static NAD; Whereabouts hands out the rest of the reservation "
         "(docs/multus-pod-ips.md, fixed addresses).",
+    )
+    floating_addresses: list[FloatingAddress] = Field(
+        default_factory=list,
+        description="Addresses of the static_range that move to the pod announcing them: the "
+        "active pod of an active/standby pair (keepalived or any VRRP) puts one on its Multus "
+        "interface and sends a gratuitous ARP, and the pod IP agent of its node moves the "
+        "address to that node's ENI (docs/multus-pod-ips.md, floating addresses).",
     )
 
     @model_validator(mode="after")
@@ -96,6 +119,35 @@ class MultusSubnetConfig(StrictModel):
                 f"static_range: {self.static_range} is the whole reservation, which would leave "
                 f"Whereabouts no dynamic address; {_smaller_block_hint(reserved)}"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _floating_addresses_inside_static_range(self) -> MultusSubnetConfig:
+        # Whereabouts never hands out an address of the static range (its `exclude`), so a
+        # floating address there can only be on the pod that announces it.
+        if not self.floating_addresses:
+            return self
+        first = self.floating_addresses[0]
+        if self.static_range is None:
+            raise ValueError(
+                f"floating_addresses: {first} needs a static_range, the block of the "
+                "reservation Whereabouts never hands out; set static_range (for example "
+                f"{list(net(self.reservation).subnets(prefixlen_diff=1))[-1]}) and pick the "
+                "floating addresses inside it"
+            )
+        static = net(self.static_range)
+        for index, address in enumerate(self.floating_addresses):
+            if ipaddress.IPv4Address(address) not in static:
+                raise ValueError(
+                    f"floating_addresses[{index}]: {address} is not inside static_range "
+                    f"{self.static_range}: outside it Whereabouts could give the address to "
+                    f"another pod; pick one of {static[0]}-{static[-1]}"
+                )
+            if address in self.floating_addresses[:index]:
+                raise ValueError(
+                    f"floating_addresses[{index}]: {address} is listed twice; list each "
+                    "floating address once"
+                )
         return self
 
 

@@ -41,6 +41,8 @@ class WorkerHost(Protocol):
 
     def live_addresses(self, interface: str) -> set[str]: ...
 
+    def kept_floating(self, interface: str, held: set[str], live: set[str]) -> set[str]: ...
+
 
 @dataclass
 class Operation:
@@ -390,6 +392,7 @@ class EniWorker(threading.Thread):
         with self._lock:
             held, primary = set(self._held or ()), self._primary
             changed_at = dict(self._changed_at)
+        desired |= self.agent.kept_floating(self.interface, held, desired)  # floating.py
         settled = {
             ip
             for ip in held | desired

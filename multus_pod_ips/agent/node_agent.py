@@ -14,6 +14,7 @@ from .address_family import IPV4, IPV6, AddressFamily, canonical, family_of
 from .config import AgentConfig, AgentError
 from .ec2_query import Ec2Client, texts
 from .eni_worker import EniWorker, Operation
+from .floating import ArpWatcher, FloatingAddresses
 from .imds import InstanceMetadata
 from .metrics import AgentMetrics
 from .records import PodAttachment, RecordStore
@@ -44,6 +45,7 @@ class Agent:
         self.ipv6_per_eni = 0
         self.metrics = metrics or AgentMetrics()
         self.metrics.slots = self.address_slots
+        self.floating = FloatingAddresses(self, config.floating_addresses)
 
     def addresses_per_eni(self, family: AddressFamily) -> int:
         """The instance type's limit of addresses of this family per ENI."""
@@ -74,6 +76,8 @@ class Agent:
             worker = EniWorker(self, interface, self._wait_for_eni(interface, instance_id))
             self.workers[interface] = worker
             worker.start()
+        for interface in self.floating.addresses:
+            ArpWatcher(interface, self.floating).start()
         LOG.info(
             "instance %s (%s, %d IPv4 addresses per ENI): %s",
             instance_id,
@@ -117,6 +121,9 @@ class Agent:
                 LOG.info("pod %s (%s) is gone; forgetting it", record.pod, record.container_id)
                 self.records.remove(record.key)
         return live
+
+    def kept_floating(self, interface: str, held: set[str], live: set[str]) -> set[str]:
+        return self.floating.kept(interface, held, live)
 
     def _netns_exists(self, netns: str) -> bool:
         path = netns.replace("/var/run/", "/run/", 1) if netns.startswith("/var/run/") else netns
@@ -200,6 +207,17 @@ class Agent:
                 f"{attachment.interface} ({', '.join(ranges) or 'none'}): ask for an address "
                 "of the subnet's multus.networks[].subnets[].static_range; the rest of the "
                 "reservation belongs to Whereabouts",
+            )
+        floating = [
+            ip for ip in attachment.ips if self.floating.is_floating(attachment.interface, ip)
+        ]
+        if floating:
+            raise AgentError(
+                INVALID_CONFIG,
+                f"fixed address {', '.join(floating)} is a floating address of "
+                f"{attachment.interface} (multus.networks[].subnets[].floating_addresses): it "
+                "moves to the pod that announces it (gratuitous ARP), never to a pod that asks "
+                "for it; ask for another address of the static range",
             )
         for record in self.records.all():
             shared = sorted(set(record.ips) & set(attachment.ips))

@@ -13,9 +13,15 @@ from pathlib import Path, PurePosixPath
 from types import SimpleNamespace
 from typing import Any
 
+import cdk8s
 import pytest
 
-from charts.multus_pod_ips import MultusPodIpsProps, PodIpsNodes, agent_config
+from charts.multus_pod_ips import (
+    MultusPodIpsChart,
+    MultusPodIpsProps,
+    PodIpsNodes,
+    agent_config,
+)
 from multus_pod_ips import AGENT_RUN_DIR, shipped_modules
 from multus_pod_ips.agent.config import AgentConfig
 
@@ -274,3 +280,39 @@ def test_the_agent_serves_metrics_on_the_port_the_daemon_set_declares(
     assert daemon_set["spec"]["template"]["spec"]["hostNetwork"] is True
     assert port not in {9100, 10248, 10249, 10250, 10255, 10256, 61678, 61679}
     assert 60999 < port <= 65535
+
+
+def test_floating_addresses_reach_the_agent_and_give_it_net_raw_alone() -> None:
+    """The agent's packet socket needs CAP_NET_RAW (Linux net/packet/af_packet.c, packet_create:
+    `if (!ns_capable(net->user_ns, CAP_NET_RAW)) return -EPERM`); only a pool with floating
+    addresses gets it, and its file lists them."""
+    floating = PodIpsNodes(
+        interfaces={"n3": ["10.0.4.32/27"]},
+        static_ranges={"n3": ["10.0.4.48/28"]},
+        floating_addresses={"n3": ["10.0.4.60"]},
+        pool="upf",
+    )
+    plain = PodIpsNodes(interfaces={"n2": ["10.0.6.32/27"]}, pool="control")
+    props = MultusPodIpsProps(image="img:1", pools=[floating, plain])
+    manifests = cdk8s.Testing.synth(MultusPodIpsChart(cdk8s.Testing.app(), "pod-ips", props))
+
+    (config_map,) = [m for m in manifests if m["kind"] == "ConfigMap"]
+    shipped = {
+        nodes.pool: AgentConfig(**json.loads(config_map["data"][nodes.config_file]))
+        for nodes in (floating, plain)
+    }
+    assert shipped["upf"].floating_addresses == {"n3": ["10.0.4.60"]}
+    assert shipped["control"].floating_addresses == {}
+    assert "floating_addresses" not in config_map["data"][plain.config_file]
+    capabilities = {
+        m["metadata"]["name"]: [
+            c["securityContext"]["capabilities"]
+            for c in m["spec"]["template"]["spec"]["containers"]
+        ]
+        for m in manifests
+        if m["kind"] == "DaemonSet"
+    }
+    assert capabilities == {
+        floating.daemon_set_name: [{"drop": ["ALL"], "add": ["NET_RAW"]}],
+        plain.daemon_set_name: [{"drop": ["ALL"]}],
+    }

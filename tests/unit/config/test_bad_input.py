@@ -72,6 +72,14 @@ def static_range_networks(static_range: str, **first: Any) -> list[dict[str, Any
     return seed
 
 
+def floating_networks(addresses: list[str], static_range: str | None) -> list[dict[str, Any]]:
+    """The seed's networks, the first one's first subnet with these floating addresses (and
+    `static_range`, unless None)."""
+    seed = static_range_networks(static_range) if static_range else networks()
+    seed[0]["subnets"][0]["floating_addresses"] = addresses
+    return seed
+
+
 def config(document: dict[str, Any]) -> dict[str, Any]:
     return {"config": document}
 
@@ -680,6 +688,45 @@ COVERED = [
             "subnets[0].static_range",
             "need ip_management 'whereabouts'",
             "cannot follow its pod",
+        ),
+    ),
+    BadInput(
+        "floating-address-without-a-static-range",
+        "covered",
+        config({"multus": {"networks": floating_networks(["10.0.4.60"], None)}}),
+        (
+            "multus.networks[0].subnets[0]",
+            "floating_addresses: 10.0.4.60 needs a static_range",
+            "set static_range (for example 10.0.4.48/28)",
+        ),
+    ),
+    BadInput(
+        "floating-address-outside-the-static-range",
+        "covered",
+        config({"multus": {"networks": floating_networks(["10.0.4.40"], "10.0.4.48/28")}}),
+        (
+            "multus.networks[0].subnets[0]",
+            "floating_addresses[0]: 10.0.4.40 is not inside static_range 10.0.4.48/28",
+            "Whereabouts could give the address to another pod",
+            "pick one of 10.0.4.48-10.0.4.63",
+        ),
+    ),
+    BadInput(
+        "floating-address-listed-twice",
+        "covered",
+        config(
+            {"multus": {"networks": floating_networks(["10.0.4.60", "10.0.4.60"], "10.0.4.48/28")}}
+        ),
+        ("multus.networks[0].subnets[0]", "floating_addresses[1]: 10.0.4.60 is listed twice"),
+    ),
+    BadInput(
+        "floating-address-with-a-prefix-length",
+        "covered",
+        config({"multus": {"networks": floating_networks(["10.0.4.60/24"], "10.0.4.48/28")}}),
+        (
+            "multus.networks[0].subnets[0].floating_addresses[0]",
+            "not an IPv4 address",
+            "without a prefix length, for example 10.0.4.60",
         ),
     ),
     BadInput(

@@ -216,6 +216,29 @@ def test_a_static_range_reaches_the_nads_the_agent_and_cleartaints() -> None:
     assert "static" in nodes.cni_binaries
 
 
+def test_floating_addresses_reach_the_agent_of_their_networks_interface() -> None:
+    subnets = [
+        {
+            "cidr": "10.0.4.0/24",
+            "reservation": "10.0.4.32/27",
+            "static_range": "10.0.4.48/28",
+            "floating_addresses": ["10.0.4.60", "10.0.4.61"],
+        },
+        {
+            "cidr": "10.0.5.0/24",
+            "reservation": "10.0.5.32/27",
+            "static_range": "10.0.5.48/28",
+            "floating_addresses": ["10.0.5.60"],
+        },
+    ]
+    raw: dict[str, Any] = {"multus": {"networks": [{"name": "n3", "subnets": subnets}]}}
+    props = workloads(parse_config(raw))
+
+    (agents,) = props.pod_ips.pools
+    assert agents.floating_addresses == {"n3": ["10.0.4.60", "10.0.4.61", "10.0.5.60"]}
+    assert workloads(parse_config({})).pod_ips.pools[0].floating_addresses == {}
+
+
 def test_the_seed_has_no_static_range_anywhere() -> None:
     props = workloads(parse_config({}))
     assert all(nad.static_name is None for nad in props.network_attachments.attachments)
