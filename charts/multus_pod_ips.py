@@ -69,10 +69,15 @@ class PodIpsNodes:
     pool other than the default one; its file config.json, or config-<pool>.json).
     node_selector: labels of the pool's nodes.
     static_ranges: Multus master interface -> the blocks of fixed addresses inside those ranges
-    (the subnets' static_range), which only the static NADs' pods may ask for."""
+    (the subnets' static_range), which only the static NADs' pods may ask for.
+    routed_ranges / route_tables: Multus master interface -> the network's pod_routed_ranges
+    and the IDs of its subnets' route tables, where the agent routes a range a pod asks for to
+    its node's ENI."""
 
     interfaces: Mapping[str, Sequence[str]]
     static_ranges: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    routed_ranges: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    route_tables: Mapping[str, Sequence[str]] = field(default_factory=dict)
     pool: str = DEFAULT_NODE_POOL_NAME
     node_selector: Mapping[str, str] = field(
         default_factory=lambda: {KARPENTER_NODE_LABEL_KEY: KARPENTER_NODE_LABEL_VALUE}
@@ -114,6 +119,16 @@ def agent_config(props: MultusPodIpsProps, nodes: PodIpsNodes) -> dict[str, obje
         "static_ranges": {name: list(ranges) for name, ranges in nodes.static_ranges.items()},
         "reconcile_seconds": props.reconcile_seconds,
         "metrics_port": AGENT_METRICS_PORT,
+        # Only with pod-routed ranges: the files of other pools, and so their hashes, stay as
+        # they were.
+        **(
+            {
+                "routed_ranges": {name: list(r) for name, r in nodes.routed_ranges.items()},
+                "route_tables": {name: list(ids) for name, ids in nodes.route_tables.items()},
+            }
+            if nodes.routed_ranges
+            else {}
+        ),
     }
 
 
