@@ -30,7 +30,7 @@ from testing_support.multus_emulator import (
     EmulatedVpc,
     Fault,
 )
-from testing_support.pod_ip_node import PodIpNode, outcome, pod_ip_vpc
+from testing_support.pod_ip_node import PodIpNode, pod_ip_vpc
 
 pytestmark = pytest.mark.integration
 
