@@ -164,7 +164,9 @@ def _run(command: str, config: dict[str, Any], environ: dict[str, str]) -> str:
     if command == "CHECK":
         _ask_agent(socket_path, request, OTHER_TIMEOUT)
         return ""
-    request["routed_ranges"] = _routed_ranges(config)
+    routed_ranges = _routed_ranges(config)
+    if routed_ranges:
+        request["routed_ranges"] = routed_ranges
     if "mainTableRoutes" in config and "mainTableSubnet" not in config:
         raise CniError(
             INVALID_CONFIG, 'mainTableRoutes needs "mainTableSubnet" (its gateways are on it)'
