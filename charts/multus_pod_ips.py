@@ -72,11 +72,16 @@ class PodIpsNodes:
     (the subnets' static_range), which only the static NADs' pods may ask for.
     floating_addresses: Multus master interface -> the addresses of its static ranges that the
     agent moves to its node's ENI when a pod announces them (gratuitous ARP); the agent then
-    needs CAP_NET_RAW for its packet socket."""
+    needs CAP_NET_RAW for its packet socket.
+    routed_ranges / route_tables: Multus master interface -> the network's pod_routed_ranges
+    and the IDs of its subnets' route tables, where the agent routes a range a pod asks for to
+    its node's ENI."""
 
     interfaces: Mapping[str, Sequence[str]]
     static_ranges: Mapping[str, Sequence[str]] = field(default_factory=dict)
     floating_addresses: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    routed_ranges: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    route_tables: Mapping[str, Sequence[str]] = field(default_factory=dict)
     pool: str = DEFAULT_NODE_POOL_NAME
     node_selector: Mapping[str, str] = field(
         default_factory=lambda: {KARPENTER_NODE_LABEL_KEY: KARPENTER_NODE_LABEL_VALUE}
@@ -123,6 +128,16 @@ def agent_config(props: MultusPodIpsProps, nodes: PodIpsNodes) -> dict[str, obje
         ),
         "reconcile_seconds": props.reconcile_seconds,
         "metrics_port": AGENT_METRICS_PORT,
+        # Only with pod-routed ranges: the files of other pools, and so their hashes, stay as
+        # they were.
+        **(
+            {
+                "routed_ranges": {name: list(r) for name, r in nodes.routed_ranges.items()},
+                "route_tables": {name: list(ids) for name, ids in nodes.route_tables.items()},
+            }
+            if nodes.routed_ranges
+            else {}
+        ),
     }
 
 

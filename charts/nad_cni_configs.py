@@ -83,7 +83,9 @@ class NetworkAttachment:
     routes: destinations beyond the VPC the pod reaches via the gateway over this interface.
     ipv6: the IPv6 side of a dual-stack network, or None.
     mtu: the pod interface's MTU, the network's (config/path_mtu.py; the node's ENI has the
-    same). ipvlan would take the master's anyway; the NAD states it where operators read it."""
+    same). ipvlan would take the master's anyway; the NAD states it where operators read it.
+    pod_routed_ranges: the network's ranges a pod of this NAD may ask to have routed to its
+    node (the pod IP plugin's "podRoutedRanges")."""
 
     name: str
     master_interface: str
@@ -95,6 +97,7 @@ class NetworkAttachment:
     routes: Sequence[str] = ()
     ipv6: Ipv6Range | None = None
     mtu: int = VPC_MTU
+    pod_routed_ranges: Sequence[str] = ()
 
     @property
     def ipam_routes(self) -> list[dict[str, str]]:
@@ -188,8 +191,9 @@ def pod_ip_assignment(attachment: NetworkAttachment) -> dict[str, Any]:
     to it from other nodes and subnets, and routes the subnet via the pod's interface in its
     main table (after sbr, which moves every route of the interface out of it: see
     multus_pod_ips/cni_plugin.py), and the routes beyond the VPC via the VPC router there too,
-    so the pod also initiates towards them over this interface. Whereabouts-mode networks
-    only."""
+    so the pod also initiates towards them over this interface; on a network with
+    pod_routed_ranges, the ranges a pod may ask for in its network annotation's cni-args
+    (the agent then points their routes at this node). Whereabouts-mode networks only."""
     plugin: dict[str, Any] = {
         "type": CNI_PLUGIN_TYPE,
         "master": attachment.master_interface,
@@ -199,6 +203,8 @@ def pod_ip_assignment(attachment: NetworkAttachment) -> dict[str, Any]:
         plugin["mainTableRoutes"] = attachment.ipam_routes
     if attachment.ipv6 is not None:
         plugin["mainTableSubnetIpv6"] = attachment.ipv6.subnet_cidr
+    if attachment.pod_routed_ranges:
+        plugin["podRoutedRanges"] = list(attachment.pod_routed_ranges)
     return plugin
 
 

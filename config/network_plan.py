@@ -140,6 +140,8 @@ class NetworkPlanRow:
     device_index and prefixes_per_node are those of that pool's nodes.
     routes: the network's routes (the same in each of its rows).
     mtu: the MTU of the network's ENIs and its pods' interfaces (config/path_mtu.py).
+    pod_routed_ranges: the network's ranges whose route follows the pod that asks for it (the
+    same in each of its rows).
     connection_tracking: the timeouts the network's ENIs are created with, None for EC2's.
     """
 
@@ -165,6 +167,7 @@ class NetworkPlanRow:
     ipv6: PlannedIpv6 | None = None
     mtu: int = VPC_MTU
     connection_tracking: ConnectionTracking | None = None
+    pod_routed_ranges: tuple[str, ...] = ()
 
     @property
     def reservation_type(self) -> ReservationType:
@@ -230,6 +233,8 @@ class PlannedNetwork(Protocol):
     def subnets(self) -> Sequence[PlannedSubnet]: ...
     @property
     def routes(self) -> Sequence[PlannedRouteSource]: ...
+    @property
+    def pod_routed_ranges(self) -> Sequence[str]: ...
     @property
     def ipv6(self) -> PlannedIpv6Settings | None: ...
 
@@ -344,6 +349,7 @@ def _network_rows(
             ipv6=_planned_ipv6(network.ipv6, subnet.cidr),
             mtu=network.effective_mtu,
             connection_tracking=network.connection_tracking_plan,
+            pod_routed_ranges=tuple(network.pod_routed_ranges),
         )
         for az_index, (az, subnet) in enumerate(
             zip(config.availability_zones, network.subnets, strict=True)

@@ -42,6 +42,14 @@ the outgoing interface; the pod's only global IPv6 address on it).
 the network's routes beyond the VPC (the RAN, a data network). sbr moved them out of the main
 table with the rest; each goes back as `<dst> via <gw> dev <ifname> src <address>`, so the pod
 also initiates towards them over the Multus interface (the subnet's route makes gw on-link).
+
+"podRoutedRanges" (optional, from the NAD): IPv4 ranges of the network that a pod answers for
+without holding them, such as a UPF's UE pool. A pod asks for some of them in its network
+selection annotation's cni-args ({"name": <NAD>, "cni-args": {"podRoutedRanges": [...]}}),
+which Multus merges into each plugin's configuration as args.cni (multus-cni pkg/types/conf.go,
+LoadDelegateNetConf: addCNIArgsInConfList, injectCNIArgs). The plugin refuses a range the NAD
+does not offer and hands the rest to the agent with the ADD, which points each range's route
+in the network's route tables at this node's ENI.
 """
 
 from __future__ import annotations
@@ -156,6 +164,9 @@ def _run(command: str, config: dict[str, Any], environ: dict[str, str]) -> str:
     if command == "CHECK":
         _ask_agent(socket_path, request, OTHER_TIMEOUT)
         return ""
+    routed_ranges = _routed_ranges(config)
+    if routed_ranges:
+        request["routed_ranges"] = routed_ranges
     if "mainTableRoutes" in config and "mainTableSubnet" not in config:
         raise CniError(
             INVALID_CONFIG, 'mainTableRoutes needs "mainTableSubnet" (its gateways are on it)'
@@ -171,6 +182,41 @@ def _run(command: str, config: dict[str, Any], environ: dict[str, str]) -> str:
 def _pod_name(cni_args: str) -> str:
     args = dict(part.split("=", 1) for part in cni_args.split(";") if "=" in part)
     return f"{args.get('K8S_POD_NAMESPACE', '')}/{args.get('K8S_POD_NAME', '')}"
+
+
+def _routed_ranges(config: dict[str, Any]) -> list[str]:
+    """The ranges the pod asks for (cni-args podRoutedRanges), each one the NAD offers."""
+    arguments = config.get("args")
+    cni_args = arguments.get("cni") if isinstance(arguments, dict) else None
+    asked = cni_args.get("podRoutedRanges", []) if isinstance(cni_args, dict) else []
+    offered = config.get("podRoutedRanges", [])
+    if not isinstance(asked, list) or not isinstance(offered, list):
+        raise CniError(INVALID_CONFIG, "podRoutedRanges must be a list of IPv4 CIDRs")
+    ranges = []
+    for cidr in asked:
+        try:
+            network = ipaddress.IPv4Network(cidr)
+        except (ValueError, TypeError):
+            raise CniError(
+                INVALID_CONFIG, f"cni-args podRoutedRanges entry {cidr!r} is not an IPv4 CIDR"
+            ) from None
+        if str(network) not in {_offered(cidr) for cidr in offered}:
+            raise CniError(
+                INVALID_CONFIG,
+                f"cni-args podRoutedRanges asks for {network}, which this network does not "
+                f"route to pods (its pod_routed_ranges: {', '.join(offered) or 'none'})",
+            )
+        ranges.append(str(network))
+    return ranges
+
+
+def _offered(cidr: Any) -> str:
+    try:
+        return str(ipaddress.IPv4Network(cidr))
+    except (ValueError, TypeError):
+        raise CniError(
+            INVALID_CONFIG, f"podRoutedRanges entry {cidr!r} is not an IPv4 CIDR"
+        ) from None
 
 
 def _addresses(previous: dict[str, Any], ifname: str) -> list[str]:

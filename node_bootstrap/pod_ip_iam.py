@@ -11,6 +11,12 @@ requires the caller's own ID) must name the instance whose credentials sign the 
 DescribeInstanceTypes takes no resource ("*") and only ec2:Region, so aws:RequestedRegion
 narrows it; DescribeNetworkInterfaces is granted once, by the bootstrap's read statement in the
 same policy.
+
+Routes that follow a pod (pod_routed_ranges): CreateRoute and ReplaceRoute take only the
+route-table resource, whose condition keys are its tags, ec2:RouteTableID and ec2:Vpc (plus
+ec2:Region); none names the route's destination or its target ENI. So the tightest grant is the
+route tables of the networks with such ranges, by ARN; which destinations the node sets there
+is the agent's (it routes only the configured ranges, to its own ENI), not IAM's.
 """
 
 from __future__ import annotations
@@ -32,6 +38,10 @@ POD_IPV6_ACTIONS = (
     "ec2:AssignIpv6Addresses",
     "ec2:UnassignIpv6Addresses",
 )
+POD_ROUTE_ACTIONS = (
+    "ec2:CreateRoute",
+    "ec2:ReplaceRoute",
+)
 POD_IP_READ_ACTIONS = (
     "ec2:DescribeNetworkInterfaces",
     "ec2:DescribeInstanceTypes",
@@ -43,10 +53,12 @@ def multus_pod_ip_policy_statements(
     cluster_name: str,
     multus_subnet_arns: Sequence[str],
     dual_stack_subnet_arns: Sequence[str] = (),
+    pod_route_table_arns: Sequence[str] = (),
 ) -> list[iam.PolicyStatement]:
     """Secondary addresses only on this cluster's Multus ENIs in a Multus subnet, IPv6 ones only
-    in a dual-stack Multus subnet (no statement without one); reading the instance type's
-    per-ENI limit."""
+    in a dual-stack Multus subnet (no statement without one); routes only in the route tables
+    of the networks with pod-routed ranges (no statement without one); reading the instance
+    type's per-ENI limit."""
     if not multus_subnet_arns:
         raise ValueError("multus_subnet_arns: at least one Multus subnet ARN is required")
     ipv6_statements = (
@@ -61,11 +73,23 @@ def multus_pod_ip_policy_statements(
         if dual_stack_subnet_arns
         else []
     )
+    route_statements = (
+        [
+            iam.PolicyStatement(
+                sid="RouteMultusPodRangesInTheirRouteTables",
+                actions=list(POD_ROUTE_ACTIONS),
+                resources=list(pod_route_table_arns),
+            )
+        ]
+        if pod_route_table_arns
+        else []
+    )
     return [
         _on_cluster_enis(
             "ManageMultusPodIpsOnClusterEnis", POD_IP_ACTIONS, cluster_name, multus_subnet_arns
         ),
         *ipv6_statements,
+        *route_statements,
         iam.PolicyStatement(
             sid="ReadInstanceTypeLimitsInRegion",
             actions=["ec2:DescribeInstanceTypes"],

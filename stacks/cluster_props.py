@@ -268,6 +268,11 @@ def cluster_workloads_props(
             for a in attachments
             if a.ipv6_pod_range is not None
         },
+        {
+            (a.plan.network, a.plan.availability_zone): a.subnet.route_table.route_table_id
+            for a in attachments
+            if a.plan.pod_routed_ranges
+        },
     )
     return ClusterWorkloadsProps(
         cluster=cluster,
@@ -366,18 +371,25 @@ def clear_taints_nodes(pool: NodePoolConfig, plan: NetworkPlan) -> ClearTaintsNo
 
 
 def pod_ips_props(
-    config: AppConfig, image: str, ipv6_pod_ranges: Mapping[tuple[str, str], str] | None = None
+    config: AppConfig,
+    image: str,
+    ipv6_pod_ranges: Mapping[tuple[str, str], str] | None = None,
+    route_table_ids: Mapping[tuple[str, str], str] | None = None,
 ) -> MultusPodIpsProps | None:
     """Per pool, per Multus interface of its networks whose mode runs the pod IP agent, the
     reservations its pods' addresses come from (one per AZ, and on a dual-stack network the
     reserved IPv6 pod range of each AZ: ipv6_pod_ranges, by (network, AZ), deploy-time values),
-    the static ranges inside them and their floating addresses; None when no pool has such a
-    network."""
+    the static ranges inside them and their floating addresses; on a network with
+    pod_routed_ranges, those ranges and the route table of each of its subnets (route_table_ids,
+    by (network, AZ)), in every AZ: a host of the network in any AZ reaches the range through
+    its own subnet's table. None when no pool has such a network."""
     pools = []
     for pool in config.node_pools:
         ranges: dict[str, list[str]] = {}
         static_ranges: dict[str, list[str]] = {}
         floating: dict[str, list[str]] = {}
+        routed_ranges: dict[str, list[str]] = {}
+        route_tables: dict[str, list[str]] = {}
         for row in config.pool_plan(pool):
             if row.ip_management.pod_ip_agent:
                 ranges.setdefault(row.interface_name, []).append(row.reservation_cidr)
@@ -388,17 +400,36 @@ def pod_ips_props(
                     static_ranges.setdefault(row.interface_name, []).append(row.static_range)
                 if row.floating_addresses:
                     floating.setdefault(row.interface_name, []).extend(row.floating_addresses)
+                if row.pod_routed_ranges:
+                    routed_ranges[row.interface_name] = list(row.pod_routed_ranges)
+                    route_tables.setdefault(row.interface_name, []).append(
+                        _route_table_id(route_table_ids, row)
+                    )
         if ranges:
             pools.append(
                 PodIpsNodes(
                     interfaces=ranges,
                     static_ranges=static_ranges,
                     floating_addresses=floating,
+                    routed_ranges=routed_ranges,
+                    route_tables=route_tables,
                     pool=pool.name,
                     node_selector=pool_node_selector(pool),
                 )
             )
     return MultusPodIpsProps(image=image, pools=pools) if pools else None
+
+
+def _route_table_id(
+    route_table_ids: Mapping[tuple[str, str], str] | None, row: NetworkPlanRow
+) -> str:
+    route_table = (route_table_ids or {}).get((row.network, row.availability_zone))
+    if route_table is None:
+        raise ValueError(
+            f"{row.subnet_path}: no route table ID given for {row.network} in "
+            f"{row.availability_zone}, whose pod_routed_ranges the agent routes"
+        )
+    return route_table
 
 
 def ipv6_range(attachment: MultusAttachment) -> Ipv6Range | None:
@@ -429,4 +460,5 @@ def network_attachment(row: NetworkPlanRow, ipv6: Ipv6Range | None = None) -> Ne
         routes=[route.destination for route in row.routes],
         ipv6=ipv6,
         mtu=row.mtu,
+        pod_routed_ranges=row.pod_routed_ranges,
     )

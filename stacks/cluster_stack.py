@@ -111,6 +111,9 @@ class ClusterStack(ConfiguredAzStack):
             dual_stack_subnet_ids=[
                 a.subnet.subnet_id for a in attachments if a.plan.ipv6 is not None
             ],
+            pod_route_table_ids=[
+                a.subnet.route_table.route_table_id for a in attachments if a.plan.pod_routed_ranges
+            ],
             security_group_ids=[
                 group.security_group_id for group in network.multus_security_groups.values()
             ],

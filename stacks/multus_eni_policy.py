@@ -20,10 +20,12 @@ def grant_multus_eni_management(
     multus_subnet_ids: Sequence[str],
     security_group_ids: Sequence[str],
     dual_stack_subnet_ids: Sequence[str] = (),
+    pod_route_table_ids: Sequence[str] = (),
 ) -> iam.Policy:
     """The node bootstrap creates and attaches the Multus ENIs with the node's role; the
     multus-pod-ips agent (host network) assigns pod addresses to them with the same role
-    (IPv6 ones only in the dual-stack subnets among them)."""
+    (IPv6 ones only in the dual-stack subnets among them) and routes the pod-routed ranges to
+    them in pod_route_table_ids (the route tables of the networks with such ranges)."""
 
     def ec2_arn(resource: str, resource_id: str) -> str:
         return stack.format_arn(service="ec2", resource=resource, resource_name=resource_id)
@@ -46,6 +48,9 @@ def grant_multus_eni_management(
                 multus_subnet_arns=subnet_arns,
                 dual_stack_subnet_arns=[
                     ec2_arn("subnet", subnet_id) for subnet_id in dual_stack_subnet_ids
+                ],
+                pod_route_table_arns=[
+                    ec2_arn("route-table", route_table_id) for route_table_id in pod_route_table_ids
                 ],
             ),
         ],

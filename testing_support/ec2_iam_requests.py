@@ -196,6 +196,17 @@ def authorization_requests(call: Ec2Call, caller: Caller) -> list[AuthorizationR
             for name, value in params.items()
             if name.startswith("InstanceId.")
         ]
+    if call.action in {"CreateRoute", "ReplaceRoute"}:
+        # The Service Authorization Reference lists only the route-table resource for both
+        # (keys: its tags, ec2:RouteTableID, ec2:Vpc): the target ENI is not authorized.
+        route_table = params["RouteTableId"]
+        return [
+            request(
+                RequestedResource(
+                    caller.arn(f"route-table/{route_table}"), {"ec2:RouteTableID": route_table}
+                )
+            )
+        ]
     if call.action == "DescribeVpcAttribute":
         return [request(RequestedResource(caller.arn(f"vpc/{params['VpcId']}")))]
     if call.action == "CreateSubnetCidrReservation":

@@ -163,6 +163,9 @@ class PodIpNode:
         default_factory=lambda: EMULATOR_STATIC_RANGES
     )
     floating_addresses: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    #: The pod-routed ranges and route tables per Multus interface (AgentConfig's fields).
+    routed_ranges: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    route_tables: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     @classmethod
     def bootstrap(
@@ -213,6 +216,8 @@ class PodIpNode:
             "settle_seconds": self.settle_seconds,
             "add_timeout_seconds": self.add_timeout_seconds,
             "metrics_port": self.metrics_port,  # 0: not served (AgentConfig.metrics_port)
+            "routed_ranges": {name: list(r) for name, r in self.routed_ranges.items()},
+            "route_tables": {name: list(ids) for name, ids in self.route_tables.items()},
         }
         config_path = self.root / "agent-config.json"
         config_path.write_text(json.dumps(config))

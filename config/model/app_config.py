@@ -39,6 +39,7 @@ from config.model.node_pools import (
     node_pool_migration,
 )
 from config.model.route_rules import (
+    check_pod_routed_ranges,
     check_route_targets,
     check_routes_of_each_pool,
     route_preconditions,
@@ -172,6 +173,7 @@ class AppConfig(StrictModel):
 
     def _check_routes(self) -> None:
         check_route_targets(self.multus.networks, self.vpc_cidrs, self.has_nat_gateway)
+        check_pod_routed_ranges(self.multus.networks, self.vpc_cidrs)
         check_routes_of_each_pool(
             self.multus.networks,
             [

@@ -254,6 +254,15 @@ class MultusNetworkConfig(StrictModel):
         "network's subnets and, via the subnet's VPC router, in its pods over the Multus "
         "interface (docs/network.md, Routes to the RAN and data networks).",
     )
+    pod_routed_ranges: list[Cidr] = Field(
+        default=[],
+        description="IPv4 ranges that pods of this network answer for without holding them "
+        "as their own addresses, such as a UPF's UE address pool on N6: the node agent of the "
+        "node where a pod asking for a range (its network annotation's cni-args "
+        "podRoutedRanges) gets its address points the range's route in the network's route "
+        "tables at that node's ENI, and the route follows the pod when it moves "
+        "(docs/multus-pod-ips.md, Routes that follow a pod).",
+    )
     ipv6: NetworkIpv6Config | None = Field(
         default=None,
         description="Dual stack: the network's subnets get a /64 of the VPC's IPv6 block "
@@ -366,6 +375,42 @@ class MultusNetworkConfig(StrictModel):
                     f"routes[{index}].destination: {destination} is routed twice; a route table "
                     "holds one route per destination, so keep one of them"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _pod_routed_ranges_reach_a_pod(self) -> MultusNetworkConfig:
+        if not self.pod_routed_ranges:
+            return self
+        if not self.mode.pod_ip_agent:
+            raise ValueError(
+                f"pod_routed_ranges: the pod IP agent points their routes at the pod's node, "
+                f"and it does not run for ip_management {self.ip_management!r}; use "
+                f"ip_management {WHEREABOUTS.name!r} or remove pod_routed_ranges"
+            )
+        if self.source_dest_check:
+            raise ValueError(
+                "pod_routed_ranges: an ENI with EC2's source/destination check drops packets "
+                'to addresses it does not hold (EC2 User Guide, "Source/destination '
+                'checks"), so the range would not reach its pod; set source_dest_check false '
+                "or remove pod_routed_ranges"
+            )
+        destinations = [net(route.destination) for route in self.routes]
+        for index, cidr in enumerate(self.pod_routed_ranges):
+            routed = net(cidr)
+            for earlier in self.pod_routed_ranges[:index]:
+                if net(earlier).overlaps(routed):
+                    raise ValueError(
+                        f"pod_routed_ranges[{index}]: {cidr} overlaps {earlier}; their routes "
+                        "could point at different nodes, sending part of one range to the "
+                        "other's pod: list disjoint ranges"
+                    )
+            for position, destination in enumerate(destinations):
+                if destination == routed:
+                    raise ValueError(
+                        f"pod_routed_ranges[{index}]: {cidr} is also routes[{position}]"
+                        "'s destination; a route table holds one route per destination: "
+                        "keep it in one of the two lists"
+                    )
         return self
 
     @model_validator(mode="after")

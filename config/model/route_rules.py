@@ -61,6 +61,32 @@ def check_route_targets(
                 )
 
 
+def check_pod_routed_ranges(
+    networks: Sequence[MultusNetworkConfig], vpc_cidrs: Sequence[str]
+) -> None:
+    """No pod-routed range inside the VPC (its local route has it), none that two networks
+    both claim."""
+    vpc = [net(cidr) for cidr in vpc_cidrs]
+    claimed: dict[str, str] = {}
+    for index, network in enumerate(networks):
+        for position, cidr in enumerate(network.pod_routed_ranges):
+            path = f"multus.networks[{index}] ({network.name}).pod_routed_ranges[{position}]"
+            local = [str(block) for block in vpc if block.overlaps(net(cidr))]
+            if local:
+                raise ValueError(
+                    f"{path}: {cidr} overlaps the VPC CIDR {', '.join(local)}, which the VPC "
+                    "routes itself (its local route); a pod-routed range lies outside the "
+                    "VPC, such as a UE pool 10.45.0.0/16"
+                )
+            for other_path, other in claimed.items():
+                if net(other).overlaps(net(cidr)):
+                    raise ValueError(
+                        f"{path}: {cidr} overlaps {other_path} ({other}); each range is served "
+                        "over one network: list it on one of them"
+                    )
+            claimed[path] = cidr
+
+
 def check_routes_of_each_pool(
     networks: Sequence[MultusNetworkConfig], pools: Sequence[tuple[str, Sequence[str]]]
 ) -> None:

@@ -17,7 +17,10 @@ class AgentConfig:
     pod ranges reserved in its subnets' /64s). static_ranges: master interface ->
     the blocks of fixed addresses inside them (the subnets' static_range), the only addresses a
     request of a static NAD may ask for. floating_addresses: master interface -> addresses of
-    its static ranges that move to the node whose pod announces them (floating.py)."""
+    its static ranges that move to the node whose pod announces them (floating.py).
+    routed_ranges: master interface -> the network's pod_routed_ranges, the only ranges an ADD
+    may ask to route to this node. route_tables: master interface -> the IDs of the network's
+    route tables (one per subnet), where those ranges' routes are pointed at the node's ENI."""
 
     socket_path: str
     records_dir: str
@@ -26,6 +29,8 @@ class AgentConfig:
     interfaces: dict[str, list[str]]
     static_ranges: dict[str, list[str]] = field(default_factory=dict)
     floating_addresses: dict[str, list[str]] = field(default_factory=dict)
+    routed_ranges: dict[str, list[str]] = field(default_factory=dict)
+    route_tables: dict[str, list[str]] = field(default_factory=dict)
     netns_root: str = ""
     reconcile_seconds: float = 60.0
     #: Addresses changed this recently are left to their in-flight request (EC2 reads are

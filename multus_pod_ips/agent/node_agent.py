@@ -17,6 +17,7 @@ from .eni_worker import EniWorker, Operation
 from .floating import ArpWatcher, FloatingAddresses
 from .imds import InstanceMetadata
 from .metrics import AgentMetrics
+from .pod_routes import point_routes
 from .records import PodAttachment, RecordStore
 
 LOG = logging.getLogger("multus-pod-ips")
@@ -145,7 +146,7 @@ class Agent:
             fixed=request.get("fixed") is True,
         )
         if command == "ADD":
-            self._add(attachment)
+            self._add(attachment, _ranges(request.get("routed_ranges", [])))
         elif command == "DEL":
             self._delete(attachment)
         elif command == "CHECK":
@@ -170,8 +171,9 @@ class Agent:
             )
         return worker
 
-    def _add(self, attachment: PodAttachment) -> None:
+    def _add(self, attachment: PodAttachment, routed_ranges: tuple[str, ...] = ()) -> None:
         worker = self._worker(attachment)
+        self._check_routed_ranges(attachment.interface, routed_ranges)
         started = time.monotonic()
         worker.touch(attachment.ips)
         with self._claim_lock:
@@ -186,10 +188,40 @@ class Agent:
             for ip in attachment.ips
         ]
         error = _wait(operations, deadline) or self._await_remap(worker, operations, deadline)
+        if error is None and routed_ranges:
+            # Only once the pod's addresses are here: a failed ADD leaves the route with the
+            # node that still serves the range.
+            try:
+                point_routes(
+                    self.ec2,
+                    self.config.route_tables.get(attachment.interface, []),
+                    routed_ranges,
+                    worker.eni_id,
+                    deadline,
+                )
+            except AgentError as failure:
+                error = failure
         self.metrics.assign_seconds.observe(time.monotonic() - started, worker.interface)
         if error:
             self.records.remove(attachment.key)
             raise error
+
+    def _check_routed_ranges(self, interface: str, routed_ranges: tuple[str, ...]) -> None:
+        """Each range the pod asks for is one of the network's, and the network has route
+        tables to put it in."""
+        allowed = self.config.routed_ranges.get(interface, [])
+        refused = [cidr for cidr in routed_ranges if cidr not in allowed]
+        if refused:
+            raise AgentError(
+                INVALID_CONFIG,
+                f"{', '.join(refused)} is not a pod-routed range of {interface} "
+                f"({', '.join(allowed) or 'none'}): ask for one of "
+                "multus.networks[].pod_routed_ranges",
+            )
+        if routed_ranges and not self.config.route_tables.get(interface):
+            raise AgentError(
+                INVALID_CONFIG, f"no route tables configured for {interface}'s routed ranges"
+            )
 
     def _check_fixed(self, attachment: PodAttachment) -> None:
         """A fixed address lies in its interface's static ranges (not in Whereabouts' dynamic
@@ -316,6 +348,15 @@ def _wait(operations: list[Operation], deadline: float) -> AgentError | None:
         if operation.error:
             return operation.error
     return None
+
+
+def _ranges(cidrs: Any) -> tuple[str, ...]:
+    """The request's routed ranges in their canonical form; INVALID_CONFIG for one that is
+    not an IPv4 CIDR."""
+    try:
+        return tuple(str(ipaddress.IPv4Network(str(cidr))) for cidr in cidrs)
+    except (ValueError, TypeError) as error:
+        raise AgentError(INVALID_CONFIG, f"not an IPv4 CIDR: {error}") from None
 
 
 def _addresses(ips: list[Any]) -> tuple[str, ...]:

@@ -281,3 +281,18 @@ def test_a_static_nad_name_may_not_repeat_another_nad() -> None:
     props = NetworkAttachmentsProps(namespace="default", attachments=[clash])
     with pytest.raises(ValueError, match="must be unique"):
         NetworkAttachmentsChart(cdk8s.Testing.app(), "nads", props)
+
+
+def test_only_a_network_with_pod_routed_ranges_offers_them_to_its_pods_in_both_nads() -> None:
+    """The pod's cni-args podRoutedRanges are checked against the plugin entry's (both NADs of
+    a subnet with a static range: a UPF may hold a fixed N6 address)."""
+    routed = replace(
+        attachment(),
+        static_range="10.0.4.48/28",
+        static_name="multus1-us-west-2a-static",
+        pod_routed_ranges=("10.45.0.0/16",),
+    )
+    for config in cni_configs(routed):
+        assert config["plugins"][-1]["type"] == CNI_PLUGIN_TYPE
+        assert config["plugins"][-1]["podRoutedRanges"] == ["10.45.0.0/16"]
+    assert "podRoutedRanges" not in cni_config(attachment())["plugins"][-1]

@@ -637,6 +637,85 @@ COVERED = [
         ("multus.networks[0].subnets[0]", "addresses AWS keeps", "10.0.4.4-10.0.4.254"),
     ),
     BadInput(
+        "pod-routed-range-inside-the-vpc",
+        "covered",
+        config({"multus": {"networks": networks(pod_routed_ranges=["10.0.200.0/24"])}}),
+        (
+            "multus.networks[0] (multus1).pod_routed_ranges[0]",
+            "overlaps the VPC CIDR 10.0.0.0/16",
+            "outside the VPC",
+        ),
+    ),
+    BadInput(
+        "pod-routed-ranges-overlapping",
+        "covered",
+        config(
+            {"multus": {"networks": networks(pod_routed_ranges=["10.45.0.0/16", "10.45.8.0/24"])}}
+        ),
+        ("multus.networks[0].pod_routed_ranges[1]", "overlaps 10.45.0.0/16", "disjoint"),
+    ),
+    BadInput(
+        "pod-routed-range-claimed-by-two-networks",
+        "covered",
+        config(
+            {
+                "multus": {
+                    "networks": [
+                        *networks(pod_routed_ranges=["10.45.0.0/16"])[:1],
+                        {**networks()[1], "pod_routed_ranges": ["10.45.0.0/17"]},
+                    ]
+                }
+            }
+        ),
+        ("multus.networks[1] (multus2).pod_routed_ranges[0]", "overlaps", "on one of them"),
+    ),
+    BadInput(
+        "pod-routed-range-with-source-dest-check",
+        "covered",
+        config(
+            {
+                "multus": {
+                    "networks": networks(pod_routed_ranges=["10.45.0.0/16"], source_dest_check=True)
+                }
+            }
+        ),
+        ("multus.networks[0].pod_routed_ranges", "source/destination check", "false"),
+    ),
+    BadInput(
+        "pod-routed-range-in-node-prefix-mode",
+        "covered",
+        config(
+            {
+                "multus": {
+                    "networks": networks(
+                        pod_routed_ranges=["10.45.0.0/16"], ip_management="node_prefix"
+                    )
+                }
+            }
+        ),
+        ("multus.networks[0].pod_routed_ranges", "does not run", "whereabouts"),
+    ),
+    BadInput(
+        "pod-routed-range-also-a-route",
+        "covered",
+        config(
+            {
+                "multus": {
+                    "networks": networks(
+                        pod_routed_ranges=["10.45.0.0/16"],
+                        routes=[
+                            {
+                                "destination": "10.45.0.0/16",
+                                "transit_gateway_id": "tgw-0123456789abcdef0",
+                            }
+                        ],
+                    )
+                }
+            }
+        ),
+        ("multus.networks[0].pod_routed_ranges[0]", "routes[0]", "one of the two lists"),
+    ),
+    BadInput(
         "static-range-outside-its-reservation",
         "covered",
         config({"multus": {"networks": static_range_networks("10.0.4.128/28")}}),

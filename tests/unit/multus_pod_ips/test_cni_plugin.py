@@ -505,3 +505,45 @@ def test_main_table_routes_need_the_subnet_their_gateways_are_on(agent: StandInA
     assert (status, error["code"]) == (1, 7)
     assert "mainTableSubnet" in error["msg"]
     assert agent.requests == []
+
+
+def test_the_ranges_a_pod_asks_for_in_cni_args_go_to_the_agent_with_the_add(
+    agent: StandInAgent,
+) -> None:
+    """Multus merges the pod's cni-args into each plugin's configuration as args.cni
+    (multus-cni pkg/types/conf.go, injectCNIArgs)."""
+    status, _ = run(
+        "ADD",
+        network(
+            agent.path,
+            prevResult=PREV_RESULT,
+            podRoutedRanges=["10.45.0.0/16", "10.46.0.0/16"],
+            args={"cni": {"podRoutedRanges": ["10.45.0.0/16"]}},
+        ),
+    )
+
+    assert status == 0
+    (request,) = agent.requests
+    assert request["routed_ranges"] == ["10.45.0.0/16"]
+
+
+@pytest.mark.parametrize(
+    ("offered", "asked"),
+    [([], ["10.45.0.0/16"]), (["10.45.0.0/16"], ["10.45.0.0/17"]), (["10.45.0.0/16"], "x")],
+)
+def test_a_range_the_nad_does_not_offer_fails_the_add_before_the_agent_is_asked(
+    agent: StandInAgent, offered: list[str], asked: Any
+) -> None:
+    status, error = run(
+        "ADD",
+        network(
+            agent.path,
+            prevResult=PREV_RESULT,
+            podRoutedRanges=offered,
+            args={"cni": {"podRoutedRanges": asked}},
+        ),
+    )
+
+    assert (status, error["code"]) == (1, 7)
+    assert "podRoutedRanges" in error["msg"]
+    assert agent.requests == []

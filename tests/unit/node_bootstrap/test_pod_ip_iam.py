@@ -12,6 +12,7 @@ from node_bootstrap.pod_ip_iam import (
     POD_IP_ACTIONS,
     POD_IP_READ_ACTIONS,
     POD_IPV6_ACTIONS,
+    POD_ROUTE_ACTIONS,
     multus_pod_ip_policy_statements,
 )
 from node_bootstrap.renderer import INSTANCE_TAG_KEY, OWNER_TAG_KEY
@@ -82,7 +83,12 @@ def test_the_action_lists_are_the_ec2_calls_in_the_agent() -> None:
     called = {f"ec2:{a}" for a in re.findall(r'\.call\(\s*"(\w+)"', source)}
     # Address changes name their action by family (multus_pod_ips/agent/address_family.py).
     called |= {f"ec2:{a}" for a in re.findall(r'_action="(\w+)"', source)}
-    assert called == set(POD_IP_ACTIONS) | set(POD_IPV6_ACTIONS) | set(POD_IP_READ_ACTIONS)
+    assert called == (
+        set(POD_IP_ACTIONS)
+        | set(POD_IPV6_ACTIONS)
+        | set(POD_ROUTE_ACTIONS)
+        | set(POD_IP_READ_ACTIONS)
+    )
     assert not set(POD_IP_ACTIONS) & set(POD_IP_READ_ACTIONS)
 
 
@@ -126,3 +132,30 @@ def test_ipv6_addresses_change_only_on_this_clusters_enis_in_dual_stack_subnets(
     assert resolved["ManageMultusPodIpsOnClusterEnis"]["Condition"]["ArnEquals"] == {
         "ec2:Subnet": SUBNET_ARNS
     }
+
+
+def test_routes_change_only_in_the_route_tables_of_networks_with_pod_routed_ranges(
+    statements: dict[str, dict[str, Any]],
+) -> None:
+    """Service Authorization Reference, EC2: CreateRoute and ReplaceRoute take only the
+    route-table resource (keys: its tags, ec2:RouteTableID, ec2:Vpc); none names the
+    destination or the target, so the grant is those route tables by ARN and nothing wider."""
+    assert not any(set(POD_ROUTE_ACTIONS) & set(_actions(s)) for s in statements.values())
+    tables = ["arn:aws:ec2:us-west-2:111122223333:route-table/rtb-n6a"]
+    stack = cdk.Stack(cdk.App(), "NodeRole", env=cdk.Environment(region="us-west-2"))
+    resolved = [
+        stack.resolve(statement.to_statement_json())
+        for statement in multus_pod_ip_policy_statements(
+            cluster_name="telco-cluster",
+            multus_subnet_arns=SUBNET_ARNS,
+            pod_route_table_arns=tables,
+        )
+    ]
+    (routes,) = [s for s in resolved if set(POD_ROUTE_ACTIONS) & set(_actions(s))]
+    assert sorted(_actions(routes)) == sorted(POD_ROUTE_ACTIONS)
+    assert routes["Resource"] in (tables, tables[0])
+
+
+def _actions(statement: dict[str, Any]) -> list[str]:
+    actions = statement["Action"]  # one action: a string, several: a list
+    return [actions] if isinstance(actions, str) else list(actions)

@@ -32,8 +32,8 @@ def example_config(name: str) -> AppConfig:
 
 
 def attachments_of(config: AppConfig) -> list[MultusAttachment]:
-    """What NetworkStack hands over, with literal subnet IDs subnet-<network>-<az> and the
-    security group sg-<group>."""
+    """What NetworkStack hands over, with literal subnet IDs subnet-<network>-<az>, route
+    table IDs rtb-<network>-<az> and the security group sg-<group>."""
     stack = cdk.Stack(cdk.App(), "Network")
     return [
         MultusAttachment(
@@ -42,6 +42,7 @@ def attachments_of(config: AppConfig) -> list[MultusAttachment]:
                 stack,
                 f"{row.network}-{row.availability_zone}",
                 subnet_id=f"subnet-{row.network}-{row.availability_zone}",
+                route_table_id=f"rtb-{row.network}-{row.availability_zone}",
             ),
             security_group=ec2.SecurityGroup.from_security_group_id(
                 stack, f"{row.network}-{row.availability_zone}-sg", f"sg-{row.security_group}"
@@ -237,6 +238,23 @@ def test_floating_addresses_reach_the_agent_of_their_networks_interface() -> Non
     (agents,) = props.pod_ips.pools
     assert agents.floating_addresses == {"n3": ["10.0.4.60", "10.0.4.61", "10.0.5.60"]}
     assert workloads(parse_config({})).pod_ips.pools[0].floating_addresses == {}
+
+
+def test_pod_routed_ranges_reach_the_nads_and_the_agent_with_every_azs_route_table() -> None:
+    raw = example_raw("5g-core.json")
+    (n6,) = [n for n in raw["multus"]["networks"] if n["name"] == "n6"]
+    n6["pod_routed_ranges"] = ["10.45.0.0/16"]
+    props = workloads(parse_config(raw))
+
+    n6_nads = [a for a in props.network_attachments.attachments if a.master_interface == "n6"]
+    assert n6_nads and all(list(a.pod_routed_ranges) == ["10.45.0.0/16"] for a in n6_nads)
+    others = [a for a in props.network_attachments.attachments if a.master_interface != "n6"]
+    assert all(not a.pod_routed_ranges for a in others)
+    (upf,) = [p for p in props.pod_ips.pools if "n6" in p.interfaces]
+    assert upf.routed_ranges == {"n6": ["10.45.0.0/16"]}
+    # A data-network host in either AZ reaches the pool through its own subnet's table.
+    assert upf.route_tables == {"n6": ["rtb-n6-us-west-2a", "rtb-n6-us-west-2b"]}
+    assert all(not p.route_tables for p in props.pod_ips.pools if p is not upf)
 
 
 def test_the_seed_has_no_static_range_anywhere() -> None:
