@@ -49,6 +49,8 @@ class KarpenterControllerProps:
     controller_nodes: where the controller runs (the system node group's label and taint).
     region: the literal region (the controller cannot read it from IMDS, see values).
     reserved_enis: ENIs per node that pods cannot use (settings.reservedENIs: the Multus ENIs).
+    node_overlay: turn on the alpha nodeOverlay feature gate (a pool's NodeOverlay advertises
+    its nodes' hugepages); off, the controller runs as the chart's defaults have it.
     controller_image: a mirror of the controller image; None keeps the chart's pinned one."""
 
     cluster: eks.ICluster
@@ -62,6 +64,7 @@ class KarpenterControllerProps:
     controller_nodes: DedicatedNodes
     spot_service_linked_role: bool
     reserved_enis: int = 0
+    node_overlay: bool = False
     controller_image: ImageRef | None = None
 
 
@@ -195,13 +198,19 @@ def _controller_values(props: KarpenterControllerProps, queue_name: str) -> dict
     }
     if props.controller_image:
         controller["image"] = props.controller_image.helm_values()
+    settings: dict[str, Any] = {
+        "clusterName": props.cluster_name,
+        "interruptionQueue": queue_name,
+        # The chart passes it on as the RESERVED_ENIS environment variable (a string).
+        "reservedENIs": str(props.reserved_enis),
+    }
+    if props.node_overlay:
+        # Only this gate: Helm merges it into the chart's featureGates, the others keep their
+        # defaults. Without it Karpenter ignores NodeOverlays; with it, every pool's instance
+        # types wait for the overlay controller's first pass, so apps without one stay as is.
+        settings["featureGates"] = {"nodeOverlay": True}
     return {
-        "settings": {
-            "clusterName": props.cluster_name,
-            "interruptionQueue": queue_name,
-            # The chart passes it on as the RESERVED_ENIS environment variable (a string).
-            "reservedENIs": str(props.reserved_enis),
-        },
+        "settings": settings,
         "replicas": props.replicas,
         "podDisruptionBudget": {"name": CONTROLLER_CHART, "maxUnavailable": 1},
         "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT},

@@ -1,4 +1,5 @@
-"""Karpenter NodePools and EC2NodeClasses, one pair per node pool.
+"""Karpenter NodePools and EC2NodeClasses, one pair per node pool, and a NodeOverlay for a pool
+whose nodes have resources EC2's instance type data lacks (a node profile's hugepages).
 
 Every value the config sets is a required prop: config/model/node_pools.py (NodePoolConfig)
 holds the defaults and the validation rules. New nodes of a pool with Multus networks start with the
@@ -45,6 +46,9 @@ class KarpenterNodePoolProps:
     taints: the pool's own taints.
     termination_grace_period: longest a node drain may wait on PDBs and do-not-disrupt pods
     (Karpenter duration); None lets a blocked drain wait forever.
+    extended_resources: resources (name -> quantity) every node of the pool reports beyond its
+    instance type's, such as hugepages-2Mi; a NodeOverlay adds them to the pool's instance
+    types in Karpenter's scheduling simulation (it needs the nodeOverlay feature gate).
     ami_alias ... memory_limit: the node_pool config values, as Karpenter spells them.
     The fields the config does not set default to the seed's NodePool."""
 
@@ -76,6 +80,7 @@ class KarpenterNodePoolProps:
     expire_after: str = "720h"
     consolidation_policy: str = "WhenEmpty"
     budgets: Sequence[DisruptionBudget] = ()
+    extended_resources: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -98,9 +103,17 @@ class DisruptionBudget:
         return budget
 
 
+#: The highest weight the NodeOverlay CRD allows (karpenter.sh_nodeoverlays.yaml: spec.weight
+#: maximum 10000). Karpenter merges overlays' capacity per resource, the highest weight first
+#: (kubernetes-sigs/karpenter pkg/controllers/nodeoverlay/store.go): the pool's own profile is
+#: what its nodes have, so no other overlay's hugepages may win over it.
+NODE_OVERLAY_WEIGHT = 10000
+
+
 class KarpenterNodePoolChart(cdk8s.Chart):
     """Per pool a karpenter.sh/v1 NodePool and the karpenter.k8s.aws/v1 EC2NodeClass it
-    launches: one chart (one manifest) for every pool."""
+    launches, and a karpenter.sh/v1alpha1 NodeOverlay where its nodes have extended resources:
+    one chart (one manifest) for every pool."""
 
     def __init__(
         self, scope: Construct, construct_id: str, pools: Sequence[KarpenterNodePoolProps]
@@ -123,6 +136,15 @@ class KarpenterNodePoolChart(cdk8s.Chart):
                 name=props.node_pool_name,
                 body={"spec": _node_pool_spec(props)},
             )
+            if props.extended_resources:
+                api_object(
+                    self,
+                    pool_object_name("node-overlay", props.node_pool_name),
+                    api_version="karpenter.sh/v1alpha1",
+                    kind="NodeOverlay",
+                    name=props.node_pool_name,
+                    body={"spec": _node_overlay_spec(props)},
+                )
 
 
 def _requirement(key: str, values: Sequence[str]) -> dict[str, Any]:
@@ -168,6 +190,17 @@ def _node_pool_spec(props: KarpenterNodePoolProps) -> dict[str, Any]:
         "disruption": disruption,
         "limits": {"cpu": props.cpu_limit, "memory": props.memory_limit},
         "weight": props.weight,
+    }
+
+
+def _node_overlay_spec(props: KarpenterNodePoolProps) -> dict[str, Any]:
+    # Karpenter matches an overlay's requirements against each instance type of each NodePool
+    # with the pool's name as karpenter.sh/nodepool (nodeoverlay/controller.go,
+    # getOverlaidOfferings): this one reaches every instance type of this pool and of no other.
+    return {
+        "requirements": [_requirement("karpenter.sh/nodepool", [props.node_pool_name])],
+        "capacity": dict(props.extended_resources),
+        "weight": NODE_OVERLAY_WEIGHT,
     }
 
 

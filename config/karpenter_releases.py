@@ -82,3 +82,15 @@ def first_supporting(kubernetes_version: str) -> str | None:
         if release.supports(kubernetes_version):
             return f"{minor}.{release.patches[0]}"
     return None
+
+
+#: The first minor whose karpenter-crd chart ships the NodeOverlay CRD (karpenter.sh/v1alpha1)
+#: and whose controller chart has the nodeOverlay feature gate (aws/karpenter-provider-aws
+#: v1.7.0: charts/karpenter-crd/templates/karpenter.sh_nodeoverlays.yaml and NodeOverlay= in
+#: charts/karpenter/templates/deployment.yaml's FEATURE_GATES; v1.6.8 has neither).
+NODE_OVERLAY_SINCE = "1.7"
+
+
+def has_node_overlay(version: str) -> bool:
+    """Whether the release's charts ship the NodeOverlay CRD and its feature gate."""
+    return _minor(version.rpartition(".")[0]) >= _minor(NODE_OVERLAY_SINCE)

@@ -14,6 +14,8 @@ from config import instance_types
 
 #: Bytes of one hugepage of the x86_64 default size, in MiB.
 HUGEPAGE_2MI_MIB = 2
+#: The resource the kubelet reports those pages as, and pods request them by.
+HUGEPAGES_2MI_RESOURCE = "hugepages-2Mi"
 #: Ordinary memory a node keeps whatever its hugepages: the OS, containerd, the kubelet (nodeadm
 #: reserves 255 MiB + 11 MiB per pod for it, ~600 MiB on a 2-vCPU node), the eviction threshold
 #: (100 MiB) and the pods that ask for no hugepages. Memory in hugepages serves none of them.
@@ -80,6 +82,14 @@ class NodeProfile:
     topology_manager_scope: str | None = None
     hugepages_2mi: int = 0
     sysctls: Sequence[tuple[str, int]] = field(default=())
+
+    def extended_resources(self) -> dict[str, str]:
+        """Resources the kubelet reports on the pool's nodes beyond the instance type's CPU,
+        memory, pods and storage, as quantities: the reserved hugepages. EC2's instance type
+        data has none of them, so Karpenter learns them from a NodeOverlay."""
+        if not self.hugepages_2mi:
+            return {}
+        return {HUGEPAGES_2MI_RESOURCE: f"{self.hugepages_2mi * HUGEPAGE_2MI_MIB}Mi"}
 
 
 def cpu_list(text: str) -> list[int]:

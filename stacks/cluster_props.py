@@ -119,6 +119,7 @@ def karpenter_controller_props(
         # Karpenter must not count the Multus ENIs as pod ENIs; the setting is global, so it is
         # the most any pool attaches (docs/node-capacity.md).
         reserved_enis=config.reserved_enis,
+        node_overlay=config.node_overlay_needed,
         controller_image=config.images.karpenter_controller,
     )
 
@@ -232,6 +233,7 @@ def node_pool_props(
         cpu_limit=pool.cpu_limit,
         memory_limit=pool.memory_limit,
         termination_grace_period=pool.termination_grace_period,
+        extended_resources=pool.extended_resources,
     )
 
 

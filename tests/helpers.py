@@ -21,6 +21,9 @@ from testing_support.iam_reference import role_statements
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_REFERENCE = REPO.parent / "shared" / "reference"
+#: Upstream CRDs kept in the repo because shared/reference lacks them (its README names each
+#: one's source and git blob).
+UPSTREAM_CRDS = REPO / "testing_support" / "upstream_crds"
 
 
 def shared_reference(relative: str = "") -> Path:
@@ -35,6 +38,26 @@ def shared_reference(relative: str = "") -> Path:
             pytest.fail(f"{message}: CI must provide ../shared/reference")
         pytest.skip(f"{message} (CI provides it)")
     return path
+
+
+def karpenter_crd_files() -> list[Path]:
+    """Every CRD of the pinned Karpenter release's karpenter-crd chart the app uses: the
+    NodePool, NodeClaim and EC2NodeClass of shared/reference and the NodeOverlay kept here."""
+    return [
+        *sorted(shared_reference("karpenter-v1.14.1/crds").glob("*.yaml")),
+        *sorted((UPSTREAM_CRDS / "karpenter-v1.14.1").glob("*.yaml")),
+    ]
+
+
+#: Kubernetes quantities' binary suffixes (k8s.io/apimachinery pkg/api/resource/suffix.go).
+_BINARY_SUFFIXES = {"": 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity_bytes(quantity: str) -> int:
+    """A whole-number Kubernetes quantity with a binary suffix or none ("2Gi", "2048Mi",
+    "2147483648"), in bytes; ValueError for any other form (the tests need no other)."""
+    digits = quantity.rstrip("KMGTi")
+    return int(digits) * _BINARY_SUFFIXES[quantity[len(digits) :]]
 
 
 def unavailable_here(reason: str) -> NoReturn:

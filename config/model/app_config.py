@@ -126,6 +126,7 @@ class AppConfig(StrictModel):
             self._check_pools_name_known_networks,
             self._check_nat_egress_has_gateway,
             self._check_karpenter_supports_kubernetes,
+            self._check_karpenter_has_node_overlay,
             self._check_controllers_fit_system_nodes,
             self._check_teardown_fits_cloudformation,
             self._check_drain_fits_teardown,
@@ -475,6 +476,25 @@ class AppConfig(StrictModel):
                 f"{kubernetes}; use Karpenter >= {karpenter_releases.first_supporting(kubernetes)} "
                 "or an older cluster.kubernetes_version"
             )
+
+    @property
+    def node_overlay_needed(self) -> bool:
+        """Whether a pool's nodes have resources only a NodeOverlay tells Karpenter of (its
+        profile's hugepages), so the controller needs the nodeOverlay feature gate."""
+        return any(pool.extended_resources for pool in self.node_pools)
+
+    def _check_karpenter_has_node_overlay(self) -> None:
+        for pool in self.node_pools:
+            if pool.extended_resources and not karpenter_releases.has_node_overlay(
+                self.karpenter.version
+            ):
+                raise ValueError(
+                    f"{self.pool_path(pool)}.node_profile.hugepages_2mi: Karpenter launches "
+                    "nodes for pods that request hugepages only when a NodeOverlay tells it the "
+                    f"nodes have them, and karpenter.version {self.karpenter.version} has none; "
+                    f"use Karpenter >= {karpenter_releases.NODE_OVERLAY_SINCE}.0 or drop "
+                    "hugepages_2mi"
+                )
 
     def all_subnet_cidrs(self) -> list[tuple[str, str]]:
         """(config path, CIDR) of every subnet the VPC gets."""

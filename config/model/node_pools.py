@@ -199,6 +199,11 @@ class NodePoolConfig(StrictModel):
         return self.node_profile.planned() if self.node_profile else None
 
     @property
+    def extended_resources(self) -> dict[str, str]:
+        """What the pool's nodes report beyond their instance type (its profile's hugepages)."""
+        return self.node_profile.planned().extended_resources() if self.node_profile else {}
+
+    @property
     def max_enis_of_smallest_size(self) -> int:
         return min(enis for _, _, enis in self.allowed_sizes())
 

@@ -62,7 +62,8 @@ class NodeProfileConfig(StrictModel):
         ge=0,
         description=f"2 MiB hugepages reserved on each node before the kubelet starts "
         f"({HUGEPAGE_2MI_MIB} MiB each, taken from the memory pods can use); pods request them "
-        "as hugepages-2Mi.",
+        "as hugepages-2Mi. A NodeOverlay tells Karpenter the pool's nodes have them (its alpha "
+        "nodeOverlay feature gate is turned on; needs karpenter.version 1.7 or later).",
     )
     sysctls: dict[str, int] = Field(
         default={},

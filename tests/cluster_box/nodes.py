@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from testing_support.cluster_box.control_plane import ControlPlane
@@ -21,8 +21,16 @@ WAIT_SECONDS = 60.0
 
 
 def register_node(
-    plane: ControlPlane, name: str, labels: dict[str, str], taints: list[dict[str, Any]]
+    plane: ControlPlane,
+    name: str,
+    labels: dict[str, str],
+    taints: list[dict[str, Any]],
+    *,
+    capacity: Mapping[str, str] = CAPACITY,
+    allocatable: Mapping[str, str] | None = None,
 ) -> None:
+    """The Node as the kubelet registers it, Ready, reporting `capacity` and `allocatable`
+    (default: all of the capacity)."""
     node = {
         "apiVersion": "v1",
         "kind": "Node",
@@ -36,8 +44,8 @@ def register_node(
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     status = {
         "status": {
-            "capacity": CAPACITY,
-            "allocatable": CAPACITY,
+            "capacity": dict(capacity),
+            "allocatable": dict(capacity if allocatable is None else allocatable),
             "conditions": [
                 {
                     "type": "Ready",

@@ -33,7 +33,7 @@ from config.node_labels import NodeTaint
 from stacks.cluster_props import node_pool_props as cluster_node_pool_props
 from testing_support.crd_rules import rule_violations
 from tests.helpers import STRINGIFIED_TOKEN as TOKEN
-from tests.helpers import shared_reference, tolerates
+from tests.helpers import karpenter_crd_files, shared_reference, tolerates
 
 Manifest = dict[str, Any]
 
@@ -205,7 +205,7 @@ def crd_schema(crd: Manifest, version: str) -> Manifest:
 def upstream_crds(reference_dir: Path) -> dict[str, Manifest]:
     """Upstream CRDs by "<group>/<kind>"."""
     files = [
-        *sorted((reference_dir / "karpenter-v1.14.1" / "crds").glob("*.yaml")),
+        *karpenter_crd_files(),
         *sorted((reference_dir / "whereabouts-v0.9.4").glob("whereabouts.cni.cncf.io_*.yaml")),
         reference_dir / "multus-v4.1.4-eksbuild.3" / "multus-daemonset-thick.yml",
     ]

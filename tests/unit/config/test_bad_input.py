@@ -1102,6 +1102,22 @@ NODE_PROFILE = [
         (f"{PROFILE}.hugepages_2mi", "c5.large (4096 MiB)", "ask for at most 1024 pages"),
     ),
     BadInput(
+        "node-profile-hugepages-without-node-overlay",
+        "covered",
+        config(
+            {
+                "cluster": {"kubernetes_version": "1.33"},
+                "karpenter": {"version": "1.6.8"},
+                "node_pools": [{"name": "multus", "node_profile": {"hugepages_2mi": 512}}],
+            }
+        ),
+        (
+            "node_pools[0] (multus).node_profile.hugepages_2mi",
+            "karpenter.version 1.6.8 has none",
+            "use Karpenter >= 1.7.0",
+        ),
+    ),
+    BadInput(
         "node-profile-1gi-hugepages",
         "covered",
         pool(node_profile={"hugepages_1gi": 2}),

@@ -22,7 +22,7 @@ from tests.conftest import (
     cdk_json_context,
     synthesize,
 )
-from tests.helpers import TOKEN, joined_text, shared_reference
+from tests.helpers import TOKEN, joined_text, karpenter_crd_files, shared_reference
 
 
 def manifests(template: dict[str, Any]) -> dict[str, tuple[list[dict[str, Any]], list[str]]]:
@@ -283,26 +283,22 @@ def test_optional_charts_when_enabled(three_by_three: dict[str, Any]) -> None:
     assert "node-latency-for-k8s-chart" in charts
 
 
-CRD_FILES = [
-    "karpenter-v1.14.1/crds/karpenter.sh_nodepools.yaml",
-    "karpenter-v1.14.1/crds/karpenter.k8s.aws_ec2nodeclasses.yaml",
-    "multus-v4.1.4-eksbuild.3/multus-daemonset-thick.yml",
-]
+MULTUS_CRD_FILE = "multus-v4.1.4-eksbuild.3/multus-daemonset-thick.yml"
 
 
 def upstream_schemas() -> dict[str, dict[str, Any]]:
-    """Kind -> the upstream CRD's served v1 openAPIV3Schema."""
+    """Kind -> the openAPIV3Schema of the upstream CRD's storage version (the one we emit)."""
     schemas = {}
-    for path in CRD_FILES:
-        for document in yaml.safe_load_all(shared_reference(path).read_text()):
+    for path in [*karpenter_crd_files(), shared_reference(MULTUS_CRD_FILE)]:
+        for document in yaml.safe_load_all(path.read_text()):
             if document and document["kind"] == "CustomResourceDefinition":
-                (served,) = [v for v in document["spec"]["versions"] if v["name"] == "v1"]
-                schemas[document["spec"]["names"]["kind"]] = served["schema"]["openAPIV3Schema"]
+                (stored,) = [v for v in document["spec"]["versions"] if v["storage"]]
+                schemas[document["spec"]["names"]["kind"]] = stored["schema"]["openAPIV3Schema"]
     return schemas
 
 
 def upstream_validators() -> dict[str, Draft202012Validator]:
-    """Kind -> validator of the upstream CRD's served v1 openAPIV3Schema."""
+    """Kind -> validator of the upstream CRD's storage version's openAPIV3Schema."""
     return {kind: Draft202012Validator(schema) for kind, schema in upstream_schemas().items()}
 
 
@@ -362,9 +358,11 @@ def test_every_pool_has_its_node_pool_and_node_class_in_the_one_node_pool_manife
     # The default app's NodePool manifest keeps its logical ID with any number of pools.
     assert logical_id == manifest_with(cluster, "NodePool")[0]
     objects, _ = manifests(two_pools)[logical_id]
+    # upf's node profile reserves hugepages, which its NodeOverlay advertises to Karpenter.
     assert sorted((o["kind"], o["metadata"]["name"]) for o in objects) == [
         ("EC2NodeClass", "control"),
         ("EC2NodeClass", "upf"),
+        ("NodeOverlay", "upf"),
         ("NodePool", "control"),
         ("NodePool", "upf"),
     ]
@@ -388,9 +386,11 @@ def test_every_pool_has_its_node_pool_and_node_class_in_the_one_node_pool_manife
 def test_every_object_of_the_two_pool_app_passes_its_schema_and_cel_rules(
     two_pools: dict[str, Any],
 ) -> None:
-    """karpenter-v1.14.1 CRDs (shared/reference): the structural schema and the CEL rules
-    (x-kubernetes-validations) the API server runs on create, for every NodePool and
-    EC2NodeClass; Kubernetes 1.35's (the default minor) schema for the built-in kinds."""
+    """karpenter-v1.14.1 CRDs (shared/reference, and NodeOverlay's from
+    testing_support/upstream_crds): the structural schema and the CEL rules
+    (x-kubernetes-validations) the API server runs on create, for every NodePool,
+    EC2NodeClass and NodeOverlay; Kubernetes 1.35's (the default minor) schema for the
+    built-in kinds."""
     schemas = upstream_schemas()
     checked = []
     for objects, _ in manifests(two_pools).values():
@@ -405,6 +405,25 @@ def test_every_object_of_the_two_pool_app_passes_its_schema_and_cel_rules(
         "upf",
         "control",
     }
+    assert ("NodeOverlay", "upf") in checked
+
+
+def test_the_controller_gets_the_node_overlay_gate_where_a_pool_has_an_overlay(
+    two_pools: dict[str, Any], cluster: dict[str, Any]
+) -> None:
+    """The chart's FEATURE_GATES reads settings.featureGates.nodeOverlay (default false;
+    aws/karpenter-provider-aws v1.14.1 charts/karpenter/values.yaml and
+    templates/deployment.yaml): without it Karpenter ignores NodeOverlays. The default app has
+    no overlay and keeps the chart's gates (test_cluster_stack.py's test_controller_values)."""
+
+    def settings(template: dict[str, Any]) -> dict[str, Any]:
+        release = template["Resources"][helm_release(template, "karpenter")]
+        return dict(json.loads(joined_text(release["Properties"]["Values"]))["settings"])
+
+    assert by_kind(two_pools, "NodeOverlay")
+    assert settings(two_pools)["featureGates"] == {"nodeOverlay": True}
+    assert by_kind(cluster, "NodeOverlay") == []
+    assert "featureGates" not in settings(cluster)
 
 
 def test_each_pool_gets_its_own_cleartaints_and_pod_ip_agent_on_its_nodes_only(
