@@ -76,8 +76,8 @@ AZ = AVAILABILITY_ZONES[0]
 
 @dataclass
 class MultusNode:
-    """A node of a pool, booted with the pool's user-data (Karpenter's form: its NodeConfig, then
-    the EC2NodeClass's userData as the product renders it) on the emulator."""
+    """A node of a pool, booted with the pool's user-data (Karpenter's form: the EC2NodeClass's
+    userData as the product renders it, then Karpenter's NodeConfig) on the emulator."""
 
     node: AwsNode
     config: AppConfig
@@ -134,7 +134,7 @@ def profiled_config() -> AppConfig:
 
 def pool_user_data(config: AppConfig, pool: NodePoolConfig, product_user_data: str) -> str:
     """The pool's user-data as Karpenter hands it to a node (testing_support/node_box/karpenter.py):
-    the NodeConfig with the labels and taints of the pool's NodePool, then the product's."""
+    the product's parts, then the NodeConfig with the labels and taints of the pool's NodePool."""
     from stacks.cluster_props import node_pool_props  # imports aws_cdk: only when needed
 
     props = node_pool_props(config, pool, node_role_name="node-role", user_data=None)
