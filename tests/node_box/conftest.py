@@ -111,11 +111,14 @@ def default_config() -> AppConfig:
     return parse_config({})
 
 
-#: A network function's node profile (docs/network-functions.md) sized for the box (1 GiB, one
-#: vCPU): the session's node carries it, so its first boot and its reboot show it on a node.
+#: A network function's node profile (docs/network-functions.md) sized for the box (1 GiB,
+#: BOX_CPUS vCPUs): the session's node carries it, so its first boot and its reboot show it on a
+#: node. One CPU reserved by count, the bootstrap's list of it, interrupts kept there.
 BOX_NODE_PROFILE = {
     "cpu_manager": "static",
-    "reserved_cpus": "0",
+    "reserved_cpus": 1,
+    "irqs_on_reserved_cpus": True,
+    "memory_manager": "static",
     "hugepages_2mi": 64,
     "sysctls": {
         "net.core.rmem_max": 8388608,
@@ -123,6 +126,11 @@ BOX_NODE_PROFILE = {
         "net.netfilter.nf_conntrack_udp_timeout_stream": 240,
     },
 }
+
+
+#: Two vCPUs (QEMU: one socket of two single-threaded cores), so a reserved CPU leaves one
+#: that irqbalance is banned from.
+BOX_CPUS = 2
 
 
 def profiled_config() -> AppConfig:
@@ -169,6 +177,7 @@ def multus_node(
         emulator,
         instance_id,
         pool_user_data(config, pool, product_user_data),
+        cpus=BOX_CPUS,
     )
     try:
         try:
