@@ -1,7 +1,7 @@
-"""A node pool's node profile (docs/network-functions.md): the kubelet's CPU and topology
-managers, 2 MiB hugepages and kernel settings of the pool's nodes, as the node bootstrap's plan
-carries them (config/model/node_profile.py validates them; node_bootstrap/node_profile.py renders
-them), and the facts its rules check against.
+"""A node pool's node profile (docs/network-functions.md): the kubelet's CPU, memory and topology
+managers, 2 MiB hugepages, kernel settings and interrupt placement of the pool's nodes, as the
+node bootstrap's plan carries them (config/model/node_profile.py validates them;
+node_bootstrap/node_profile.py renders them), and the facts its rules check against.
 """
 
 from __future__ import annotations
@@ -16,6 +16,12 @@ from config import instance_types
 HUGEPAGE_2MI_MIB = 2
 #: The resource the kubelet reports those pages as, and pods request them by.
 HUGEPAGES_2MI_RESOURCE = "hugepages-2Mi"
+#: nodeadm's kube-reserved memory: 255 MiB + 11 MiB per pod of the instance type's max pods
+#: (amazon-eks-ami nodeadm/internal/kubelet/config.go getMemoryMebibytesToReserve), and its
+#: hard eviction threshold for memory (defaultKubeletSubConfig: memory.available 100Mi).
+NODEADM_KUBE_RESERVED_BASE_MIB = 255
+NODEADM_KUBE_RESERVED_MIB_PER_POD = 11
+NODEADM_EVICTION_HARD_MEMORY_MIB = 100
 #: Ordinary memory a node keeps whatever its hugepages: the OS, containerd, the kubelet (nodeadm
 #: reserves 255 MiB + 11 MiB per pod for it, ~600 MiB on a 2-vCPU node), the eviction threshold
 #: (100 MiB) and the pods that ask for no hugepages. Memory in hugepages serves none of them.
@@ -71,17 +77,29 @@ class NodeProfile:
 
     cpu_manager_policy: "none" or "static"; full_pcpus_only: the static policy's option that
     gives a container whole physical cores; reserved_cpus: a CPU list the kubelet keeps for the
-    system (none: unset); topology_manager_policy / topology_manager_scope: as the kubelet takes
-    them (scope None: the kubelet's default); hugepages_2mi: 2 MiB pages reserved at boot;
-    sysctls: kernel settings, in the order given."""
+    system (none: unset); reserved_cpu_count: instead of a list, how many CPUs the bootstrap
+    picks on the node, whole cores first; memory_manager_policy: "none" or "static";
+    kube_reserved_memory_mib: the kube-reserved memory the static memory manager's reservation
+    adds up to (set with it, by the pool: memory_reservation_mib); topology_manager_policy /
+    topology_manager_scope: as the kubelet takes them (scope None: the kubelet's default);
+    hugepages_2mi: 2 MiB pages reserved at boot; sysctls: kernel settings, in the order given;
+    irqs_on_reserved_cpus: irqbalance keeps interrupts on the reserved CPUs."""
 
     cpu_manager_policy: str = "none"
     full_pcpus_only: bool = False
     reserved_cpus: str | None = None
+    reserved_cpu_count: int | None = None
+    memory_manager_policy: str = "none"
+    kube_reserved_memory_mib: int | None = None
     topology_manager_policy: str = "none"
     topology_manager_scope: str | None = None
     hugepages_2mi: int = 0
     sysctls: Sequence[tuple[str, int]] = field(default=())
+    irqs_on_reserved_cpus: bool = False
+
+    @property
+    def reserves_cpus(self) -> bool:
+        return self.reserved_cpus is not None or self.reserved_cpu_count is not None
 
     def extended_resources(self) -> dict[str, str]:
         """Resources the kubelet reports on the pool's nodes beyond the instance type's CPU,
@@ -90,6 +108,11 @@ class NodeProfile:
         if not self.hugepages_2mi:
             return {}
         return {HUGEPAGES_2MI_RESOURCE: f"{self.hugepages_2mi * HUGEPAGE_2MI_MIB}Mi"}
+
+
+def kube_reserved_memory_mib(max_pods: int) -> int:
+    """nodeadm's kube-reserved memory on an instance type with this many max pods."""
+    return NODEADM_KUBE_RESERVED_BASE_MIB + NODEADM_KUBE_RESERVED_MIB_PER_POD * max_pods
 
 
 def cpu_list(text: str) -> list[int]:
@@ -134,6 +157,12 @@ def size_problems(profile: NodeProfile, sizes: Sequence[tuple[str, int]]) -> lis
     problems = []
     family, vcpus = min(sizes, key=lambda size: size[1])
     smallest = instance_types.size_name(family, vcpus)
+    if profile.reserved_cpu_count is not None and profile.reserved_cpu_count >= vcpus:
+        problems.append(
+            f"node_profile.reserved_cpus: {profile.reserved_cpu_count} CPUs are all of the "
+            f"pool's smallest instance type {smallest} ({vcpus} vCPUs), and pods need at least "
+            "one; reserve fewer or drop the small sizes from instance_cpus"
+        )
     if profile.reserved_cpus is not None:
         reserved = cpu_list(profile.reserved_cpus)
         if reserved[-1] >= vcpus or len(reserved) >= vcpus:

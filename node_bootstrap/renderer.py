@@ -31,7 +31,7 @@ from node_bootstrap.node_prefix import (
     RUNTIME_CNI_CONFIG,
     render_node_prefix_lines,
 )
-from node_bootstrap.node_profile import node_config_part, sysctl_lines
+from node_bootstrap.node_profile import bootstrap_variables, node_config_part
 
 #: Tag keys the script puts on every ENI it creates. The cluster tag (the teardown sweeps ENIs
 #: by it) is also Karpenter's, on every instance and primary ENI it launches; the owner tag
@@ -52,7 +52,8 @@ SCRIPT_NAME = "multus_eni_bootstrap.sh"
 NODE_PREFIX_SCRIPT_NAME = "node_prefix.sh"
 #: Included only when a network is dual-stack.
 DUAL_STACK_SCRIPT_NAME = "dual_stack.sh"
-#: Included only when the pool's node profile sets hugepages or kernel settings.
+#: Included only when the pool's node profile sets hugepages, kernel settings, a CPU count or
+#: the interrupt placement.
 NODE_PROFILE_SCRIPT_NAME = "node_profile.sh"
 _MAIN_CALL = '\nmain "$@"\n'
 MIME_BOUNDARY = "==MULTUS-ENI-BOUNDARY=="
@@ -227,15 +228,15 @@ def _optional_configuration(props: NodeBootstrapProps) -> str:
     )
 
 
-def _node_profile_sysctls(props: NodeBootstrapProps) -> str:
-    return sysctl_lines(props.node_profile) if props.node_profile else ""
+def _node_profile_variables(props: NodeBootstrapProps) -> dict[str, str]:
+    return bootstrap_variables(props.node_profile) if props.node_profile else {}
 
 
 def _node_profile_configuration(props: NodeBootstrapProps) -> str:
-    sysctls = _node_profile_sysctls(props)
-    if not sysctls:
-        return ""
-    return f"MULTUS_NODE_PROFILE_SYSCTLS={shlex.quote(sysctls)}\n"
+    return "".join(
+        f"MULTUS_NODE_PROFILE_{name}={shlex.quote(value)}\n"
+        for name, value in _node_profile_variables(props).items()
+    )
 
 
 def _connection_tracking_configuration(props: NodeBootstrapProps) -> str:
@@ -279,15 +280,15 @@ def _dual_stack_configuration(props: NodeBootstrapProps) -> str:
 def script_code(props: NodeBootstrapProps) -> str:
     """The code the node runs after the data block: the bootstrap script, with the node_prefix
     library when a network uses that mode, the dual-stack one when a network is dual-stack and
-    the node-profile one when the profile sets hugepages or kernel settings (so other nodes'
-    user-data stays as it was), without comments, blank lines and indentation."""
+    the node-profile one when the profile gives it data (so other nodes' user-data stays as it
+    was), without comments, blank lines and indentation."""
     body = _bootstrap_script().split("\n", 1)[1]
     libraries = []
     if props.node_prefix:
         libraries.append(NODE_PREFIX_SCRIPT_NAME)
     if _dual_stack_interfaces(props):
         libraries.append(DUAL_STACK_SCRIPT_NAME)
-    if _node_profile_sysctls(props):
+    if _node_profile_variables(props):
         libraries.append(NODE_PROFILE_SCRIPT_NAME)
     for library in libraries:
         # Its hooks must be defined before main runs, after the script's no-op ones (and

@@ -4,6 +4,7 @@ lifecycle."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import ClassVar, Literal
 
 from pydantic import (
@@ -29,8 +30,8 @@ from config.node_pool_rules import (
     node_pool_requirement_problems,
     taint_problems,
 )
-from config.node_prefix import default_prefixes_per_node
-from config.node_profile import NodeProfile, size_problems
+from config.node_prefix import default_prefixes_per_node, max_pods
+from config.node_profile import NodeProfile, kube_reserved_memory_mib, size_problems
 
 
 class NodePoolTaintConfig(StrictModel):
@@ -196,7 +197,16 @@ class NodePoolConfig(StrictModel):
 
     def planned_node_profile(self) -> NodeProfile | None:
         """What the pool's user-data renders of its node profile (None: nothing)."""
-        return self.node_profile.planned() if self.node_profile else None
+        if self.node_profile is None:
+            return None
+        profile = self.node_profile.planned()
+        if profile.memory_manager_policy == "static":
+            # The most nodeadm reserves on any size of the pool (its max pods are the same
+            # ENI-limited count as max_pods'), pinned so one reservedMemory matches every size.
+            profile = replace(
+                profile, kube_reserved_memory_mib=kube_reserved_memory_mib(max_pods(self))
+            )
+        return profile
 
     @property
     def extended_resources(self) -> dict[str, str]:

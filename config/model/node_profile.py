@@ -1,8 +1,10 @@
-"""A node pool's node profile: CPU and topology managers, 2 MiB hugepages and kernel settings
-for network-function pools (docs/network-functions.md; config/node_profile.py has the facts)."""
+"""A node pool's node profile: CPU, memory and topology managers, 2 MiB hugepages, kernel
+settings and interrupt placement for network-function pools (docs/network-functions.md;
+config/node_profile.py has the facts)."""
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -25,8 +27,9 @@ HUGEPAGES_1GI_REFUSAL = (
 
 
 class NodeProfileConfig(StrictModel):
-    """The kubelet's CPU and topology managers, hugepages and kernel settings of the pool's
-    nodes: a NodeConfig part (kubelet) and the bootstrap (hugepages, sysctls) in its user-data.
+    """The kubelet's CPU, memory and topology managers, hugepages, kernel settings and interrupt
+    placement of the pool's nodes: a NodeConfig part (kubelet) and the bootstrap (hugepages,
+    sysctls, a CPU count's list, irqbalance) in its user-data.
     Nodes get it when they are created; Karpenter replaces existing ones as drifted."""
 
     cpu_manager: Literal["none", "static"] = Field(
@@ -39,12 +42,19 @@ class NodeProfileConfig(StrictModel):
         description="The static policy's full-pcpus-only option: exclusive CPUs come as whole "
         "physical cores (both hyperthreads), so no other container shares a core.",
     )
-    reserved_cpus: str | None = Field(
+    reserved_cpus: str | int | None = Field(
         default=None,
-        pattern=patterns.CPU_LIST.regex,
-        description="CPUs kept for the OS and the kubelet, never given to pods (a CPU list: "
-        "\"0-1\"); the kubelet's reservedSystemCPUs. Must leave CPUs on the pool's smallest "
-        "instance type.",
+        description="CPUs kept for the OS and the kubelet, never given to pods: a CPU list "
+        '(the string "0-1") or a count (the number 2: the bootstrap picks that many on the '
+        "node, whole cores first, as the kubelet's static policy would); the kubelet's "
+        "reservedSystemCPUs. Must leave CPUs on the pool's smallest instance type.",
+    )
+    memory_manager: Literal["none", "static"] = Field(
+        default="none",
+        description="The kubelet's memory manager policy: static gives Guaranteed pods memory "
+        "and hugepages from the NUMA nodes the topology manager aligns them to; the app sets "
+        "the reserved memory it requires (kube-reserved and eviction threshold pinned, their sum "
+        "as reservedMemory on NUMA node 0).",
     )
     topology_manager: Literal["none", "best-effort", "restricted", "single-numa-node"] = Field(
         default="none",
@@ -72,6 +82,13 @@ class NodeProfileConfig(StrictModel):
         "and kept in /etc/sysctl.d.",
     )
 
+    irqs_on_reserved_cpus: bool = Field(
+        default=False,
+        description="Keep interrupts on the reserved CPUs: irqbalance bans every other CPU, so "
+        "the CPUs the static CPU manager gives pods get no balanced IRQs (needs cpu_manager "
+        "static; the host's own network interrupts then share the reserved CPUs).",
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _no_1gi_hugepages(cls, data: object) -> object:
@@ -79,10 +96,23 @@ class NodeProfileConfig(StrictModel):
             raise ValueError(HUGEPAGES_1GI_REFUSAL)
         return data
 
-    @field_validator("reserved_cpus")
+    @field_validator("reserved_cpus", mode="before")
     @classmethod
-    def _ranges_in_order(cls, reserved: str | None) -> str | None:
-        if reserved is not None:
+    def _list_or_count(cls, reserved: object) -> object:
+        # One message for either form (a union would report a failure per member).
+        if isinstance(reserved, bool) or not isinstance(reserved, str | int | None):
+            raise ValueError(
+                f"{reserved!r} is neither a CPU list (for example {patterns.CPU_LIST.example}) "
+                "nor a count of CPUs (a whole number such as 2)"
+            )
+        if isinstance(reserved, int) and reserved < 1:
+            raise ValueError(f"{reserved}: reserve at least 1 CPU, or drop reserved_cpus")
+        if isinstance(reserved, str):
+            if not re.fullmatch(patterns.CPU_LIST.regex, reserved):
+                raise ValueError(
+                    f"{reserved!r} is not {patterns.CPU_LIST.allowed}; for example "
+                    f"{patterns.CPU_LIST.example}, or a count such as 2 (a number, no quotes)"
+                )
             cpu_list(reserved)
         return reserved
 
@@ -103,14 +133,20 @@ class NodeProfileConfig(StrictModel):
         problems = []
         if self.planned() == NodeProfile():
             problems.append(
-                "set at least one of cpu_manager, topology_manager, hugepages_2mi and sysctls, "
-                "or leave node_profile out"
+                "set at least one of cpu_manager, memory_manager, topology_manager, hugepages_2mi "
+                "and sysctls, or leave node_profile out"
             )
         static = self.cpu_manager == "static"
         if static and self.reserved_cpus is None:
             problems.append(
                 "reserved_cpus: cpu_manager static needs CPUs kept for the system, for example "
-                '"0-1" (the kubelet refuses the static policy without a CPU reservation)'
+                '"0-1" or a count such as 2 (the kubelet refuses the static policy without a CPU '
+                "reservation)"
+            )
+        if self.irqs_on_reserved_cpus and not static:
+            problems.append(
+                "irqs_on_reserved_cpus: keeps interrupts off the CPUs the static CPU manager "
+                "gives pods; set cpu_manager to static (with reserved_cpus) or drop it"
             )
         if self.full_pcpus_only and not static:
             problems.append(
@@ -130,9 +166,12 @@ class NodeProfileConfig(StrictModel):
         return NodeProfile(
             cpu_manager_policy=self.cpu_manager,
             full_pcpus_only=self.full_pcpus_only,
-            reserved_cpus=self.reserved_cpus,
+            reserved_cpus=self.reserved_cpus if isinstance(self.reserved_cpus, str) else None,
+            reserved_cpu_count=self.reserved_cpus if isinstance(self.reserved_cpus, int) else None,
+            memory_manager_policy=self.memory_manager,
             topology_manager_policy=self.topology_manager,
             topology_manager_scope=self.topology_manager_scope,
             hugepages_2mi=self.hugepages_2mi,
             sysctls=tuple(self.sysctls.items()),
+            irqs_on_reserved_cpus=self.irqs_on_reserved_cpus,
         )

@@ -1,12 +1,14 @@
-"""The user-data Karpenter gives an Amazon Linux 2023 node, for the node box: its own NodeConfig
-(nodeadm's configuration of the cluster and the kubelet) as the first part, then each part of
-the EC2NodeClass's userData (our Multus ENI bootstrap), in one MIME multipart document.
+"""The user-data Karpenter gives an Amazon Linux 2023 node, for the node box: each part of the
+EC2NodeClass's userData (our Multus ENI bootstrap), then its own NodeConfig (nodeadm's
+configuration of the cluster and the kubelet) as the last part, in one MIME multipart document
+(last since v1.0.0, commit 06103f7 "consistent userData override ordering": nodeadm merges
+later documents over earlier ones, so Karpenter's keys win).
 
 Modelled on karpenter-provider-aws (v1), pkg/providers/amifamily/bootstrap/nodeadm.go and
 mime/mime.go: the cluster's name, API endpoint, CA bundle and service CIDR; the kubelet's
 clusterDNS, maxPods and registerWithTaints (the pool's taints, its startup taints and
 karpenter.sh/unregistered); the pool's labels in one --node-labels flag (sorted, quoted as Go's
-%q does); the archive with boundary "//", parts in that order, without carriage returns.
+%q does); the archive with boundary "//", ours then Karpenter's, without carriage returns.
 Not modelled: the labels and kubelet settings Karpenter derives from the instance type and the
 NodeClaim (instance type, zone, capacity type; maxPods from the ENI limits: here a constant),
 nor a kubelet block of the EC2NodeClass (ours sets none).
@@ -82,15 +84,17 @@ def node_labels_flag(labels: Mapping[str, str]) -> str:
 
 
 def user_data(node_config_yaml: str, custom_user_data: str) -> str:
-    """Karpenter's archive: its NodeConfig, then each part of the EC2NodeClass's MIME userData
-    with its Content-Type and content as Go's multipart reader gives them."""
+    """Karpenter's archive: each part of the EC2NodeClass's MIME userData with its Content-Type
+    and content as Go's multipart reader gives them, then its NodeConfig (karpenter-provider-aws
+    v1.14.1 pkg/providers/amifamily/bootstrap/nodeadm.go: append(customEntries, NodeConfig))."""
     message = email.message_from_string(custom_user_data)
     if not message.is_multipart():
         raise ValueError("the EC2NodeClass userData is expected in MIME multipart form")
-    parts = [(NODE_CONFIG_CONTENT_TYPE, node_config_yaml)]
+    parts = []
     for part in message.get_payload():
         assert isinstance(part, email.message.Message)
         parts.append((str(part["Content-Type"]), str(part.get_payload())))
+    parts.append((NODE_CONFIG_CONTENT_TYPE, node_config_yaml))
     body = "".join(
         f"--{BOUNDARY}\nContent-Type: {content_type}\n\n{content}\n"
         for content_type, content in parts

@@ -76,8 +76,8 @@ AZ = AVAILABILITY_ZONES[0]
 
 @dataclass
 class MultusNode:
-    """A node of a pool, booted with the pool's user-data (Karpenter's form: its NodeConfig, then
-    the EC2NodeClass's userData as the product renders it) on the emulator."""
+    """A node of a pool, booted with the pool's user-data (Karpenter's form: the EC2NodeClass's
+    userData as the product renders it, then Karpenter's NodeConfig) on the emulator."""
 
     node: AwsNode
     config: AppConfig
@@ -111,11 +111,14 @@ def default_config() -> AppConfig:
     return parse_config({})
 
 
-#: A network function's node profile (docs/network-functions.md) sized for the box (1 GiB, one
-#: vCPU): the session's node carries it, so its first boot and its reboot show it on a node.
+#: A network function's node profile (docs/network-functions.md) sized for the box (1 GiB,
+#: BOX_CPUS vCPUs): the session's node carries it, so its first boot and its reboot show it on a
+#: node. One CPU reserved by count, the bootstrap's list of it, interrupts kept there.
 BOX_NODE_PROFILE = {
     "cpu_manager": "static",
-    "reserved_cpus": "0",
+    "reserved_cpus": 1,
+    "irqs_on_reserved_cpus": True,
+    "memory_manager": "static",
     "hugepages_2mi": 64,
     "sysctls": {
         "net.core.rmem_max": 8388608,
@@ -123,6 +126,11 @@ BOX_NODE_PROFILE = {
         "net.netfilter.nf_conntrack_udp_timeout_stream": 240,
     },
 }
+
+
+#: Two vCPUs (QEMU: one socket of two single-threaded cores), so a reserved CPU leaves one
+#: that irqbalance is banned from.
+BOX_CPUS = 2
 
 
 def profiled_config() -> AppConfig:
@@ -134,7 +142,7 @@ def profiled_config() -> AppConfig:
 
 def pool_user_data(config: AppConfig, pool: NodePoolConfig, product_user_data: str) -> str:
     """The pool's user-data as Karpenter hands it to a node (testing_support/node_box/karpenter.py):
-    the NodeConfig with the labels and taints of the pool's NodePool, then the product's."""
+    the product's parts, then the NodeConfig with the labels and taints of the pool's NodePool."""
     from stacks.cluster_props import node_pool_props  # imports aws_cdk: only when needed
 
     props = node_pool_props(config, pool, node_role_name="node-role", user_data=None)
@@ -169,6 +177,7 @@ def multus_node(
         emulator,
         instance_id,
         pool_user_data(config, pool, product_user_data),
+        cpus=BOX_CPUS,
     )
     try:
         try:

@@ -189,6 +189,10 @@ def test_a_multus_eni_hotplugged_after_boot_comes_up_named_at_its_mtu(
     ]
 
 
+KUBELET_DROPIN = "/etc/kubernetes/kubelet/config.json.d/50-multus-node-profile.conf"
+IRQBALANCE_DROPIN = "/etc/systemd/system/irqbalance.service.d/50-multus-node-profile.conf"
+
+
 def assert_node_profile_in_effect(node: MultusNode) -> None:
     """The pool's node profile as the kernel has it: the hugepages reserved, each setting at its
     value, connection tracking loaded for its settings; the values from the config."""
@@ -202,6 +206,20 @@ def assert_node_profile_in_effect(node: MultusNode) -> None:
     for key, value in profile.sysctls:
         assert node.box.sh(f"sysctl -n {key}").strip() == str(value), key
     assert node.box.run(["test", "-d", "/sys/module/nf_conntrack"]).returncode == 0
+    # the count as the bootstrap turned it into a list on this machine's CPUs: CPU 0 (a core of
+    # one thread), in the kubelet's drop-in after nodeadm's; irqbalance banned from the other
+    assert profile.reserved_cpu_count == 1 and profile.irqs_on_reserved_cpus
+    assert node.box.sh("cat /sys/devices/system/cpu/online").strip() == "0-1"
+    assert node.box.sh("cat /sys/devices/system/cpu/cpu0/topology/thread_siblings_list") == "0\n"
+    dropin = node.box.sh(f"cat {KUBELET_DROPIN}")
+    assert json.loads(dropin) == {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "reservedSystemCPUs": "0",
+    }, dropin
+    assert node.box.sh(f"cat {IRQBALANCE_DROPIN}") == (
+        "[Service]\nEnvironment=IRQBALANCE_BANNED_CPULIST=1\n"
+    )
 
 
 def test_the_node_profile_reserves_hugepages_and_sets_its_kernel_settings(
@@ -211,8 +229,8 @@ def test_the_node_profile_reserves_hugepages_and_sets_its_kernel_settings(
     (the kubelet's own settings go to nodeadm's part: tests/node_box/test_nodeadm.py checks it
     decodes)."""
     assert_node_profile_in_effect(multus_node)
-    # the user-data carried the profile's NodeConfig part after Karpenter's (nodeadm merges
-    # later documents over earlier ones)
+    # the user-data carried the profile's NodeConfig part, then Karpenter's (nodeadm merges
+    # later documents over earlier ones; the profile sets none of Karpenter's keys)
     message = email.message_from_string(multus_node.node.imds.user_data)
     node_configs = [
         str(part.get_payload())
@@ -220,7 +238,9 @@ def test_the_node_profile_reserves_hugepages_and_sets_its_kernel_settings(
         if part.get_content_type() == "application/node.eks.aws"
     ]
     assert len(node_configs) == 2
-    assert "cpuManagerPolicy: static" in node_configs[1], node_configs
+    assert "cpuManagerPolicy: static" in node_configs[0], node_configs
+    assert "memoryManagerPolicy: Static" in node_configs[0], node_configs
+    assert "Karpenter Generated NodeConfig" in node_configs[1], node_configs
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ takes the document from IMDSv2 at 169.254.169.254 (the box's, testing_support/no
 parses the MIME multipart, skips our text/x-shellscript part and decodes the NodeConfig part.
 
 The product's EC2NodeClass userData carries no NodeConfig part of its own: Karpenter generates
-one from the NodePool (labels, taints, the Multus startup taint) and puts it first
+one from the NodePool (labels, taints, the Multus startup taint) and puts it last
 (testing_support/node_box/karpenter.py). So the document checked per pool is Karpenter's, made
 from the pool's NodePool props (stacks/cluster_props.py node_pool_props, what the cluster stack
 renders) and our userData for the pool (node_bootstrap.render_user_data with stand-in IDs). What

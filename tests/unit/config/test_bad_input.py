@@ -1078,6 +1078,30 @@ NODE_PROFILE = [
         (f"{PROFILE}.reserved_cpus", "m5.large has CPUs 0-1", "reserve fewer"),
     ),
     BadInput(
+        "node-profile-reserved-cpus-count-zero",
+        "covered",
+        pool(node_profile={"cpu_manager": "static", "reserved_cpus": 0}),
+        (f"{PROFILE}.reserved_cpus", "reserve at least 1 CPU"),
+    ),
+    BadInput(
+        "node-profile-reserved-cpus-count-leaves-none",
+        "covered",
+        pool(node_profile={"cpu_manager": "static", "reserved_cpus": 2}),
+        (f"{PROFILE}.reserved_cpus", "2 CPUs are all of", "m5.large (2 vCPUs)", "reserve fewer"),
+    ),
+    BadInput(
+        "node-profile-irqs-without-static",
+        "covered",
+        pool(node_profile={"irqs_on_reserved_cpus": True, "hugepages_2mi": 8}),
+        (f"{PROFILE}.irqs_on_reserved_cpus", "set cpu_manager to static"),
+    ),
+    BadInput(
+        "node-profile-memory-manager-unknown",
+        "covered",
+        pool(node_profile={"memory_manager": "Static"}),
+        (f"{PROFILE}.memory_manager", "'static'"),
+    ),
+    BadInput(
         "node-profile-full-pcpus-only-without-static",
         "covered",
         pool(node_profile={"full_pcpus_only": True}),

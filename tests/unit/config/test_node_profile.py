@@ -164,3 +164,58 @@ def test_a_pool_without_networks_cannot_carry_a_profile() -> None:
     assert "node_pools[0].node_profile: the app gives a pool without networks no user-data" in (
         message
     )
+
+
+def test_a_cpu_count_and_the_interrupts_are_planned() -> None:
+    """An int is a count, a string a CPU list (strict: no coercion between them)."""
+    profile = (
+        pool_config({"cpu_manager": "static", "reserved_cpus": 2, "irqs_on_reserved_cpus": True})
+        .node_pools[0]
+        .planned_node_profile()
+    )
+    assert profile is not None
+    assert (profile.reserved_cpus, profile.reserved_cpu_count) == (None, 2)
+    assert profile.irqs_on_reserved_cpus
+
+
+@pytest.mark.parametrize(
+    ("reserved", "fragment"),
+    [
+        (0, "0: reserve at least 1 CPU, or drop reserved_cpus"),
+        (1.5, "1.5 is neither a CPU list"),
+        (True, "True is neither a CPU list"),
+    ],
+)
+def test_reserved_cpus_count_syntax(reserved: object, fragment: str) -> None:
+    message = problems({"cpu_manager": "static", "reserved_cpus": reserved})
+    assert f"node_pools[0].node_profile.reserved_cpus: {fragment}" in message
+
+
+def test_a_count_must_leave_cpus_on_the_smallest_size() -> None:
+    """c5n.xlarge, the pool's smallest, has 4 vCPUs: 3 leave one, 4 leave none."""
+    pool_config({"cpu_manager": "static", "reserved_cpus": 3})
+    message = problems({"cpu_manager": "static", "reserved_cpus": 4})
+    assert "node_pools[0].node_profile.reserved_cpus: 4 CPUs are all of the pool's smallest" in (
+        message
+    )
+    assert "c5n.xlarge (4 vCPUs)" in message and "reserve fewer" in message
+
+
+def test_interrupts_on_reserved_cpus_need_the_static_policy() -> None:
+    message = problems({"irqs_on_reserved_cpus": True, "hugepages_2mi": 8})
+    assert "node_pools[0].node_profile.irqs_on_reserved_cpus: keeps interrupts off" in message
+    assert "set cpu_manager to static" in message
+
+
+def test_the_memory_manager_pins_nodeadms_reservation_of_the_largest_size() -> None:
+    """nodeadm reserves 255 MiB + 11 MiB per max pod (amazon-eks-ami nodeadm/internal/kubelet/
+    config.go getMemoryMebibytesToReserve), max pods being ENIs x (IPv4 per ENI - 1) + 2
+    (eni_max_pods.go calculateStandardMaxPods). The pool's largest sizes, c5n.4xlarge and
+    c6in.4xlarge, have 8 ENIs of 30 IPv4 addresses (EC2 instance types, network
+    specifications): 234 pods, 2829 MiB, at least what nodeadm reserves on any size."""
+    profile = pool_config({"memory_manager": "static"}).node_pools[0].planned_node_profile()
+    assert profile is not None
+    assert profile.memory_manager_policy == "static"
+    assert profile.kube_reserved_memory_mib == 255 + 11 * (8 * (30 - 1) + 2) == 2829
+    without = pool_config({"hugepages_2mi": 8}).node_pools[0].planned_node_profile()
+    assert without is not None and without.kube_reserved_memory_mib is None

@@ -98,7 +98,11 @@ def test_user_data_is_mime_multipart_with_one_shell_script_part_per_script() -> 
     assert parts[0].get_payload() == "#!/bin/sh\necho 1\n"
 
 
-def test_karpenters_user_data_puts_its_node_config_first_and_keeps_our_parts_as_they_are() -> None:
+def test_karpenters_user_data_puts_its_node_config_last_and_keeps_our_parts_as_they_are() -> None:
+    """karpenter-provider-aws v1.14.1 pkg/providers/amifamily/bootstrap/nodeadm.go Script:
+    mime.Archive(append(customEntries, NodeConfig)); its golden file
+    al2023_mime_userdata_merged.golden has the custom parts, then "# Karpenter Generated
+    NodeConfig"."""
     ours = shell_script_user_data("#!/bin/sh\necho first\n", "#!/bin/sh\necho second\n")
     config = karpenter.node_config(
         karpenter.ClusterDetails("box"),
@@ -108,8 +112,8 @@ def test_karpenters_user_data_puts_its_node_config_first_and_keeps_our_parts_as_
     message = email.message_from_string(karpenter.user_data(config, ours))
     parts = [(part.get_content_type(), part.get_payload()) for part in message.walk()][1:]
     assert message.get_boundary() == "//"
-    assert parts[0] == ("application/node.eks.aws", config)
-    assert parts[1:] == [
+    assert parts[-1] == ("application/node.eks.aws", config)
+    assert parts[:-1] == [
         ("text/x-shellscript", "#!/bin/sh\necho first\n"),
         ("text/x-shellscript", "#!/bin/sh\necho second\n"),
     ]
