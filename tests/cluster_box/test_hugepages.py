@@ -87,7 +87,8 @@ def upf_node(app: SynthesizedApp) -> UpfNode:
         "memory": str(memory),
         "hugepages-2Mi": str(hugepages),
     }
-    allocatable_cpus = vcpus - len(cpu_list(profile.reserved_cpus))
+    reserved = profile.reserved_cpus  # a count (the bootstrap picks the CPUs) or a CPU list
+    allocatable_cpus = vcpus - (reserved if isinstance(reserved, int) else len(cpu_list(reserved)))
     exclusive = allocatable_cpus
     if profile.full_pcpus_only:
         exclusive -= exclusive % THREADS_PER_CORE
