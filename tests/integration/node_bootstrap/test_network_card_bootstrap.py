@@ -43,9 +43,7 @@ def user_data(vpc: EmulatedVpc) -> str:
                     network(2, network_card=1, connection_tracking={"udp_stream_timeout": 120}),
                 ]
             },
-            "node_pools": [
-                {"name": "upf", "instance_families": ["c6in"], "instance_cpus": [128]}
-            ],
+            "node_pools": [{"name": "upf", "instance_families": ["c6in"], "instance_cpus": [128]}],
         }
     )
     props = node_bootstrap_props(
