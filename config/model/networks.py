@@ -231,8 +231,8 @@ class MultusNetworkConfig(StrictModel):
         ge=0,
         description="The network card the network's ENIs attach to (EC2's NetworkCardIndex) "
         "on instance types with several, each with its own bandwidth and interfaces: 0 "
-        "(default) is the card of the node's primary interface; with 1 or more, every pool "
-        "attaching the network may only launch sizes with that many more cards "
+        "(default) is the card of the node's primary interface; with N > 0, every pool "
+        "attaching the network may only launch sizes with more than N cards "
         "(docs/network.md, Network cards).",
     )
 
