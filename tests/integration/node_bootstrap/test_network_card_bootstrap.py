@@ -66,7 +66,7 @@ def node(emulator: Ec2Emulator, vpc: EmulatedVpc, user_data: str) -> tuple[str, 
 def network_of(emulator: Ec2Emulator, eni_id: str) -> str:
     eni = emulator.ec2.describe_network_interfaces(NetworkInterfaceIds=[eni_id])
     tags = eni["NetworkInterfaces"][0]["TagSet"]
-    return next(tag["Value"] for tag in tags if tag["Key"] == NETWORK_TAG_KEY)
+    return str(next(tag["Value"] for tag in tags if tag["Key"] == NETWORK_TAG_KEY))
 
 
 def test_each_attach_names_its_networks_card_and_the_index_on_that_card(
@@ -115,7 +115,9 @@ def test_imds_shows_both_enis_at_device_1_of_their_cards(
     (amazonlinux/amazon-ec2-net-utils#104): what the bootstrap's re-run reads."""
     instance_id, _ = node
     shown = {}
-    for mac in emulator.imds.metadata(instance_id, "network/interfaces/macs/").split():
+    macs = emulator.imds.metadata(instance_id, "network/interfaces/macs/")
+    assert macs is not None
+    for mac in macs.split():
         leaf = f"network/interfaces/macs/{mac.rstrip('/')}/"
         eni_id = emulator.imds.metadata(instance_id, leaf + "interface-id")
         assert eni_id is not None
