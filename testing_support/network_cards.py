@@ -6,7 +6,8 @@ AttachNetworkInterface), and IMDS gives each ENI's device-number within its card
 multi-card instance types only, its network-card (amazonlinux/amazon-ec2-net-utils#104; 404
 elsewhere). moto 5.2 keys an instance's ENIs by device index alone (models/instances.py,
 attach_eni) and always answers card 0, so the emulator hands moto one number per (card, index),
-card x CARD_STRIDE + index, and splits it again for IMDS and the attach answer.
+card x CARD_STRIDE + index, and splits it again for IMDS and the attach answer (moto's own
+answers, such as DescribeNetworkInterfaces', show the combined number).
 """
 
 from __future__ import annotations
