@@ -18,6 +18,14 @@ Karpenter NodePool may use, their sizes (vCPUs) and network interfaces per size.
   does not report for metal. vCPUs follow the size name (medium 1, large 2, xlarge 4,
   Nxlarge 4N).
 
+- Network cards: MULTI_CARD_SIZES below, the NODE_POOL_FAMILIES sizes with more than one
+  network card and the interfaces each card takes, from the same Karpenter file
+  (NetworkCards: MaximumNetworkInterfaces per NetworkCardIndex, DefaultNetworkCardIndex 0 for
+  all of them; EC2 DescribeInstanceTypes' NetworkInfo.NetworkCards), the "Network cards"
+  column of the same EC2 pages. Every other size has one card. Card 0 takes the count of
+  NODE_POOL_FAMILIES (a test holds them equal). A network's ENIs go to the card of its
+  multus.networks[].network_card (config/network_cards.py).
+
 - Memory: MEMORY_GIB_PER_VCPU below, taken on 2026-12-04 from the same instance-type pages
   (gp.html, co.html, mo.html, "Memory (GiB)"): the m/c/r NodePool families have 4, 2 and 8 GiB
   per vCPU, except the families in MORE_MEMORY_GIB (c5n: 5.25 GiB per 2 vCPUs). botocore's EC2
@@ -27,7 +35,8 @@ Karpenter NodePool may use, their sizes (vCPUs) and network interfaces per size.
 
 To add a family: put it into ARM64_FAMILIES if it is arm64; for NodePool use add a line to
 NODE_POOL_FAMILIES with its vCPUs -> network interfaces per (non-metal) size, and to
-MORE_MEMORY_GIB if it has more memory per vCPU than its category's ratio.
+MORE_MEMORY_GIB if it has more memory per vCPU than its category's ratio, and to
+MULTI_CARD_SIZES the sizes with more than one network card.
 """
 
 from __future__ import annotations
@@ -154,6 +163,37 @@ NODE_POOL_FAMILIES: dict[str, dict[int, int]] = {
     "r8idn": {2: 4, 4: 4, 8: 4, 16: 8, 32: 8, 48: 12, 64: 16, 96: 16, 128: 16, 192: 24, 384: 12},
     "r8in": {2: 4, 4: 4, 8: 4, 16: 8, 32: 8, 48: 12, 64: 16, 96: 16, 128: 16, 192: 24, 384: 12},
 }
+
+# Family -> {vCPUs of a size with several network cards: network interfaces of each card}.
+MULTI_CARD_SIZES: dict[str, dict[int, tuple[int, ...]]] = {
+    "c6in": {128: (8, 8)},
+    "c8gb": {192: (12, 12)},
+    "c8gn": {192: (12, 12)},
+    "c8ib": {384: (12, 12)},
+    "c8in": {384: (12, 12)},
+    "m6idn": {128: (8, 8)},
+    "m6in": {128: (8, 8)},
+    "m8gb": {192: (12, 12)},
+    "m8gn": {192: (12, 12)},
+    "m8ib": {384: (12, 12)},
+    "m8idb": {384: (12, 12)},
+    "m8idn": {384: (12, 12)},
+    "m8in": {384: (12, 12)},
+    "r6idn": {128: (8, 8)},
+    "r6in": {128: (8, 8)},
+    "r8gb": {192: (12, 12)},
+    "r8gn": {192: (12, 12)},
+    "r8ib": {384: (12, 12)},
+    "r8idb": {384: (12, 12)},
+    "r8idn": {384: (12, 12)},
+    "r8in": {384: (12, 12)},
+}
+
+
+def interfaces_per_card(family: str, vcpus: int) -> tuple[int, ...]:
+    """The network interfaces each network card of a NodePool family's size takes, card 0
+    first (one card unless MULTI_CARD_SIZES lists the size)."""
+    return MULTI_CARD_SIZES.get(family, {}).get(vcpus) or (NODE_POOL_FAMILIES[family][vcpus],)
 
 
 # Category -> GiB of memory per vCPU of its NodePool families.

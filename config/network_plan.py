@@ -125,8 +125,10 @@ class PlannedIpv6:
 class NetworkPlanRow:
     """One Multus network in one AZ.
 
-    device_index: EC2 device index of the network's ENI (1, 2, ... in multus.networks order;
-    0 is the node's primary ENI). interface_name: the ENI's stable Linux name on the node.
+    device_index: EC2 device index of the network's ENI on its network card (1, 2, ... in
+    multus.networks order among the networks on that card; 0 on card 0 is the node's primary
+    ENI). network_card: the card (EC2 numbers devices per card; 0 unless the network sets
+    network_card). interface_name: the ENI's stable Linux name on the node.
     prefixes_per_node: /28 prefixes on each node's ENI (node_local_config modes only, else None).
     static_range / static_nad_name: the subnet's block of fixed pod addresses and the NAD that
     hands them out (None without a static_range).
@@ -168,10 +170,16 @@ class NetworkPlanRow:
     mtu: int = VPC_MTU
     connection_tracking: ConnectionTracking | None = None
     pod_routed_ranges: tuple[str, ...] = ()
+    network_card: int = 0
 
     @property
     def reservation_type(self) -> ReservationType:
         return self.ip_management.reservation_type
+
+    @property
+    def attachment_slot(self) -> tuple[int, int]:
+        """(network card, device index): where on the node the ENI is, unique per node."""
+        return self.network_card, self.device_index
 
 
 NetworkPlan = tuple[NetworkPlanRow, ...]
@@ -222,6 +230,8 @@ class PlannedNetwork(Protocol):
     @property
     def connection_tracking_plan(self) -> ConnectionTracking | None: ...
     @property
+    def network_card(self) -> int: ...
+    @property
     def ip_management(self) -> str: ...
     @property
     def ipvlan_mode(self) -> IpvlanMode: ...
@@ -270,14 +280,17 @@ class PlannedPool(Protocol):
 
 def network_plan(config: PlannedConfig) -> NetworkPlan:
     """The rows in multus.networks order, each network's rows in availability_zones order."""
+    networks = config.multus.networks
     return tuple(
         row
-        for index, network in enumerate(config.multus.networks)
+        for index, (network, device_index) in enumerate(
+            zip(networks, _device_indexes(networks), strict=True)
+        )
         for row in _network_rows(
             config,
             network,
             index,
-            device_index=index + 1,
+            device_index=device_index,
             pool=None,
             default_prefixes=config.default_prefixes_per_node,
         )
@@ -287,24 +300,36 @@ def network_plan(config: PlannedConfig) -> NetworkPlan:
 def pool_network_plan(config: PlannedConfig, pool: PlannedPool) -> NetworkPlan:
     """A pool's view: the rows of the networks its nodes attach (all when pool.networks is
     None, none when it is empty), in multus.networks order, at the device indexes 1..k its
-    nodes use, with the prefixes per node its sizes take."""
+    nodes use on each network card, with the prefixes per node its sizes take."""
     attached = [
         (index, network)
         for index, network in enumerate(config.multus.networks)
         if pool.networks is None or network.name in pool.networks
     ]
+    device_indexes = _device_indexes([network for _, network in attached])
     return tuple(
         row
-        for position, (index, network) in enumerate(attached)
+        for (index, network), device_index in zip(attached, device_indexes, strict=True)
         for row in _network_rows(
             config,
             network,
             index,
-            device_index=position + 1,
+            device_index=device_index,
             pool=pool.name,
             default_prefixes=pool.default_prefixes_per_node,
         )
     )
+
+
+def _device_indexes(networks: Sequence[PlannedNetwork]) -> list[int]:
+    """Each network's device index on its card: 1, 2, ... in order among the networks on the
+    same card (EC2 numbers devices per network card; device 0 of card 0 is the primary ENI)."""
+    taken: dict[int, int] = {}
+    indexes = []
+    for network in networks:
+        taken[network.network_card] = taken.get(network.network_card, 0) + 1
+        indexes.append(taken[network.network_card])
+    return indexes
 
 
 def _network_rows(
@@ -350,6 +375,7 @@ def _network_rows(
             mtu=network.effective_mtu,
             connection_tracking=network.connection_tracking_plan,
             pod_routed_ranges=tuple(network.pod_routed_ranges),
+            network_card=network.network_card,
         )
         for az_index, (az, subnet) in enumerate(
             zip(config.availability_zones, network.subnets, strict=True)
@@ -368,8 +394,9 @@ def _planned_ipv6(settings: PlannedIpv6Settings | None, subnet_cidr: str) -> Pla
 
 
 def networks_in_order(plan: NetworkPlan) -> list[NetworkPlanRow]:
-    """The first row of each network, in device-index order (per-network facts)."""
+    """The first row of each network, in attachment order (card 0's device indexes, then the
+    next card's; per-network facts)."""
     seen: dict[str, NetworkPlanRow] = {}
     for row in plan:
         seen.setdefault(row.network, row)
-    return sorted(seen.values(), key=lambda row: row.device_index)
+    return sorted(seen.values(), key=lambda row: row.attachment_slot)

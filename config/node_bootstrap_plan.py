@@ -33,7 +33,7 @@ class NodePrefixNetwork:
     """One node_prefix network in one AZ.
 
     cni_network_name: the NAD's name; Multus picks the config file whose "name" equals it.
-    device_index: the network's ENI device index (names the config file).
+    device_index / network_card: where the network's ENI is attached (names the config file).
     prefix_count: /28 prefixes requested on the ENI.
     subnet_cidr / reservation_cidr: the Multus subnet and its prefix-type reservation, which
     every prefix must lie in. ipvlan_mode: l2, l3 or l3s.
@@ -47,6 +47,7 @@ class NodePrefixNetwork:
     subnet_cidr: str
     reservation_cidr: str
     ipvlan_mode: str
+    network_card: int = 0
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class MultusInterface:
     ipv6: bool = False
     mtu: int = VPC_MTU  # the network's (config/path_mtu.py): its .link and node-local config
     connection_tracking: ConnectionTracking | None = None  # timeouts set at creation
+    network_card: int = 0  # EC2 network card; device_index counts on this card
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ def node_bootstrap_props(
     per AZ, each interface's subnet (in interface order), and the pool's node profile;
     subnet_id and security_group_id give a row's deploy-time IDs."""
     zones: dict[str, list[NetworkPlanRow]] = {}
-    for row in sorted(plan, key=lambda row: row.device_index):
+    for row in sorted(plan, key=lambda row: row.attachment_slot):
         zones.setdefault(row.availability_zone, []).append(row)
     return NodeBootstrapProps(
         cluster_name=cluster_name,
@@ -114,6 +116,7 @@ def node_bootstrap_props(
                 ipv6=row.ipv6 is not None,
                 mtu=row.mtu,
                 connection_tracking=row.connection_tracking,
+                network_card=row.network_card,
             )
             for row in networks_in_order(plan)
         ],
@@ -139,4 +142,5 @@ def _node_prefix_network(row: NetworkPlanRow) -> NodePrefixNetwork:
         subnet_cidr=row.subnet_cidr,
         reservation_cidr=row.reservation_cidr,
         ipvlan_mode=row.ipvlan_mode,
+        network_card=row.network_card,
     )

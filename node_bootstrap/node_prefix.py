@@ -31,15 +31,16 @@ NODE_PREFIX_CNI_PLUGINS = ("host-local", "ipvlan", "sbr")
 _CIDR = re.compile(r"\d{1,3}(\.\d{1,3}){3}/\d{1,2}")
 
 
-def cni_config_file_name(device_index: int) -> str:
-    """The node's CNI config file of the ENI at this device index.
+def cni_config_file_name(device_index: int, network_card: int = 0) -> str:
+    """The node's CNI config file of the ENI at this device index (of this network card).
 
-    Named after the device index, never the network: cleartaints treats any "*multus*" file as
-    Multus' own config. "90-" sorts after Multus' 00- and the VPC CNI's 10- files, so the
-    container runtime, which uses the first file, never picks it as the pod network while
-    those exist.
+    Named after the device index (and a card other than 0), never the network: cleartaints
+    treats any "*multus*" file as Multus' own config. "90-" sorts after Multus' 00- and the
+    VPC CNI's 10- files, so the container runtime, which uses the first file, never picks it
+    as the pod network while those exist.
     """
-    return f"90-node-prefix-eni{device_index}.conflist"
+    card = f"-card{network_card}" if network_card else ""
+    return f"90-node-prefix-eni{device_index}{card}.conflist"
 
 
 def gateway(subnet_cidr: str) -> str:
@@ -62,7 +63,7 @@ def render_node_prefix_lines(networks: Sequence[NodePrefixNetwork]) -> str:
                 n.reservation_cidr,
                 gateway(n.subnet_cidr),
                 n.ipvlan_mode,
-                cni_config_file_name(n.device_index),
+                cni_config_file_name(n.device_index, n.network_card),
             )
         )
         for n in networks

@@ -22,6 +22,7 @@ from config.interface_names import interface_name_problem
 from config.node_bootstrap_plan import (
     USER_DATA_LIMIT_BYTES,
     AzPlacement,
+    MultusInterface,
     NodeBootstrapProps,
 )
 from config.path_mtu import MIN_MTU, VPC_MTU
@@ -55,6 +56,8 @@ DUAL_STACK_SCRIPT_NAME = "dual_stack.sh"
 #: Included only when the pool's node profile sets hugepages, kernel settings, a CPU count or
 #: the interrupt placement.
 NODE_PROFILE_SCRIPT_NAME = "node_profile.sh"
+#: Included only when a network's ENIs go to a network card other than 0.
+NETWORK_CARD_SCRIPT_NAME = "network_card.sh"
 _MAIN_CALL = '\nmain "$@"\n'
 MIME_BOUNDARY = "==MULTUS-ENI-BOUNDARY=="
 #: Ends the here-document that carries the packed script, and the comment line before it.
@@ -133,7 +136,10 @@ def _validate(props: NodeBootstrapProps) -> None:
     if not interfaces:
         raise ValueError("interfaces: at least one Multus interface is required")
     for field in ("network", "interface_name", "device_index"):
-        values = [getattr(interface, field) for interface in interfaces]
+        values = [
+            device_field(interface) if field == "device_index" else getattr(interface, field)
+            for interface in interfaces
+        ]
         duplicates = sorted({str(value) for value in values if values.count(value) > 1})
         if duplicates:
             raise ValueError(f"interfaces: duplicate {field} {', '.join(duplicates)}")
@@ -175,11 +181,14 @@ def _validate(props: NodeBootstrapProps) -> None:
 
 
 def _validate_node_prefix(props: NodeBootstrapProps) -> None:
-    device_indexes = {i.interface_name: i.device_index for i in props.interfaces}
+    slots = {i.interface_name: (i.network_card, i.device_index) for i in props.interfaces}
     for network in props.node_prefix:
         where = f"node_prefix[{network.availability_zone}/{network.interface_name}]"
-        if device_indexes.get(network.interface_name) != network.device_index:
-            raise ValueError(f"{where}: not an interface at device index {network.device_index}")
+        if slots.get(network.interface_name) != (network.network_card, network.device_index):
+            raise ValueError(
+                f"{where}: not an interface at device index {network.device_index} of network "
+                f"card {network.network_card}"
+            )
         if network.availability_zone not in props.placements:
             raise ValueError(f"{where}: {network.availability_zone} has no placement")
 
@@ -196,7 +205,7 @@ def render_configuration(props: NodeBootstrapProps) -> str:
     """The data-only shell block that render_user_data puts in front of the script."""
     _validate(props)
     networks = "\n".join(
-        f"{interface.network} {interface.interface_name} {interface.device_index} "
+        f"{interface.network} {interface.interface_name} {device_field(interface)} "
         f"{str(interface.source_dest_check).lower()} {interface.mtu} "
         f"{','.join(interface.security_group_ids)}"
         for interface in props.interfaces
@@ -216,6 +225,14 @@ def render_configuration(props: NodeBootstrapProps) -> str:
         f"MULTUS_NETWORKS={shlex.quote(networks)}\n"
         f"MULTUS_PLACEMENTS={shlex.quote(placements)}\n"
     ) + _optional_configuration(props)
+
+
+def device_field(interface: MultusInterface) -> str:
+    """The interface's device field of MULTUS_NETWORKS: its device index, with ".<card>" on a
+    network card other than 0 (network_card.sh translates it for EC2 and IMDS)."""
+    if interface.network_card == 0:
+        return str(interface.device_index)
+    return f"{interface.device_index}.{interface.network_card}"
 
 
 def _optional_configuration(props: NodeBootstrapProps) -> str:
@@ -290,6 +307,8 @@ def script_code(props: NodeBootstrapProps) -> str:
         libraries.append(DUAL_STACK_SCRIPT_NAME)
     if _node_profile_variables(props):
         libraries.append(NODE_PROFILE_SCRIPT_NAME)
+    if any(interface.network_card for interface in props.interfaces):
+        libraries.append(NETWORK_CARD_SCRIPT_NAME)
     for library in libraries:
         # Its hooks must be defined before main runs, after the script's no-op ones (and
         # each library's after those of the ones before it, which it may extend).

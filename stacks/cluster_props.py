@@ -352,9 +352,9 @@ def clear_taints_nodes(pool: NodePoolConfig, plan: NetworkPlan) -> ClearTaintsNo
     and the pod IP agent when one of its networks runs it."""
     nads = [network_attachment(row) for row in plan if not row.ip_management.node_local_config]
     node_prefix_files = [
-        cni_config_file_name(index)
-        for index in dict.fromkeys(
-            row.device_index for row in plan if row.ip_management.node_local_config
+        cni_config_file_name(index, card)
+        for card, index in dict.fromkeys(
+            row.attachment_slot for row in plan if row.ip_management.node_local_config
         )
     ]
     return ClearTaintsNodes(

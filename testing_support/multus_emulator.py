@@ -66,6 +66,7 @@ from node_bootstrap.renderer import (
     PACKED_SCRIPT_COMMENT,
     PACKED_SCRIPT_END,
 )
+from testing_support import network_cards
 from testing_support.ec2_iam_requests import Ec2State, EniPlacement
 from testing_support.ipv4_prefixes import Ipv4PrefixDelegation, PrefixRequestError
 from testing_support.startup import wait_until_answering
@@ -328,6 +329,10 @@ class Ec2Proxy:
                 """What EC2 does with the request (moto, plus the prefix model)."""
                 if action == "CreateNetworkInterface":
                     return self._create_network_interface(params)
+                if action == "AttachNetworkInterface":
+                    forwarded, card = network_cards.moto_attach_params(params)
+                    status, payload = self._forward(urlencode(forwarded).encode())
+                    return status, network_cards.attach_answer(payload, card)
                 status, payload = self._forward(body)
                 if status != 200:
                     return status, payload
@@ -572,11 +577,10 @@ class FakeImds:
         if path == f"iam/security-credentials/{NODE_ROLE}":
             return credentials_document(NODE_CREDENTIALS)
         if path in ("placement/availability-zone", "instance-type"):
-            reservations = self._ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
-            instance = reservations[0]["Instances"][0]
             if path == "instance-type":
-                return str(instance["InstanceType"])
-            return str(instance["Placement"]["AvailabilityZone"])
+                return self._instance_type(instance_id)
+            reservations = self._ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+            return str(reservations[0]["Instances"][0]["Placement"]["AvailabilityZone"])
         enis = {
             eni["MacAddress"]: eni
             for eni in self._ec2.describe_network_interfaces(
@@ -591,8 +595,11 @@ class FakeImds:
             return None
         eni_id = enis[mac]["NetworkInterfaceId"]
         prefixes = self._prefixes.of(eni_id)
+        moto_device_index = enis[mac]["Attachment"]["DeviceIndex"]
+        if leaf == "network-card":
+            return network_cards.network_card(moto_device_index, self._instance_type(instance_id))
         values = {
-            "device-number": str(enis[mac]["Attachment"]["DeviceIndex"]),
+            "device-number": network_cards.device_number(moto_device_index),
             "subnet-id": enis[mac]["SubnetId"],
             "interface-id": eni_id,
             "ipv4-prefix": "\n".join(prefixes) if prefixes else None,
@@ -601,6 +608,10 @@ class FakeImds:
             "ipv6s": "\n".join(self._ipv6s(enis[mac])) or None,
         }
         return values.get(leaf)
+
+    def _instance_type(self, instance_id: str) -> str:
+        reservations = self._ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+        return str(reservations[0]["Instances"][0]["InstanceType"])
 
     def _local_ipv4s(self, eni: dict[str, Any]) -> list[str]:
         held = sorted(eni["PrivateIpAddresses"], key=lambda item: not item["Primary"])

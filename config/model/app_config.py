@@ -46,6 +46,7 @@ from config.model.route_rules import (
 )
 from config.model.security_groups import SecurityGroupRuleConfig
 from config.model.vpc import VpcConfig
+from config.network_cards import network_card_problems
 from config.network_plan import (
     NetworkPlan,
     network_plan,
@@ -361,7 +362,12 @@ class AppConfig(StrictModel):
 
     def _check_enis_fit_instances(self) -> None:
         for pool in self.node_pools:
-            count = len(networks_in_order(self.pool_plan(pool)))
+            networks = networks_in_order(self.pool_plan(pool))
+            sizes = [(family, cpus) for family, cpus, _ in pool.allowed_sizes()]
+            problems = network_card_problems(self.pool_path(pool), networks, sizes)
+            if problems:
+                raise ValueError("\n".join(problems))
+            count = sum(row.network_card == 0 for row in networks)
             needed = count + 1  # plus the primary interface
             available = pool.max_enis_of_smallest_size
             if needed > available:
@@ -378,8 +384,12 @@ class AppConfig(StrictModel):
     @property
     def reserved_enis(self) -> int:
         """Karpenter's settings.reservedENIs, global to every NodePool: the most Multus ENIs
-        any pool's nodes attach (docs/node-capacity.md says what this costs the others)."""
-        return max(len(networks_in_order(self.pool_plan(pool))) for pool in self.node_pools)
+        any pool's nodes attach to network card 0, whose interfaces Karpenter's max pods count
+        (docs/node-capacity.md says what this costs the others)."""
+        return max(
+            sum(row.network_card == 0 for row in networks_in_order(self.pool_plan(pool)))
+            for pool in self.node_pools
+        )
 
     def _check_region(self) -> None:
         problem = aws_regions.region_problem(self.region)

@@ -61,7 +61,8 @@ class KarpenterConfig(StrictModel):
 
 
 # Interfaces (ENIs) of the Nitro m/c/r families' sizes by vCPU count: the fewest any family in
-# config/instance_types.py has at that count (a test keeps the two in step).
+# config/instance_types.py has at that count (a test keeps the two in step). 128, 192 and 384
+# hold the sizes with two network cards (multus.networks[].network_card).
 MAX_ENIS_BY_VCPUS: dict[int, int] = {
     2: 3,
     4: 4,
@@ -73,4 +74,7 @@ MAX_ENIS_BY_VCPUS: dict[int, int] = {
     64: 15,
     72: 15,
     96: 15,
+    128: 8,
+    192: 12,
+    384: 12,
 }

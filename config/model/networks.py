@@ -287,6 +287,16 @@ class MultusNetworkConfig(StrictModel):
         "tracking).",
     )
 
+    network_card: int = Field(
+        default=0,
+        ge=0,
+        description="The network card the network's ENIs attach to (EC2's NetworkCardIndex) "
+        "on instance types with several, each with its own bandwidth and interfaces: 0 "
+        "(default) is the card of the node's primary interface; with N > 0, every pool "
+        "attaching the network may only launch sizes with more than N cards "
+        "(docs/network.md, Network cards).",
+    )
+
     @field_validator("ipv6", mode="before")
     @classmethod
     def _ipv6_shorthand(cls, value: object) -> object:

@@ -227,9 +227,11 @@ def pool_box(config: AppConfig, pool: NodePoolConfig) -> Box:
 
 
 def attachment_lines(row: NetworkPlanRow) -> tuple[Line, ...]:
-    """The network at its device index, and on a node_prefix network the prefixes this pool's
-    nodes take (they depend on the pool's sizes) on a line of their own."""
-    attachment = Line(f"device {row.device_index}: {row.network} as {row.interface_name}")
+    """The network at its device index (and network card, unless 0), and on a node_prefix
+    network the prefixes this pool's nodes take (they depend on the pool's sizes) on a line of
+    their own."""
+    card = f"card {row.network_card} " if row.network_card else ""
+    attachment = Line(f"{card}device {row.device_index}: {row.network} as {row.interface_name}")
     if not row.prefixes_per_node:
         return (attachment,)
     return (attachment, Line(f"    {row.prefixes_per_node} x /{PREFIX_LENGTH} prefixes per node"))

@@ -943,6 +943,25 @@ COVERED = [
 # Issue #23: node_pools replaced node_pool; each new key's wrong values.
 NODE_POOLS = [
     BadInput(
+        "network-card-on-a-pool-of-single-card-sizes",
+        "node-pools",
+        config({"multus": {"networks": networks(network_card=1)}}),
+        (
+            "node_pools[0] (multus).networks: multus1 is on network_card 1",
+            "multus.networks[0] (multus1).network_card",
+            "have no network card 1",
+            "allow only sizes with 2 or more cards",
+            "with instance_cpus [128, 384] (c6in.32xlarge",
+            "or set multus.networks[0] (multus1).network_card to 0",
+        ),
+    ),
+    BadInput(
+        "network-card-not-a-card-index",
+        "node-pools",
+        config({"multus": {"networks": networks(network_card=-1)}}),
+        ("multus.networks[0].network_card", "greater than or equal to 0"),
+    ),
+    BadInput(
         "old-node-pool-key-shows-the-new-form",
         "node-pools",
         config({"node_pool": {"instance_cpus": [4, 8]}}),

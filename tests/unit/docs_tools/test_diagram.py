@@ -301,3 +301,23 @@ def test_text_from_the_config_is_escaped() -> None:
     svg = diagram.render_svg(parse_config(EVERY_KIND))
     assert "GTP-U &amp; PFCP" in svg
     assert any("GTP-U & PFCP" in line for line in group_lines(svg)["network-n3"])
+
+
+def test_a_network_on_the_second_card_is_drawn_with_its_card() -> None:
+    """Device indexes count per network card: two networks at device 1 differ by card."""
+
+    def network(name: str, third: int, **settings: object) -> dict[str, object]:
+        subnets = [
+            {"cidr": f"10.0.{n}.0/24", "reservation": f"10.0.{n}.32/27"} for n in (third, third + 1)
+        ]
+        return {"name": name, "subnets": subnets, **settings}
+
+    config = parse_config(
+        {
+            "multus": {"networks": [network("multus1", 4), network("multus2", 6, network_card=1)]},
+            "node_pools": [{"name": "upf", "instance_families": ["c6in"], "instance_cpus": [128]}],
+        }
+    )
+    drawn = texts(diagram.render_svg(config))
+    assert "device 1: multus1 as multus1" in drawn
+    assert "card 1 device 1: multus2 as multus2" in drawn

@@ -15,6 +15,7 @@ from config.node_bootstrap_plan import AzPlacement, MultusInterface, NodeBootstr
 from node_bootstrap.renderer import (
     DUAL_STACK_SCRIPT_NAME,
     MIME_BOUNDARY,
+    NETWORK_CARD_SCRIPT_NAME,
     NODE_PREFIX_SCRIPT_NAME,
     SCRIPT_NAME,
     UserDataTooLarge,
@@ -236,6 +237,9 @@ def test_the_packed_code_is_in_base64_lines_of_76_characters() -> None:
     assert 0 < len(lines[-1]) <= 76
 
 
-@pytest.mark.parametrize("name", [SCRIPT_NAME, NODE_PREFIX_SCRIPT_NAME, DUAL_STACK_SCRIPT_NAME])
+@pytest.mark.parametrize(
+    "name",
+    [SCRIPT_NAME, NODE_PREFIX_SCRIPT_NAME, DUAL_STACK_SCRIPT_NAME, NETWORK_CARD_SCRIPT_NAME],
+)
 def test_the_node_scripts_are_ascii_so_every_locale_reads_them_alike(name: str) -> None:
     assert (Path(__file__).parents[3] / "node_bootstrap" / name).read_bytes().isascii()
