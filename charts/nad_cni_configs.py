@@ -80,7 +80,8 @@ class NetworkAttachment:
     whereabouts_range / gateway: see whereabouts_range_and_gateway.
     static_range / static_name: the block of fixed addresses inside the range and the name of
     the NAD that hands them out (config.network_plan.static_attachment_name), or None.
-    routes: destinations beyond the VPC the pod reaches via the gateway over this interface.
+    routes: destinations beyond the VPC the pod reaches via the VPC router over this interface
+    (IPv6 ones via the IPv6 router, on a dual-stack attachment).
     ipv6: the IPv6 side of a dual-stack network, or None.
     mtu: the pod interface's MTU, the network's (config/path_mtu.py; the node's ENI has the
     same). ipvlan would take the master's anyway; the NAD states it where operators read it.
@@ -101,8 +102,18 @@ class NetworkAttachment:
 
     @property
     def ipam_routes(self) -> list[dict[str, str]]:
-        """The routes as CNI routes (IPAM config and result): each via the VPC router."""
-        return [{"dst": destination, "gw": self.gateway} for destination in self.routes]
+        """The routes as CNI routes (IPAM config and result): each via the VPC router of its
+        family (an IPv6 destination, on a dual-stack network only, via the subnet's IPv6 one)."""
+        return [
+            {"dst": destination, "gw": self._router_for(destination)} for destination in self.routes
+        ]
+
+    def _router_for(self, destination: str) -> str:
+        if ":" not in destination:
+            return self.gateway
+        if self.ipv6 is None:
+            raise ValueError(f"{self.name}: the IPv6 route {destination} needs a dual-stack NAD")
+        return self.ipv6.gateway
 
     @property
     def subnet_cidr(self) -> str:

@@ -109,6 +109,10 @@ class PlannedRoute:
     target: RouteTarget
     target_id: str | None
 
+    @property
+    def is_ipv6(self) -> bool:
+        return ":" in self.destination
+
 
 @dataclass(frozen=True)
 class PlannedIpv6:

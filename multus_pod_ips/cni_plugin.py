@@ -42,6 +42,8 @@ the outgoing interface; the pod's only global IPv6 address on it).
 the network's routes beyond the VPC (the RAN, a data network). sbr moved them out of the main
 table with the rest; each goes back as `<dst> via <gw> dev <ifname> src <address>`, so the pod
 also initiates towards them over the Multus interface (the subnet's route makes gw on-link).
+An IPv6 entry (a dual-stack network's) has the subnet's IPv6 router as gw, needs
+"mainTableSubnetIpv6" and goes back without a preferred source, like its subnet.
 
 "podRoutedRanges" (optional, from the NAD): IPv4 ranges of the network that a pod answers for
 without holding them, such as a UPF's UE pool. A pod asks for some of them in its network
@@ -248,22 +250,22 @@ def _network(key: str, subnet: Any, version: int) -> ipaddress.IPv4Network | ipa
 
 def _main_table(config: dict[str, Any], addresses: list[str], ifname: str) -> list[list[str]]:
     """The routes to put into the pod's main table, every entry checked before any is set: each
-    family's subnet on the interface, then the routes beyond the VPC via the IPv4 subnet."""
-    routes: list[list[str]] = []
+    family's subnet on the interface, then that family's routes beyond the VPC."""
+    subnets: dict[int, tuple[Any, str]] = {}
     for key, version in MAIN_TABLE_SUBNET_KEYS:
-        if key not in config:
-            continue
-        network = _network(key, config[key], version)
-        source = _source(key, network, addresses, ifname)
-        if isinstance(network, ipaddress.IPv6Network):
+        if key in config:
+            network = _network(key, config[key], version)
+            subnets[version] = (network, _source(key, network, addresses, ifname))
+    beyond = _main_table_routes(config.get("mainTableRoutes", []), subnets)
+    routes: list[list[str]] = []
+    for version, (network, source) in subnets.items():
+        if version == 6:
             routes.append([str(network), "dev", ifname])
+            routes += [[dst, "via", gw, "dev", ifname] for dst, gw, v in beyond if v == 6]
             continue
         routes.append([str(network), "dev", ifname, "src", source, "scope", "link"])
         routes += [
-            [destination, "via", gateway, "dev", ifname, "src", source]
-            for destination, gateway in _main_table_routes(
-                config.get("mainTableRoutes", []), network
-            )
+            [dst, "via", gw, "dev", ifname, "src", source] for dst, gw, v in beyond if v == 4
         ]
     return routes
 
@@ -285,25 +287,36 @@ def _source(
     return source
 
 
-def _main_table_routes(routes: Any, subnet: ipaddress.IPv4Network) -> list[tuple[str, str]]:
-    """(destination, gateway) of each mainTableRoutes entry, checked before any is set."""
+def _main_table_routes(
+    routes: Any, subnets: dict[int, tuple[Any, str]]
+) -> list[tuple[str, str, int]]:
+    """(destination, gateway, IP version) of each mainTableRoutes entry, checked before any is
+    set: an IPv6 entry needs "mainTableSubnetIpv6", and each gateway is on its family's subnet."""
     if not isinstance(routes, list):
         raise CniError(INVALID_CONFIG, "mainTableRoutes must be a list of {dst, gw}")
-    checked: list[tuple[str, str]] = []
+    checked: list[tuple[str, str, int]] = []
     for route in routes:
         try:
-            destination = ipaddress.IPv4Network(route["dst"])
-            gateway = ipaddress.IPv4Address(route["gw"])
+            destination = ipaddress.ip_network(route["dst"])
+            gateway = ipaddress.ip_address(route["gw"])
         except (ValueError, TypeError, KeyError):
             raise CniError(
-                INVALID_CONFIG, f"mainTableRoutes entry {route!r} needs an IPv4 dst and gw"
+                INVALID_CONFIG, f"mainTableRoutes entry {route!r} needs a dst CIDR and a gw"
             ) from None
+        version = destination.version
+        if gateway.version != version or version not in subnets:
+            key = dict((v, k) for k, v in MAIN_TABLE_SUBNET_KEYS)[version]
+            raise CniError(
+                INVALID_CONFIG,
+                f"mainTableRoutes entry {route!r} needs an IPv{version} gw on {key}",
+            )
+        subnet = subnets[version][0]
         if gateway not in subnet:
             raise CniError(
                 INVALID_CONFIG,
-                f"mainTableRoutes gateway {gateway} is outside mainTableSubnet {subnet}",
+                f"mainTableRoutes gateway {gateway} is outside its subnet {subnet}",
             )
-        checked.append((str(destination), str(gateway)))
+        checked.append((str(destination), str(gateway), version))
     return checked
 
 

@@ -7,6 +7,7 @@ once an earlier construct is built, and return the typed props; ClusterStack onl
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from aws_cdk import aws_ec2 as ec2
@@ -350,7 +351,13 @@ def clear_taints_nodes(pool: NodePoolConfig, plan: NetworkPlan) -> ClearTaintsNo
     """What cleartaints waits for on a pool's nodes: the CNI binaries and files of the NADs of
     its networks, the node-local configs of its node_prefix networks (at its device indexes)
     and the pod IP agent when one of its networks runs it."""
-    nads = [network_attachment(row) for row in plan if not row.ip_management.node_local_config]
+    # Which plugins the chains call depends on neither their routes nor the IPv6 side (a
+    # deploy-time value that an IPv6 route's gateway needs): both are left out here.
+    nads = [
+        replace(network_attachment(row), routes=())
+        for row in plan
+        if not row.ip_management.node_local_config
+    ]
     node_prefix_files = [
         cni_config_file_name(index, card)
         for card, index in dict.fromkeys(

@@ -217,14 +217,23 @@ class NetworkStack(ConfiguredAzStack):
             row = attachment.plan
             for route in row.routes:
                 target_id = route.target_id or multus_vpc.nat_gateway_id(row.availability_zone)
-                ec2.CfnRoute(
+                destination = (
+                    {"destination_ipv6_cidr_block": route.destination}
+                    if route.is_ipv6
+                    else {"destination_cidr_block": route.destination}
+                )
+                cfn_route = ec2.CfnRoute(
                     self,
                     f"MultusRoute-{row.network}-{row.availability_zone}-"
-                    f"{route.destination.replace('/', '-')}",
+                    f"{route.destination.replace('/', '-').replace(':', '.')}",
                     route_table_id=attachment.subnet.route_table.route_table_id,
-                    destination_cidr_block=route.destination,
+                    **destination,
                     **{ROUTE_TARGET_PROPERTIES[route.target]: target_id},
                 )
+                if route.is_ipv6 and multus_vpc.ipv6_block is not None:
+                    # An IPv6 route needs the VPC's IPv6 block, which it names nowhere; and it
+                    # must go before the block on delete.
+                    cfn_route.node.add_dependency(multus_vpc.ipv6_block)
 
     def _outputs(self) -> None:
         CfnOutput(self, "VpcId", value=self.vpc.vpc_id)

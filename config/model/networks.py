@@ -404,7 +404,7 @@ class MultusNetworkConfig(StrictModel):
                 'checks"), so the range would not reach its pod; set source_dest_check false '
                 "or remove pod_routed_ranges"
             )
-        destinations = [net(route.destination) for route in self.routes]
+        destinations = [ipaddress.ip_network(route.destination) for route in self.routes]
         for index, cidr in enumerate(self.pod_routed_ranges):
             routed = net(cidr)
             for earlier in self.pod_routed_ranges[:index]:
@@ -435,6 +435,13 @@ class MultusNetworkConfig(StrictModel):
                             "IPv6, but the network has no IPv6 addresses; set this network's "
                             'ipv6 (for example "ipv6": {}) or give an IPv4 CIDR'
                         )
+            for position, route in enumerate(self.routes):
+                if route.is_ipv6:
+                    raise ValueError(
+                        f"routes[{position}].destination: {route.destination} is IPv6, but the "
+                        "network has no IPv6 addresses; set this network's ipv6 (for example "
+                        '"ipv6": true) or route an IPv4 CIDR'
+                    )
             return self
         if self.mode.node_local_config:
             raise ValueError(

@@ -4,6 +4,7 @@ exist outside the app before a route can be created."""
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 
 from config.model.base import net
@@ -45,8 +46,14 @@ def check_route_targets(
     for index, network in enumerate(networks):
         for position, route in enumerate(network.routes):
             path = route_path(index, network, position)
-            destination = net(route.destination)
-            local = [str(block) for block in vpc if block.overlaps(destination)]
+            # An IPv6 destination never overlaps the VPC's IPv4 blocks; the VPC's own IPv6
+            # block is Amazon's choice, known only at deploy time.
+            destination = ipaddress.ip_network(route.destination)
+            local = [
+                str(block)
+                for block in vpc
+                if isinstance(destination, ipaddress.IPv4Network) and block.overlaps(destination)
+            ]
             if local:
                 raise ValueError(
                     f"{path}.destination: {route.destination} overlaps the VPC CIDR "
@@ -108,7 +115,7 @@ def check_routes_of_each_pool(
                         (a, b)
                         for a in first.routes
                         for b in second.routes
-                        if net(a.destination).overlaps(net(b.destination))
+                        if _overlap(a.destination, b.destination)
                     ),
                     None,
                 )
@@ -122,3 +129,9 @@ def check_routes_of_each_pool(
                     "both would send part of the range over one interface and the rest over the "
                     "other: route the range on one of them, or attach them in different pools"
                 )
+
+
+def _overlap(first: str, second: str) -> bool:
+    """Whether two destinations share addresses (never across IPv4 and IPv6)."""
+    a, b = ipaddress.ip_network(first), ipaddress.ip_network(second)
+    return a.version == b.version and a.overlaps(b)

@@ -11,11 +11,12 @@ from pydantic import (
 
 from config import patterns
 from config.model.base import (
-    Cidr,
+    RuleCidr,
     StrictModel,
 )
 from config.model.security_groups import (
     ANYWHERE,
+    ANYWHERE_IPV6,
     ROUTE_TARGET_IDS,
 )
 from config.network_plan import RouteTarget
@@ -25,9 +26,10 @@ class MultusRouteConfig(StrictModel):
     """A destination outside the VPC (the RAN, a data network) that a Multus network's subnets
     route to one target, and its pods over their Multus interface (docs/network.md)."""
 
-    destination: Cidr = Field(
-        description="IPv4 CIDR outside the VPC, for example the RAN's gNB range (N3) or a data "
-        "network (N6); not 0.0.0.0/0 (the default route is nat_egress)."
+    destination: RuleCidr = Field(
+        description="CIDR outside the VPC, for example the RAN's gNB range (N3) or a data "
+        "network (N6); not 0.0.0.0/0 (the default route is nat_egress). An IPv6 CIDR needs a "
+        "dual-stack network (ipv6) and a transit gateway or network interface target."
     )
     transit_gateway_id: str | None = Field(
         default=None,
@@ -66,7 +68,33 @@ class MultusRouteConfig(StrictModel):
                 "the AZ's NAT gateway); routes name the ranges beyond the VPC, for example "
                 "10.200.0.0/16"
             )
+        if destination == ANYWHERE_IPV6:
+            raise ValueError(
+                f"{ANYWHERE_IPV6} is the default IPv6 route, which a dual-stack network's "
+                "nat_egress gives (to the VPC's egress-only internet gateway); routes name the "
+                "ranges beyond the VPC, for example 2001:db8:45::/48"
+            )
         return destination
+
+    @property
+    def is_ipv6(self) -> bool:
+        return ":" in self.destination
+
+    @model_validator(mode="after")
+    def _ipv6_target(self) -> MultusRouteConfig:
+        # AWS Site-to-Site VPN User Guide, "How AWS Site-to-Site VPN works": a virtual private
+        # gateway does not support IPv6 (a transit gateway's VPN attachment does); a NAT
+        # gateway translates IPv6 only as NAT64 (64:ff9b::/96 with DNS64), not a route to a
+        # network beyond the VPC.
+        if self.is_ipv6 and (self.vpn_gateway_id is not None or self.nat_gateway):
+            target = "vpn_gateway_id" if self.vpn_gateway_id is not None else "nat_gateway"
+            raise ValueError(
+                f"{target}: {self.destination} is IPv6, which a "
+                f"{'virtual private gateway' if target == 'vpn_gateway_id' else 'NAT gateway'} "
+                "does not carry; route IPv6 to a transit_gateway_id (its VPN attachment carries "
+                "IPv6) or a network_interface_id"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_target(self) -> MultusRouteConfig:

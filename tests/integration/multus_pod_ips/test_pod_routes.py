@@ -466,16 +466,19 @@ SUBNET_IPV6, POD_IPV6, OTHER_MULTUS_POD_IPV6 = (
     "2600:1f14:0:4::1:20",
     "2600:1f14:0:4::1:50",
 )
+# The network's IPv6 route beyond the VPC, via the subnet's VPC router (its first address).
+IPV6_ROUTE = {"dst": "2001:db8:45::/48", "gw": "2600:1f14:0:4::1"}
 
 
-def test_a_dual_stack_pods_ipv6_subnet_is_on_net1_in_the_main_table_without_a_source(
+def test_a_dual_stack_pods_ipv6_subnet_and_route_are_on_net1_in_the_main_table_without_a_source(
     namespaces: Namespaces, tmp_path: Path
 ) -> None:
     """sbr moves IPv6 routes as it moves IPv4 ones (containernetworking/plugins
     plugins/meta/sbr/main.go, doRoutes: netlink.FAMILY_ALL). The route carries no source:
     the kernel refuses one that is still tentative (duplicate address detection: here the
     address is added as ipvlan's IPAM adds it, DAD running), and RFC 6724's rule 5 picks net1's
-    address for an unbound socket."""
+    address for an unbound socket. The network's IPv6 route beyond the VPC goes back the same
+    way, via the subnet's IPv6 router."""
     vpc_cni_eth0(namespaces)
     veth(namespaces.pod, "net1", namespaces.subnet, "lan0")
     ip("-n", namespaces.pod, "addr", "add", f"{POD_ADDRESS}/24", "dev", "net1")
@@ -506,7 +509,9 @@ def test_a_dual_stack_pods_ipv6_subnet_is_on_net1_in_the_main_table_without_a_so
     }
     agent = StandInAgent(tmp_path / "agent.sock")
     try:
-        chain.add(network, [*others, {**pod_ip, "mainTableSubnetIpv6": SUBNET_IPV6}], previous)
+        routes = [*pod_ip.get("mainTableRoutes", []), IPV6_ROUTE]
+        dual_stack = {**pod_ip, "mainTableSubnetIpv6": SUBNET_IPV6, "mainTableRoutes": routes}
+        chain.add(network, [*others, dual_stack], previous)
     finally:
         agent.close()
 
@@ -514,8 +519,10 @@ def test_a_dual_stack_pods_ipv6_subnet_is_on_net1_in_the_main_table_without_a_so
     main_table = json.loads(
         ip("-n", namespaces.pod, "-j", "-6", "route", "show", "table", "main", "dev", "net1").stdout
     )
-    assert [(r["dst"], r.get("prefsrc")) for r in main_table if r["dst"] != "fe80::/64"] == [
-        (SUBNET_IPV6, None)
-    ]
+    assert {
+        (r["dst"], r.get("gateway"), r.get("prefsrc"))
+        for r in main_table
+        if r["dst"] != "fe80::/64"
+    } == {(SUBNET_IPV6, None, None), (IPV6_ROUTE["dst"], IPV6_ROUTE["gw"], None)}
     unbound = route_get(namespaces, OTHER_MULTUS_POD_IPV6)
     assert "dev net1" in unbound, unbound

@@ -1451,7 +1451,15 @@ def routes(*route: dict[str, Any], **first: Any) -> dict[str, Any]:
     return config({"multus": {"networks": networks(routes=list(route), **first)}})
 
 
+def dual_stack_routes(*route: dict[str, Any]) -> dict[str, Any]:
+    """A config whose first Multus network is dual-stack and routes `route`."""
+    return config(
+        {"vpc": {"ipv6": True}, "multus": {"networks": networks(routes=list(route), ipv6=True)}}
+    )
+
+
 TGW = "tgw-0123456789abcdef0"
+VGW = "vgw-0123456789abcdef0"
 ROUTE = "multus.networks[0].routes[0]"
 # Issue #26: multus.networks[].routes (EC2 CreateRoute: one destination, exactly one target;
 # EC2 resource IDs: the type's prefix and 8 or 17 hex digits).
@@ -1463,10 +1471,58 @@ ROUTES = [
         (f"{ROUTE}.destination", "is not an IPv4 CIDR block", "for example 10.0.4.0/24"),
     ),
     BadInput(
-        "route-destination-ipv6",
+        "route-destination-ipv6-on-an-ipv4-network",
         "routes",
         routes({"destination": "2001:db8::/32", "transit_gateway_id": TGW}),
-        (f"{ROUTE}.destination", "is not an IPv4 CIDR block"),
+        (
+            "multus.networks[0]",
+            "routes[0].destination: 2001:db8::/32 is IPv6, but the network has no IPv6",
+            '"ipv6": true',
+        ),
+    ),
+    BadInput(
+        "route-ipv6-destination-to-a-vpn-gateway",
+        "routes",
+        dual_stack_routes({"destination": "2001:db8::/32", "vpn_gateway_id": VGW}),
+        (ROUTE, "vpn_gateway_id: 2001:db8::/32 is IPv6", "route IPv6 to a transit_gateway_id"),
+    ),
+    BadInput(
+        "route-ipv6-destination-to-the-nat-gateway",
+        "routes",
+        dual_stack_routes({"destination": "2001:db8::/32", "nat_gateway": True}),
+        (ROUTE, "nat_gateway: 2001:db8::/32 is IPv6", "or a network_interface_id"),
+    ),
+    BadInput(
+        "route-destination-is-the-default-ipv6-route",
+        "routes",
+        dual_stack_routes({"destination": "::/0", "transit_gateway_id": TGW}),
+        (f"{ROUTE}.destination", "is the default IPv6 route", "egress-only internet gateway"),
+    ),
+    BadInput(
+        "overlapping-ipv6-routes-in-one-pool",
+        "routes",
+        config(
+            {
+                "vpc": {"ipv6": True},
+                "multus": {
+                    "networks": [
+                        {
+                            **network,
+                            "ipv6": True,
+                            "routes": [{"destination": cidr, "transit_gateway_id": TGW}],
+                        }
+                        for network, cidr in zip(
+                            networks(), ("2001:db8::/32", "2001:db8:45::/48"), strict=True
+                        )
+                    ]
+                },
+            }
+        ),
+        (
+            "node_pools[0] (multus)",
+            "the overlapping 2001:db8::/32 and 2001:db8:45::/48",
+            "route the range on one of them",
+        ),
     ),
     BadInput(
         "route-destination-with-host-bits",

@@ -472,13 +472,25 @@ def test_a_netns_path_that_is_no_network_namespace_fails_the_add(
 @pytest.mark.parametrize(
     ("routes", "reason"),
     [
-        ([{"dst": "10.200.0.0/16", "gw": "10.0.5.1"}], "outside mainTableSubnet 10.0.4.0/24"),
-        ([{"dst": "10.200.0.0/33", "gw": "10.0.4.1"}], "needs an IPv4 dst and gw"),
-        ([{"dst": "10.200.0.0/16"}], "needs an IPv4 dst and gw"),
-        (["10.200.0.0/16"], "needs an IPv4 dst and gw"),
+        ([{"dst": "10.200.0.0/16", "gw": "10.0.5.1"}], "outside its subnet 10.0.4.0/24"),
+        ([{"dst": "10.200.0.0/33", "gw": "10.0.4.1"}], "needs a dst CIDR and a gw"),
+        ([{"dst": "10.200.0.0/16"}], "needs a dst CIDR and a gw"),
+        (["10.200.0.0/16"], "needs a dst CIDR and a gw"),
         ({"dst": "10.200.0.0/16", "gw": "10.0.4.1"}, "must be a list"),
+        # An IPv6 route on a network without mainTableSubnetIpv6 (not dual-stack), and a
+        # gateway of the other family: neither is set.
+        ([{"dst": "2001:db8:45::/48", "gw": "2600:1f14::1"}], "IPv6 gw on mainTableSubnetIpv6"),
+        ([{"dst": "10.200.0.0/16", "gw": "2600:1f14::1"}], "IPv4 gw on mainTableSubnet"),
     ],
-    ids=["gateway-off-the-subnet", "bad-destination", "no-gateway", "not-an-object", "not-a-list"],
+    ids=[
+        "gateway-off-the-subnet",
+        "bad-destination",
+        "no-gateway",
+        "not-an-object",
+        "not-a-list",
+        "ipv6-without-its-subnet",
+        "gateway-of-the-other-family",
+    ],
 )
 def test_bad_main_table_routes_fail_before_any_route_or_agent_call(
     agent: StandInAgent, tmp_path: Path, routes: Any, reason: str

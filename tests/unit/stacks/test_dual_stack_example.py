@@ -122,7 +122,7 @@ def test_ipv6_egress_leaves_only_dual_stack_subnets_through_the_egress_only_gate
     ipv6_routes = [
         r["Properties"]
         for r in resources(network, "AWS::EC2::Route").values()
-        if "DestinationIpv6CidrBlock" in r["Properties"]
+        if r["Properties"].get("DestinationIpv6CidrBlock") == "::/0"
     ]
     associations = {
         r["Properties"]["SubnetId"]["Ref"]: r["Properties"]["RouteTableId"]
@@ -134,8 +134,35 @@ def test_ipv6_egress_leaves_only_dual_stack_subnets_through_the_egress_only_gate
         json.dumps(table) for table in expected_tables
     )
     for route in ipv6_routes:
-        assert route["DestinationIpv6CidrBlock"] == "::/0"
         assert route["EgressOnlyInternetGatewayId"] == {"Ref": gateway}
+
+
+def test_each_dual_stack_subnet_routes_the_ipv6_destination_to_its_target_after_the_block(
+    network: dict[str, Any],
+) -> None:
+    """multus2's route to 2001:db8:45::/48: AWS::EC2::Route takes an IPv6 destination as
+    DestinationIpv6CidrBlock (CloudFormation template reference; DestinationCidrBlock is IPv4
+    only), here to the appliance's NetworkInterfaceId, in each of its subnets' route tables;
+    EC2 routes IPv6 only in a VPC with an IPv6 block, so each route depends on the block
+    (and goes before it on delete)."""
+    block = only_logical_id(network, "AWS::EC2::VPCCidrBlock")
+    associations = {
+        r["Properties"]["SubnetId"]["Ref"]: r["Properties"]["RouteTableId"]
+        for r in resources(network, "AWS::EC2::SubnetRouteTableAssociation").values()
+    }
+    subnets = by_cidr(network, "AWS::EC2::Subnet")
+    routes = {
+        json.dumps(r["Properties"]["RouteTableId"]): r
+        for r in resources(network, "AWS::EC2::Route").values()
+        if r["Properties"].get("DestinationIpv6CidrBlock") == "2001:db8:45::/48"
+    }
+    assert sorted(routes) == sorted(
+        json.dumps(associations[subnets[cidr][0]]) for cidr, _ in DUAL_STACK_SUBNETS.values()
+    )
+    for route in routes.values():
+        assert "DestinationCidrBlock" not in route["Properties"]
+        assert route["Properties"]["NetworkInterfaceId"] == "eni-0123456789abcdef0"
+        assert block in route["DependsOn"]
 
 
 def security_group(template: dict[str, Any], name: str) -> tuple[str, dict[str, Any]]:
@@ -250,11 +277,16 @@ def test_dual_stack_nads_carry_both_families_from_deploy_time_values(
         assert output_value(network, last) == {"Fn::GetAtt": [reservation, "LastAddress"]}
         subnet_64 = pod_ip["mainTableSubnetIpv6"]
         assert output_value(network, subnet_64) == {"Fn::GetAtt": [reservation, "SubnetCidr"]}
-        ipv4_route, ipv6_route = ipam["routes"]
+        ipv4_route, ipv6_route, beyond = ipam["routes"]
         assert ipv4_route == {"dst": "0.0.0.0/0", "gw": f"{cidr[:-5]}.1"}
         assert ipv6_route["dst"] == "::/0"
         router = {"Fn::GetAtt": [reservation, "RouterAddress"]}
         assert output_value(network, ipv6_route["gw"]) == router
+        # The network's IPv6 route beyond the VPC, via the same IPv6 router, also in the pod's
+        # main table (multus-pod-ip's mainTableRoutes; sbr moved it out with the rest).
+        assert beyond["dst"] == "2001:db8:45::/48"
+        assert output_value(network, beyond["gw"]) == router
+        assert pod_ip["mainTableRoutes"] == [beyond]
         assert sbr == {"type": "sbr"}
         assert pod_ip["mainTableSubnet"] == cidr
 
