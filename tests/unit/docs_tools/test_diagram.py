@@ -3,6 +3,7 @@ element of a config (pool, attachment, route, security group rule, fixed range) 
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from functools import cache
 from pathlib import Path
@@ -225,7 +226,8 @@ def group_lines(svg: str) -> dict[str, list[str]]:
 
 
 def words(line: str) -> list[str]:
-    return line.replace(",", " ").replace(":", " ").split()
+    # A colon ends a label ("ports: 2152"); inside a word it is IPv6's (2001:db8::/32).
+    return re.sub(r":(\s|$)", " ", line.replace(",", " ")).split()
 
 
 def has_line(lines: list[str], *expected: str) -> bool:
