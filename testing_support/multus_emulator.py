@@ -34,7 +34,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from email.message import Message
 from functools import cache
@@ -222,7 +222,7 @@ class Ec2Proxy:
     """Checking, recording, latency-adding, fault-injecting proxy in front of moto_server."""
 
     def __init__(
-        self, upstream_port: int, prefixes: Ipv4PrefixDelegation, host: str = "127.0.0.1"
+        self, upstream: tuple[str, int], prefixes: Ipv4PrefixDelegation, host: str = "127.0.0.1"
     ) -> None:
         self.latency_seconds = 0.0
         self.prefixes = prefixes
@@ -241,7 +241,9 @@ class Ec2Proxy:
         #: or Assign/UnassignIpv6Addresses that EC2 carried out (FakeImds.addresses_changed:
         #: IMDS shows it after its lag).
         self.on_addresses_changed: Callable[[str, str, list[str]], None] | None = None
-        self._upstream_port = upstream_port
+        #: Called with the ENI ID of an AttachNetworkInterface that EC2 carried out.
+        self.on_attached: Callable[[str], None] | None = None
+        self._upstream = upstream  # moto_server's (host, port)
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
         self._remaining: list[int] = []  # how often each fault still fires
@@ -341,6 +343,8 @@ class Ec2Proxy:
                     proxy.on_addresses_changed(
                         action, params.get("NetworkInterfaceId", ""), addresses
                     )
+                if action == "AttachNetworkInterface" and proxy.on_attached:
+                    proxy.on_attached(params.get("NetworkInterfaceId", ""))
                 if action == "TerminateInstances" and proxy.on_terminated:
                     proxy.on_terminated(
                         [value for name, value in params.items() if name.startswith("InstanceId.")]
@@ -374,7 +378,7 @@ class Ec2Proxy:
                 )
 
             def _forward(self, body: bytes) -> tuple[int, bytes]:
-                upstream = HTTPConnection("127.0.0.1", proxy._upstream_port, timeout=30)
+                upstream = HTTPConnection(*proxy._upstream, timeout=30)
                 try:
                     # The body may have been rewritten; http.client sets its length.
                     headers = {
@@ -1058,40 +1062,51 @@ class Ec2Emulator:
 
 
 @contextmanager
-def running_emulator(host: str = "127.0.0.1") -> Iterator[Ec2Emulator]:
-    """Starts moto_server, the proxy and the fake IMDS; stops them on exit. The proxy and the
-    fake IMDS listen on `host` (the data-plane tier's nodes reach them over their eth0);
-    moto_server, which only the proxy talks to, on 127.0.0.1."""
+def running_moto_server() -> Iterator[int]:
+    """Starts moto_server on 127.0.0.1 and yields its port once it answers; stops it on exit."""
     port = free_port()
     moto = subprocess.Popen(
         [str(_VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    proxy = imds = None
     try:
         _wait_until_serving(f"http://127.0.0.1:{port}/moto-api/", moto)
-        ec2 = boto3.client(
-            "ec2", endpoint_url=f"http://127.0.0.1:{port}", region_name=REGION, **DUMMY_CREDENTIALS
-        )
-        prefixes = Ipv4PrefixDelegation(ec2)
-        proxy = Ec2Proxy(port, prefixes, host)
-        imds = FakeImds(ec2, prefixes, host)
-        with tempfile.TemporaryDirectory(prefix="multus-emulator-") as work_dir:
-            emulator = Ec2Emulator(ec2=ec2, proxy=proxy, imds=imds, work_dir=Path(work_dir))
-            proxy.on_terminated = emulator.terminated
-            proxy.on_addresses_changed = imds.addresses_changed
-            yield emulator
+        yield port
     finally:
-        for server in (proxy, imds):
-            if server:
-                server.close()
         moto.terminate()
         try:
             moto.wait(timeout=10)
         except subprocess.TimeoutExpired:  # seen on a loaded machine: its werkzeug threads
             moto.kill()  # may hold it past SIGTERM; nothing of it is read after the tests
             moto.wait(timeout=10)
+
+
+@contextmanager
+def running_emulator(
+    host: str = "127.0.0.1", moto_at: tuple[str, int] | None = None
+) -> Iterator[Ec2Emulator]:
+    """Starts moto_server, the proxy and the fake IMDS; stops them on exit. The proxy and the
+    fake IMDS listen on `host` (the data-plane tier's nodes reach them over their eth0);
+    moto_server, which only the proxy and the emulator's client talk to, on 127.0.0.1, unless
+    `moto_at` names a fresh one already running elsewhere (the data-plane tier runs it on the
+    host, outside the VM's emulated CPU: it is the emulator's costliest part)."""
+    with ExitStack() as stack:
+        if moto_at is None:
+            moto_at = ("127.0.0.1", stack.enter_context(running_moto_server()))
+        moto_host, moto_port = moto_at
+        ec2 = boto3.client(
+            "ec2", endpoint_url=f"http://{moto_host}:{moto_port}", region_name=REGION,
+            **DUMMY_CREDENTIALS,
+        )  # fmt: skip
+        prefixes = Ipv4PrefixDelegation(ec2)
+        proxy = stack.enter_context(closing(Ec2Proxy(moto_at, prefixes, host)))
+        imds = stack.enter_context(closing(FakeImds(ec2, prefixes, host)))
+        work_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="multus-emulator-"))
+        emulator = Ec2Emulator(ec2=ec2, proxy=proxy, imds=imds, work_dir=Path(work_dir))
+        proxy.on_terminated = emulator.terminated
+        proxy.on_addresses_changed = imds.addresses_changed
+        yield emulator
 
 
 def _wait_until_serving(url: str, process: subprocess.Popen[bytes]) -> None:

@@ -20,12 +20,16 @@ import pytest
 from config.network_plan import network_attachment_name
 from testing_support.kernel_pods import PodNamespace
 from testing_support.kernel_vpc import SERVICES_HOST, ip
-from testing_support.multus_node import ApiForwarder, BoxAccess, MultusNode, kubeconfig
+from testing_support.multus_node import (
+    ApiForwarder,
+    BoxAccess,
+    MultusNode,
+    kubeconfig,
+    stop_nodes,
+)
 from testing_support.vpc_cni_stand_in import PLAN_DIR
-from tests.dataplane.fixtures import AZ, NETWORK, NODES, DataPlane
+from tests.dataplane.fixtures import AZ, HOST, NETWORK, NODES, DataPlane
 
-#: The host, as the VM's host link shows it (testing_support/kernel_vm/README.md).
-HOST = "203.0.113.2"
 NAMESPACE = "default"
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status"
@@ -239,8 +243,7 @@ def cluster(data_plane: DataPlane) -> Iterator[Cluster]:
     finally:
         for pod in cluster.pods:
             pod.remove()
-        for node in cluster.nodes.values():
-            node.stop()
+        stop_nodes(cluster.nodes.values())
         forwarder.close()
 
 
