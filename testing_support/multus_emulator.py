@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from email.message import Message
-from functools import cache
+from functools import cache, partial
 from http.client import HTTPConnection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -49,7 +49,7 @@ import botocore.session
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
-from botocore.model import ServiceModel, Shape
+from botocore.model import OperationModel, ServiceModel, Shape
 
 from config.network_plan import NetworkPlan
 from config.node_bootstrap_plan import (
@@ -100,6 +100,8 @@ def free_port() -> int:
 
 
 DROP_CONNECTION = 0
+#: EC2 actions that change nothing.
+READ_ACTION_PREFIXES = ("Describe", "Get")
 #: The address actions and the query parameter prefix of their addresses (IPv4, IPv6).
 _ADDRESS_ACTIONS = {
     "AssignPrivateIpAddresses": "PrivateIpAddress.",
@@ -243,6 +245,8 @@ class Ec2Proxy:
         self.on_addresses_changed: Callable[[str, str, list[str]], None] | None = None
         #: Called with the ENI ID of an AttachNetworkInterface that EC2 carried out.
         self.on_attached: Callable[[str], None] | None = None
+        #: Called after each request that may have changed EC2's state (FakeImds.ec2_changed).
+        self.on_change: Callable[[], None] | None = None
         self._upstream = upstream  # moto_server's (host, port)
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
@@ -317,6 +321,8 @@ class Ec2Proxy:
                 else:
                     status, payload = self._act(action, params, body)
                 proxy._record(RecordedCall(action, params, status, received_at, observed))
+                if proxy.on_change and not action.startswith(READ_ACTION_PREFIXES):
+                    proxy.on_change()
                 if status == DROP_CONNECTION:
                     self.close_connection = True
                     return
@@ -517,6 +523,12 @@ class FakeImds:
         self._lock = threading.Lock()
         self._address_changes: list[_AddressChange] = []
         self._prefixes = prefixes
+        #: EC2 changes so far (`ec2_changed`), and each instance's ENIs by MAC as moto listed
+        #: them at a count: moto is asked again only after a change. (It was asked at every
+        #: read; in the data-plane tier's VM the pod IP agents' reads then took a fifth of the
+        #: emulated CPU.)
+        self._ec2_changes = 0
+        self._enis: dict[str, tuple[int, dict[str, dict[str, Any]]]] = {}
         self._server = ThreadingHTTPServer((host, 0), self._handler_class())
         self.url = f"http://{host}:{self._server.server_address[1]}"
         threading.Thread(
@@ -529,6 +541,29 @@ class FakeImds:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def ec2_changed(self) -> None:
+        """Told of each EC2 request that may have changed its state, once EC2 carried it out
+        (by the proxy, and by the emulator's own client: running_emulator)."""
+        with self._lock:
+            self._ec2_changes += 1
+
+    def _enis_by_mac(self, instance_id: str) -> dict[str, dict[str, Any]]:
+        """The instance's attached ENIs by MAC, as moto shows them since the last change."""
+        with self._lock:
+            changes = self._ec2_changes
+            cached = self._enis.get(instance_id)
+        if cached is not None and cached[0] == changes:
+            return cached[1]
+        enis = {
+            eni["MacAddress"]: eni
+            for eni in self._ec2.describe_network_interfaces(
+                Filters=[{"Name": "attachment.instance-id", "Values": [instance_id]}]
+            )["NetworkInterfaces"]
+        }
+        with self._lock:  # under the count read before asking: a change meanwhile voids it
+            self._enis[instance_id] = (changes, enis)
+        return enis
 
     def _credentials_missing(self) -> bool:
         with self._lock:
@@ -581,12 +616,7 @@ class FakeImds:
             if path == "instance-type":
                 return str(instance["InstanceType"])
             return str(instance["Placement"]["AvailabilityZone"])
-        enis = {
-            eni["MacAddress"]: eni
-            for eni in self._ec2.describe_network_interfaces(
-                Filters=[{"Name": "attachment.instance-id", "Values": [instance_id]}]
-            )["NetworkInterfaces"]
-        }
+        enis = self._enis_by_mac(instance_id)
         prefix = "network/interfaces/macs/"
         if path == prefix:
             return "".join(f"{mac}/\n" for mac in enis)
@@ -1106,7 +1136,15 @@ def running_emulator(
         emulator = Ec2Emulator(ec2=ec2, proxy=proxy, imds=imds, work_dir=Path(work_dir))
         proxy.on_terminated = emulator.terminated
         proxy.on_addresses_changed = imds.addresses_changed
+        proxy.on_change = imds.ec2_changed
+        ec2.meta.events.register("after-call.ec2", partial(_report_change, imds))
         yield emulator
+
+
+def _report_change(imds: FakeImds, model: OperationModel, **_: Any) -> None:
+    """A botocore after-call handler: tells the fake IMDS of a call that may change EC2."""
+    if not model.name.startswith(READ_ACTION_PREFIXES):
+        imds.ec2_changed()
 
 
 def _wait_until_serving(url: str, process: subprocess.Popen[bytes]) -> None:

@@ -296,9 +296,11 @@ def _program(arguments: list[bytes]) -> str:
         return "kernel threads"
     name = Path(words[0]).name
     if name.startswith("python"):
-        rest = [w for w in words[1:] if not w.startswith("-") or w == "-m"]
+        rest = [w for w in words[1:] if not w.startswith("-") or w in ("-m", "-c")]
         if rest[:1] == ["-m"] and len(rest) > 1:
             return f"python -m {rest[1]}"
+        if rest[:1] == ["-c"]:
+            return "python -c"
         return f"python {Path(rest[0]).name}" if rest else name
     return name
 
