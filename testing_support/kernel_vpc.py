@@ -6,8 +6,9 @@ Run as root in a kernel with ipvlan (testing_support/kernel_vm/run boots one). L
   subnets), the VPC router at each subnet's gateway address on the bridge device (with the
   subnet's `router_mac`), and the fabric's nftables bridge table (testing_support/vpc_fabric.py)
   generated from the emulator's ENI state by `sync`;
-- the root namespace: the emulator (moto_server, the proxy, the fake IMDS) at SERVICES_HOST,
-  reached from the VPC router over a veth, as a node reaches the EC2 endpoint and IMDS;
+- the root namespace: the emulator (the proxy and the fake IMDS; moto_server too, unless the
+  host runs it) at SERVICES_HOST, reached from the VPC router over a veth, as a node reaches
+  the EC2 endpoint and IMDS;
 - one namespace per node: eth0 is a veth with its primary ENI's MAC and address on the node
   subnet's bridge; each Multus ENI the bootstrap attaches appears as a veth on its subnet's
   bridge, named and sized by the .link file the bootstrap wrote (`EniHotplug` plays the kernel
