@@ -6,8 +6,9 @@ Run as root in a kernel with ipvlan (testing_support/kernel_vm/run boots one). L
   subnets), the VPC router at each subnet's gateway address on the bridge device (with the
   subnet's `router_mac`), and the fabric's nftables bridge table (testing_support/vpc_fabric.py)
   generated from the emulator's ENI state by `sync`;
-- the root namespace: the emulator (moto_server, the proxy, the fake IMDS) at SERVICES_HOST,
-  reached from the VPC router over a veth, as a node reaches the EC2 endpoint and IMDS;
+- the root namespace: the emulator (the proxy and the fake IMDS; moto_server too, unless the
+  host runs it) at SERVICES_HOST, reached from the VPC router over a veth, as a node reaches
+  the EC2 endpoint and IMDS;
 - one namespace per node: eth0 is a veth with its primary ENI's MAC and address on the node
   subnet's bridge; each Multus ENI the bootstrap attaches appears as a veth on its subnet's
   bridge, named and sized by the .link file the bootstrap wrote (`EniHotplug` plays the kernel
@@ -246,27 +247,40 @@ class KernelVpc:
 
 
 class EniHotplug:
-    """Plugs attached ENIs into their nodes while the bootstraps run (a polling thread)."""
+    """Plugs attached ENIs into their nodes while the bootstraps run: a thread that looks at
+    the nodes' attachments each time EC2 (the emulator's proxy) carried out an attach, as the
+    kernel sees a NIC arrive when EC2 attaches it. (It polled every 0.1 s before: under the
+    VM's emulated CPU, those DescribeNetworkInterfaces calls took CPU from the bootstraps.)"""
 
-    def __init__(self, vpc: KernelVpc, interval: float = 0.1) -> None:
+    def __init__(self, vpc: KernelVpc) -> None:
         self._vpc = vpc
-        self._interval = interval
-        self._stop = threading.Event()
+        self._stop = False
+        self._attached = threading.Event()
         self.error: Exception | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> EniHotplug:
+        self._vpc.emulator.proxy.on_attached = self._on_attached
         self._thread.start()
         return self
 
     def __exit__(self, *_: object) -> None:
-        self._stop.set()
+        self._vpc.emulator.proxy.on_attached = None
+        self._stop = True
+        self._attached.set()
         self._thread.join(timeout=10)
         if self.error is not None:
             raise RuntimeError(f"ENI hotplug failed: {self.error}") from self.error
 
+    def _on_attached(self, _eni_id: str) -> None:
+        self._attached.set()
+
     def _run(self) -> None:
-        while not self._stop.wait(self._interval):
+        while True:
+            self._attached.wait()
+            if self._stop:
+                return
+            self._attached.clear()
             try:
                 self._vpc.plug_attached_enis()
             except Exception as error:  # reported on exit: the bootstrap then times out

@@ -34,10 +34,10 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from email.message import Message
-from functools import cache
+from functools import cache, partial
 from http.client import HTTPConnection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -49,7 +49,7 @@ import botocore.session
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
-from botocore.model import ServiceModel, Shape
+from botocore.model import OperationModel, ServiceModel, Shape
 
 from config.network_plan import NetworkPlan
 from config.node_bootstrap_plan import (
@@ -101,6 +101,8 @@ def free_port() -> int:
 
 
 DROP_CONNECTION = 0
+#: EC2 actions that change nothing.
+READ_ACTION_PREFIXES = ("Describe", "Get")
 #: The address actions and the query parameter prefix of their addresses (IPv4, IPv6).
 _ADDRESS_ACTIONS = {
     "AssignPrivateIpAddresses": "PrivateIpAddress.",
@@ -223,7 +225,7 @@ class Ec2Proxy:
     """Checking, recording, latency-adding, fault-injecting proxy in front of moto_server."""
 
     def __init__(
-        self, upstream_port: int, prefixes: Ipv4PrefixDelegation, host: str = "127.0.0.1"
+        self, upstream: tuple[str, int], prefixes: Ipv4PrefixDelegation, host: str = "127.0.0.1"
     ) -> None:
         self.latency_seconds = 0.0
         self.prefixes = prefixes
@@ -242,7 +244,11 @@ class Ec2Proxy:
         #: or Assign/UnassignIpv6Addresses that EC2 carried out (FakeImds.addresses_changed:
         #: IMDS shows it after its lag).
         self.on_addresses_changed: Callable[[str, str, list[str]], None] | None = None
-        self._upstream_port = upstream_port
+        #: Called with the ENI ID of an AttachNetworkInterface that EC2 carried out.
+        self.on_attached: Callable[[str], None] | None = None
+        #: Called after each request that may have changed EC2's state (FakeImds.ec2_changed).
+        self.on_change: Callable[[], None] | None = None
+        self._upstream = upstream  # moto_server's (host, port)
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
         self._remaining: list[int] = []  # how often each fault still fires
@@ -316,6 +322,8 @@ class Ec2Proxy:
                 else:
                     status, payload = self._act(action, params, body)
                 proxy._record(RecordedCall(action, params, status, received_at, observed))
+                if proxy.on_change and not action.startswith(READ_ACTION_PREFIXES):
+                    proxy.on_change()
                 if status == DROP_CONNECTION:
                     self.close_connection = True
                     return
@@ -346,6 +354,8 @@ class Ec2Proxy:
                     proxy.on_addresses_changed(
                         action, params.get("NetworkInterfaceId", ""), addresses
                     )
+                if action == "AttachNetworkInterface" and proxy.on_attached:
+                    proxy.on_attached(params.get("NetworkInterfaceId", ""))
                 if action == "TerminateInstances" and proxy.on_terminated:
                     proxy.on_terminated(
                         [value for name, value in params.items() if name.startswith("InstanceId.")]
@@ -379,7 +389,7 @@ class Ec2Proxy:
                 )
 
             def _forward(self, body: bytes) -> tuple[int, bytes]:
-                upstream = HTTPConnection("127.0.0.1", proxy._upstream_port, timeout=30)
+                upstream = HTTPConnection(*proxy._upstream, timeout=30)
                 try:
                     # The body may have been rewritten; http.client sets its length.
                     headers = {
@@ -518,6 +528,12 @@ class FakeImds:
         self._lock = threading.Lock()
         self._address_changes: list[_AddressChange] = []
         self._prefixes = prefixes
+        #: EC2 changes so far (`ec2_changed`), and each instance's ENIs by MAC as moto listed
+        #: them at a count: moto is asked again only after a change. (It was asked at every
+        #: read; in the data-plane tier's VM the pod IP agents' reads then took a fifth of the
+        #: emulated CPU.)
+        self._ec2_changes = 0
+        self._enis: dict[str, tuple[int, dict[str, dict[str, Any]]]] = {}
         self._server = ThreadingHTTPServer((host, 0), self._handler_class())
         self.url = f"http://{host}:{self._server.server_address[1]}"
         threading.Thread(
@@ -530,6 +546,29 @@ class FakeImds:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def ec2_changed(self) -> None:
+        """Told of each EC2 request that may have changed its state, once EC2 carried it out
+        (by the proxy, and by the emulator's own client: running_emulator)."""
+        with self._lock:
+            self._ec2_changes += 1
+
+    def _enis_by_mac(self, instance_id: str) -> dict[str, dict[str, Any]]:
+        """The instance's attached ENIs by MAC, as moto shows them since the last change."""
+        with self._lock:
+            changes = self._ec2_changes
+            cached = self._enis.get(instance_id)
+        if cached is not None and cached[0] == changes:
+            return cached[1]
+        enis = {
+            eni["MacAddress"]: eni
+            for eni in self._ec2.describe_network_interfaces(
+                Filters=[{"Name": "attachment.instance-id", "Values": [instance_id]}]
+            )["NetworkInterfaces"]
+        }
+        with self._lock:  # under the count read before asking: a change meanwhile voids it
+            self._enis[instance_id] = (changes, enis)
+        return enis
 
     def _credentials_missing(self) -> bool:
         with self._lock:
@@ -581,12 +620,7 @@ class FakeImds:
                 return self._instance_type(instance_id)
             reservations = self._ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
             return str(reservations[0]["Instances"][0]["Placement"]["AvailabilityZone"])
-        enis = {
-            eni["MacAddress"]: eni
-            for eni in self._ec2.describe_network_interfaces(
-                Filters=[{"Name": "attachment.instance-id", "Values": [instance_id]}]
-            )["NetworkInterfaces"]
-        }
+        enis = self._enis_by_mac(instance_id)
         prefix = "network/interfaces/macs/"
         if path == prefix:
             return "".join(f"{mac}/\n" for mac in enis)
@@ -1069,40 +1103,59 @@ class Ec2Emulator:
 
 
 @contextmanager
-def running_emulator(host: str = "127.0.0.1") -> Iterator[Ec2Emulator]:
-    """Starts moto_server, the proxy and the fake IMDS; stops them on exit. The proxy and the
-    fake IMDS listen on `host` (the data-plane tier's nodes reach them over their eth0);
-    moto_server, which only the proxy talks to, on 127.0.0.1."""
+def running_moto_server() -> Iterator[int]:
+    """Starts moto_server on 127.0.0.1 and yields its port once it answers; stops it on exit."""
     port = free_port()
     moto = subprocess.Popen(
         [str(_VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    proxy = imds = None
     try:
         _wait_until_serving(f"http://127.0.0.1:{port}/moto-api/", moto)
-        ec2 = boto3.client(
-            "ec2", endpoint_url=f"http://127.0.0.1:{port}", region_name=REGION, **DUMMY_CREDENTIALS
-        )
-        prefixes = Ipv4PrefixDelegation(ec2)
-        proxy = Ec2Proxy(port, prefixes, host)
-        imds = FakeImds(ec2, prefixes, host)
-        with tempfile.TemporaryDirectory(prefix="multus-emulator-") as work_dir:
-            emulator = Ec2Emulator(ec2=ec2, proxy=proxy, imds=imds, work_dir=Path(work_dir))
-            proxy.on_terminated = emulator.terminated
-            proxy.on_addresses_changed = imds.addresses_changed
-            yield emulator
+        yield port
     finally:
-        for server in (proxy, imds):
-            if server:
-                server.close()
         moto.terminate()
         try:
             moto.wait(timeout=10)
         except subprocess.TimeoutExpired:  # seen on a loaded machine: its werkzeug threads
             moto.kill()  # may hold it past SIGTERM; nothing of it is read after the tests
             moto.wait(timeout=10)
+
+
+@contextmanager
+def running_emulator(
+    host: str = "127.0.0.1", moto_at: tuple[str, int] | None = None
+) -> Iterator[Ec2Emulator]:
+    """Starts moto_server, the proxy and the fake IMDS; stops them on exit. The proxy and the
+    fake IMDS listen on `host` (the data-plane tier's nodes reach them over their eth0);
+    moto_server, which only the proxy and the emulator's client talk to, on 127.0.0.1, unless
+    `moto_at` names a fresh one already running elsewhere (the data-plane tier runs it on the
+    host, outside the VM's emulated CPU: it is the emulator's costliest part)."""
+    with ExitStack() as stack:
+        if moto_at is None:
+            moto_at = ("127.0.0.1", stack.enter_context(running_moto_server()))
+        moto_host, moto_port = moto_at
+        ec2 = boto3.client(
+            "ec2", endpoint_url=f"http://{moto_host}:{moto_port}", region_name=REGION,
+            **DUMMY_CREDENTIALS,
+        )  # fmt: skip
+        prefixes = Ipv4PrefixDelegation(ec2)
+        proxy = stack.enter_context(closing(Ec2Proxy(moto_at, prefixes, host)))
+        imds = stack.enter_context(closing(FakeImds(ec2, prefixes, host)))
+        work_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="multus-emulator-"))
+        emulator = Ec2Emulator(ec2=ec2, proxy=proxy, imds=imds, work_dir=Path(work_dir))
+        proxy.on_terminated = emulator.terminated
+        proxy.on_addresses_changed = imds.addresses_changed
+        proxy.on_change = imds.ec2_changed
+        ec2.meta.events.register("after-call.ec2", partial(_report_change, imds))
+        yield emulator
+
+
+def _report_change(imds: FakeImds, model: OperationModel, **_: Any) -> None:
+    """A botocore after-call handler: tells the fake IMDS of a call that may change EC2."""
+    if not model.name.startswith(READ_ACTION_PREFIXES):
+        imds.ec2_changed()
 
 
 def _wait_until_serving(url: str, process: subprocess.Popen[bytes]) -> None:

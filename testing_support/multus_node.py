@@ -28,6 +28,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,11 @@ WHEREABOUTS_FLAT_FILE = {
 #: Where Whereabouts' DaemonSet mounts the host's /etc/cni/net.d (its ip-control-loop reads
 #: the kubeconfig and the flat file under it: pkg/controlloop/pod.go, defaultMountPath).
 WHEREABOUTS_HOST_MOUNT = "/host/etc/cni/net.d"
+#: How long the daemons get after SIGTERM. Whereabouts' ip-control-loop v0.9.4 often outlives
+#: it: its handler sends one value on an unbuffered stop channel that the informers it started
+#: also receive from, so main may never get it (cmd/controlloop/controlloop.go, handleSignals);
+#: each of them cost a whole grace period when nodes were stopped one after the other.
+STOP_GRACE_SECONDS = 10
 PLUGINS = ("ipvlan", "sbr", "static", "host-local", "loopback")
 CLUSTER_NETWORK_FILE = "10-aws.conflist"
 CLUSTER_NETWORK = {
@@ -327,13 +333,27 @@ class MultusNode:
         return json.loads(done.stdout) if command == "ADD" and done.stdout.strip() else None
 
     def stop(self) -> None:
-        for process in (self.daemon, self.ip_control_loop):
-            if process is not None and process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+        stop_nodes([self])
+
+
+def stop_nodes(nodes: Iterable[MultusNode]) -> None:
+    """Stops the nodes' daemons and control loops: SIGTERM to all at once, then SIGKILL to those
+    still running STOP_GRACE_SECONDS later (one grace period for all of them, not one each)."""
+    running = [
+        process
+        for node in nodes
+        for process in (node.daemon, node.ip_control_loop)
+        if process is not None and process.poll() is None
+    ]
+    for process in running:
+        process.terminate()
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    for process in running:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
 
 
 def daemon_config(chart_config: dict[str, Any]) -> dict[str, Any]:

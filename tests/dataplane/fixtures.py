@@ -3,6 +3,7 @@ bootstrapped by the real user-data script in their namespaces, each with its pod
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -37,6 +38,10 @@ NODES = ("node-a", "node-b", "node-c")
 NETWORK = "multus1"
 PREFIX_NETWORK = "multus2"
 SUBNET_CIDR = "10.0.4.0/24"  # multus1 in the first AZ (Ec2Emulator.create_multus_vpc)
+#: The host, as the VM's host link shows it (testing_support/kernel_vm/README.md).
+HOST = "203.0.113.2"
+#: The port of the moto_server the host runs for the tier (tests/dataplane/conftest.py).
+MOTO_PORT_VARIABLE = "MULTUS_DATAPLANE_MOTO_PORT"
 
 
 @dataclass
@@ -95,7 +100,9 @@ def data_plane() -> Iterator[DataPlane]:
     if not Path("/dev/fd").exists():
         Path("/dev/fd").symlink_to("/proc/self/fd")
     services_link()
-    with running_emulator(host=SERVICES_HOST) as emulator:
+    moto_port = os.environ.get(MOTO_PORT_VARIABLE)
+    moto_at = (HOST, int(moto_port)) if moto_port else None
+    with running_emulator(host=SERVICES_HOST, moto_at=moto_at) as emulator:
         vpc = pod_ip_vpc(emulator)
         subnets = [vpc.private_subnets[AZ], *(vpc.multus_subnets[n, AZ] for n in vpc.networks)]
         kernel_vpc = KernelVpc(emulator, subnets)
@@ -121,6 +128,9 @@ def data_plane() -> Iterator[DataPlane]:
         try:
             yield DataPlane(kernel_vpc, nodes, rendered_network())
         finally:
+            for _, agent in nodes.values():  # all at once; stop_agent waits for each
+                if agent.agent is not None:
+                    agent.agent.terminate()
             for _, agent in nodes.values():
                 agent.stop_agent()
 
