@@ -5,7 +5,11 @@ Run as root in a kernel with ipvlan (testing_support/kernel_vm/run boots one). L
 - namespace `vpc`: one bridge per subnet of the fabric (the AZ's node subnet and its Multus
   subnets), the VPC router at each subnet's gateway address on the bridge device (with the
   subnet's `router_mac`), and the fabric's nftables bridge table (testing_support/vpc_fabric.py)
-  generated from the emulator's ENI state by `sync`;
+  generated from the emulator's ENI state by `sync`; the routes of the subnets' route tables
+  whose target is an ENI become the router's routes (`sync` too: one routing table for all the
+  subnets, so two tables sending one destination to different ENIs are refused), each via the
+  ENI's primary address with its MAC as a permanent neighbour (the VPC knows each ENI's MAC;
+  nothing answers ARP for an ENI's primary address that the node does not configure);
 - the root namespace: the emulator (the proxy and the fake IMDS; moto_server too, unless the
   host runs it) at SERVICES_HOST, reached from the VPC router over a veth, as a node reaches
   the EC2 endpoint and IMDS;
@@ -35,6 +39,9 @@ VPC_NAMESPACE = "vpc"
 SERVICES_HOST = "198.51.100.1"
 SERVICES_ROUTER = "198.51.100.2"
 VPC_CIDR = "10.0.0.0/16"
+#: The routing protocol number that marks the router's routes to ENIs (`ip route ... proto`),
+#: so that `sync` replaces exactly those.
+ENI_ROUTE_PROTOCOL = "200"
 
 
 def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -131,10 +138,13 @@ class KernelVpc:
         enis = ec2.describe_network_interfaces(
             Filters=[{"Name": "subnet-id", "Values": list(self.subnet_ids)}]
         )
+        subnets = ec2.describe_subnets(SubnetIds=list(self.subnet_ids))
+        vpc_ids = sorted({subnet["VpcId"] for subnet in subnets["Subnets"]})
         return fabric_from_ec2(
             enis,
-            ec2.describe_subnets(SubnetIds=list(self.subnet_ids)),
+            subnets,
             _prefixes_of(self.emulator, enis),
+            ec2.describe_route_tables(Filters=[{"Name": "vpc-id", "Values": vpc_ids}]),
         )
 
     def sync(self) -> VpcFabric:
@@ -152,7 +162,23 @@ class KernelVpc:
         )
         if loaded.returncode != 0:
             raise RuntimeError(f"nft refused the fabric's table: {loaded.stderr}")
+        self._route_to_enis(fabric)
         return fabric
+
+    def _route_to_enis(self, fabric: VpcFabric) -> None:
+        """The router's routes to ENIs, replaced by those of the fabric's route tables."""
+        targets: dict[str, tuple[str, str, str]] = {}  # destination -> (address, MAC, bridge)
+        for subnet in fabric.subnets:
+            for destination, eni in subnet.delivered_routes:
+                target = (str(eni.addresses[0]), eni.mac, self.bridge(subnet.subnet_id))
+                if targets.setdefault(str(destination), target) != target:
+                    raise ValueError(f"{destination}: routed to two ENIs (one router table)")
+        ip("-n", VPC_NAMESPACE, "route", "flush", "proto", ENI_ROUTE_PROTOCOL)
+        for cidr, (address, mac, bridge) in sorted(targets.items()):
+            ip("-n", VPC_NAMESPACE, "neigh", "replace", address, "lladdr", mac, "dev", bridge,
+               "nud", "permanent")  # fmt: skip
+            ip("-n", VPC_NAMESPACE, "route", "replace", cidr, "via", address, "dev",
+               bridge, "onlink", "proto", ENI_ROUTE_PROTOCOL)  # fmt: skip
 
     def bridge(self, subnet_id: str) -> str:
         return f"br-{subnet_id[-8:]}"

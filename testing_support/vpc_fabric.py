@@ -42,10 +42,22 @@ The rules and where they come from:
   the bridges, the gateway address sits on each bridge device and the device's MAC is
   `Subnet.router_mac`; its frames pass the `input` and `output` hooks of the bridge family,
   not `forward`, so the table has a chain on each.
+- Routes whose target is an ENI. A route of a subnet's route table may target an ENI (EC2 API
+  reference, CreateRoute / ReplaceRoute, `NetworkInterfaceId`); the VPC then sends a packet
+  for the route's destination to that ENI, which accepts an address it does not hold only with
+  its source/dest check off ("Source/destination checks", EC2 User Guide). The model reads each
+  subnet's table (DescribeRouteTables: the one associated with the subnet, else the VPC's main
+  table) and delivers an IPv4 frame for a destination such a route covers to the MAC of the
+  route's target, when that ENI is on the same subnet and its check is off
+  (`Subnet.routed_to`). The router forwards it there (kernel_vpc.py programs the route); a
+  table whose ENI routes overlap is refused (the rule set has no longest-prefix match).
 
 What the model does not model: security groups and network ACLs (neither their rules nor the
-connection tracking that lets replies back in); routes whose target is an ENI (a frame for an
-address the receiver does not hold is dropped even when its check is off); the real mapping
+connection tracking that lets replies back in); routes to an ENI of another subnet or AZ than
+the table's own, and routes to targets other than an ENI (gateways, NAT, peering: their
+packets are dropped); longest-prefix match between an ENI route and the `local` route (the
+model assumes ENI routes lie outside the VPC CIDR, as the config requires of pod-routed
+ranges); blackhole routes are simply absent; the real mapping
 service (its latency, and the remap delay that `eni_addresses.py` models for IMDS only); that
 it delivers by destination address whatever the destination MAC (the model delivers by MAC: a
 peer's stale neighbour entry for an address that moved to another ENI is dropped, where the VPC
@@ -111,12 +123,21 @@ class Eni:
 
 
 @dataclass(frozen=True)
+class EniRoute:
+    """A route of a subnet's route table whose target is an ENI."""
+
+    destination: ipaddress.IPv4Network
+    eni_id: str
+
+
+@dataclass(frozen=True)
 class Subnet:
     """One Multus subnet: one bridge, one chain and its three sets in the rule set."""
 
     subnet_id: str
     cidr: ipaddress.IPv4Network
     enis: tuple[Eni, ...]  # sorted by MAC
+    routes: tuple[EniRoute, ...] = ()  # the subnet's route table's routes to ENIs
 
     @property
     def gateway(self) -> ipaddress.IPv4Address:
@@ -138,6 +159,22 @@ class Subnet:
 
     def holder(self, address: ipaddress.IPv4Address) -> Eni | None:
         return next((eni for eni in self.enis if eni.holds(address)), None)
+
+    def routed_to(self, address: ipaddress.IPv4Address) -> Eni | None:
+        """The ENI the subnet's route table sends `address` to, when it is on this subnet
+        with its source/dest check off: only then does it take the packet."""
+        return next((eni for cidr, eni in self.delivered_routes if address in cidr), None)
+
+    @property
+    def delivered_routes(self) -> tuple[tuple[ipaddress.IPv4Network, Eni], ...]:
+        """Each route's destination with its target, for the targets on this subnet with the
+        check off (the routes' destinations are disjoint: `_subnet` refuses overlaps)."""
+        targets = {eni.eni_id: eni for eni in self.enis if not eni.source_dest_check}
+        return tuple(
+            (route.destination, targets[route.eni_id])
+            for route in self.routes
+            if route.eni_id in targets
+        )
 
     def sends_from(self, mac: str) -> bool:
         return mac.lower() == self.router_mac or self.eni_with_mac(mac) is not None
@@ -173,8 +210,12 @@ class Subnet:
         return frame.kind is FrameKind.IPV4 and self._held_by_receiver(frame)
 
     def _held_by_receiver(self, frame: Frame) -> bool:
+        """The receiver holds the destination, or a route of the table sends it there."""
         receiver = self.eni_with_mac(frame.destination_mac)
-        return receiver is not None and receiver.holds(_address(frame.destination_ip))
+        destination = _address(frame.destination_ip)
+        return receiver is not None and (
+            receiver.holds(destination) or self.routed_to(destination) == receiver
+        )
 
 
 @dataclass(frozen=True)
@@ -219,14 +260,17 @@ def fabric_from_ec2(
     network_interfaces: Mapping[str, Any],
     subnets: Mapping[str, Any],
     delegated_prefixes: Mapping[str, Sequence[str]] | None = None,
+    route_tables: Mapping[str, Any] | None = None,
 ) -> VpcFabric:
     """The fabric of the subnets in a DescribeSubnets answer (pass only the Multus subnets),
     with the ENIs of a DescribeNetworkInterfaces answer that are in them.
 
     `delegated_prefixes` (ENI ID -> prefixes) adds what the emulator keeps beside moto, which
     does not record prefixes (`Ec2Emulator.proxy.prefixes.of`); prefixes in the answer's
-    `Ipv4Prefixes` count as well."""
+    `Ipv4Prefixes` count as well. `route_tables` (a DescribeRouteTables answer of the VPC)
+    gives each subnet its table's routes to ENIs."""
     extra = delegated_prefixes or {}
+    routes = _eni_routes(route_tables or {"RouteTables": []}, subnets)
     by_subnet: dict[str, list[Eni]] = {item["SubnetId"]: [] for item in subnets["Subnets"]}
     for item in network_interfaces["NetworkInterfaces"]:
         if item["SubnetId"] in by_subnet:
@@ -238,7 +282,7 @@ def fabric_from_ec2(
     }
     return VpcFabric(
         tuple(
-            _subnet(subnet_id, cidrs[subnet_id], enis)
+            _subnet(subnet_id, cidrs[subnet_id], enis, routes.get(subnet_id, ()))
             for subnet_id, enis in sorted(by_subnet.items())
         )
     )
@@ -256,7 +300,40 @@ def _eni(item: Mapping[str, Any], extra_prefixes: Sequence[str]) -> Eni:
     )
 
 
-def _subnet(subnet_id: str, cidr: ipaddress.IPv4Network, enis: Iterable[Eni]) -> Subnet:
+def _eni_routes(
+    route_tables: Mapping[str, Any], subnets: Mapping[str, Any]
+) -> dict[str, tuple[EniRoute, ...]]:
+    """Each subnet's routes to ENIs: those of the table associated with it, else of its VPC's
+    main table (VPC User Guide, "Subnet route tables"); blackhole routes (target gone) left out."""
+    explicit: dict[str, tuple[EniRoute, ...]] = {}
+    main: dict[str, tuple[EniRoute, ...]] = {}
+    for table in route_tables["RouteTables"]:
+        routes = tuple(
+            EniRoute(
+                ipaddress.IPv4Network(route["DestinationCidrBlock"]), route["NetworkInterfaceId"]
+            )
+            for route in table.get("Routes", ())
+            if route.get("NetworkInterfaceId")
+            and route.get("DestinationCidrBlock")
+            and route.get("State") != "blackhole"
+        )
+        for association in table.get("Associations", ()):
+            if association.get("Main"):
+                main[table.get("VpcId", "")] = routes
+            elif association.get("SubnetId"):
+                explicit[association["SubnetId"]] = routes
+    return {
+        item["SubnetId"]: explicit.get(item["SubnetId"], main.get(item.get("VpcId", ""), ()))
+        for item in subnets["Subnets"]
+    }
+
+
+def _subnet(
+    subnet_id: str,
+    cidr: ipaddress.IPv4Network,
+    enis: Iterable[Eni],
+    routes: tuple[EniRoute, ...] = (),
+) -> Subnet:
     """Refuses what EC2 never shows and nft could not load: an address on two ENIs (or inside
     another's prefix), or outside the subnet."""
     ordered = tuple(sorted(enis, key=lambda eni: eni.mac))
@@ -269,7 +346,11 @@ def _subnet(subnet_id: str, cidr: ipaddress.IPv4Network, enis: Iterable[Eni]) ->
             if clash:
                 raise ValueError(f"{eni.eni_id}: {block} overlaps an address of {clash}")
             seen.append((block, eni.eni_id))
-    return Subnet(subnet_id, cidr, ordered)
+    for index, route in enumerate(routes):
+        if any(route.destination.overlaps(other.destination) for other in routes[:index]):
+            # A longest-prefix match the rule set, one set of (MAC . block), cannot express.
+            raise ValueError(f"{subnet_id}: the ENI route to {route.destination} overlaps another")
+    return Subnet(subnet_id, cidr, ordered, routes)
 
 
 def _address(text: str) -> ipaddress.IPv4Address:
@@ -285,6 +366,7 @@ def _subnet_sets(subnet: Subnet) -> list[str]:
     """held: (MAC, block) the VPC delivers to; answered: addresses whose ARP the VPC answers;
     source_checked: MACs of ENIs with the source/dest check on."""
     answered = [subnet.gateway, *sorted(b for eni in subnet.enis for b in eni.blocks)]
+    routed = (f"{eni.mac} . {_block(cidr)}" for cidr, eni in subnet.delivered_routes)
     return [
         f"\tset {subnet.chain}_held {{",
         "\t\ttype ether_addr . ipv4_addr",
@@ -300,6 +382,11 @@ def _subnet_sets(subnet: Subnet) -> list[str]:
         "\t\ttype ether_addr",
         *_elements(eni.mac for eni in subnet.enis if eni.source_dest_check),
         "\t}",
+        f"\tset {subnet.chain}_routed {{",
+        "\t\ttype ether_addr . ipv4_addr",
+        "\t\tflags interval",
+        *_elements(routed),
+        "\t}",
     ]
 
 
@@ -313,6 +400,7 @@ def _subnet_chains(subnet: Subnet) -> list[str]:
         f"\t\tether saddr @{name}_source_checked jump {name}_source_check",
         f"\t\tether daddr {subnet.router_mac} meta protocol ip accept",
         f"\t\tether daddr . ip daddr @{name}_held accept",
+        f"\t\tether daddr . ip daddr @{name}_routed accept",
         "\t\tdrop",
         "\t}",
         f"\tchain {name}_source_check {{",
@@ -324,6 +412,7 @@ def _subnet_chains(subnet: Subnet) -> list[str]:
         f"\t\tarp operation reply arp saddr ip {subnet.gateway} accept",
         "\t\tether type arp drop",
         f"\t\tether daddr . ip daddr @{name}_held accept",
+        f"\t\tether daddr . ip daddr @{name}_routed accept",
         "\t\tdrop",
         "\t}",
     ]
