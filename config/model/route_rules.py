@@ -24,10 +24,11 @@ def route_path(index: int, network: MultusNetworkConfig, position: int) -> str:
 
 
 def route_preconditions(networks: Sequence[MultusNetworkConfig]) -> list[str]:
-    """What must exist outside the app before the network stack can create each route: a
-    transit gateway attached to the VPC (an available VPC attachment), a virtual private
-    gateway attached to it."""
-    return [
+    """What must exist outside the app before the network stack can create each route (a
+    transit gateway attached to the VPC: an available VPC attachment; a virtual private
+    gateway attached to it), and what an IPv6 route to a virtual private gateway needs (Direct
+    Connect)."""
+    attached = [
         f"{route_path(index, network, position)}: {route.target_id} is used only once the VPC "
         f"has {_PRECONDITIONS[route.target]}; without it the network stack fails to create the "
         "route (with a VPC this app creates: deploy without the route, attach the gateway, then "
@@ -36,6 +37,18 @@ def route_preconditions(networks: Sequence[MultusNetworkConfig]) -> list[str]:
         for position, route in enumerate(network.routes)
         if route.target in _PRECONDITIONS
     ]
+    # AWS Site-to-Site VPN User Guide, "How AWS Site-to-Site VPN works": a virtual private
+    # gateway does not carry IPv6 over a VPN connection (a transit gateway does); a Direct
+    # Connect private virtual interface on it can.
+    ipv6_over_vpn = [
+        f"{route_path(index, network, position)}: {route.destination} is IPv6, which "
+        f"{route.target_id} carries only from a Direct Connect private virtual interface, not "
+        "over a Site-to-Site VPN connection; for IPv6 over VPN route to a transit_gateway_id"
+        for index, network in enumerate(networks)
+        for position, route in enumerate(network.routes)
+        if route.is_ipv6 and route.target == "vpn_gateway"
+    ]
+    return attached + ipv6_over_vpn
 
 
 def check_route_targets(

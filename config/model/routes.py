@@ -82,17 +82,13 @@ class MultusRouteConfig(StrictModel):
 
     @model_validator(mode="after")
     def _ipv6_target(self) -> MultusRouteConfig:
-        # AWS Site-to-Site VPN User Guide, "How AWS Site-to-Site VPN works": a virtual private
-        # gateway does not support IPv6 (a transit gateway's VPN attachment does); a NAT
-        # gateway translates IPv6 only as NAT64 (64:ff9b::/96 with DNS64), not a route to a
-        # network beyond the VPC.
-        if self.is_ipv6 and (self.vpn_gateway_id is not None or self.nat_gateway):
-            target = "vpn_gateway_id" if self.vpn_gateway_id is not None else "nat_gateway"
+        # botocore's EC2 model, CreateRoute: NatGatewayId is "[IPv4 traffic only]" (a NAT
+        # gateway translates IPv6 only as NAT64, to 64:ff9b::/96). A virtual private gateway
+        # takes the route, though only Direct Connect brings IPv6 to it (route_rules warns).
+        if self.is_ipv6 and self.nat_gateway:
             raise ValueError(
-                f"{target}: {self.destination} is IPv6, which a "
-                f"{'virtual private gateway' if target == 'vpn_gateway_id' else 'NAT gateway'} "
-                "does not carry; route IPv6 to a transit_gateway_id (its VPN attachment carries "
-                "IPv6) or a network_interface_id"
+                f"nat_gateway: {self.destination} is IPv6, which a NAT gateway does not route; "
+                "route IPv6 to a transit_gateway_id or a network_interface_id"
             )
         return self
 

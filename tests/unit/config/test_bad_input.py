@@ -1459,7 +1459,6 @@ def dual_stack_routes(*route: dict[str, Any]) -> dict[str, Any]:
 
 
 TGW = "tgw-0123456789abcdef0"
-VGW = "vgw-0123456789abcdef0"
 ROUTE = "multus.networks[0].routes[0]"
 # Issue #26: multus.networks[].routes (EC2 CreateRoute: one destination, exactly one target;
 # EC2 resource IDs: the type's prefix and 8 or 17 hex digits).
@@ -1481,16 +1480,14 @@ ROUTES = [
         ),
     ),
     BadInput(
-        "route-ipv6-destination-to-a-vpn-gateway",
-        "routes",
-        dual_stack_routes({"destination": "2001:db8::/32", "vpn_gateway_id": VGW}),
-        (ROUTE, "vpn_gateway_id: 2001:db8::/32 is IPv6", "route IPv6 to a transit_gateway_id"),
-    ),
-    BadInput(
         "route-ipv6-destination-to-the-nat-gateway",
         "routes",
         dual_stack_routes({"destination": "2001:db8::/32", "nat_gateway": True}),
-        (ROUTE, "nat_gateway: 2001:db8::/32 is IPv6", "or a network_interface_id"),
+        (
+            ROUTE,
+            "nat_gateway: 2001:db8::/32 is IPv6",
+            "transit_gateway_id or a network_interface_id",
+        ),
     ),
     BadInput(
         "route-destination-is-the-default-ipv6-route",

@@ -860,6 +860,25 @@ def test_routes_to_gateways_of_other_owners_warn_that_they_must_be_attached_firs
         assert warned in warning and "deploy without the route" in warning
 
 
+def test_an_ipv6_route_to_a_virtual_private_gateway_warns_that_only_direct_connect_carries_it() -> (
+    None
+):
+    """EC2 takes the route (CreateRoute's GatewayId is any gateway attached to the VPC), but a
+    virtual private gateway carries no IPv6 over a Site-to-Site VPN connection (Site-to-Site VPN
+    User Guide, "How AWS Site-to-Site VPN works"), only from a Direct Connect private virtual
+    interface: accepted, with a warning beside the attachment's."""
+    raw = parse_config({}).model_dump(mode="json", exclude_none=True)
+    raw["vpc"]["ipv6"] = True
+    raw["multus"]["networks"][0]["ipv6"] = {}
+    raw["multus"]["networks"][0]["routes"] = [
+        {"destination": "2001:db8::/32", "vpn_gateway_id": "vgw-0123456789abcdef0"}
+    ]
+    attached, ipv6_over_vpn = parse_config(raw).route_preconditions
+    assert "virtual private gateway attached to it" in attached
+    assert ipv6_over_vpn.startswith("multus.networks[0] (multus1).routes[0]: 2001:db8::/32 is IPv6")
+    assert "Direct Connect" in ipv6_over_vpn and "transit_gateway_id" in ipv6_over_vpn
+
+
 def test_one_range_may_be_routed_by_networks_no_pool_attaches_together() -> None:
     """The RAN reached over N2 by the control pool and over N3 by the UPF pool: no pod is on
     both networks, so each pod has one route to the range."""
