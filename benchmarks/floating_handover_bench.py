@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
 import time
@@ -27,14 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from multus_pod_ips.agent.floating import CLAIM_REPEAT_SECONDS
-from testing_support.gratuitous_arp import VethPod, root_can_make_links
+from testing_support.gratuitous_arp import VethPod, floating_node, root_can_make_links
 from testing_support.multus_emulator import AVAILABILITY_ZONES, running_emulator
-from testing_support.pod_ip_node import (
-    EMULATOR_RANGES,
-    EMULATOR_STATIC_RANGES,
-    PodIpNode,
-    pod_ip_vpc,
-)
+from testing_support.pod_ip_node import PodIpNode, pod_ip_vpc
 
 FLOATING = "10.0.4.60"  # in the emulator's static range 10.0.4.48/28
 POLL_SECONDS = 0.005
@@ -57,19 +51,15 @@ def pair(latency_ms: float) -> Iterator[list[tuple[PodIpNode, VethPod]]]:
         with running_emulator() as emulator:
             vpc = pod_ip_vpc(emulator)
             for link in links:
-                node = PodIpNode.bootstrap(
+                node = floating_node(
                     emulator,
                     vpc,
                     AVAILABILITY_ZONES[0],
                     "bench-cluster",
+                    link,
+                    FLOATING,
                     reconcile_seconds=3600,  # no reconcile inside the measured handovers
-                    interfaces={link.eni_end: EMULATOR_RANGES["multus1"]},
-                    static_ranges={link.eni_end: EMULATOR_STATIC_RANGES["multus1"]},
-                    floating_addresses={link.eni_end: [FLOATING]},
                 )
-                state = node.root / "var/lib/multus-eni"
-                shutil.copy(state / "multus1.eni", state / f"{link.eni_end}.eni")
-                node.enis[link.eni_end] = node.enis["multus1"]
                 node.start_agent()
                 nodes.append(node)
             time.sleep(1.0)  # the agents' packet sockets are open

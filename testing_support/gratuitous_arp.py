@@ -13,13 +13,17 @@ loopback) and carry no address. Needs root (CAP_NET_ADMIN for the links, CAP_NET
 from __future__ import annotations
 
 import ipaddress
+import shutil
 import socket
 import subprocess
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from multus_pod_ips.agent.floating import ETH_P_ARP
+from testing_support.multus_emulator import Ec2Emulator, EmulatedVpc
+from testing_support.pod_ip_node import EMULATOR_RANGES, EMULATOR_STATIC_RANGES, PodIpNode
 
 _BROADCAST = b"\xff" * 6
 # htype 1 (Ethernet), ptype IPv4, hlen 6, plen 4, op 1 (request)
@@ -69,6 +73,35 @@ class VethPod:
             mac = bytes.fromhex(_link_address(self.pod_end).replace(":", ""))
             sock.send(gratuitous_arp(mac, ip))
             return time.monotonic()
+
+
+def floating_node(
+    emulator: Ec2Emulator,
+    vpc: EmulatedVpc,
+    az: str,
+    cluster: str,
+    link: VethPod,
+    floating: str,
+    **settings: Any,
+) -> PodIpNode:
+    """A bootstrapped node (its agent not started) whose multus1 ENI `link.eni_end` stands in
+    for, with `floating` among that interface's floating addresses; `settings`: more of
+    PodIpNode's fields."""
+    node = PodIpNode.bootstrap(
+        emulator,
+        vpc,
+        az,
+        cluster,
+        interfaces={link.eni_end: EMULATOR_RANGES["multus1"]},
+        static_ranges={link.eni_end: EMULATOR_STATIC_RANGES["multus1"]},
+        floating_addresses={link.eni_end: [floating]},
+        **settings,
+    )
+    # The agent finds its ENI by the interface's name in the bootstrap's state directory.
+    state = node.root / "var/lib/multus-eni"
+    shutil.copy(state / "multus1.eni", state / f"{link.eni_end}.eni")
+    node.enis[link.eni_end] = node.enis["multus1"]
+    return node
 
 
 def root_can_make_links() -> str | None:

@@ -236,3 +236,17 @@ def pool_nodes(node_pool: dict[str, Any]) -> tuple[dict[str, str], list[dict[str
     }
     spec = template["spec"]
     return labels, [*spec.get("taints", []), *spec.get("startupTaints", [])]
+
+
+def seed_network(number: int, **settings: Any) -> dict[str, Any]:
+    """The seed's multus<number> (number 1: multus1), one /24 per AZ of 10.0.0.0/16 (those the
+    emulator's VPC has for 1 and 2), with `settings`."""
+    third = 2 * number + 2
+    return {
+        "name": f"multus{number}",
+        "subnets": [
+            {"cidr": f"10.0.{third}.0/24", "reservation": f"10.0.{third}.32/27"},
+            {"cidr": f"10.0.{third + 1}.0/24", "reservation": f"10.0.{third + 1}.32/27"},
+        ],
+        **settings,
+    }

@@ -11,21 +11,14 @@ they fail.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from testing_support.gratuitous_arp import VethPod, root_can_make_links
+from testing_support.gratuitous_arp import VethPod, floating_node, root_can_make_links
 from testing_support.multus_emulator import AVAILABILITY_ZONES, Ec2Emulator, EmulatedVpc
-from testing_support.pod_ip_node import (
-    EMULATOR_RANGES,
-    EMULATOR_STATIC_RANGES,
-    PodIpNode,
-    pod_ip_vpc,
-    wait_until,
-)
+from testing_support.pod_ip_node import PodIpNode, pod_ip_vpc, wait_until
 from tests.helpers import unavailable_here
 
 pytestmark = pytest.mark.integration
@@ -45,21 +38,10 @@ def vpc(emulator: Ec2Emulator) -> EmulatedVpc:
     return pod_ip_vpc(emulator)
 
 
-def floating_node(emulator: Ec2Emulator, vpc: EmulatedVpc, link: VethPod) -> PodIpNode:
+def watching_node(emulator: Ec2Emulator, vpc: EmulatedVpc, link: VethPod) -> PodIpNode:
     """A node whose multus1 ENI the veth end `link.eni_end` stands in for, FLOATING among its
-    floating addresses, with a live pod of the network (10.0.4.33 or .34)."""
-    node = PodIpNode.bootstrap(
-        emulator,
-        vpc,
-        AZ,
-        CLUSTER,
-        interfaces={link.eni_end: EMULATOR_RANGES["multus1"]},
-        static_ranges={link.eni_end: EMULATOR_STATIC_RANGES["multus1"]},
-        floating_addresses={link.eni_end: [FLOATING]},
-    )
-    state = node.root / "var/lib/multus-eni"
-    shutil.copy(state / "multus1.eni", state / f"{link.eni_end}.eni")
-    node.enis[link.eni_end] = node.enis["multus1"]
+    floating addresses, its agent watching for announcements."""
+    node = floating_node(emulator, vpc, AZ, CLUSTER, link, FLOATING)
     node.start_agent()
     assert wait_until(lambda: "watching for floating" in node.agent_log()), node.agent_log()
     return node
@@ -72,7 +54,7 @@ def pair(emulator: Ec2Emulator, vpc: EmulatedVpc) -> Iterator[list[tuple[PodIpNo
     emulator.proxy.reset()
     try:
         for index, link in enumerate(links):
-            nodes.append(floating_node(emulator, vpc, link))
+            nodes.append(watching_node(emulator, vpc, link))
             added = nodes[-1].add_pod(f"pod{index}", f"10.0.4.{33 + index}", master=link.eni_end)
             assert added.status == 0, nodes[-1].agent_log()
         yield list(zip(nodes, links, strict=True))

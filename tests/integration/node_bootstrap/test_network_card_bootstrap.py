@@ -4,8 +4,6 @@ of c6in.32xlarge (two cards, config/instance_types.py), run with bash against th
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from config import parse_config
@@ -13,24 +11,12 @@ from config.node_bootstrap_plan import node_bootstrap_props
 from node_bootstrap import render_user_data
 from node_bootstrap.renderer import NETWORK_TAG_KEY
 from testing_support.multus_emulator import BootstrapRun, Ec2Emulator, EmulatedVpc
+from tests.helpers import seed_network
 from tests.integration.node_bootstrap.conftest import CLUSTER
 
 pytestmark = pytest.mark.integration
 
 TWO_CARDS = "c6in.32xlarge"
-
-
-def network(number: int, **settings: Any) -> dict[str, Any]:
-    """The seed's multus<number> (the emulator's VPC has its subnets), with `settings`."""
-    third = 2 * number + 2
-    return {
-        "name": f"multus{number}",
-        "subnets": [
-            {"cidr": f"10.0.{third}.0/24", "reservation": f"10.0.{third}.32/27"},
-            {"cidr": f"10.0.{third + 1}.0/24", "reservation": f"10.0.{third + 1}.32/27"},
-        ],
-        **settings,
-    }
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +25,10 @@ def user_data(vpc: EmulatedVpc) -> str:
         {
             "multus": {
                 "networks": [
-                    network(1, connection_tracking={"udp_timeout": 60}),
-                    network(2, network_card=1, connection_tracking={"udp_stream_timeout": 120}),
+                    seed_network(1, connection_tracking={"udp_timeout": 60}),
+                    seed_network(
+                        2, network_card=1, connection_tracking={"udp_stream_timeout": 120}
+                    ),
                 ]
             },
             "node_pools": [{"name": "upf", "instance_families": ["c6in"], "instance_cpus": [128]}],

@@ -11,21 +11,9 @@ from config import instance_types, parse_config
 from config.errors import ConfigError
 from config.model import AppConfig
 from config.network_plan import networks_in_order
+from tests.helpers import seed_network
 
 TWO_CARD_POOL = {"name": "upf", "instance_families": ["c6in"], "instance_cpus": [128]}
-
-
-def network(number: int, **settings: Any) -> dict[str, Any]:
-    """multus<number> with one /24 per AZ of 10.0.0.0/16 (number 1: the seed's multus1)."""
-    third = 2 * number + 2
-    return {
-        "name": f"multus{number}",
-        "subnets": [
-            {"cidr": f"10.0.{third}.0/24", "reservation": f"10.0.{third}.32/27"},
-            {"cidr": f"10.0.{third + 1}.0/24", "reservation": f"10.0.{third + 1}.32/27"},
-        ],
-        **settings,
-    }
 
 
 def config_with(networks: list[dict[str, Any]], *pools: dict[str, Any]) -> AppConfig:
@@ -66,7 +54,7 @@ def test_card_0_of_a_multi_card_size_is_its_node_pool_interface_count() -> None:
 
 def test_device_indexes_count_per_card_in_attachment_order() -> None:
     config = config_with(
-        [network(1), network(2, network_card=1), network(3)],
+        [seed_network(1), seed_network(2, network_card=1), seed_network(3)],
         {**TWO_CARD_POOL, "networks": ["multus1", "multus2", "multus3"]},
     )
     pool_rows = networks_in_order(config.pool_plan(config.node_pools[0]))
@@ -78,7 +66,7 @@ def test_device_indexes_count_per_card_in_attachment_order() -> None:
 
 
 def test_without_network_card_every_network_is_on_card_0_at_1_to_k() -> None:
-    config = config_with([network(1), network(2), network(3)], TWO_CARD_POOL)
+    config = config_with([seed_network(1), seed_network(2), seed_network(3)], TWO_CARD_POOL)
     rows = networks_in_order(config.pool_plan(config.node_pools[0]))
     assert [row.attachment_slot for row in rows] == [(0, 1), (0, 2), (0, 3)]
 
@@ -86,7 +74,7 @@ def test_without_network_card_every_network_is_on_card_0_at_1_to_k() -> None:
 def test_a_pool_of_single_card_sizes_may_not_attach_a_card_1_network() -> None:
     with pytest.raises(ConfigError) as refused:
         config_with(
-            [network(1), network(2, network_card=1)],
+            [seed_network(1), seed_network(2, network_card=1)],
             {"name": "upf", "instance_families": ["c6in"], "instance_cpus": [64, 128]},
         )
     message = str(refused.value)
@@ -97,7 +85,7 @@ def test_a_pool_of_single_card_sizes_may_not_attach_a_card_1_network() -> None:
 
 def test_a_pool_that_leaves_the_card_1_network_out_may_use_any_size() -> None:
     config_with(
-        [network(1), network(2, network_card=1)],
+        [seed_network(1), seed_network(2, network_card=1)],
         {**TWO_CARD_POOL, "networks": ["multus1", "multus2"]},
         {"name": "control", "networks": ["multus1"]},
     )
@@ -106,11 +94,11 @@ def test_a_pool_that_leaves_the_card_1_network_out_may_use_any_size() -> None:
 def test_networks_on_card_1_count_against_its_own_interfaces_not_card_0s() -> None:
     """c6in.32xlarge: 8 interfaces per card. Card 0 holds the primary ENI, so 8 networks do
     not fit there; with one of them on card 1 they do; 9 on card 1 do not."""
-    eight = [network(number) for number in range(1, 9)]
+    eight = [seed_network(number) for number in range(1, 9)]
     with pytest.raises(ConfigError, match="8 networks need 9 network interfaces"):
         config_with(eight, TWO_CARD_POOL)
     config_with([*eight[:7], {**eight[7], "network_card": 1}], TWO_CARD_POOL)
-    nine_on_card_1 = [network(number, network_card=1) for number in range(1, 10)]
+    nine_on_card_1 = [seed_network(number, network_card=1) for number in range(1, 10)]
     with pytest.raises(ConfigError, match=r"9 networks are on network_card 1, but c6in\.32xlarge"):
         config_with(nine_on_card_1, TWO_CARD_POOL)
 
@@ -119,6 +107,6 @@ def test_reserved_enis_count_only_the_networks_on_card_0() -> None:
     """Karpenter's max pods subtracts reservedENIs from the default card's interfaces
     (aws/karpenter-provider-aws pkg/providers/instancetype/types.go, ENILimitedPods): a
     Multus ENI on card 1 takes none of them."""
-    on_two_cards = config_with([network(1), network(2, network_card=1)], TWO_CARD_POOL)
-    on_card_0 = config_with([network(1), network(2)], TWO_CARD_POOL)
+    on_two_cards = config_with([seed_network(1), seed_network(2, network_card=1)], TWO_CARD_POOL)
+    on_card_0 = config_with([seed_network(1), seed_network(2)], TWO_CARD_POOL)
     assert (on_two_cards.reserved_enis, on_card_0.reserved_enis) == (1, 2)
