@@ -340,6 +340,8 @@ class Ec2Proxy:
                 if action == "AttachNetworkInterface":
                     forwarded, card = network_cards.moto_attach_params(params)
                     status, payload = self._forward(urlencode(forwarded).encode())
+                    if status == 200 and proxy.on_attached:
+                        proxy.on_attached(params.get("NetworkInterfaceId", ""))
                     return status, network_cards.attach_answer(payload, card)
                 status, payload = self._forward(body)
                 if status != 200:
@@ -354,8 +356,6 @@ class Ec2Proxy:
                     proxy.on_addresses_changed(
                         action, params.get("NetworkInterfaceId", ""), addresses
                     )
-                if action == "AttachNetworkInterface" and proxy.on_attached:
-                    proxy.on_attached(params.get("NetworkInterfaceId", ""))
                 if action == "TerminateInstances" and proxy.on_terminated:
                     proxy.on_terminated(
                         [value for name, value in params.items() if name.startswith("InstanceId.")]

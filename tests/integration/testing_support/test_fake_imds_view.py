@@ -58,3 +58,36 @@ def test_imds_shows_addresses_assigned_through_the_proxy_and_the_emulators_clien
     )
     node.unassign_private_ip_addresses(NetworkInterfaceId=eni_id, PrivateIpAddresses=["10.0.2.200"])
     assert sorted(local_ipv4s(emulator, instance_id, mac)) == sorted([primary, "10.0.2.201"])
+
+
+def test_an_attach_through_the_proxy_is_reported_once_ec2_carried_it_out(
+    emulator: Ec2Emulator,
+) -> None:
+    """The data-plane tier plugs an ENI into its node when the proxy reports the attach
+    (kernel_vpc.EniHotplug, as the kernel sees a NIC arrive once EC2 attached it); the attach
+    path of the network-card model must report it too, and after EC2 has it (IMDS lists it)."""
+    vpc = emulator.create_multus_vpc()
+    instance_id = emulator.launch_instance(vpc, AZ, "attach-hook")
+    subnet = vpc.multus_subnets["multus1", AZ]
+    eni_id = emulator.ec2.create_network_interface(SubnetId=subnet)["NetworkInterface"][
+        "NetworkInterfaceId"
+    ]
+    reported: list[tuple[str, int]] = []
+    emulator.proxy.on_attached = lambda eni: reported.append(
+        (eni, len(emulator.instance_enis(instance_id)))
+    )
+    node = boto3.client(
+        "ec2",
+        endpoint_url=emulator.proxy.url,
+        region_name=REGION,
+        aws_access_key_id=NODE_CREDENTIALS.access_key,
+        aws_secret_access_key=NODE_CREDENTIALS.secret_key,
+        aws_session_token=NODE_CREDENTIALS.token,
+    )
+    try:
+        node.attach_network_interface(
+            NetworkInterfaceId=eni_id, InstanceId=instance_id, DeviceIndex=1
+        )
+    finally:
+        emulator.proxy.on_attached = None
+    assert reported == [(eni_id, 2)]
