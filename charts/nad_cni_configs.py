@@ -35,6 +35,10 @@ from typing import Any, Literal
 from config.path_mtu import VPC_MTU
 from multus_pod_ips import CNI_PLUGIN_TYPE
 
+#: The pod network's interface in every pod: containerd names it so (internal/cri/server/
+#: helpers.go, defaultIfName), and Multus gives the cluster network's delegate that name.
+POD_NETWORK_INTERFACE = "eth0"
+
 WHEREABOUTS_KUBECONFIG = "/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig"
 CNI_VERSION = "0.3.1"
 
@@ -204,7 +208,9 @@ def pod_ip_assignment(attachment: NetworkAttachment) -> dict[str, Any]:
     multus_pod_ips/cni_plugin.py), and the routes beyond the VPC via the VPC router there too,
     so the pod also initiates towards them over this interface; on a network with
     pod_routed_ranges, the ranges a pod may ask for in its network annotation's cni-args
-    (the agent then points their routes at this node). Whereabouts-mode networks only."""
+    (the agent then points their routes at this node, and the plugin routes them on the node
+    via the pod's eth0, since ipvlan delivers only the addresses a pod holds).
+    Whereabouts-mode networks only."""
     plugin: dict[str, Any] = {
         "type": CNI_PLUGIN_TYPE,
         "master": attachment.master_interface,
@@ -216,6 +222,7 @@ def pod_ip_assignment(attachment: NetworkAttachment) -> dict[str, Any]:
         plugin["mainTableSubnetIpv6"] = attachment.ipv6.subnet_cidr
     if attachment.pod_routed_ranges:
         plugin["podRoutedRanges"] = list(attachment.pod_routed_ranges)
+        plugin["podNetworkInterface"] = POD_NETWORK_INTERFACE
     return plugin
 
 

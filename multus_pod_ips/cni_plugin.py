@@ -52,6 +52,19 @@ which Multus merges into each plugin's configuration as args.cni (multus-cni pkg
 LoadDelegateNetConf: addCNIArgsInConfList, injectCNIArgs). The plugin refuses a range the NAD
 does not offer and hands the rest to the agent with the ADD, which points each range's route
 in the network's route tables at this node's ENI.
+
+On the node, such a range reaches the pod over its pod network interface, not over its Multus
+one: ipvlan hands a packet arriving on the ENI to the slave that holds its exact destination
+address, every other packet to the host (Linux drivers/net/ipvlan/ipvlan_core.c,
+ipvlan_handle_mode_l2 -> ipvlan_addr_lookup), and the host cannot send into an ipvlan slave
+over the master. So with "podNetworkInterface" (the chart's NADs give "eth0": containerd names
+the pod network's interface so, internal/cri/server/helpers.go, defaultIfName) the ADD also
+routes each range, in the node's namespace, via that interface's IPv4 address, which the VPC
+CNI's /32 host route makes on-link through the pod's host veth, and has the pod's ARP requests
+on the container interface name its own address (arp_announce 2) rather than one of a range. The kernel drops that route
+with the veth when the pod's namespace goes, and a DEL deletes it while the namespace is still
+there (Multus deletes the NADs' networks before the pod network's: pkg/multus/multus.go,
+delPlugins in reverse order).
 """
 
 from __future__ import annotations
@@ -152,7 +165,9 @@ def _run(command: str, config: dict[str, Any], environ: dict[str, str]) -> str:
         "fixed": config.get("fixedAddresses") is True,
     }
     socket_path = str(config.get("agentSocket", DEFAULT_AGENT_SOCKET))
+    netns = environ.get("CNI_NETNS", "")
     if command == "DEL":
+        _forget_node_routes(config, netns)
         try:
             _ask_agent(socket_path, request, OTHER_TIMEOUT)
         except CniError as error:  # released by the agent's reconcile instead
@@ -173,9 +188,20 @@ def _run(command: str, config: dict[str, Any], environ: dict[str, str]) -> str:
         raise CniError(
             INVALID_CONFIG, 'mainTableRoutes needs "mainTableSubnet" (its gateways are on it)'
         )
-    ifname, netns = environ["CNI_IFNAME"], environ.get("CNI_NETNS", "")
+    ifname = environ["CNI_IFNAME"]
     for route in _main_table(config, addresses, ifname):
-        _ip_route_replace(route, netns)
+        _ip(["route", "replace", *route], netns)
+    pod_interface = _pod_network_interface(config)
+    if routed_ranges and pod_interface:
+        # The pod answers from addresses of its ranges over this interface, so its ARP requests
+        # must not name them as their sender: ipvlan hands an ARP reply to the slave that holds
+        # its target address (ipvlan_addr_lookup with use_dest), else to the host, and the pod
+        # would never learn its router. 2: "always use the best local address for this target"
+        # (Linux Documentation/networking/ip-sysctl.rst, arp_announce), the interface's own.
+        _run_tool("sysctl", "procps", ["-qw", f"net.ipv4.conf.{ifname}.arp_announce=2"], netns)
+        pod_address = _pod_network_address(pod_interface, netns)
+        for cidr in routed_ranges:
+            _ip(["route", "replace", cidr, "via", pod_address])
     if addresses:
         _ask_agent(socket_path, request, ADD_TIMEOUT)
     return json.dumps({**previous, "cniVersion": config["cniVersion"]})
@@ -320,18 +346,65 @@ def _main_table_routes(
     return checked
 
 
-def _ip_route_replace(route: list[str], netns: str) -> None:
-    """`ip route replace <route>` in the pod's network namespace."""
-    command = shutil.which("ip", path=IP_COMMAND_DIRS)
-    if command is None:
-        raise CniError(ROUTE_FAILURE, f"no `ip` command (iproute2) in {IP_COMMAND_DIRS}")
-    argv = [command, "route", "replace", *route]
+def _pod_network_interface(config: dict[str, Any]) -> str:
+    interface = config.get("podNetworkInterface", "")
+    if not isinstance(interface, str):
+        raise CniError(INVALID_CONFIG, "podNetworkInterface must be an interface name")
+    return interface
+
+
+def _pod_network_address(interface: str, netns: str) -> str:
+    """The IPv4 address of the pod's `interface`, which the node's routes to its ranges go via."""
+    shown = _ip(["-4", "-o", "address", "show", "dev", interface, "scope", "global"], netns)
+    for line in shown.splitlines():
+        fields = line.split()
+        if "inet" in fields[:-1]:
+            return fields[fields.index("inet") + 1].split("/", 1)[0]
+    raise CniError(
+        ROUTE_FAILURE,
+        f"the pod's {interface} has no IPv4 address: its podRoutedRanges reach it over the pod "
+        "network, so the pod network's plugin must have run before Multus' networks",
+    )
+
+
+def _forget_node_routes(config: dict[str, Any], netns: str) -> None:
+    """DEL, best effort: the node's routes of the pod's ranges that still go via its pod
+    network address (a range that another pod of the node has taken since is left alone)."""
     try:
-        namespace = os.open(netns, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as error:
-        raise CniError(
-            ROUTE_FAILURE, f"cannot open the pod's network namespace {netns!r}", str(error)
-        ) from None
+        ranges, interface = _routed_ranges(config), _pod_network_interface(config)
+        present = ranges and interface and os.path.exists(netns)
+        pod_address = _pod_network_address(interface, netns) if present else ""
+    except CniError as error:  # the kernel drops the routes with the pod's veth anyway
+        print(f"multus-pod-ip: DEL keeps no routed range: {error.msg}", file=sys.stderr)
+        return
+    for cidr in ranges if pod_address else []:
+        try:
+            _ip(["route", "delete", cidr, "via", pod_address])
+        except CniError as error:
+            print(f"multus-pod-ip: DEL: {error.msg}: {error.details}", file=sys.stderr)
+
+
+def _ip(arguments: list[str], netns: str | None = None) -> str:
+    """`ip <arguments>` in the pod's network namespace `netns` (None: in the node's, where the
+    plugin runs); its output."""
+    return _run_tool("ip", "iproute2", arguments, netns)
+
+
+def _run_tool(tool: str, package: str, arguments: list[str], netns: str | None) -> str:
+    """`<tool> <arguments>` (a host command from `package`) as _ip runs `ip`; its output."""
+    command = shutil.which(tool, path=IP_COMMAND_DIRS)
+    if command is None:
+        raise CniError(ROUTE_FAILURE, f"no `{tool}` command ({package}) in {IP_COMMAND_DIRS}")
+    argv = [command, *arguments]
+    where = "in the node's network namespace" if netns is None else f"in {netns}"
+    namespace = -1
+    if netns is not None:
+        try:
+            namespace = os.open(netns, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as error:
+            raise CniError(
+                ROUTE_FAILURE, f"cannot open the pod's network namespace {netns!r}", str(error)
+            ) from None
     libc = ctypes.CDLL(None)
 
     def enter_namespace() -> None:  # subprocess reports only that it failed, not why
@@ -341,22 +414,21 @@ def _ip_route_replace(route: list[str], netns: str) -> None:
     try:
         done = subprocess.run(
             argv,
-            preexec_fn=enter_namespace,  # safe: the plugin process runs no other thread
+            # safe: the plugin process runs no other thread
+            preexec_fn=None if netns is None else enter_namespace,
             capture_output=True,
             text=True,
             timeout=OTHER_TIMEOUT,
             check=False,
         )
     except (OSError, subprocess.SubprocessError) as error:
-        raise CniError(
-            ROUTE_FAILURE, f"cannot run `ip` in the network namespace {netns}", str(error)
-        ) from None
+        raise CniError(ROUTE_FAILURE, f"cannot run `{tool}` {where}", str(error)) from None
     finally:
-        os.close(namespace)
+        if netns is not None:
+            os.close(namespace)
     if done.returncode != 0:
-        raise CniError(
-            ROUTE_FAILURE, f"{' '.join(argv[1:])} failed in {netns}", done.stderr.strip()
-        )
+        raise CniError(ROUTE_FAILURE, f"{' '.join(arguments)} failed {where}", done.stderr.strip())
+    return done.stdout
 
 
 def _ask_agent(socket_path: str, request: dict[str, Any], timeout: float) -> None:

@@ -10,16 +10,22 @@ then delivers the pool to that ENI (its source/dest check is off: the bootstrap'
 the kernel VPC's router forwards there what arrives from the data network
 (testing_support/vpc_fabric.py and kernel_vpc.py: routes whose target is an ENI). On the node,
 ipvlan hands a packet to the slave that holds its destination address, else to the host (Linux
-drivers/net/ipvlan/ipvlan_core.c, ipvlan_handle_mode_l2 -> ipvlan_addr_lookup): the UPF holds
-the UE address on net1, as a real UPF under ipvlan must (docs/multus-pod-ips.md, "Inside the
-pod"). Its answers leave over net1 via the VPC router, the NAD's route to the data network
-(mainTableRoutes). The old node's DEL leaves the route (the agent never deletes one): until the
-new node's ADD replaces it, the pool goes to the old node, where nothing holds it.
+drivers/net/ipvlan/ipvlan_core.c, ipvlan_handle_mode_l2 -> ipvlan_addr_lookup); the UPF holds
+its UE addresses on a tun device, as real UPFs do, never on net1, so the UE pool reaches the
+node's namespace, where the plugin routed it via the pod's eth0 (multus_pod_ips/cni_plugin.py,
+"podNetworkInterface"; the VPC CNI's stand-in gives eth0 and its /32 host route). Its answers
+leave over net1 from the UE address via the VPC router, the NAD's route to the data network
+(mainTableRoutes); its ARP requests for the router name net1's own address (arp_announce 2,
+set by the plugin), since ipvlan hands an ARP reply only to the slave holding its target.
+The old node's DEL leaves the VPC's route (the agent never deletes one): until the new node's
+ADD replaces it, the pool goes to the old node, where nothing routes it any more (its node
+route went with the pod).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -37,6 +43,7 @@ UE_POOL, UE = "10.45.0.0/16", "10.45.0.7"
 DATA_NETWORK, DATA_NETWORK_ROUTER, DATA_NETWORK_HOST = "198.18.0.0/24", "198.18.0.1", "198.18.0.10"
 DN_HOST, DN_LINK = "dn-host", "dn0"
 UPF_NAD = "upf-n6"
+UPF_TUN = "upf-tun"
 MOVING_NODES = ("node-a", "node-b")
 #: multus1's subnets in both AZs (Ec2Emulator.create_multus_vpc's layout): a table each.
 NETWORK_SUBNETS = (SUBNET_CIDR, "10.0.5.0/24")
@@ -88,6 +95,8 @@ def route_tables(cluster: Cluster) -> Iterator[list[str]]:
         tables.append(table)
     restart_agents(cluster, {NETWORK: [UE_POOL]}, {NETWORK: tables})
     cluster.attachment(UPF_NAD, upf_attachment())
+    # The UPF's tun device: the VM's bare devtmpfs gets /dev/net/tun when the module registers.
+    subprocess.run(["modprobe", "tun"], check=True, timeout=60)
     ip("netns", "add", DN_HOST)
     try:
         ip("link", "add", DN_LINK, "netns", VPC_NAMESPACE, "type", "veth", "peer", "name",
@@ -133,13 +142,27 @@ def routes_of(cluster: Cluster, table: str) -> list[str]:
 
 
 def start_upf(cluster: Cluster, name: str, node: str) -> MultusPod:
-    """The UPF pod on `node`, asking for the pool, holding the UE address on net1 and serving
+    """The UPF pod on `node`, asking for the pool, holding the UE address on its tun device
+    (no process behind it: the kernel answers for a local address all the same) and serving
     its identity."""
     pod = cluster.pod(name, node, nad=asking_for_the_pool())
     pod.add()
-    in_netns(pod.name, "ip", "address", "add", f"{UE}/32", "dev", "net1")
+    in_netns(pod.name, "ip", "tuntap", "add", UPF_TUN, "mode", "tun")
+    in_netns(pod.name, "ip", "address", "add", f"{UE}/32", "dev", UPF_TUN)
+    in_netns(pod.name, "ip", "link", "set", UPF_TUN, "up")
     pod.serve_identity()
     return pod
+
+
+def eth0_address(pod: MultusPod) -> str:
+    """The pod's eth0 address (the VPC CNI stand-in's)."""
+    shown = in_netns(pod.name, "ip", "-4", "-o", "address", "show", "dev", "eth0").stdout.split()
+    return shown[shown.index("inet") + 1].split("/")[0]
+
+
+def node_route(cluster: Cluster, node: str) -> str:
+    """The node's route of the UE pool (`ip route show`), empty without one."""
+    return in_netns(cluster.nodes[node].netns, "ip", "route", "show", UE_POOL).stdout.strip()
 
 
 def reaches_the_ue(expected_pod: str) -> bool:
@@ -168,6 +191,7 @@ def path_to_the_ue(cluster: Cluster, pod: MultusPod) -> str:
         (pod.name, "ip address"),
         (pod.name, "ip route"),
         (pod.name, "ip rule"),
+        (pod.node.netns, "ip route"),
         (DN_HOST, f"ping -c 2 -W 2 {UE}"),
     ):
         done = in_netns(namespace, *command.split(), check=False)
@@ -187,6 +211,13 @@ def test_a_data_network_host_reaches_the_ue_address_through_the_upf_pod_as_it_mo
 
     upf_a = start_upf(cluster, "upf-a", "node-a")
     assert [routes_of(cluster, table) for table in route_tables] == [[eni["node-a"]]] * 2
+    # net1 holds only the pod's own address; the node routes the pool into the pod over eth0
+    assert UE not in in_netns(upf_a.name, "ip", "-4", "address", "show", "dev", "net1").stdout
+    assert f"via {eth0_address(upf_a)} dev " in node_route(cluster, "node-a")
+    # its ARP requests on net1 name net1's address, whose replies ipvlan hands to the pod
+    # (answers leave from the UE address, which no slave holds)
+    arp_announce = in_netns(upf_a.name, "sysctl", "-n", "net.ipv4.conf.net1.arp_announce")
+    assert arp_announce.stdout.strip() == "2"
     plane.sync()
     assert reaches_the_ue("upf-a"), path_to_the_ue(cluster, upf_a)
 
@@ -196,7 +227,8 @@ def test_a_data_network_host_reaches_the_ue_address_through_the_upf_pod_as_it_mo
     cluster.pods.remove(upf_a)
     plane.sync()
     assert [routes_of(cluster, table) for table in route_tables] == [[eni["node-a"]]] * 2
-    # ... so the pool still goes to node-a, where no slave of the ENI holds the UE address.
+    # ... so the pool still goes to node-a, which no longer routes it (the pod's veth went).
+    assert node_route(cluster, "node-a") == ""
     assert not ping_from(DN_HOST, UE)
 
     upf_b = start_upf(cluster, "upf-b", "node-b")

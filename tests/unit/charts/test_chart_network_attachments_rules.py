@@ -295,4 +295,8 @@ def test_only_a_network_with_pod_routed_ranges_offers_them_to_its_pods_in_both_n
     for config in cni_configs(routed):
         assert config["plugins"][-1]["type"] == CNI_PLUGIN_TYPE
         assert config["plugins"][-1]["podRoutedRanges"] == ["10.45.0.0/16"]
-    assert "podRoutedRanges" not in cni_config(attachment())["plugins"][-1]
+        # the node routes the ranges via the pod network's interface (ipvlan delivers only
+        # held addresses), which containerd names eth0 (internal/cri/server/helpers.go)
+        assert config["plugins"][-1]["podNetworkInterface"] == "eth0"
+    plain = cni_config(attachment())["plugins"][-1]
+    assert "podRoutedRanges" not in plain and "podNetworkInterface" not in plain

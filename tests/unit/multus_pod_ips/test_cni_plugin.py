@@ -522,6 +522,7 @@ def test_main_table_routes_need_the_subnet_their_gateways_are_on(agent: StandInA
 def test_the_ranges_a_pod_asks_for_in_cni_args_go_to_the_agent_with_the_add(
     agent: StandInAgent,
 ) -> None:
+    # without podNetworkInterface the plugin leaves the pod's and the node's routing alone
     """Multus merges the pod's cni-args into each plugin's configuration as args.cni
     (multus-cni pkg/types/conf.go, injectCNIArgs)."""
     status, _ = run(
@@ -539,23 +540,83 @@ def test_the_ranges_a_pod_asks_for_in_cni_args_go_to_the_agent_with_the_add(
     assert request["routed_ranges"] == ["10.45.0.0/16"]
 
 
-@pytest.mark.parametrize(
-    ("offered", "asked"),
-    [([], ["10.45.0.0/16"]), (["10.45.0.0/16"], ["10.45.0.0/17"]), (["10.45.0.0/16"], "x")],
-)
-def test_a_range_the_nad_does_not_offer_fails_the_add_before_the_agent_is_asked(
-    agent: StandInAgent, offered: list[str], asked: Any
-) -> None:
-    status, error = run(
-        "ADD",
-        network(
-            agent.path,
-            prevResult=PREV_RESULT,
-            podRoutedRanges=offered,
-            args={"cni": {"podRoutedRanges": asked}},
-        ),
+def recorded_tool_calls(
+    monkeypatch: pytest.MonkeyPatch, eth0: str
+) -> list[tuple[str, list[str], str | None]]:
+    """The host commands the plugin runs, recorded: (command, arguments, namespace); an
+    address listing of the pod's interface answers `eth0` (the integration tier runs the real
+    ones in namespaces: tests/integration/multus_pod_ips/test_routed_range_delivery.py)."""
+    calls: list[tuple[str, list[str], str | None]] = []
+
+    def fake_tool(tool: str, package: str, arguments: list[str], netns: str | None) -> str:
+        calls.append((tool, arguments, netns))
+        if arguments[:3] == ["-4", "-o", "address"]:
+            # `ip -o` ends each record's first line with a backslash
+            return f"2: eth0    inet {eth0}/32 scope global eth0\\       valid_lft forever\n"
+        return ""
+
+    monkeypatch.setattr(cni_plugin, "_run_tool", fake_tool)
+    return calls
+
+
+def upf_network(agent: StandInAgent, asked: list[str]) -> str:
+    return network(
+        agent.path,
+        prevResult=PREV_RESULT,
+        podRoutedRanges=["10.45.0.0/16", "10.46.0.0/16"],
+        podNetworkInterface="eth0",
+        args={"cni": {"podRoutedRanges": asked}},
     )
 
-    assert (status, error["code"]) == (1, 7)
-    assert "podRoutedRanges" in error["msg"]
+
+def test_the_node_routes_each_asked_range_via_the_pods_eth0_before_the_agent_is_asked(
+    agent: StandInAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = recorded_tool_calls(monkeypatch, "10.0.2.77")
+
+    status, _ = run("ADD", upf_network(agent, ["10.45.0.0/16", "10.46.0.0/16"]))
+
+    assert status == 0
+    pod = ENV["CNI_NETNS"]
+    assert calls == [
+        ("sysctl", ["-qw", "net.ipv4.conf.net1.arp_announce=2"], pod),
+        ("ip", ["-4", "-o", "address", "show", "dev", "eth0", "scope", "global"], pod),
+        ("ip", ["route", "replace", "10.45.0.0/16", "via", "10.0.2.77"], None),  # the node's
+        ("ip", ["route", "replace", "10.46.0.0/16", "via", "10.0.2.77"], None),
+    ]
+    assert len(agent.requests) == 1
+
+
+def test_a_pod_without_ranges_keeps_its_arp_settings_and_the_node_its_routes(
+    agent: StandInAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = recorded_tool_calls(monkeypatch, "10.0.2.77")
+
+    status, _ = run("ADD", upf_network(agent, []))
+
+    assert status == 0
+    assert calls == [] and len(agent.requests) == 1
+
+
+def test_without_a_pod_network_address_the_add_fails_before_the_agent_is_asked(
+    agent: StandInAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cni_plugin, "_run_tool", lambda *arguments: "")  # eth0 has no address
+
+    status, error = run("ADD", upf_network(agent, ["10.45.0.0/16"]))
+
+    assert (status, error["code"]) == (1, 104)
+    assert "eth0 has no IPv4 address" in error["msg"]
+    assert agent.requests == []
+
+
+def test_an_add_without_a_netns_sets_no_route_anywhere(agent: StandInAgent) -> None:
+    """CNI_NETNS is required for ADD (CNI spec, "Parameters"); without it the pod's routes must
+    not land in the node's namespace, where the plugin runs."""
+    config = network(agent.path, prevResult=PREV_RESULT, mainTableSubnet="10.0.4.0/24")
+
+    status, error = run("ADD", config, CNI_NETNS="")
+
+    assert (status, error["code"]) == (1, 104)
+    assert "cannot open the pod's network namespace ''" in error["msg"]
     assert agent.requests == []
