@@ -153,8 +153,10 @@ class NetworkPlanRow:
 
     device_index: EC2 device index of the network's (first) ENI on its network card (1, 2, ...
     in multus.networks order among the networks on that card, a host-device network taking
-    enis_per_node consecutive ones; 0 on card 0 is the node's primary ENI). network_card: the card (EC2 numbers devices per card; 0 unless the network sets
-    network_card). interface_name: the ENI's stable Linux name on the node.
+    enis_per_node consecutive ones; 0 on card 0 is the node's primary ENI). network_card: the
+    card (EC2 numbers devices per card; 0 unless the network sets network_card).
+    interface_name: the ENI's stable Linux name on the node (a host-device network's base name:
+    eni_slots names its ENIs).
     prefixes_per_node: /28 prefixes on each node's ENI (node_local_config modes only, else None).
     static_range / static_nad_name: the subnet's block of fixed pod addresses and the NAD that
     hands them out (None without a static_range).

@@ -42,8 +42,8 @@ from config.model.security_groups import (
 from config.network_plan import (
     HOST_DEVICE,
     IP_MANAGEMENT_MODES,
-    IPVLAN,
     IPV6_SUBNET_PREFIX_LENGTH,
+    IPVLAN,
     WHEREABOUTS,
     IpManagementMode,
     NetworkMode,

@@ -256,8 +256,8 @@ def test_more_networks_than_the_smallest_instance_has_interfaces() -> None:
     raw["multus"]["networks"].append(third)
     message = error_for(raw)
     assert (
-        "3 Multus ENIs (one per network, enis_per_node per host-device network) need 4 network interfaces per node"
-        in message
+        "3 Multus ENIs (one per network, enis_per_node per host-device network) need 4 "
+        "network interfaces per node" in message
     )
     assert "node_pools[0] (multus).instance_cpus (2 vCPUs) has 3 (m5)" in message
     raw["node_pools"][0]["instance_cpus"] = [4, 8]
@@ -296,8 +296,8 @@ def test_the_error_names_the_size_with_the_fewest_interfaces(
     raw["node_pools"][0]["instance_cpus"] = cpus
     message = error_for(raw)
     assert (
-        "8 Multus ENIs (one per network, enis_per_node per host-device network) need 9 network interfaces per node"
-        in message
+        "8 Multus ENIs (one per network, enis_per_node per host-device network) need 9 "
+        "network interfaces per node" in message
     )
     assert "node_pools[0] (multus).instance_cpus (36 vCPUs) has 8 (c5)" in message
 

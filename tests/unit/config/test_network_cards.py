@@ -97,7 +97,7 @@ def test_networks_on_card_1_count_against_its_own_interfaces_not_card_0s() -> No
     eight = [seed_network(number) for number in range(1, 9)]
     with pytest.raises(
         ConfigError,
-        match=r"8 Multus ENIs \(one per network, enis_per_node per host-device network\) need 9 network interfaces",
+        match=r"8 Multus ENIs \(one per network, .*\) need 9 network interfaces",
     ):
         config_with(eight, TWO_CARD_POOL)
     config_with([*eight[:7], {**eight[7], "network_card": 1}], TWO_CARD_POOL)
