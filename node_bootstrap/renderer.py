@@ -140,10 +140,13 @@ def _validate(props: NodeBootstrapProps) -> None:
     interfaces = props.interfaces
     if not interfaces:
         raise ValueError("interfaces: at least one Multus interface is required")
+    # A host-device network has one interface per ENI; any other network has one.
+    whole_enis = {eni.interface_name for eni in props.host_device}
     for field in ("network", "interface_name", "device_index"):
         values = [
             device_field(interface) if field == "device_index" else getattr(interface, field)
             for interface in interfaces
+            if field != "network" or interface.interface_name not in whole_enis
         ]
         duplicates = sorted({str(value) for value in values if values.count(value) > 1})
         if duplicates:
