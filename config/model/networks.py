@@ -415,11 +415,6 @@ class MultusNetworkConfig(StrictModel):
                 "primary address; remove ip_management (or set it to "
                 f'{WHEREABOUTS.name!r}) or use mode "{IPVLAN}"'
             )
-        if self.prefixes_per_node is not None:
-            problems.append(
-                "prefixes_per_node: a host-device ENI carries no prefixes (its pod has the "
-                "ENI's primary address); remove prefixes_per_node"
-            )
         for index, subnet in enumerate(self.subnets):
             if subnet.static_range is not None or subnet.floating_addresses:
                 field = "static_range" if subnet.static_range else "floating_addresses"
