@@ -34,6 +34,15 @@ RESERVED_INTERFACE_NAMES: dict[str, str] = {
 }
 
 
+def eni_interface_names(base: str, host_device: bool, enis_per_node: int) -> list[str]:
+    """The Linux names of a network's ENIs on a node: the base name for an ipvlan network's
+    one ENI; <base>0, <base>1, ... for a host-device network's enis_per_node ENIs (each must
+    still pass interface_name_problem: the digits count against the 15 characters)."""
+    if not host_device:
+        return [base]
+    return [f"{base}{slot}" for slot in range(enis_per_node)]
+
+
 def reserved_interface_reason(name: str) -> str | None:
     """Why `name` cannot name a Multus interface on the node, or None if it can."""
     for pattern, owner in RESERVED_INTERFACE_NAMES.items():

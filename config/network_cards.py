@@ -34,17 +34,27 @@ def network_card_problems(
     ]
     if problems:
         return problems
-    per_card = Counter(row.network_card for row in networks if row.network_card > 0)
+    per_card = Counter[int]()
+    for row in networks:
+        if row.network_card > 0:
+            per_card[row.network_card] += len(row.eni_slots)
     for card, count in sorted(per_card.items()):
         family, cpus = min(sizes, key=lambda size: instance_types.interfaces_per_card(*size)[card])
         available = instance_types.interfaces_per_card(family, cpus)[card]
         if count > available:
             problems.append(
-                f"{pool_path}.networks: {count} networks are on network_card {card}, but "
+                f"{pool_path}.networks: {count} Multus ENIs are on network_card {card}, but "
                 f"{instance_types.size_name(family, cpus)} takes {available} network "
-                f"interfaces there; move some to another network_card or attach fewer networks"
+                f"interfaces there; move some to another network_card, attach fewer networks "
+                "or lower enis_per_node"
             )
     return problems
+
+
+def card_zero_enis(networks: Sequence[NetworkPlanRow]) -> int:
+    """Multus ENIs a node of the pool attaches to card 0 (one per network row, enis_per_node
+    for a host-device one), which count against card 0's interfaces with the primary ENI."""
+    return sum(len(row.eni_slots) for row in networks if row.network_card == 0)
 
 
 def _cards(size: tuple[str, int]) -> int:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from config.connection_tracking import ConnectionTracking
+from config.interface_names import eni_interface_names
 from config.path_mtu import VPC_MTU
 
 #: CreateSubnetCidrReservation's ReservationType: "explicit" keeps the addresses for whoever
@@ -24,6 +25,12 @@ from config.path_mtu import VPC_MTU
 ReservationType = Literal["explicit", "prefix"]
 #: The kernel's ipvlan modes (the config allows l2 only: config.model explains why).
 IpvlanMode = Literal["l2", "l3", "l3s"]
+#: multus.networks[].mode: how pods reach a network's ENIs. ipvlan: each pod an ipvlan
+#: interface on the node's one ENI; host-device: each pod a whole ENI of the node's
+#: enis_per_node (containernetworking/plugins plugins/main/host-device moves it into the pod).
+NetworkMode = Literal["ipvlan", "host-device"]
+IPVLAN: NetworkMode = "ipvlan"
+HOST_DEVICE: NetworkMode = "host-device"
 #: What a route of a Multus network leads to (multus.networks[].routes[]).
 RouteTarget = Literal["transit_gateway", "vpn_gateway", "network_interface", "nat_gateway"]
 
@@ -93,6 +100,11 @@ def network_attachment_name(network: str, availability_zone: str) -> str:
     return f"{network}-{availability_zone}"
 
 
+def host_device_attachment_name(network: str, availability_zone: str, slot: int) -> str:
+    """The NAD name of ENI slot `slot` (0, 1, ...) of a host-device network in that AZ."""
+    return f"{network_attachment_name(network, availability_zone)}-{slot}"
+
+
 def static_attachment_name(network: str, availability_zone: str) -> str:
     """The NAD name of the network's fixed addresses in that AZ (static IPAM)."""
     return f"{network_attachment_name(network, availability_zone)}-static"
@@ -126,13 +138,25 @@ class PlannedIpv6:
 
 
 @dataclass(frozen=True)
+class EniSlot:
+    """One of a row's ENIs on a node: its Linux name, its device index (on the row's network
+    card) and the NAD through which pods reach it."""
+
+    interface_name: str
+    device_index: int
+    nad_name: str
+
+
+@dataclass(frozen=True)
 class NetworkPlanRow:
     """One Multus network in one AZ.
 
-    device_index: EC2 device index of the network's ENI on its network card (1, 2, ... in
-    multus.networks order among the networks on that card; 0 on card 0 is the node's primary
-    ENI). network_card: the card (EC2 numbers devices per card; 0 unless the network sets
-    network_card). interface_name: the ENI's stable Linux name on the node.
+    device_index: EC2 device index of the network's (first) ENI on its network card (1, 2, ...
+    in multus.networks order among the networks on that card, a host-device network taking
+    enis_per_node consecutive ones; 0 on card 0 is the node's primary ENI). network_card: the
+    card (EC2 numbers devices per card; 0 unless the network sets network_card).
+    interface_name: the ENI's stable Linux name on the node (a host-device network's base name:
+    eni_slots names its ENIs).
     prefixes_per_node: /28 prefixes on each node's ENI (node_local_config modes only, else None).
     static_range / static_nad_name: the subnet's block of fixed pod addresses and the NAD that
     hands them out (None without a static_range).
@@ -149,6 +173,8 @@ class NetworkPlanRow:
     pod_routed_ranges: the network's ranges whose route follows the pod that asks for it (the
     same in each of its rows).
     connection_tracking: the timeouts the network's ENIs are created with, None for EC2's.
+    mode / enis_per_node: ipvlan (one ENI, shared by the pods) or host-device (enis_per_node
+    ENIs, one per pod: eni_slots); nad_name is then slot 0's NAD.
     """
 
     network: str
@@ -175,6 +201,40 @@ class NetworkPlanRow:
     connection_tracking: ConnectionTracking | None = None
     pod_routed_ranges: tuple[str, ...] = ()
     network_card: int = 0
+    mode: NetworkMode = IPVLAN
+    enis_per_node: int = 1
+
+    @property
+    def host_device(self) -> bool:
+        return self.mode == HOST_DEVICE
+
+    @property
+    def runs_pod_ip_agent(self) -> bool:
+        """Whether the pod IP agent manages addresses on the row's ENI (never a host-device
+        ENI, whose pod has the ENI's primary address)."""
+        return self.ip_management.pod_ip_agent and not self.host_device
+
+    @property
+    def whereabouts_chain(self) -> bool:
+        """Whether the row's NAD carries the ipvlan + Whereabouts chain (not node-local)."""
+        return not self.ip_management.node_local_config and not self.host_device
+
+    @property
+    def eni_slots(self) -> tuple[EniSlot, ...]:
+        """The row's ENIs on a node, at consecutive device indexes: one for ipvlan; for
+        host-device, slot k named <interface_name>k, its NAD <network>-<az>-k."""
+        if not self.host_device:
+            return (EniSlot(self.interface_name, self.device_index, self.nad_name),)
+        return tuple(
+            EniSlot(
+                name,
+                self.device_index + slot,
+                host_device_attachment_name(self.network, self.availability_zone, slot),
+            )
+            for slot, name in enumerate(
+                eni_interface_names(self.interface_name, True, self.enis_per_node)
+            )
+        )
 
     @property
     def reservation_type(self) -> ReservationType:
@@ -235,6 +295,10 @@ class PlannedNetwork(Protocol):
     def connection_tracking_plan(self) -> ConnectionTracking | None: ...
     @property
     def network_card(self) -> int: ...
+    @property
+    def mode(self) -> NetworkMode: ...
+    @property
+    def enis_per_node(self) -> int: ...
     @property
     def ip_management(self) -> str: ...
     @property
@@ -326,14 +390,20 @@ def pool_network_plan(config: PlannedConfig, pool: PlannedPool) -> NetworkPlan:
 
 
 def _device_indexes(networks: Sequence[PlannedNetwork]) -> list[int]:
-    """Each network's device index on its card: 1, 2, ... in order among the networks on the
-    same card (EC2 numbers devices per network card; device 0 of card 0 is the primary ENI)."""
+    """Each network's (first) device index on its card: 1, 2, ... in order among the networks
+    on the same card, a host-device network taking one per ENI (EC2 numbers devices per
+    network card; device 0 of card 0 is the primary ENI)."""
     taken: dict[int, int] = {}
     indexes = []
     for network in networks:
-        taken[network.network_card] = taken.get(network.network_card, 0) + 1
-        indexes.append(taken[network.network_card])
+        first = taken.get(network.network_card, 0) + 1
+        indexes.append(first)
+        taken[network.network_card] = first + _enis(network) - 1
     return indexes
+
+
+def _enis(network: PlannedNetwork) -> int:
+    return network.enis_per_node if network.mode == HOST_DEVICE else 1
 
 
 def _network_rows(
@@ -356,7 +426,9 @@ def _network_rows(
             availability_zone=az,
             device_index=device_index,
             interface_name=network.device_name,
-            nad_name=network_attachment_name(network.name, az),
+            nad_name=host_device_attachment_name(network.name, az, 0)
+            if network.mode == HOST_DEVICE
+            else network_attachment_name(network.name, az),
             ip_management=mode,
             subnet_cidr=subnet.cidr,
             reservation_cidr=subnet.reservation,
@@ -380,6 +452,8 @@ def _network_rows(
             connection_tracking=network.connection_tracking_plan,
             pod_routed_ranges=tuple(network.pod_routed_ranges),
             network_card=network.network_card,
+            mode=network.mode,
+            enis_per_node=network.enis_per_node,
         )
         for az_index, (az, subnet) in enumerate(
             zip(config.availability_zones, network.subnets, strict=True)

@@ -51,6 +51,25 @@ class NodePrefixNetwork:
 
 
 @dataclass(frozen=True)
+class HostDeviceEni:
+    """One ENI of a host-device network in one AZ, which a pod takes whole.
+
+    cni_network_name: the NAD's name (<network>-<az>-<slot>); Multus picks the node's config
+    file whose "name" equals it. device_index / network_card: where the ENI is attached (names
+    the config file). subnet_cidr: the Multus subnet (the address's prefix length, the VPC
+    router); routes: the network's IPv4 destinations beyond the VPC, via that router.
+    """
+
+    availability_zone: str
+    interface_name: str
+    device_index: int
+    cni_network_name: str
+    subnet_cidr: str
+    routes: Sequence[str] = ()
+    network_card: int = 0
+
+
+@dataclass(frozen=True)
 class MultusInterface:
     """One Multus ENI of a node: its network, Linux interface name, EC2 device index, whether
     EC2's source/dest check stays on (False: the bootstrap turns it off), its security
@@ -81,6 +100,7 @@ class NodeBootstrapProps:
 
     placements: AZ name -> placement.
     node_prefix: one entry per (AZ, network) in node_prefix mode.
+    host_device: one entry per (AZ, ENI) of the host-device networks.
     node_profile: the pool's node profile (config/node_profile.py), or None."""
 
     cluster_name: str
@@ -88,6 +108,7 @@ class NodeBootstrapProps:
     placements: Mapping[str, AzPlacement]
     node_prefix: Sequence[NodePrefixNetwork] = ()
     node_profile: NodeProfile | None = None
+    host_device: Sequence[HostDeviceEni] = ()
 
 
 def node_bootstrap_props(
@@ -98,9 +119,10 @@ def node_bootstrap_props(
     security_group_id: Callable[[NetworkPlanRow], str],
     node_profile: NodeProfile | None = None,
 ) -> NodeBootstrapProps:
-    """Each network's interface at its device index with its network's security group and,
-    per AZ, each interface's subnet (in interface order), and the pool's node profile;
-    subnet_id and security_group_id give a row's deploy-time IDs."""
+    """Each network's interface (a host-device network's enis_per_node ones) at its device
+    index with its network's security group and, per AZ, each interface's subnet (in
+    interface order), and the pool's node profile; subnet_id and security_group_id give a
+    row's deploy-time IDs."""
     zones: dict[str, list[NetworkPlanRow]] = {}
     for row in sorted(plan, key=lambda row: row.attachment_slot):
         zones.setdefault(row.availability_zone, []).append(row)
@@ -109,8 +131,8 @@ def node_bootstrap_props(
         interfaces=[
             MultusInterface(
                 network=row.network,
-                interface_name=row.interface_name,
-                device_index=row.device_index,
+                interface_name=slot.interface_name,
+                device_index=slot.device_index,
                 source_dest_check=row.source_dest_check,
                 security_group_ids=[security_group_id(row)],
                 ipv6=row.ipv6 is not None,
@@ -119,15 +141,30 @@ def node_bootstrap_props(
                 network_card=row.network_card,
             )
             for row in networks_in_order(plan)
+            for slot in row.eni_slots
         ],
         placements={
-            az: AzPlacement(subnet_ids=[subnet_id(row) for row in rows])
+            az: AzPlacement(subnet_ids=[subnet_id(row) for row in rows for _ in row.eni_slots])
             for az, rows in zones.items()
         },
         node_prefix=[
             _node_prefix_network(row) for row in plan if row.ip_management.node_local_config
         ],
         node_profile=node_profile,
+        host_device=[
+            HostDeviceEni(
+                availability_zone=row.availability_zone,
+                interface_name=slot.interface_name,
+                device_index=slot.device_index,
+                cni_network_name=slot.nad_name,
+                subnet_cidr=row.subnet_cidr,
+                routes=[route.destination for route in row.routes if not route.is_ipv6],
+                network_card=row.network_card,
+            )
+            for row in plan
+            if row.host_device
+            for slot in row.eni_slots
+        ],
     )
 
 

@@ -16,7 +16,10 @@
 #   MULTUS_NODE_PREFIX   only with node_prefix networks (node_prefix.sh): one line per
 #                        (AZ, network): <az> <interface-name> <prefix-count> <cni-network-name>
 #                        <subnet-cidr> <reservation-cidr> <gateway> <ipvlan-mode> <cni-file>
-#   MULTUS_CNI_CONFIG_DIR, MULTUS_IPAM_DATA_DIR  where node_prefix CNI configs and leases go
+#   MULTUS_HOST_DEVICE   only with host-device networks (host_device.sh): one line per (AZ,
+#                        ENI): <az> <interface-name> <cni-network-name> <subnet-prefix-length>
+#                        <gateway> <cni-file> <route,...|->
+#   MULTUS_CNI_CONFIG_DIR, MULTUS_IPAM_DATA_DIR  where node-local CNI configs and leases go
 #   MULTUS_CONNECTION_TRACKING  only where a network sets timeouts: one line per interface:
 #                        <interface-name> <member>=<seconds>... (members of CreateNetworkInterface's
 #                        ConnectionTrackingSpecification, e.g. TcpEstablishedTimeout=3600)
@@ -86,7 +89,9 @@
 #
 # node_prefix networks (docs/node-prefix-mode.md) are handled by node_prefix.sh through the
 # node_prefix_* hooks: prefixes in the create call, checked against the reservation, and the
-# node-local CNI config, all before the readiness marker.
+# node-local CNI config, all before the readiness marker. A host-device network's ENIs are
+# attached like the others, one line each; host_device.sh's hooks write each one's node-local
+# CNI config, also before the marker (docs/network.md, Whole-ENI networks).
 set -euo pipefail
 
 readonly IMDS_URL=${MULTUS_IMDS_URL:-http://169.254.169.254}
@@ -357,6 +362,9 @@ node_prefix_create_args() { :; }
 node_prefix_created() { :; }
 node_prefix_attached() { :; }
 node_prefix_up() { :; }
+# host-device networks: host_device.sh overrides these (they see attach_network's mac).
+host_device_load() { :; }
+host_device_up() { :; }
 
 # Adds the interface's connection tracking timeouts, if its network sets any, to `create`.
 connection_tracking_create_args() {
@@ -435,6 +443,7 @@ attach_network() {
   run_on_host sysctl -qw "net.ipv4.conf.$ifname.rp_filter=0"
   run_on_host ip link set dev "$ifname" up
   node_prefix_up "$ifname"
+  host_device_up "$ifname"
   log "$ifname: up"
 }
 
@@ -466,6 +475,7 @@ main() {
   ((${#subnets[@]} > 0)) ||
     die "availability zone $az is not in the Multus placement table (${configured_azs[*]})"
   node_prefix_load "$az"
+  host_device_load "$az"
 
   ec2_endpoint=$EC2_ENDPOINT
   [[ -n $ec2_endpoint ]] || ec2_endpoint=https://ec2.$region.$(imds services/domain) ||

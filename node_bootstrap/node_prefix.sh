@@ -7,15 +7,11 @@
 # trip); every prefix must lie inside the network's reservation, else the ENI (and with it its
 # prefixes) is deleted and the network fails. Once the interface is up, a CNI config for
 # host-local over those prefixes is staged and installed into the CNI config directory as
-# soon as the VPC CNI's config is there (install_node_prefix_config); a re-run reads the
-# prefixes from IMDS and rewrites the same file. Staging happens before the readiness marker;
-# cleartaints also waits for the installed file.
+# soon as the VPC CNI's config is there (install_node_cni_config); a re-run reads the
+# prefixes from IMDS and rewrites the same file (node_cni_config.sh installs it). Staging
+# happens before the readiness marker; cleartaints also waits for the installed file.
 
-readonly CNI_CONFIG_DIR=$ROOT${MULTUS_CNI_CONFIG_DIR:?missing}
 readonly IPAM_DATA_DIR=${MULTUS_IPAM_DATA_DIR:?missing}
-readonly RUNTIME_CNI_CONFIG=${MULTUS_RUNTIME_CNI_CONFIG:?missing}
-readonly CNI_STAGE_DIR=$STATE_DIR/cni
-readonly UNIT_DIR=$ROOT/etc/systemd/system
 
 # This AZ's node_prefix networks from MULTUS_NODE_PREFIX, by interface name.
 node_prefix_load() {
@@ -60,7 +56,7 @@ node_prefix_up() {
   node_prefix_settings "$1" || return 0
   write_node_prefix_config "$1" "$cni_name" "$prefix_subnet" "$gateway" "$mode" "$cni_file" \
     "$node_prefixes"
-  install_node_prefix_config "$cni_file"
+  install_node_cni_config "$cni_file"
   log "$1: CNI config $cni_file for $cni_name staged in $CNI_STAGE_DIR"
 }
 
@@ -101,7 +97,7 @@ xml_values() {
 # write_node_prefix_config <interface> <cni-name> <subnet> <gateway> <ipvlan-mode> <file>
 # <prefixes>: the node-local CNI config: ipvlan on the interface, host-local handing out the
 # prefixes (one range per prefix in one range set: one address per pod), sbr. Multus reads it
-# for the NAD whose name equals "name". Staged, then installed (install_node_prefix_config).
+# for the NAD whose name equals "name". Staged, then installed (install_node_cni_config).
 # A /28 is aligned, so its last address only differs in the last octet.
 write_node_prefix_config() {
   local ranges=() range a b c d _
@@ -113,25 +109,4 @@ write_node_prefix_config() {
   local IFS=,
   printf '{"cniVersion":"0.3.1","name":"%s","plugins":[{"type":"ipvlan","master":"%s","mode":"%s","ipam":{"type":"host-local","dataDir":"%s","ranges":[[%s]]}},{"type":"sbr"}]}\n' \
     "$2" "$1" "$5" "$IPAM_DATA_DIR" "${ranges[*]}" >"$CNI_STAGE_DIR/$6"
-}
-
-# The container runtime takes the first config file in the directory as the pod network, so
-# ours must never be alone there. In user-data, before kubelet, the VPC CNI's file is not there
-# yet; then a systemd path unit installs ours once it is. The service remains active after its
-# copy, or the path unit, finding the file still there, would start it again at once
-# (systemd.path(5)). Copies end in .tmp (not a CNI config extension) and are renamed into
-# place: nobody reads half a file.
-install_node_prefix_config() {
-  local live=${CNI_CONFIG_DIR#"$ROOT"}/$1 unit=cni-${1%.conflist}
-  if [[ -e $CNI_CONFIG_DIR/$RUNTIME_CNI_CONFIG ]]; then
-    cp -f "$CNI_STAGE_DIR/$1" "$ROOT$live.tmp"
-    mv -f "$ROOT$live.tmp" "$ROOT$live"
-    return
-  fi
-  printf '[Path]\nPathExists=%s\n\n[Install]\nWantedBy=multi-user.target\n' \
-    "${CNI_CONFIG_DIR#"$ROOT"}/$RUNTIME_CNI_CONFIG" >"$UNIT_DIR/$unit.path"
-  printf '[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/sh -c "cp -f %s %s.tmp && mv -f %s.tmp %s"\n' \
-    "${CNI_STAGE_DIR#"$ROOT"}/$1" "$live" "$live" "$live" >"$UNIT_DIR/$unit.service"
-  run_on_host systemctl daemon-reload
-  run_on_host systemctl enable --now --no-block "$unit.path"
 }

@@ -26,6 +26,7 @@ from config.node_bootstrap_plan import (
     NodeBootstrapProps,
 )
 from config.path_mtu import MIN_MTU, VPC_MTU
+from node_bootstrap.host_device import render_host_device_lines
 from node_bootstrap.node_prefix import (
     CNI_CONFIG_DIR,
     IPAM_DATA_DIR,
@@ -51,6 +52,10 @@ FAILURE_TAG_KEY = "multus-eni/bootstrap-failure"
 SCRIPT_NAME = "multus_eni_bootstrap.sh"
 #: Included only when a network is in node_prefix mode.
 NODE_PREFIX_SCRIPT_NAME = "node_prefix.sh"
+#: Included, before those two, when either is.
+NODE_CNI_CONFIG_SCRIPT_NAME = "node_cni_config.sh"
+#: Included only when a network is in host-device mode.
+HOST_DEVICE_SCRIPT_NAME = "host_device.sh"
 #: Included only when a network is dual-stack.
 DUAL_STACK_SCRIPT_NAME = "dual_stack.sh"
 #: Included only when the pool's node profile sets hugepages, kernel settings, a CPU count or
@@ -135,10 +140,13 @@ def _validate(props: NodeBootstrapProps) -> None:
     interfaces = props.interfaces
     if not interfaces:
         raise ValueError("interfaces: at least one Multus interface is required")
+    # A host-device network has one interface per ENI; any other network has one.
+    whole_enis = {eni.interface_name for eni in props.host_device}
     for field in ("network", "interface_name", "device_index"):
         values = [
             device_field(interface) if field == "device_index" else getattr(interface, field)
             for interface in interfaces
+            if field != "network" or interface.interface_name not in whole_enis
         ]
         duplicates = sorted({str(value) for value in values if values.count(value) > 1})
         if duplicates:
@@ -177,20 +185,22 @@ def _validate(props: NodeBootstrapProps) -> None:
                 f"placements[{az}]: {len(placement.subnet_ids)} subnet IDs for "
                 f"{len(interfaces)} interfaces; give one subnet per interface, in order"
             )
-    _validate_node_prefix(props)
+    _validate_node_local(props)
 
 
-def _validate_node_prefix(props: NodeBootstrapProps) -> None:
+def _validate_node_local(props: NodeBootstrapProps) -> None:
+    """Each node_prefix network and host-device ENI is one of the interfaces, in a placed AZ."""
     slots = {i.interface_name: (i.network_card, i.device_index) for i in props.interfaces}
-    for network in props.node_prefix:
-        where = f"node_prefix[{network.availability_zone}/{network.interface_name}]"
-        if slots.get(network.interface_name) != (network.network_card, network.device_index):
-            raise ValueError(
-                f"{where}: not an interface at device index {network.device_index} of network "
-                f"card {network.network_card}"
-            )
-        if network.availability_zone not in props.placements:
-            raise ValueError(f"{where}: {network.availability_zone} has no placement")
+    for kind, entries in (("node_prefix", props.node_prefix), ("host_device", props.host_device)):
+        for entry in entries:
+            where = f"{kind}[{entry.availability_zone}/{entry.interface_name}]"
+            if slots.get(entry.interface_name) != (entry.network_card, entry.device_index):
+                raise ValueError(
+                    f"{where}: not an interface at device index {entry.device_index} of "
+                    f"network card {entry.network_card}"
+                )
+            if entry.availability_zone not in props.placements:
+                raise ValueError(f"{where}: {entry.availability_zone} has no placement")
 
 
 def _bootstrap_script() -> str:
@@ -238,7 +248,9 @@ def device_field(interface: MultusInterface) -> str:
 def _optional_configuration(props: NodeBootstrapProps) -> str:
     """The variables of the included libraries (none when no network needs one)."""
     return (
-        _node_prefix_configuration(props)
+        _node_cni_configuration(props)
+        + _node_prefix_configuration(props)
+        + _host_device_configuration(props)
         + _dual_stack_configuration(props)
         + _connection_tracking_configuration(props)
         + _node_profile_configuration(props)
@@ -272,15 +284,29 @@ def _connection_tracking_configuration(props: NodeBootstrapProps) -> str:
     return f"MULTUS_CONNECTION_TRACKING={shlex.quote(chr(10).join(lines))}\n"
 
 
+def _node_cni_configuration(props: NodeBootstrapProps) -> str:
+    """Where node_cni_config.sh installs the node-local CNI configs, and after which file."""
+    if not (props.node_prefix or props.host_device):
+        return ""
+    return (
+        f"MULTUS_CNI_CONFIG_DIR={shlex.quote(CNI_CONFIG_DIR)}\n"
+        f"MULTUS_RUNTIME_CNI_CONFIG={shlex.quote(RUNTIME_CNI_CONFIG)}\n"
+    )
+
+
 def _node_prefix_configuration(props: NodeBootstrapProps) -> str:
     if not props.node_prefix:
         return ""
     return (
         f"MULTUS_NODE_PREFIX={shlex.quote(render_node_prefix_lines(props.node_prefix))}\n"
-        f"MULTUS_CNI_CONFIG_DIR={shlex.quote(CNI_CONFIG_DIR)}\n"
         f"MULTUS_IPAM_DATA_DIR={shlex.quote(IPAM_DATA_DIR)}\n"
-        f"MULTUS_RUNTIME_CNI_CONFIG={shlex.quote(RUNTIME_CNI_CONFIG)}\n"
     )
+
+
+def _host_device_configuration(props: NodeBootstrapProps) -> str:
+    if not props.host_device:
+        return ""
+    return f"MULTUS_HOST_DEVICE={shlex.quote(render_host_device_lines(props.host_device))}\n"
 
 
 def _dual_stack_interfaces(props: NodeBootstrapProps) -> list[str]:
@@ -296,13 +322,18 @@ def _dual_stack_configuration(props: NodeBootstrapProps) -> str:
 
 def script_code(props: NodeBootstrapProps) -> str:
     """The code the node runs after the data block: the bootstrap script, with the node_prefix
-    library when a network uses that mode, the dual-stack one when a network is dual-stack and
+    library when a network uses that mode, the host-device one when a network does (each after
+    the node-local CNI config library), the dual-stack one when a network is dual-stack and
     the node-profile one when the profile gives it data (so other nodes' user-data stays as it
     was), without comments, blank lines and indentation."""
     body = _bootstrap_script().split("\n", 1)[1]
     libraries = []
+    if props.node_prefix or props.host_device:
+        libraries.append(NODE_CNI_CONFIG_SCRIPT_NAME)
     if props.node_prefix:
         libraries.append(NODE_PREFIX_SCRIPT_NAME)
+    if props.host_device:
+        libraries.append(HOST_DEVICE_SCRIPT_NAME)
     if _dual_stack_interfaces(props):
         libraries.append(DUAL_STACK_SCRIPT_NAME)
     if _node_profile_variables(props):

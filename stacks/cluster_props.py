@@ -52,6 +52,7 @@ from config.node_labels import (
     NodeTaint,
     network_label,
 )
+from node_bootstrap.host_device import HOST_DEVICE_CNI_PLUGINS, host_device_config_file_name
 from node_bootstrap.node_prefix import CNI_CONFIG_DIR as NODE_CNI_CONFIG_DIR
 from node_bootstrap.node_prefix import NODE_PREFIX_CNI_PLUGINS, cni_config_file_name
 from node_bootstrap.renderer import CLUSTER_TAG_KEY, NETWORK_TAG_KEY
@@ -258,11 +259,15 @@ def cluster_workloads_props(
 ) -> ClusterWorkloadsProps:
     images = config.images
     nads = [
-        network_attachment(a.plan, ipv6_range(a))
-        for a in attachments
-        if not a.plan.ip_management.node_local_config
+        network_attachment(a.plan, ipv6_range(a)) for a in attachments if a.plan.whereabouts_chain
     ]
-    node_local = [a.plan for a in attachments if a.plan.ip_management.node_local_config]
+    # node_prefix NADs and one per host-device ENI slot: Multus reads the node's config.
+    node_local_names = [
+        slot.nad_name
+        for a in attachments
+        if not a.plan.whereabouts_chain
+        for slot in a.plan.eni_slots
+    ]
     pod_ips = pod_ips_props(
         config,
         images.multus_pod_ips.reference,
@@ -295,7 +300,7 @@ def cluster_workloads_props(
         network_attachments=NetworkAttachmentsProps(
             namespace=config.multus.nad_namespace,
             attachments=nads,
-            node_local_names=[row.nad_name for row in node_local],
+            node_local_names=node_local_names,
             create_namespace=config.multus.creates_nad_namespace,
         ),
         clear_taints=ClearTaintsProps(
@@ -349,31 +354,37 @@ def sample_workloads_props(config: AppConfig) -> SampleWorkloadsProps:
 
 def clear_taints_nodes(pool: NodePoolConfig, plan: NetworkPlan) -> ClearTaintsNodes:
     """What cleartaints waits for on a pool's nodes: the CNI binaries and files of the NADs of
-    its networks, the node-local configs of its node_prefix networks (at its device indexes)
-    and the pod IP agent when one of its networks runs it."""
+    its networks, the node-local configs of its node_prefix networks and host-device ENIs (at
+    its device indexes) and the pod IP agent when one of its networks runs it."""
     # Which plugins the chains call depends on neither their routes nor the IPv6 side (a
     # deploy-time value that an IPv6 route's gateway needs): both are left out here.
-    nads = [
-        replace(network_attachment(row), routes=())
-        for row in plan
-        if not row.ip_management.node_local_config
-    ]
+    nads = [replace(network_attachment(row), routes=()) for row in plan if row.whereabouts_chain]
     node_prefix_files = [
         cni_config_file_name(index, card)
         for card, index in dict.fromkeys(
             row.attachment_slot for row in plan if row.ip_management.node_local_config
         )
     ]
+    host_device_files = [
+        host_device_config_file_name(slot.device_index, row.network_card)
+        for row in networks_in_order(plan)
+        if row.host_device
+        for slot in row.eni_slots
+    ]
     return ClearTaintsNodes(
         pool=pool.name,
         cni_binaries=sorted(
-            {*cni_binaries(nads), *(NODE_PREFIX_CNI_PLUGINS if node_prefix_files else ())}
+            {
+                *cni_binaries(nads),
+                *(NODE_PREFIX_CNI_PLUGINS if node_prefix_files else ()),
+                *(HOST_DEVICE_CNI_PLUGINS if host_device_files else ()),
+            }
         ),
         cni_files=[
             *cni_host_files(nads),
-            *(f"{NODE_CNI_CONFIG_DIR}/{name}" for name in node_prefix_files),
+            *(f"{NODE_CNI_CONFIG_DIR}/{name}" for name in node_prefix_files + host_device_files),
         ],
-        wait_for_pod_ips=any(row.ip_management.pod_ip_agent for row in plan),
+        wait_for_pod_ips=any(row.runs_pod_ip_agent for row in plan),
         node_selector=pool_node_selector(pool),
         tolerations=pool_taints(pool),
     )
@@ -400,7 +411,7 @@ def pod_ips_props(
         routed_ranges: dict[str, list[str]] = {}
         route_tables: dict[str, list[str]] = {}
         for row in config.pool_plan(pool):
-            if row.ip_management.pod_ip_agent:
+            if row.runs_pod_ip_agent:
                 ranges.setdefault(row.interface_name, []).append(row.reservation_cidr)
                 ipv6_range = (ipv6_pod_ranges or {}).get((row.network, row.availability_zone))
                 if ipv6_range is not None:

@@ -146,6 +146,17 @@ def node_prefix_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
     )
 
 
+HOST_DEVICE = "examples/host-device.json"
+
+
+@pytest.fixture(scope="session")
+def host_device_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
+    """examples/host-device.json: a UPF pool whose N6 network gives each pod a whole ENI."""
+    return synthesize(
+        tmp_path_factory.mktemp("host-device"), cdk_json_context(config_file=HOST_DEVICE)
+    )
+
+
 RAN = "10.100.0.0/16"
 
 
@@ -258,6 +269,7 @@ APP_FIXTURES = (
     "existing_vpc_app",
     "dual_stack_app",
     "node_prefix_app",
+    "host_device_app",
     "routes_app",
     "per_network_rules_app",
 )

@@ -46,7 +46,7 @@ from config.model.route_rules import (
 )
 from config.model.security_groups import SecurityGroupRuleConfig
 from config.model.vpc import VpcConfig
-from config.network_cards import network_card_problems
+from config.network_cards import card_zero_enis, network_card_problems
 from config.network_plan import (
     NetworkPlan,
     network_plan,
@@ -367,7 +367,7 @@ class AppConfig(StrictModel):
             problems = network_card_problems(self.pool_path(pool), networks, sizes)
             if problems:
                 raise ValueError("\n".join(problems))
-            count = sum(row.network_card == 0 for row in networks)
+            count = card_zero_enis(networks)
             needed = count + 1  # plus the primary interface
             available = pool.max_enis_of_smallest_size
             if needed > available:
@@ -375,10 +375,11 @@ class AppConfig(StrictModel):
                 family, cpus, _ = min(pool.allowed_sizes(), key=lambda size: (size[2], size[1]))
                 path = self.pool_path(pool)
                 raise ValueError(
-                    f"{path}.networks: {count} networks need {needed} network interfaces per "
+                    f"{path}.networks: {count} Multus ENIs (one per network, enis_per_node "
+                    f"per host-device network) need {needed} network interfaces per "
                     f"node, but the smallest size in {path}.instance_cpus ({cpus} vCPUs) has "
-                    f"{available} ({family}); drop small sizes from instance_cpus or attach "
-                    "fewer networks"
+                    f"{available} ({family}); drop small sizes from instance_cpus, attach "
+                    "fewer networks or lower enis_per_node"
                 )
 
     @property
@@ -387,8 +388,7 @@ class AppConfig(StrictModel):
         any pool's nodes attach to network card 0, whose interfaces Karpenter's max pods count
         (docs/node-capacity.md says what this costs the others)."""
         return max(
-            sum(row.network_card == 0 for row in networks_in_order(self.pool_plan(pool)))
-            for pool in self.node_pools
+            card_zero_enis(networks_in_order(self.pool_plan(pool))) for pool in self.node_pools
         )
 
     def _check_region(self) -> None:

@@ -16,7 +16,11 @@ from pydantic import (
 )
 
 from config.connection_tracking import ConnectionTracking
-from config.interface_names import reserved_interface_reason
+from config.interface_names import (
+    eni_interface_names,
+    interface_name_problem,
+    reserved_interface_reason,
+)
 from config.model.base import (
     _K8S_NAME,
     _LINUX_IFNAME,
@@ -36,10 +40,13 @@ from config.model.security_groups import (
     SecurityGroupRuleConfig,
 )
 from config.network_plan import (
+    HOST_DEVICE,
     IP_MANAGEMENT_MODES,
     IPV6_SUBNET_PREFIX_LENGTH,
+    IPVLAN,
     WHEREABOUTS,
     IpManagementMode,
+    NetworkMode,
 )
 from config.node_prefix import check_node_prefix_settings
 from config.path_mtu import MIN_MTU, VPC_MTU, path_mtu
@@ -199,7 +206,8 @@ class NetworkIpv6Config(StrictModel):
 
 
 class MultusNetworkConfig(StrictModel):
-    """A secondary network: one ENI per node, one subnet per AZ, one NAD per AZ."""
+    """A secondary network: one ENI per node (ipvlan) or enis_per_node ENIs, each moved whole
+    into a pod (host-device); one subnet per AZ, one NAD per AZ (and ENI slot)."""
 
     name: str = Field(
         pattern=_K8S_NAME,
@@ -214,6 +222,21 @@ class MultusNetworkConfig(StrictModel):
     )
     subnets: list[MultusSubnetConfig] = Field(
         min_length=1, description="One subnet per AZ, in the order of availability_zones."
+    )
+    mode: NetworkMode = Field(
+        default=IPVLAN,
+        description="ipvlan (default): the node's one ENI of the network is shared by its pods, "
+        "each with an ipvlan interface and its own address. host-device: the node attaches "
+        "enis_per_node ENIs of the network and each pod gets a whole one moved into its network "
+        "namespace (the host-device CNI plugin), with the ENI's primary address, for user "
+        "planes that need the NIC itself, such as DPDK (docs/network.md, Whole-ENI networks).",
+    )
+    enis_per_node: int = Field(
+        default=1,
+        ge=1,
+        description="host-device only: ENIs of the network on each node of a pool attaching "
+        "it, so pods of the network per node; each is named <interface name><k> on the node "
+        "and reached through its own NAD <network>-<az>-<k>, k = 0..enis_per_node-1.",
     )
     ipvlan_mode: Literal["l2"] = Field(
         default="l2",
@@ -328,8 +351,17 @@ class MultusNetworkConfig(StrictModel):
         return rules
 
     @property
-    def mode(self) -> IpManagementMode:
+    def ip_management_mode(self) -> IpManagementMode:
         return IP_MANAGEMENT_MODES[self.ip_management]
+
+    @property
+    def host_device(self) -> bool:
+        return self.mode == HOST_DEVICE
+
+    @property
+    def interface_names(self) -> list[str]:
+        """The Linux names of the network's ENIs on a node (config/interface_names.py)."""
+        return eni_interface_names(self.device_name, self.host_device, self.enis_per_node)
 
     @field_validator("ipvlan_mode", mode="before")
     @classmethod
@@ -349,15 +381,82 @@ class MultusNetworkConfig(StrictModel):
     def _node_prefix_settings(self) -> MultusNetworkConfig:
         check_node_prefix_settings(
             self.name,
-            self.mode,
+            self.ip_management_mode,
             self.prefixes_per_node,
             [subnet.reservation for subnet in self.subnets],
         )
         return self
 
     @model_validator(mode="after")
+    def _host_device_settings(self) -> MultusNetworkConfig:
+        # Every rule at once: a host-device network usually breaks several of them together.
+        problems = self._host_device_problems() if self.host_device else self._ipvlan_problems()
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    def _ipvlan_problems(self) -> list[str]:
+        if self.enis_per_node == 1:
+            return []
+        return [
+            f"enis_per_node: {self.enis_per_node} ENIs per node only serve a host-device "
+            f"network (one pod per ENI); an ipvlan network's pods share its one ENI: remove "
+            f'enis_per_node or set mode "{HOST_DEVICE}"'
+        ]
+
+    def _host_device_problems(self) -> list[str]:
+        """The pod owns the whole ENI and its primary address: nothing hands out, reserves or
+        routes further addresses on it (docs/network.md, Whole-ENI networks)."""
+        problems = []
+        if self.ip_management != WHEREABOUTS.name:
+            problems.append(
+                f"ip_management: {self.ip_management!r} hands out pod addresses from /28 "
+                "prefixes on a shared ENI, but a host-device pod takes the whole ENI and its "
+                "primary address; remove ip_management (or set it to "
+                f'{WHEREABOUTS.name!r}) or use mode "{IPVLAN}"'
+            )
+        for index, subnet in enumerate(self.subnets):
+            if subnet.static_range is not None or subnet.floating_addresses:
+                field = "static_range" if subnet.static_range else "floating_addresses"
+                problems.append(
+                    f"subnets[{index}].{field}: a host-device pod has its ENI's primary "
+                    "address, which EC2 picks when the node creates the ENI, so no fixed or "
+                    f'floating address reaches it; remove {field} or use mode "{IPVLAN}"'
+                )
+        if self.pod_routed_ranges:
+            problems.append(
+                "pod_routed_ranges: the pod IP agent, which points their routes at a pod's "
+                "node, does not run on host-device networks; the pod owns its ENI: route a "
+                "range to its address (or to its ENI, a network_interface route) yourself, "
+                f'and remove pod_routed_ranges, or use mode "{IPVLAN}"'
+            )
+        if "ipvlan_mode" in self.model_fields_set:
+            problems.append(
+                "ipvlan_mode: a host-device network has no ipvlan interface (the pod gets the "
+                "ENI itself); remove ipvlan_mode"
+            )
+        if self.ipv6 is not None:
+            problems.append(
+                "ipv6: host-device networks are IPv4 only for now (the node's CNI config "
+                "gives the pod the ENI's primary IPv4 address); remove ipv6 or use mode "
+                f'"{IPVLAN}"'
+            )
+        named = next(
+            (problem for name in self.interface_names if (problem := interface_name_problem(name))),
+            None,
+        )
+        if named:
+            field = "interface_name" if self.interface_name else "name"
+            problems.append(
+                f"{field}: with enis_per_node {self.enis_per_node} the ENIs are named "
+                f"{', '.join(self.interface_names)} on the node (Linux takes at most 15 "
+                f"characters), and {named}; set another interface_name"
+            )
+        return problems
+
+    @model_validator(mode="after")
     def _static_ranges_need_whereabouts(self) -> MultusNetworkConfig:
-        if self.mode.static_addresses:
+        if self.ip_management_mode.static_addresses:
             return self
         for index, subnet in enumerate(self.subnets):
             if subnet.static_range is not None:
@@ -372,7 +471,7 @@ class MultusNetworkConfig(StrictModel):
 
     @model_validator(mode="after")
     def _routes_distinct_and_in_the_nad(self) -> MultusNetworkConfig:
-        if self.routes and self.mode.node_local_config:
+        if self.routes and self.ip_management_mode.node_local_config:
             raise ValueError(
                 f"routes: {self.ip_management!r} networks get their pods' CNI config from the "
                 "node, which carries no routes; routes need ip_management "
@@ -391,7 +490,7 @@ class MultusNetworkConfig(StrictModel):
     def _pod_routed_ranges_reach_a_pod(self) -> MultusNetworkConfig:
         if not self.pod_routed_ranges:
             return self
-        if not self.mode.pod_ip_agent:
+        if not self.ip_management_mode.pod_ip_agent:
             raise ValueError(
                 f"pod_routed_ranges: the pod IP agent points their routes at the pod's node, "
                 f"and it does not run for ip_management {self.ip_management!r}; use "
@@ -443,7 +542,7 @@ class MultusNetworkConfig(StrictModel):
                         '"ipv6": true) or route an IPv4 CIDR'
                     )
             return self
-        if self.mode.node_local_config:
+        if self.ip_management_mode.node_local_config:
             raise ValueError(
                 f"ipv6: not available with ip_management {self.ip_management!r} yet (each node "
                 "hands out IPv4 addresses of its own /28 prefixes; IPv6 prefixes are not "
@@ -544,15 +643,17 @@ class MultusConfig(StrictModel):
                     f"[{names[network.name]}]'s name; give each network its own"
                 )
             names[network.name] = index
-            if network.device_name in interfaces:
-                first = interfaces[network.device_name]
-                raise ValueError(
-                    f"networks[{index}].interface_name: {network.device_name!r} is also the "
-                    f"interface name of networks[{first}] ({self.networks[first].name}); a "
-                    "network's interface is named by interface_name, or by its name when "
-                    "that is unset: set interface_name so that each network has its own"
-                )
-            interfaces[network.device_name] = index
+            for interface in network.interface_names:
+                if interface in interfaces:
+                    first = interfaces[interface]
+                    raise ValueError(
+                        f"networks[{index}].interface_name: {interface!r} is also the "
+                        f"interface name of networks[{first}] ({self.networks[first].name}); a "
+                        "network's interface is named by interface_name, or by its name when "
+                        "that is unset (a host-device network's ENIs by that name and 0, 1, "
+                        "...): set interface_name so that each network has its own"
+                    )
+                interfaces[interface] = index
         return self
 
     @model_validator(mode="after")

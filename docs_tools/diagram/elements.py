@@ -137,6 +137,12 @@ def address_plan(row: NetworkPlanRow) -> tuple[Line, Line]:
     """How pods get addresses on this subnet: the NAD, and its Whereabouts range or the
     prefixes each node takes from the reservation (node-local config)."""
     nad = f"NAD {row.nad_name}"
+    if row.host_device:
+        last = row.eni_slots[-1].nad_name
+        return (
+            Line(f"{nad}{f' .. {last}' if len(row.eni_slots) > 1 else ''} (node-local config)"),
+            Line("host-device: a whole ENI per pod, its primary address (outside the reservation)"),
+        )
     if row.ip_management.node_local_config:
         return (
             Line(f"{nad} (node-local config)"),
@@ -231,7 +237,14 @@ def attachment_lines(row: NetworkPlanRow) -> tuple[Line, ...]:
     network the prefixes this pool's nodes take (they depend on the pool's sizes) on a line of
     their own."""
     card = f"card {row.network_card} " if row.network_card else ""
-    attachment = Line(f"{card}device {row.device_index}: {row.network} as {row.interface_name}")
+    slots = row.eni_slots
+    devices = (
+        f"devices {slots[0].device_index}-{slots[-1].device_index}"
+        if len(slots) > 1
+        else f"device {row.device_index}"
+    )
+    names = ", ".join(slot.interface_name for slot in slots)
+    attachment = Line(f"{card}{devices}: {row.network} as {names}")
     if not row.prefixes_per_node:
         return (attachment,)
     return (attachment, Line(f"    {row.prefixes_per_node} x /{PREFIX_LENGTH} prefixes per node"))

@@ -1808,6 +1808,106 @@ MONITORING = [
     ),
 ]
 
+# Issue #38: multus.networks[].mode host-device and enis_per_node.
+HOST_DEVICE = [
+    BadInput(
+        "host-device-network-with-node-prefix",
+        "node-pools",
+        config({"multus": {"networks": networks(mode="host-device", ip_management="node_prefix")}}),
+        (
+            "multus.networks[0].ip_management: 'node_prefix' hands out pod addresses",
+            "a host-device pod takes the whole ENI and its primary address",
+            'or use mode "ipvlan"',
+        ),
+    ),
+    BadInput(
+        "host-device-network-with-pod-routed-ranges",
+        "node-pools",
+        config(
+            {
+                "multus": {
+                    "networks": networks(mode="host-device", pod_routed_ranges=["10.45.0.0/16"])
+                }
+            }
+        ),
+        (
+            "multus.networks[0].pod_routed_ranges: the pod IP agent",
+            "the pod owns its ENI",
+            "remove pod_routed_ranges",
+        ),
+    ),
+    BadInput(
+        "host-device-network-with-a-static-range",
+        "node-pools",
+        config(
+            {
+                "multus": {
+                    "networks": networks(
+                        mode="host-device",
+                        subnets=[
+                            {
+                                "cidr": "10.0.4.0/24",
+                                "reservation": "10.0.4.32/27",
+                                "static_range": "10.0.4.48/28",
+                            },
+                            {"cidr": "10.0.5.0/24", "reservation": "10.0.5.32/27"},
+                        ],
+                    )
+                }
+            }
+        ),
+        ("multus.networks[0].subnets[0].static_range: a host-device pod", "remove static_range"),
+    ),
+    BadInput(
+        "host-device-network-with-an-ipvlan-mode",
+        "node-pools",
+        config({"multus": {"networks": networks(mode="host-device", ipvlan_mode="l2")}}),
+        ("multus.networks[0].ipvlan_mode: a host-device network has no ipvlan", "remove"),
+    ),
+    BadInput(
+        "enis-per-node-on-an-ipvlan-network",
+        "node-pools",
+        config({"multus": {"networks": networks(enis_per_node=2)}}),
+        ("multus.networks[0].enis_per_node: 2 ENIs per node", 'set mode "host-device"'),
+    ),
+    BadInput(
+        "host-device-enis-beyond-the-smallest-size",
+        "node-pools",
+        config(
+            {
+                "multus": {"networks": networks(mode="host-device", enis_per_node=3)},
+                "node_pools": [{"name": "multus", "instance_cpus": [4, 8]}],
+            }
+        ),
+        ("node_pools[0] (multus).networks: 4 Multus ENIs", "or lower enis_per_node"),
+    ),
+    BadInput(
+        "host-device-slot-names-too-long",
+        "node-pools",
+        config(
+            {
+                "multus": {
+                    "networks": networks(
+                        mode="host-device", enis_per_node=2, interface_name="abcdefghijklmno"
+                    )
+                }
+            }
+        ),
+        (
+            "multus.networks[0].interface_name: with enis_per_node 2 the ENIs are named "
+            "abcdefghijklmno0",
+            "at most 15 characters",
+            "set another interface_name",
+        ),
+    ),
+    BadInput(
+        "unknown-network-mode",
+        "node-pools",
+        config({"multus": {"networks": networks(mode="macvlan")}}),
+        ("multus.networks[0].mode", "ipvlan", "host-device"),
+    ),
+]
+
 CASES = (
     ACCEPTED
     + TRACEBACKS
@@ -1820,6 +1920,7 @@ CASES = (
     + ROUTES
     + DUAL_STACK
     + MONITORING
+    + HOST_DEVICE
 )
 # Run as a real `python app.py` too: exit status and stderr end to end.
 IN_A_PROCESS = {

@@ -255,7 +255,10 @@ def test_more_networks_than_the_smallest_instance_has_interfaces() -> None:
     ]
     raw["multus"]["networks"].append(third)
     message = error_for(raw)
-    assert "3 networks need 4 network interfaces per node" in message
+    assert (
+        "3 Multus ENIs (one per network, enis_per_node per host-device network) need 4 "
+        "network interfaces per node" in message
+    )
     assert "node_pools[0] (multus).instance_cpus (2 vCPUs) has 3 (m5)" in message
     raw["node_pools"][0]["instance_cpus"] = [4, 8]
     assert len(parse_config(raw).multus.networks) == 3
@@ -292,7 +295,10 @@ def test_the_error_names_the_size_with_the_fewest_interfaces(
     raw["node_pools"][0]["instance_families"] = families
     raw["node_pools"][0]["instance_cpus"] = cpus
     message = error_for(raw)
-    assert "8 networks need 9 network interfaces per node" in message
+    assert (
+        "8 Multus ENIs (one per network, enis_per_node per host-device network) need 9 "
+        "network interfaces per node" in message
+    )
     assert "node_pools[0] (multus).instance_cpus (36 vCPUs) has 8 (c5)" in message
 
 

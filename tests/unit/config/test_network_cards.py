@@ -95,11 +95,16 @@ def test_networks_on_card_1_count_against_its_own_interfaces_not_card_0s() -> No
     """c6in.32xlarge: 8 interfaces per card. Card 0 holds the primary ENI, so 8 networks do
     not fit there; with one of them on card 1 they do; 9 on card 1 do not."""
     eight = [seed_network(number) for number in range(1, 9)]
-    with pytest.raises(ConfigError, match="8 networks need 9 network interfaces"):
+    with pytest.raises(
+        ConfigError,
+        match=r"8 Multus ENIs \(one per network, .*\) need 9 network interfaces",
+    ):
         config_with(eight, TWO_CARD_POOL)
     config_with([*eight[:7], {**eight[7], "network_card": 1}], TWO_CARD_POOL)
     nine_on_card_1 = [seed_network(number, network_card=1) for number in range(1, 10)]
-    with pytest.raises(ConfigError, match=r"9 networks are on network_card 1, but c6in\.32xlarge"):
+    with pytest.raises(
+        ConfigError, match=r"9 Multus ENIs are on network_card 1, but c6in\.32xlarge"
+    ):
         config_with(nine_on_card_1, TWO_CARD_POOL)
 
 

@@ -152,7 +152,7 @@ def test_each_config_value_names_its_mode() -> None:
     field = MultusNetworkConfig.model_fields["ip_management"]
     assert get_args(field.annotation) == tuple(IP_MANAGEMENT_MODES)
     network = parse_config({}).multus.networks[0]
-    assert network.mode is WHEREABOUTS
+    assert network.ip_management_mode is WHEREABOUTS
 
 
 def test_whereabouts_mode_assigns_each_pod_address_from_an_explicit_reservation() -> None:

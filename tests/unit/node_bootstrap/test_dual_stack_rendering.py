@@ -59,7 +59,7 @@ def test_stripping_comments_and_indentation_changes_no_function() -> None:
     main_script = (NODE_DIR / SCRIPT_NAME).read_text().split("\n", 1)[1]
     libraries = "".join(
         (NODE_DIR / name).read_text().split("\n", 1)[1]
-        for name in ("node_prefix.sh", DUAL_STACK_SCRIPT_NAME)
+        for name in ("node_cni_config.sh", "node_prefix.sh", DUAL_STACK_SCRIPT_NAME)
     )
     unstripped = main_script.replace('\nmain "$@"\n', f'\n{libraries}\nmain "$@"\n')
     assert functions(rendered) == functions(f"{shebang}\n{render_configuration(props)}{unstripped}")

@@ -12,6 +12,7 @@ import pytest
 from config.node_bootstrap_plan import AzPlacement, NodePrefixNetwork
 from node_bootstrap import render_user_data
 from node_bootstrap.renderer import (
+    NODE_CNI_CONFIG_SCRIPT_NAME,
     NODE_PREFIX_SCRIPT_NAME,
     SCRIPT_NAME,
     deployed_size,
@@ -103,8 +104,10 @@ def test_stripping_comments_and_indentation_changes_no_function() -> None:
     )
     with open(f"{NODE_DIR}/{SCRIPT_NAME}") as main_file:
         main_script = main_file.read().split("\n", 1)[1]
-    with open(f"{NODE_DIR}/{NODE_PREFIX_SCRIPT_NAME}") as library_file:
-        library = library_file.read().split("\n", 1)[1]
+    library = "".join(
+        Path(NODE_DIR, name).read_text().split("\n", 1)[1]
+        for name in (NODE_CNI_CONFIG_SCRIPT_NAME, NODE_PREFIX_SCRIPT_NAME)
+    )
     unstripped = main_script.replace('\nmain "$@"\n', f'\n{library}\nmain "$@"\n')
     assert functions(rendered) == functions(f"{shebang}\n{configuration}{unstripped}")
 

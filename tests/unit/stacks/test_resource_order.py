@@ -31,6 +31,7 @@ EXAMPLES = {
     "existing_vpc_app": "examples/existing-vpc.json",
     "dual_stack_app": "examples/dual-stack.json",
     "node_prefix_app": "examples/node-prefix.json",
+    "host_device_app": "examples/host-device.json",
     "pipeline_synth": "examples/pipeline-three-environments.json",
 }
 APPS = {**dict.fromkeys(APP_FIXTURES), **EXAMPLES}
