@@ -61,10 +61,10 @@ over the master. So with "podNetworkInterface" (the chart's NADs give "eth0": co
 the pod network's interface so, internal/cri/server/helpers.go, defaultIfName) the ADD also
 routes each range, in the node's namespace, via that interface's IPv4 address, which the VPC
 CNI's /32 host route makes on-link through the pod's host veth, and has the pod's ARP requests
-on the container interface name its own address (arp_announce 2) rather than one of a range. The kernel drops that route
-with the veth when the pod's namespace goes, and a DEL deletes it while the namespace is still
-there (Multus deletes the NADs' networks before the pod network's: pkg/multus/multus.go,
-delPlugins in reverse order).
+on the container interface name its own address (arp_announce 2) rather than one of a range.
+The kernel drops the node's route with the veth when the pod's namespace goes, and a DEL
+deletes it while the namespace is still there (Multus deletes the NADs' networks before the
+pod network's: pkg/multus/multus.go, delPlugins in reverse order).
 """
 
 from __future__ import annotations

@@ -45,12 +45,8 @@ from config.model.karpenter import (
     KarpenterConfig,
 )
 from config.model.monitoring import MonitoringConfig
-from config.model.networks import (
-    MultusConfig,
-    MultusNetworkConfig,
-    MultusSubnetConfig,
-    NetworkIpv6Config,
-)
+from config.model.network_subnets import MultusSubnetConfig, NetworkIpv6Config
+from config.model.networks import MultusConfig, MultusNetworkConfig
 from config.model.node_pools import (
     NodePoolConfig,
     NodePoolTaintConfig,
