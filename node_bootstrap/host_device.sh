@@ -16,14 +16,8 @@
 
 # This AZ's host-device ENIs from MULTUS_HOST_DEVICE, by interface name.
 host_device_load() {
-  local node_az=$1 line_az ifname rest
   declare -gA host_device_by_ifname=()
-  while read -r line_az ifname rest; do
-    if [[ $line_az == "$node_az" ]]; then
-      host_device_by_ifname[$ifname]=$rest
-    fi
-  done <<<"$MULTUS_HOST_DEVICE"
-  mkdir -p "$CNI_CONFIG_DIR" "$CNI_STAGE_DIR" "$UNIT_DIR"
+  load_node_cni_networks "$1" "$MULTUS_HOST_DEVICE" host_device_by_ifname
 }
 
 # Sees attach_network's locals (mac). IMDS may list a just-attached ENI a moment after the

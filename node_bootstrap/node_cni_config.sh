@@ -10,6 +10,19 @@ readonly RUNTIME_CNI_CONFIG=${MULTUS_RUNTIME_CNI_CONFIG:?missing}
 readonly CNI_STAGE_DIR=$STATE_DIR/cni
 readonly UNIT_DIR=$ROOT/etc/systemd/system
 
+# Fills the associative array named $3 with the lines of $2 ("<az> <interface> <fields...>",
+# one per line) that are for AZ $1, by interface; makes the directories the configs go to.
+load_node_cni_networks() {
+  local node_az=$1 lines=$2 line_az ifname rest
+  local -n by_ifname=$3
+  while read -r line_az ifname rest; do
+    if [[ $line_az == "$node_az" ]]; then
+      by_ifname[$ifname]=$rest
+    fi
+  done <<<"$lines"
+  mkdir -p "$CNI_CONFIG_DIR" "$CNI_STAGE_DIR" "$UNIT_DIR"
+}
+
 # The container runtime takes the first config file in the directory as the pod network, so
 # ours must never be alone there. In user-data, before kubelet, the VPC CNI's file is not there
 # yet; then a systemd path unit installs ours once it is. The service remains active after its

@@ -15,14 +15,8 @@ readonly IPAM_DATA_DIR=${MULTUS_IPAM_DATA_DIR:?missing}
 
 # This AZ's node_prefix networks from MULTUS_NODE_PREFIX, by interface name.
 node_prefix_load() {
-  local node_az=$1 line_az ifname rest
   declare -gA node_prefix_by_ifname=()
-  while read -r line_az ifname rest; do
-    if [[ $line_az == "$node_az" ]]; then
-      node_prefix_by_ifname[$ifname]=$rest
-    fi
-  done <<<"$MULTUS_NODE_PREFIX"
-  mkdir -p "$CNI_CONFIG_DIR" "$CNI_STAGE_DIR" "$UNIT_DIR"
+  load_node_cni_networks "$1" "$MULTUS_NODE_PREFIX" node_prefix_by_ifname
 }
 
 # Sets prefix_count cni_name prefix_subnet reservation gateway mode cni_file for a network;

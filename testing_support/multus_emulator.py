@@ -51,7 +51,8 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from botocore.model import OperationModel, ServiceModel, Shape
 
-from config.network_plan import NetworkPlan
+from config import AppConfig
+from config.network_plan import NetworkPlan, network_plan
 from config.node_bootstrap_plan import (
     AzPlacement,
     MultusInterface,
@@ -847,6 +848,14 @@ class Ec2Emulator:
             for az, cidr in node_subnet_cidrs.items()
         }
         return self.plan_in_vpc(vpc_id, private, plan)
+
+    def create_config_vpc(self, config: AppConfig) -> PlannedVpc:
+        """create_planned_vpc for a config: its VPC CIDR, node subnets and network plan."""
+        return self.create_planned_vpc(
+            config.vpc.cidr,
+            dict(zip(config.availability_zones, config.vpc.node_subnet_cidrs, strict=True)),
+            network_plan(config),
+        )
 
     def create_users_vpc(
         self, vpc_cidr: str, node_subnet_cidrs: Mapping[str, str], tags: Mapping[str, str]

@@ -23,7 +23,7 @@ import pytest
 
 from config import AppConfig, parse_config
 from config.model import NodePoolConfig
-from config.network_plan import NetworkPlanRow, network_plan, networks_in_order
+from config.network_plan import NetworkPlanRow, networks_in_order
 from testing_support.multus_emulator import (
     AVAILABILITY_ZONES,
     Ec2Emulator,
@@ -162,11 +162,7 @@ def multus_node(
 ) -> Iterator[MultusNode]:
     config = profiled_config()
     (pool,) = config.node_pools  # the default app has one pool, with every network
-    planned = emulator.create_planned_vpc(
-        config.vpc.cidr,
-        dict(zip(config.availability_zones, config.vpc.node_subnet_cidrs, strict=True)),
-        network_plan(config),
-    )
+    planned = emulator.create_config_vpc(config)
     plan = config.pool_plan(pool)
     rows = [row for row in networks_in_order(plan) if row.availability_zone == AZ]
     product_user_data = planned.user_data(config.cluster_name, plan, pool.planned_node_profile())

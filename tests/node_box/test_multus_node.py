@@ -39,31 +39,30 @@ def link_state(node: MultusNode, ifname: str) -> dict[str, Any] | None:
     return links(node.box).get(ifname)
 
 
-#: How long the kernel may take to turn a link's carrier into operstate UP. It does so in its
-#: link-watch work (net/core/link_watch.c), which batches a non-urgent event to at most one run
-#: per second (linkwatch_nextevent = jiffies + HZ) on a shared workqueue; under TCG that has been
-#: seen past the moment the test reads the link, with the UP and LOWER_UP flags already set.
-OPERSTATE_SETTLE_TIMEOUT = 20.0
+#: How long a Multus interface's carrier may take to show as operstate UP after the test first
+#: reads the link. The kernel turns carrier into operstate in its link-watch work
+#: (net/core/link_watch.c), which batches a non-urgent event to at most one run per second
+#: (linkwatch_nextevent = jiffies + HZ) on a shared workqueue, and a hot-plugged virtio NIC's
+#: carrier follows its device's link status once the driver has read it; under TCG both have
+#: been seen past the first read (operstate UNKNOWN, or a NIC that read NO-CARRIER a moment).
+#: Bringing the link administratively up is the product's part, checked at once.
+CARRIER_TIMEOUT = 30.0
 
 
 def assert_named_up_at_mtu(node: MultusNode, link: dict[str, Any] | None, row: Any) -> None:
-    """The link as read (named, administratively up, carrier, MTU: no waiting for those), then
-    its operstate once the kernel's link watch has caught up with the carrier."""
+    """The link as read (named, administratively up, at its MTU: no waiting for those), then
+    its operstate UP once the kernel has caught up with the NIC's carrier."""
     eni = node.eni_at(row.device_index)
     assert link is not None, f"no {row.interface_name} in {sorted(links(node.box))}"
     assert link["address"] == eni["MacAddress"].lower()
     assert "UP" in link["flags"], f"{row.interface_name} is down: {link['flags']}"
-    assert "LOWER_UP" in link["flags"], f"{row.interface_name} has no carrier: {link['flags']}"
     assert link["mtu"] == row.mtu
 
-    def settled() -> dict[str, Any] | None:
+    def carrier() -> dict[str, Any] | None:
         found = link_state(node, row.interface_name)
-        return found if found and found["operstate"] != "UNKNOWN" else None
+        return found if found and found["operstate"] == "UP" else None
 
-    settled_link = wait_until(
-        settled, timeout=OPERSTATE_SETTLE_TIMEOUT, what=f"{row.interface_name}'s operstate"
-    )
-    assert settled_link["operstate"] == "UP", settled_link
+    wait_until(carrier, timeout=CARRIER_TIMEOUT, what=f"{row.interface_name}'s operstate UP")
 
 
 #: nodeadm's record of which manager owns each interface (nodeadm-internal udev/broker.go).
@@ -194,9 +193,9 @@ def test_a_multus_eni_hotplugged_after_boot_comes_up_named_at_its_mtu(
     )
 
     def up() -> dict[str, Any] | None:
-        # administratively up (the rule) with its carrier
+        # administratively up (the rule)
         found = link_state(node, row.interface_name)
-        return found if found and {"UP", "LOWER_UP"} <= set(found["flags"]) else None
+        return found if found and "UP" in found["flags"] else None
 
     link = wait_until(up, timeout=EVENT_TIMEOUT, what=f"{row.interface_name} up after the attach")
     assert_named_up_at_mtu(node, link, row)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from cdk_constructs.multus_eni_sweeper_handler import index as sweeper
-from config.network_plan import network_plan, networks_in_order
+from config.network_plan import networks_in_order
 from node_bootstrap.renderer import INSTANCE_TAG_KEY, NETWORK_TAG_KEY, OWNER_TAG_KEY
 from testing_support.multus_emulator import Ec2Emulator
 from testing_support.node_box import NodeImage, Unavailable
@@ -47,11 +47,7 @@ def test_termination_mid_bootstrap_leaves_no_multus_eni_once_the_sweeper_ran(
 ) -> None:
     config = default_config()
     (pool,) = config.node_pools
-    planned = emulator.create_planned_vpc(
-        config.vpc.cidr,
-        dict(zip(config.availability_zones, config.vpc.node_subnet_cidrs, strict=True)),
-        network_plan(config),
-    )
+    planned = emulator.create_config_vpc(config)
     plan = config.pool_plan(pool)
     attached_first, held = [row for row in networks_in_order(plan) if row.availability_zone == AZ]
     instance_id = emulator.launch_instance(planned.vpc, AZ, config.cluster_name)

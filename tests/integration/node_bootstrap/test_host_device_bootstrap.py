@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from config import AppConfig, parse_config
-from config.network_plan import network_plan
 from config.node_bootstrap_plan import READY_MARKER_PATH
 from node_bootstrap.host_device import host_device_config_file_name
 from testing_support.cni_chain import DEBIAN_CNI_PLUGIN_DIR, IP_COMMAND
@@ -39,11 +38,7 @@ def config() -> AppConfig:
 
 @pytest.fixture(scope="module")
 def planned(emulator: Ec2Emulator, config: AppConfig) -> PlannedVpc:
-    return emulator.create_planned_vpc(
-        config.vpc.cidr,
-        dict(zip(config.availability_zones, config.vpc.node_subnet_cidrs, strict=True)),
-        network_plan(config),
-    )
+    return emulator.create_config_vpc(config)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from config import AppConfig, parse_config
-from config.network_plan import network_plan
 from testing_support.multus_emulator import AVAILABILITY_ZONES, Ec2Emulator, PlannedVpc
 from tests.integration.node_bootstrap.test_multus_eni_bootstrap_script import multus_enis
 
@@ -27,11 +26,7 @@ def config() -> AppConfig:
 
 @pytest.fixture(scope="module")
 def planned(emulator: Ec2Emulator, config: AppConfig) -> PlannedVpc:
-    return emulator.create_planned_vpc(
-        config.vpc.cidr,
-        dict(zip(config.availability_zones, config.vpc.node_subnet_cidrs, strict=True)),
-        network_plan(config),
-    )
+    return emulator.create_config_vpc(config)
 
 
 @pytest.mark.parametrize("pool_name", ["upf", "control"])
