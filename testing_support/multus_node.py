@@ -62,7 +62,7 @@ WHEREABOUTS_HOST_MOUNT = "/host/etc/cni/net.d"
 #: also receive from, so main may never get it (cmd/controlloop/controlloop.go, handleSignals);
 #: each of them cost a whole grace period when nodes were stopped one after the other.
 STOP_GRACE_SECONDS = 10
-PLUGINS = ("ipvlan", "sbr", "static", "host-local", "loopback")
+PLUGINS = ("ipvlan", "host-device", "sbr", "static", "host-local", "loopback")
 CLUSTER_NETWORK_FILE = "10-aws.conflist"
 CLUSTER_NETWORK = {
     "cniVersion": "0.4.0",

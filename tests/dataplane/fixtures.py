@@ -52,6 +52,7 @@ class DataPlane:
     vpc: KernelVpc
     nodes: dict[str, tuple[KernelNode, PodIpNode]]
     network: dict[str, Any]  # the rendered NAD config of multus1 in the AZ
+    emulated_vpc: EmulatedVpc  # EC2's side: subnets and security groups by network
 
     def sync(self) -> None:
         self.vpc.sync()
@@ -126,7 +127,7 @@ def data_plane() -> Iterator[DataPlane]:
         for _, agent in nodes.values():
             agent.wait_ready(timeout=120)
         try:
-            yield DataPlane(kernel_vpc, nodes, rendered_network())
+            yield DataPlane(kernel_vpc, nodes, rendered_network(), vpc)
         finally:
             for _, agent in nodes.values():  # all at once; stop_agent waits for each
                 if agent.agent is not None:
