@@ -17,7 +17,7 @@ load_node_cni_networks() {
   local -n by_ifname=$3
   while read -r line_az ifname rest; do
     if [[ $line_az == "$node_az" ]]; then
-      by_ifname[$ifname]=$rest
+      by_ifname["$ifname"]=$rest
     fi
   done <<<"$lines"
   mkdir -p "$CNI_CONFIG_DIR" "$CNI_STAGE_DIR" "$UNIT_DIR"
