@@ -73,13 +73,15 @@ def _ipv4_or_ipv6_network(value: str) -> str:
     if ":" not in value:
         return _ipv4_network(value)
     try:
-        ipaddress.IPv6Network(value, strict=True)
+        network = ipaddress.IPv6Network(value, strict=True)
     except ValueError as error:
         raise ValueError(
             f"{value!r} is not an IPv6 CIDR block with its host bits unset "
             f"(for example 2001:db8::/32): {error}"
         ) from None
-    return value
+    # One spelling per block (RFC 5952: lowercase, zeros compressed), so "0::/0" is the default
+    # route it is, and rules and routes compare, deduplicate and render as EC2 shows them.
+    return str(network)
 
 
 #: A security-group rule's peer: IPv4 (10.0.0.0/16) or IPv6 (::/0).

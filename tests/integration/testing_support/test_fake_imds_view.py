@@ -9,6 +9,8 @@ FakeImds.lag_seconds says otherwise)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import boto3
 import pytest
 
@@ -30,6 +32,18 @@ def local_ipv4s(emulator: Ec2Emulator, instance_id: str, mac: str) -> list[str]:
     return shown.split("\n")
 
 
+def node_ec2(emulator: Ec2Emulator) -> Any:
+    """An EC2 client as a node has it: the node role's credentials, through the proxy."""
+    return boto3.client(
+        "ec2",
+        endpoint_url=emulator.proxy.url,
+        region_name=REGION,
+        aws_access_key_id=NODE_CREDENTIALS.access_key,
+        aws_secret_access_key=NODE_CREDENTIALS.secret_key,
+        aws_session_token=NODE_CREDENTIALS.token,
+    )
+
+
 def test_imds_shows_addresses_assigned_through_the_proxy_and_the_emulators_client(
     emulator: Ec2Emulator,
 ) -> None:
@@ -44,14 +58,7 @@ def test_imds_shows_addresses_assigned_through_the_proxy_and_the_emulators_clien
     )
     assert local_ipv4s(emulator, instance_id, mac) == [primary, "10.0.2.200"]
 
-    node = boto3.client(
-        "ec2",
-        endpoint_url=emulator.proxy.url,
-        region_name=REGION,
-        aws_access_key_id=NODE_CREDENTIALS.access_key,
-        aws_secret_access_key=NODE_CREDENTIALS.secret_key,
-        aws_session_token=NODE_CREDENTIALS.token,
-    )
+    node = node_ec2(emulator)
     node.assign_private_ip_addresses(NetworkInterfaceId=eni_id, PrivateIpAddresses=["10.0.2.201"])
     assert sorted(local_ipv4s(emulator, instance_id, mac)) == sorted(
         [primary, "10.0.2.200", "10.0.2.201"]
@@ -76,14 +83,7 @@ def test_an_attach_through_the_proxy_is_reported_once_ec2_carried_it_out(
     emulator.proxy.on_attached = lambda eni: reported.append(
         (eni, len(emulator.instance_enis(instance_id)))
     )
-    node = boto3.client(
-        "ec2",
-        endpoint_url=emulator.proxy.url,
-        region_name=REGION,
-        aws_access_key_id=NODE_CREDENTIALS.access_key,
-        aws_secret_access_key=NODE_CREDENTIALS.secret_key,
-        aws_session_token=NODE_CREDENTIALS.token,
-    )
+    node = node_ec2(emulator)
     try:
         node.attach_network_interface(
             NetworkInterfaceId=eni_id, InstanceId=instance_id, DeviceIndex=1

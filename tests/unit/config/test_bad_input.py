@@ -1496,6 +1496,12 @@ ROUTES = [
         (f"{ROUTE}.destination", "is the default IPv6 route", "egress-only internet gateway"),
     ),
     BadInput(
+        "route-destination-is-the-default-ipv6-route-spelled-otherwise",
+        "routes",
+        dual_stack_routes({"destination": "0:0::/0", "transit_gateway_id": TGW}),
+        (f"{ROUTE}.destination", "::/0 is the default IPv6 route"),
+    ),
+    BadInput(
         "overlapping-ipv6-routes-in-one-pool",
         "routes",
         config(

@@ -1003,3 +1003,26 @@ def test_ipv6_rules_on_a_dual_stack_network_and_its_default_egress() -> None:
     }
     (network,) = parse_config(dual_stack_raw(given)).multus.networks
     assert [rule.cidr for rule in network.egress_rules] == ["2001:db8:100::/48"]
+
+
+def test_an_ipv6_route_and_rule_take_one_spelling_per_block() -> None:
+    """RFC 5952 (lowercase, zeros compressed), as EC2 shows a block: so duplicates and the
+    default route are recognised whatever the spelling, and templates carry what EC2 keeps."""
+    network = one_network(
+        ipv6=True,
+        routes=[
+            {"destination": "2001:DB8:45:0::/48", "transit_gateway_id": "tgw-0123456789abcdef0"}
+        ],
+        security_group={
+            "ingress": [{"protocol": "udp", "ports": 2152, "cidr": "2001:DB8:0:0::/32"}]
+        },
+    )
+    raw = with_networks(network)
+    raw["vpc"] = {**raw.get("vpc", {}), "ipv6": True}
+
+    parsed = parse_config(raw)
+
+    (route,) = parsed.multus.networks[0].routes
+    assert route.destination == "2001:db8:45::/48"
+    ingress = parsed.multus.networks[0].security_group.ingress
+    assert ingress is not None and [rule.cidr for rule in ingress] == ["2001:db8::/32"]
