@@ -37,6 +37,7 @@ pytestmark = pytest.mark.integration
 SUBNET, RESERVATION, ROUTER = "10.0.4.0/24", "10.0.4.32/27", "10.0.4.1"
 POD_ADDRESS, ENI_ADDRESS = "10.0.4.32", "10.0.4.10"
 POD_NETWORK_ADDRESS = "10.0.2.77"
+STANDBY_POD_NETWORK_ADDRESS = "10.0.2.78"
 UE_POOL, UE = "10.45.0.0/16", "10.45.0.7"
 #: Seconds for the kernel's cleanup of a deleted namespace (net/core/net_namespace.c,
 #: cleanup_net: a work item; it unregisters the namespace's devices, veths with their peers).
@@ -210,3 +211,30 @@ def test_the_kernel_drops_the_node_route_with_the_pods_namespace(
     while node_routes(namespaces) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert node_routes(namespaces) == []
+
+
+def test_a_del_leaves_the_range_to_the_pod_of_the_node_that_took_it_since(
+    namespaces: Namespaces, tmp_path: Path
+) -> None:
+    """Two pods of one node asking for one range: the last ADD's route stands (as in the VPC's
+    route tables), and the first pod's DEL deletes only a route via its own eth0."""
+    a_upf_on_its_node(namespaces)
+    agent = StandInAgent(tmp_path / "agent.sock")
+    network = upf_network()
+    standby = f"rr-standby-{uuid.uuid4().hex[:6]}"
+    ip("netns", "add", standby)
+    try:
+        result = add(namespaces, agent, network)
+        set_up_eth0(standby, namespaces.node, STANDBY_POD_NETWORK_ADDRESS)
+        # what the standby pod's ADD does on the node
+        ip("-n", namespaces.node, "route", "replace", UE_POOL, "via", STANDBY_POD_NETWORK_ADDRESS)
+
+        ChainRun(namespaces.pod_path, "net1", agent.path, namespaces.node).delete(
+            network, network["plugins"][1:], result
+        )
+
+        (route,) = node_routes(namespaces)
+        assert route["gateway"] == STANDBY_POD_NETWORK_ADDRESS
+    finally:
+        agent.close()
+        ip("netns", "del", standby, check=False)
