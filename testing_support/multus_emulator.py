@@ -260,6 +260,11 @@ class Ec2Proxy:
             target=self._server.serve_forever, args=(SHUTDOWN_POLL_SECONDS,), daemon=True
         ).start()
 
+    @property
+    def upstream_url(self) -> str:
+        """moto_server's URL (for the services the proxy does not front)."""
+        return f"http://{self._upstream[0]}:{self._upstream[1]}"
+
     def reset(self, faults: Sequence[Fault] = ()) -> None:
         with self._lock:
             self._calls = []
@@ -790,6 +795,12 @@ class Ec2Emulator:
     proxy: Ec2Proxy
     imds: FakeImds
     work_dir: Path
+
+    def moto_client(self, service: str) -> Any:
+        """A boto3 client of another service of moto_server (IAM, SQS, EKS...)."""
+        return boto3.client(
+            service, endpoint_url=self.proxy.upstream_url, region_name=REGION, **DUMMY_CREDENTIALS
+        )
 
     def create_multus_vpc(
         self, network_count: int = 2, dual_stack: Sequence[str] = ()

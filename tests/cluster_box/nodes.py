@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from testing_support.cluster_box.control_plane import ControlPlane
-from tests.cluster_box.objects import delete_objects, manifests_in_order
+from testing_support.cluster_box.objects import delete_objects
+from tests.cluster_box.objects import manifests_in_order
 from tests.helpers import pool_nodes
 
 CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "20Gi"}

@@ -1,8 +1,8 @@
 """The startup-taint remover against the real API server: examples/5g-core.json applied, a
 node of its tainted upf pool registered, the pod the real DaemonSet controller bound there run
-as the kubelet would run it (tests/cluster_box/kubelet.py: the Pod's own script and
-environment, a token bound to the Pod), with real curl. The real RBAC authorizer and the real
-ValidatingAdmissionPolicy (CEL evaluated by the API server) decide what it may change.
+as the kubelet would run it (testing_support/cluster_box/script_container.py: the Pod's own
+script and environment, a token bound to the Pod), with real curl. The real RBAC authorizer and
+the real ValidatingAdmissionPolicy (CEL evaluated by the API server) decide what it may change.
 
 - The taint goes only once the node is ready for Multus pods (every file the pod waits for);
   the pool's own taint stays.
@@ -22,7 +22,12 @@ from typing import Any
 import pytest
 
 from testing_support.cluster_box.control_plane import ControlPlane
-from tests.cluster_box.kubelet import Container, pod_token, start_container, token_kubeconfig
+from testing_support.cluster_box.script_container import (
+    Container,
+    pod_token,
+    start_container,
+    token_kubeconfig,
+)
 from tests.cluster_box.nodes import (
     delete_app,
     karpenter_node,

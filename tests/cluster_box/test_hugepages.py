@@ -28,8 +28,8 @@ from config import AppConfig, instance_types
 from config.model import NodePoolConfig
 from config.node_profile import cpu_list
 from testing_support.cluster_box.control_plane import ControlPlane
+from testing_support.cluster_box.objects import apply
 from tests.cluster_box.nodes import CAPACITY, karpenter_node, register_node, wait_until
-from tests.cluster_box.objects import apply
 from tests.conftest import SynthesizedApp
 from tests.helpers import quantity_bytes
 from tests.unit.stacks.test_cluster_workloads import by_kind

@@ -24,12 +24,8 @@ from collections.abc import Iterator
 import pytest
 
 from testing_support.cluster_box.control_plane import ControlPlane
-from tests.cluster_box.objects import (
-    RBAC_KINDS,
-    apply_objects,
-    delete_objects,
-    manifests_in_order,
-)
+from testing_support.cluster_box.objects import RBAC_KINDS, apply_objects, delete_objects
+from tests.cluster_box.objects import manifests_in_order
 from tests.conftest import SynthesizedApp
 
 pytestmark = pytest.mark.cluster_box

@@ -24,6 +24,7 @@ from charts.multus import MultusChart, MultusProps
 from charts.multus_pod_ips import MultusPodIpsChart, MultusPodIpsProps, PodIpsNodes
 from charts.whereabouts import WhereaboutsChart, WhereaboutsProps
 from testing_support.cluster_box.control_plane import ControlPlane
+from testing_support.cluster_box.objects import apply_objects, delete_objects
 from tests.cluster_box.nodes import (
     owner,
     pods,
@@ -31,7 +32,6 @@ from tests.cluster_box.nodes import (
     run_bound_pods,
     wait_until,
 )
-from tests.cluster_box.objects import apply_objects, delete_objects
 
 pytestmark = pytest.mark.cluster_box
 

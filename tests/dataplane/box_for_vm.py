@@ -22,9 +22,9 @@ from config.images import ImagesConfig
 from testing_support.cluster_box import pki as box_pki
 from testing_support.cluster_box.build import build_all, build_cni
 from testing_support.cluster_box.control_plane import running
+from testing_support.cluster_box.objects import PREREQUISITES, RBAC_KINDS, apply_objects
 from testing_support.kernel_vpc import SERVICES_HOST
 from testing_support.multus_node import BoxAccess
-from tests.cluster_box.objects import PREREQUISITES, RBAC_KINDS, apply_objects
 
 TOKEN_SECONDS = 7200
 SETUP_KINDS = (*PREREQUISITES, *RBAC_KINDS)
