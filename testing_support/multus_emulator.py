@@ -249,6 +249,9 @@ class Ec2Proxy:
         self.on_attached: Callable[[str], None] | None = None
         #: Called after each request that may have changed EC2's state (FakeImds.ec2_changed).
         self.on_change: Callable[[], None] | None = None
+        #: Called with (action, params, answer) of each request EC2 carried out (status 200),
+        #: before the answer is sent: a model of what EC2 does beyond moto.
+        self.on_answered: Callable[[str, dict[str, str], bytes], None] | None = None
         self._upstream = upstream  # moto_server's (host, port)
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
@@ -327,6 +330,8 @@ class Ec2Proxy:
                     status, payload = refusal[0], ec2_error_xml(refusal[1], refusal[2]).encode()
                 else:
                     status, payload = self._act(action, params, body)
+                if status == 200 and proxy.on_answered:
+                    proxy.on_answered(action, params, payload)
                 proxy._record(RecordedCall(action, params, status, received_at, observed))
                 if proxy.on_change and not action.startswith(READ_ACTION_PREFIXES):
                     proxy.on_change()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from config import AppConfig
@@ -35,6 +36,15 @@ class AppTemplates:
     network_stack: str
     cluster_stack: str
     templates: Mapping[str, dict[str, Any]]
+
+    @classmethod
+    def of_stage(cls, stage: Any, outdir: str) -> AppTemplates:
+        """From a synthesized EnvironmentStage (its config and its two stacks' templates)."""
+        templates = {
+            stack.stack_name: json.loads((Path(outdir) / stack.template_file).read_text())
+            for stack in (stage.network, stage.cluster)
+        }
+        return cls(stage.config, stage.network.stack_name, stage.cluster.stack_name, templates)
 
     @property
     def cluster(self) -> dict[str, Any]:

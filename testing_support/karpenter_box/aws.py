@@ -20,6 +20,7 @@ project's pools choose general-purpose families, so only the standard images are
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -168,3 +169,34 @@ def publish_al2023_alias(
         }
     )
     return images
+
+
+@dataclass
+class FleetLaunches:
+    """What EC2 does for the instances of a CreateFleet that moto does not: each gets the
+    security groups of its launch template's primary network interface (or its
+    SecurityGroupIds), where moto gives it the VPC's default group. Karpenter compares an
+    instance's groups with its EC2NodeClass's (pkg/cloudprovider/drift.go,
+    areSecurityGroupsDrifted), so without this every node it launched would drift at once.
+    An Ec2Proxy.on_answered hook."""
+
+    ec2: Any
+
+    def __call__(self, action: str, params: dict[str, str], answer: bytes) -> None:
+        if action != "CreateFleet" or params.get("DryRun") == "true":
+            return
+        instance_ids = re.findall(rb"<item>(i-[0-9a-f]+)</item>", answer)
+        template = params.get(
+            "LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateName"
+        )
+        if not instance_ids or template is None:
+            return
+        (version,) = self.ec2.describe_launch_template_versions(
+            LaunchTemplateName=template, Versions=["$Latest"]
+        )["LaunchTemplateVersions"]
+        data = version["LaunchTemplateData"]
+        primary = [i for i in data.get("NetworkInterfaces", []) if i.get("DeviceIndex", 0) == 0]
+        groups = primary[0].get("Groups", []) if primary else data.get("SecurityGroupIds", [])
+        for instance_id in instance_ids:
+            if groups:
+                self.ec2.modify_instance_attribute(InstanceId=instance_id.decode(), Groups=groups)

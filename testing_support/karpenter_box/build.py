@@ -60,9 +60,9 @@ def build_karpenter(version: str) -> KarpenterBinaries:
     if go is None:
         raise BuildError("the Karpenter box needs Go (go on PATH) to build the controller")
     directory = module_directory_for(version)
-    # Karpenter's release build stamps its version (its Makefile's LDFLAGS: the tag without its "v", on
-    # sigs.k8s.io/karpenter/pkg/operator.Version); the controller logs it and puts it in the
-    # user agent of its AWS calls.
+    # Karpenter's release build stamps its version (its Makefile's LDFLAGS: the tag without its
+    # "v", on sigs.k8s.io/karpenter/pkg/operator.Version); the controller logs it and puts it in
+    # the user agent of its AWS calls.
     ldflags = f"-X sigs.k8s.io/karpenter/pkg/operator.Version={version}"
     build = GoBuild(
         name=f"karpenter-{version}",

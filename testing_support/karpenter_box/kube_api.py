@@ -17,12 +17,16 @@ TIMEOUT_SECONDS = 30
 
 
 class ApiError(RuntimeError):
+    """An answer other than 2xx; `status` is its HTTP status."""
+
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
 
 
 class KubeApi:
+    """JSON requests to the box's API server as its admin."""
+
     def __init__(self, plane: ControlPlane) -> None:
         keys = plane.pki
         self._server = plane.server

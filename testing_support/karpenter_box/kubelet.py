@@ -9,10 +9,17 @@ Ready, with its lease in kube-node-lease. It plays the kubelet's side of each po
 a node: Running and Ready, and gone once the API server marked it for deletion (what the
 kubelet reports after the container stopped).
 
-What it does not model, and why: no container runs (there is no container runtime here: the
-startup-taint remover's own script runs as a process by the tests that need it), no heartbeat
-is sent (the box's node lifecycle controller waits an hour: cluster_box.control_plane.NODE_GRACE),
-and the instance's boot is not run (the node box boots the same user data under QEMU).
+The startup-taint remover's pods (namespace `script_namespace`) run for real: their own script
+with the environment the kubelet would give it (testing_support/cluster_box/script_container.py),
+each node's host paths under its own folder. For a node that boots (not in `stuck_nodes`), the
+player writes what the node's boot leaves for the remover to find, every file the remover's
+environment names (the bootstrap's readiness marker, the CNI binaries and configs that Multus,
+Whereabouts and the pod IP agent install), as the bootstrap and those DaemonSets would.
+
+What it does not model, and why: no other container runs (there is no container runtime
+here), no heartbeat is sent (the box's node lifecycle controller waits an hour:
+cluster_box.control_plane.NODE_GRACE), and the instance's boot itself is not run (the node box
+boots the same user data under QEMU; here only its outcome, the files, is written).
 """
 
 from __future__ import annotations
@@ -22,11 +29,15 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from testing_support.cluster_box.control_plane import ControlPlane
+from testing_support.cluster_box.script_container import Container, start_container
 from testing_support.karpenter_box.kube_api import ApiError, KubeApi
 
 POLL_SECONDS = 0.5
+UNREGISTERED_TAINT = {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}
 NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
 #: What a node reports as capacity and allocatable: (claim, instance) -> (capacity, allocatable).
 CapacityOf = Callable[[Mapping[str, Any], Mapping[str, Any]], tuple[dict[str, str], dict[str, str]]]
@@ -54,6 +65,13 @@ class KubeletPlayer:
     capacity_of: CapacityOf = claimed_capacity
     #: NodeClaim names whose node is never registered (a test's stuck or slow instance).
     withheld: set[str] = field(default_factory=set)
+    #: Runs the script of each pod of this namespace bound to a node (plane, host root).
+    script_namespace: str = ""
+    plane: ControlPlane | None = None
+    host_roots: Path | None = None
+    #: Node names whose boot never finishes: no file is written for their remover.
+    stuck_nodes: set[str] = field(default_factory=set)
+    containers: dict[str, Container] = field(default_factory=dict)
     #: Node names registered, in order.
     registered: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -69,6 +87,8 @@ class KubeletPlayer:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
+        for container in self.containers.values():
+            container.stop()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -110,7 +130,10 @@ class KubeletPlayer:
             "kubernetes.io/hostname": name,
             "kubernetes.io/os": "linux",
         }
-        taints = [*spec.get("taints", []), *spec.get("startupTaints", [])]
+        # Karpenter's NodeConfig registers the kubelet with karpenter.sh/unregistered, which
+        # Karpenter removes once it has synced the claim's labels and taints onto the Node
+        # (sigs.k8s.io/karpenter pkg/controllers/nodeclaim/lifecycle/registration.go).
+        taints = [*spec.get("taints", []), *spec.get("startupTaints", []), UNREGISTERED_TAINT]
         self.api.create(
             "/api/v1/nodes",
             {
@@ -168,6 +191,9 @@ class KubeletPlayer:
                 f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}"
             )
             if pod["metadata"].get("deletionTimestamp"):
+                container = self.containers.pop(pod["metadata"]["uid"], None)
+                if container is not None:
+                    container.stop()
                 self.api.request("DELETE", path, {"gracePeriodSeconds": 0})
             elif pod.get("status", {}).get("phase", "Pending") == "Pending":
                 now = _now()
@@ -181,6 +207,35 @@ class KubeletPlayer:
                     {"status": {"phase": "Running", "conditions": conditions, "startTime": now}},
                     "application/merge-patch+json",
                 )
+                if pod["metadata"]["namespace"] == self.script_namespace:
+                    self._run_script(pod, str(node))
+
+    def _run_script(self, pod: dict[str, Any], node: str) -> None:
+        assert self.plane is not None and self.host_roots is not None
+        root = self.host_roots / node
+        container = start_container(self.plane, pod, root)
+        self.containers[pod["metadata"]["uid"]] = container
+        if node not in self.stuck_nodes:
+            for path in boot_files(container.env):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text("")
+
+
+def boot_files(environment: Mapping[str, str]) -> list[Path]:
+    """Every file the startup-taint remover waits for, from its environment (charts/
+    cleartaints.py): the CNI binaries, the CNI files, Multus' config, the bootstrap's marker
+    and, where the pool runs the pod IP agent, its marker."""
+    files = [
+        Path(environment["CNI_BIN_DIR"]) / name for name in environment["CNI_BINARIES"].split()
+    ]
+    files += [Path(name) for name in environment["CNI_FILES"].split()]
+    files += [
+        Path(environment["CNI_CONF_DIR"]) / "00-multus.conf",
+        Path(environment["READY_MARKER"]),
+    ]
+    if environment.get("POD_IPS_READY_MARKER"):
+        files.append(Path(environment["POD_IPS_READY_MARKER"]))
+    return files
 
 
 def wait_for(

@@ -28,6 +28,7 @@ from testing_support.cluster_box.script_container import (
     start_container,
     token_kubeconfig,
 )
+from testing_support.karpenter_box.kubelet import boot_files
 from tests.cluster_box.nodes import (
     delete_app,
     karpenter_node,
@@ -55,13 +56,7 @@ def taint_keys(plane: ControlPlane, node: str) -> list[str]:
 
 def ready_files(container: Container) -> list[Path]:
     """Every file the pod waits for, from its environment."""
-    env = container.env
-    files = [Path(env["CNI_BIN_DIR"]) / name for name in env["CNI_BINARIES"].split()]
-    files += [Path(name) for name in env["CNI_FILES"].split()]
-    files += [Path(env["CNI_CONF_DIR"]) / "00-multus.conf", Path(env["READY_MARKER"])]
-    if env["POD_IPS_READY_MARKER"]:
-        files.append(Path(env["POD_IPS_READY_MARKER"]))
-    return files
+    return boot_files(container.env)
 
 
 def touch(path: Path) -> None:

@@ -1,0 +1,42 @@
+"""The Karpenter box tier: the real Karpenter controller of the config's karpenter.version,
+built from aws/karpenter-provider-aws's Go module, beside the cluster box's control plane,
+reaching AWS through the EC2 emulator (testing_support/karpenter_box). One box per app for the
+session. Without Go the tier skips and says why; under CI=true it fails instead."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testing_support.cluster_box.build import BuildError
+from testing_support.karpenter_box.app_world import AppTemplates
+from testing_support.karpenter_box.box import KarpenterBox, running_karpenter_box
+from tests.conftest import SynthesizedApp
+
+
+def started_box(app: SynthesizedApp, directory: Path) -> Iterator[KarpenterBox]:
+    templates = AppTemplates.of_stage(app.stage, app.stage.outdir)
+    try:
+        with running_karpenter_box(directory, templates) as box:
+            yield box
+    except BuildError as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"Karpenter box: {error}")
+        pytest.skip(f"Karpenter box tier cannot run: {error}")
+
+
+@pytest.fixture(scope="session")
+def default_box(
+    default_app: SynthesizedApp, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KarpenterBox]:
+    yield from started_box(default_app, tmp_path_factory.mktemp("karpenter-box"))
+
+
+@pytest.fixture(scope="session")
+def five_g_core_box(
+    five_g_core_app: SynthesizedApp, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KarpenterBox]:
+    yield from started_box(five_g_core_app, tmp_path_factory.mktemp("karpenter-box-5g"))
