@@ -1026,3 +1026,31 @@ def test_an_ipv6_route_and_rule_take_one_spelling_per_block() -> None:
     assert route.destination == "2001:db8:45::/48"
     ingress = parsed.multus.networks[0].security_group.ingress
     assert ingress is not None and [rule.cidr for rule in ingress] == ["2001:db8::/32"]
+
+
+def with_budget(schedule: str, duration: str) -> dict[str, Any]:
+    """The seed with one budget on its pool: no disruption from each hit for `duration`."""
+    budget = {"nodes": "0", "schedule": schedule, "duration": duration}
+    return changed("node_pools.0.disruption.budgets", [budget])
+
+
+@pytest.mark.parametrize(
+    ("schedule", "shorter", "longest"),
+    [
+        ("0 4 * * 0", "167h59m", "168h"),  # Sundays at 04:00 UTC: cron's Sunday is 0
+        ("@daily", "23h59m", "24h"),
+        ("0 4 * * SUN", "166h", "168h"),  # names, any case; a 2h window a week
+        ("*/15 2-4 * * 1-5", "69h14m", "69h15m"),  # steps, ranges; Friday 04:45 to Monday 02:00
+    ],
+)
+def test_schedules_karpenter_reads_pass_with_a_duration_under_their_longest_gap(
+    schedule: str, shorter: str, longest: str
+) -> None:
+    """Budget.IsActive (Karpenter v1.14.1): active while a hit lies within duration before now;
+    a duration under the longest gap between hits leaves a window, the gap itself none."""
+    (budget,) = parse_config(with_budget(schedule, shorter)).node_pools[0].disruption.budgets
+    assert (budget.schedule, budget.duration) == (schedule, shorter)
+    message = error_for(with_budget(schedule, longest))
+    assert f"node_pools[0].disruption.budgets[0].duration: {longest} is not shorter than " in (
+        message
+    )
