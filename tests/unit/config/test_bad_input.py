@@ -2019,6 +2019,55 @@ BUDGET_SCHEDULES = [
     ),
 ]
 
+
+# settings.reservedENIs is global (config/pod_enis.py): a pool of 3-interface sizes next to a
+# pool whose nodes attach 3 networks gets no interface for pods on those sizes.
+def upf_and_control(control_cpus: list[int]) -> dict[str, Any]:
+    third = {
+        "name": "multus3",
+        "subnets": [
+            {"cidr": "10.0.8.0/24", "reservation": "10.0.8.32/27"},
+            {"cidr": "10.0.9.0/24", "reservation": "10.0.9.32/27"},
+        ],
+    }
+    return config(
+        {
+            "multus": {"networks": [*networks(), third]},
+            "node_pools": [
+                {"name": "upf", "instance_cpus": [4, 8]},
+                {"name": "control", "networks": ["multus1"], "instance_cpus": control_cpus},
+            ],
+        }
+    )
+
+
+RESERVED_ENIS = [
+    BadInput(
+        "reserved-enis-leave-a-pool-no-pod-interface",
+        "accepted",
+        upf_and_control([2]),
+        (
+            "node_pools[1] (control).instance_cpus: m5.large, c5.large, m6i.large, c6i.large, "
+            "r6i.large have 3 network interfaces or fewer",
+            "settings.reservedENIs 3 takes (the Multus ENIs of node_pools[0] (upf)",
+            "gives these sizes 0 pods and never launches them",
+            "the pool never gets a node",
+            "keep only sizes with more than 3 network interfaces (in c5, c6i, m5, m6i, r6i: "
+            "instance_cpus [4, 8, 16, 32, 36, 48])",
+            "or attach fewer networks to node_pools[0] (upf)",
+        ),
+    ),
+    BadInput(
+        "reserved-enis-leave-some-sizes-of-a-pool-no-pod-interface",
+        "accepted",
+        upf_and_control([2, 4]),
+        (
+            "node_pools[1] (control).instance_cpus: m5.large, c5.large",
+            "the pool launches only its other sizes",
+        ),
+    ),
+]
+
 CASES = (
     ACCEPTED
     + TRACEBACKS
@@ -2033,6 +2082,7 @@ CASES = (
     + MONITORING
     + HOST_DEVICE
     + BUDGET_SCHEDULES
+    + RESERVED_ENIS
 )
 # Run as a real `python app.py` too: exit status and stderr end to end.
 IN_A_PROCESS = {

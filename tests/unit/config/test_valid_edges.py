@@ -52,6 +52,14 @@ def one_network(**fields: Any) -> dict[str, Any]:
     return {**network, **fields}
 
 
+def subnets(third_octet: int) -> list[dict[str, str]]:
+    """A network's two subnets, one per seed AZ, from 10.0.<third_octet>.0/24 on."""
+    return [
+        {"cidr": f"10.0.{n}.0/24", "reservation": f"10.0.{n}.32/27"}
+        for n in (third_octet, third_octet + 1)
+    ]
+
+
 def with_networks(*networks: dict[str, Any]) -> dict[str, Any]:
     return changed("multus.networks", list(networks))
 
@@ -1054,3 +1062,22 @@ def test_schedules_karpenter_reads_pass_with_a_duration_under_their_longest_gap(
     assert f"node_pools[0].disruption.budgets[0].duration: {longest} is not shorter than " in (
         message
     )
+
+
+def test_a_pool_whose_smallest_size_keeps_one_interface_after_reserved_enis_passes() -> None:
+    """aws/karpenter-provider-aws v1.14.1 ENILimitedPods: the default card's interfaces minus
+    settings.reservedENIs (the most Multus ENIs of any pool: upf's 3) are the pod ENIs; an
+    xlarge's 4 leave 1 (16 pods on an m5.xlarge), a large's 3 none (refused: test_bad_input)."""
+    raw = with_networks(
+        one_network(),
+        one_network(name="multus2", subnets=subnets(6)),
+        one_network(name="multus3", subnets=subnets(8)),
+    )
+    raw["node_pools"] = [
+        {"name": "upf", "instance_cpus": [4, 8]},
+        {"name": "control", "networks": ["multus1"], "instance_cpus": [4]},
+        {"name": "plain", "networks": [], "instance_cpus": [4, 16]},
+    ]
+    config = parse_config(raw)
+    assert config.reserved_enis == 3
+    assert [pool.max_enis_of_smallest_size for pool in config.node_pools] == [4, 4, 4]
