@@ -13,6 +13,8 @@ import cdk8s
 import cdk8s_plus_28 as kplus
 from constructs import Construct
 
+from config.node_labels import NodeTaint
+
 # Pod template annotation prefix; the name is the ConfigMap's (roll_on_change).
 CONFIG_DIGEST_ANNOTATION = "configmap-sha256"
 #: How the CDK encodes a deploy-time value in a string (aws-cdk-lib core token-map.ts: a
@@ -24,6 +26,15 @@ TAINT_EFFECTS = {
     "PreferNoSchedule": kplus.TaintEffect.PREFER_NO_SCHEDULE,
     "NoExecute": kplus.TaintEffect.NO_EXECUTE,
 }
+
+
+def toleration(taint: NodeTaint) -> kplus.NodeTaintQuery:
+    """A toleration of exactly this taint's key, value and effect; of a taint without value,
+    operator Exists (no value at all: kplus would render Equal with value "")."""
+    effect = TAINT_EFFECTS[taint.effect]
+    if not taint.value:
+        return kplus.NodeTaintQuery.exists(taint.key, effect=effect)
+    return kplus.NodeTaintQuery.is_(taint.key, taint.value, effect=effect)
 
 
 def api_object(

@@ -33,6 +33,7 @@ from charts.building_blocks import (
     resources,
     restricted_security_context,
     select_pods,
+    toleration,
 )
 from config.node_bootstrap_plan import READY_MARKER_PATH
 from config.node_labels import (
@@ -366,13 +367,7 @@ def _daemon_set(
     # all tolerates (kubernetes pkg/controller/daemon/daemon_controller.go, predicates:
     # FindMatchingUntoleratedTaint): without these, the startup taint would never go.
     for pool_taint in nodes.tolerations:
-        daemon_set.scheduling.tolerate(
-            kplus.Node.tainted(
-                kplus.NodeTaintQuery.is_(
-                    pool_taint.key, pool_taint.value, effect=TAINT_EFFECTS[pool_taint.effect]
-                )
-            )
-        )
+        daemon_set.scheduling.tolerate(kplus.Node.tainted(toleration(pool_taint)))
     container = daemon_set.add_container(
         name="cleartaints",
         image=props.image,

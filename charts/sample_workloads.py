@@ -16,7 +16,7 @@ import cdk8s
 import cdk8s_plus_28 as kplus
 from constructs import Construct
 
-from charts.building_blocks import TAINT_EFFECTS, resources, select_pods
+from charts.building_blocks import resources, select_pods, toleration
 from config.node_labels import (
     DEFAULT_NODE_POOL_NAME,
     KARPENTER_NODE_LABEL_KEY,
@@ -97,11 +97,7 @@ def _deployment(scope: Construct, props: SampleWorkloadsProps, workload: ZoneWor
         )
     )
     for taint in workload.tolerations:
-        deployment.scheduling.tolerate(
-            kplus.Node.tainted(
-                kplus.NodeTaintQuery.is_(taint.key, taint.value, effect=TAINT_EFFECTS[taint.effect])
-            )
-        )
+        deployment.scheduling.tolerate(kplus.Node.tainted(toleration(taint)))
     deployment.add_container(
         name="multitool",
         image=props.image,

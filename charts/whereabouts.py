@@ -15,7 +15,6 @@ import cdk8s_plus_28 as kplus
 from constructs import Construct
 
 from charts.building_blocks import (
-    TAINT_EFFECTS,
     custom_resource_definition,
     host_path_volume,
     object_schema,
@@ -26,6 +25,7 @@ from charts.building_blocks import (
     root_without_capabilities_security_context,
     select_pods,
     string_schema,
+    toleration,
 )
 from config.node_labels import NodeTaint
 
@@ -281,11 +281,7 @@ def _reconciler(
             )
         )
     for taint in props.reconciler_tolerations:
-        deployment.scheduling.tolerate(
-            kplus.Node.tainted(
-                kplus.NodeTaintQuery.is_(taint.key, taint.value, effect=TAINT_EFFECTS[taint.effect])
-            )
-        )
+        deployment.scheduling.tolerate(kplus.Node.tainted(toleration(taint)))
     container = deployment.add_container(
         name="whereabouts-reconciler",
         image=props.image,

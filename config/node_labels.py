@@ -32,13 +32,19 @@ def pool_object_name(base: str, pool: str) -> str:
 
 @dataclass(frozen=True)
 class NodeTaint:
-    """A Kubernetes node taint (key, value, effect)."""
+    """A Kubernetes node taint (key, value, effect); value "" is a taint without value."""
 
     key: str
     value: str
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
     def as_dict(self) -> dict[str, str]:
+        """The taint as the API takes it. Without a value there is no "value" key: core/v1
+        Taint's value is optional (omitempty), and the NodePool CRD's pattern for
+        spec.template.spec.taints[].value and startupTaints[].value (Karpenter v1.14.1
+        karpenter.sh_nodepools.yaml) needs at least one character, so "" is refused."""
+        if not self.value:
+            return {"key": self.key, "effect": self.effect}
         return {"key": self.key, "value": self.value, "effect": self.effect}
 
 

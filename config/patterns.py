@@ -91,11 +91,6 @@ BUDGET_DURATION = PlainPattern(
     "whole hours or minutes, or hours and minutes (no seconds: cron has none)",
     "22h or 1h30m",
 )
-BUDGET_SCHEDULE = PlainPattern(
-    r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$",
-    "a cron schedule of five fields in UTC, or a macro such as @daily",
-    '"0 4 * * *" or @daily',
-)
 AMI_ALIAS = PlainPattern(
     r"^al2023@v\d{8}$",
     "al2023@v followed by the 8-digit date of an AL2023 AMI release (never @latest)",
@@ -184,7 +179,6 @@ PLAIN_PATTERNS: dict[str, PlainPattern] = {
         EXPIRE_AFTER,
         BUDGET_NODES,
         BUDGET_DURATION,
-        BUDGET_SCHEDULE,
         AMI_ALIAS,
         CONNECTION_ARN,
         REPOSITORY,

@@ -60,6 +60,7 @@ from config.node_bootstrap_plan import (
     node_bootstrap_props,
 )
 from config.node_prefix import check_node_prefix_reservations
+from config.pod_enis import PoolInterfaces, own_eni_problem, reserved_enis, zero_pod_problems
 
 
 class ExtrasConfig(StrictModel):
@@ -367,29 +368,29 @@ class AppConfig(StrictModel):
             problems = network_card_problems(self.pool_path(pool), networks, sizes)
             if problems:
                 raise ValueError("\n".join(problems))
-            count = card_zero_enis(networks)
-            needed = count + 1  # plus the primary interface
-            available = pool.max_enis_of_smallest_size
-            if needed > available:
-                # Fewest interfaces; among equals, the fewest vCPUs (sizes of families tie).
-                family, cpus, _ = min(pool.allowed_sizes(), key=lambda size: (size[2], size[1]))
-                path = self.pool_path(pool)
-                raise ValueError(
-                    f"{path}.networks: {count} Multus ENIs (one per network, enis_per_node "
-                    f"per host-device network) need {needed} network interfaces per "
-                    f"node, but the smallest size in {path}.instance_cpus ({cpus} vCPUs) has "
-                    f"{available} ({family}); drop small sizes from instance_cpus, attach "
-                    "fewer networks or lower enis_per_node"
-                )
+        pools = self._pool_interfaces()
+        # reservedENIs only once every pool's own ENIs fit (the pool with the most sets it).
+        own = [problem for pool in pools if (problem := own_eni_problem(pool))]
+        problems = own or zero_pod_problems(pools)
+        if problems:
+            raise ValueError("\n".join(problems))
+
+    def _pool_interfaces(self) -> list[PoolInterfaces]:
+        return [
+            PoolInterfaces(
+                self.pool_path(pool),
+                card_zero_enis(networks_in_order(self.pool_plan(pool))),
+                pool.allowed_sizes(),
+            )
+            for pool in self.node_pools
+        ]
 
     @property
     def reserved_enis(self) -> int:
         """Karpenter's settings.reservedENIs, global to every NodePool: the most Multus ENIs
         any pool's nodes attach to network card 0, whose interfaces Karpenter's max pods count
-        (docs/node-capacity.md says what this costs the others)."""
-        return max(
-            card_zero_enis(networks_in_order(self.pool_plan(pool))) for pool in self.node_pools
-        )
+        (docs/node-capacity.md says what this costs the others; config/pod_enis.py)."""
+        return reserved_enis(self._pool_interfaces())
 
     def _check_region(self) -> None:
         problem = aws_regions.region_problem(self.region)

@@ -1,15 +1,18 @@
 """How Karpenter may take a pool's nodes away: expiry, consolidation and disruption budgets,
 validated as the karpenter.sh/v1 NodePool CRD of the pinned chart validates them (Karpenter
-v1.14 karpenter.sh_nodepools.yaml: spec.disruption and spec.template.spec.expireAfter)."""
+v1.14 karpenter.sh_nodepools.yaml: spec.disruption and spec.template.spec.expireAfter), and a
+budget's schedule as Karpenter's controller reads it (config/cron_schedule.py)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from config import patterns
-from config.model.base import StrictModel
+from config.cron_schedule import budget_schedule, karpenter_duration, longest_gap
+from config.model.base import StrictModel, duration_seconds
 
 
 class DisruptionBudgetConfig(StrictModel):
@@ -28,16 +31,27 @@ class DisruptionBudgetConfig(StrictModel):
     )
     schedule: str | None = Field(
         default=None,
-        pattern=patterns.BUDGET_SCHEDULE.regex,
-        description='When the budget starts to apply, as cron in UTC ("0 4 * * *") or a macro '
-        "(@daily); needs duration. Unset: always.",
+        description="When the budget starts to apply: five cron fields, minute hour "
+        'day-of-month month day-of-week, in UTC ("0 4 * * *" daily at 04:00, "0 4 * * 0" or '
+        '"0 4 * * SUN" Sundays; Sunday is 0, there is no 7), or a macro (@daily, @weekly, '
+        "@monthly, @yearly, @hourly); no time zone prefix, no seconds field. Read as Karpenter "
+        "reads it (robfig/cron v3.0.1): one it cannot read stops every disruption of the pool. "
+        "Needs duration. Unset: always.",
     )
     duration: str | None = Field(
         default=None,
         pattern=patterns.BUDGET_DURATION.regex,
         description="How long the budget applies after each schedule hit, in hours and minutes "
-        '("22h", "1h30m"); needs schedule.',
+        '("22h", "1h30m"); needs schedule. Shorter than the time between two hits (24h for a '
+        "daily schedule, 168h for a weekly one), or the budget never stops applying.",
     )
+
+    @field_validator("schedule")
+    @classmethod
+    def _karpenter_reads_the_schedule(cls, schedule: str | None) -> str | None:
+        if schedule is not None:
+            budget_schedule(schedule)
+        return schedule
 
     @model_validator(mode="after")
     def _schedule_with_duration(self) -> DisruptionBudgetConfig:
@@ -48,6 +62,31 @@ class DisruptionBudgetConfig(StrictModel):
                 "for duration; set both, or neither for a budget that always applies"
             )
         return self
+
+    @model_validator(mode="after")
+    def _duration_leaves_a_window(self) -> DisruptionBudgetConfig:
+        # Budget.IsActive (Karpenter v1.14.1 nodepool.go): active while the schedule's next hit
+        # after now - duration is not after now, i.e. while a hit lies within duration before
+        # now. A duration of at least the longest gap between hits covers every moment.
+        if self.schedule is None or self.duration is None:
+            return self
+        gap = longest_gap(budget_schedule(self.schedule))
+        seconds = duration_seconds(self.duration)
+        if gap is None or seconds < gap.total_seconds():
+            return self
+        period = karpenter_duration(gap)
+        example = (
+            f" ({karpenter_duration(gap - timedelta(hours=2))} leaves a 2h window)"
+            if gap > timedelta(hours=2)
+            else ""
+        )
+        raise ValueError(
+            f"duration: {self.duration} is not shorter than {period}, the longest time between "
+            f"two hits of schedule {self.schedule!r}; the budget applies from each hit for "
+            "duration, so it would apply all the time, as one without schedule does (Karpenter "
+            f"v1.14.1 Budget.IsActive); make duration shorter than {period}{example}, or remove "
+            "schedule and duration for a budget that always applies"
+        )
 
 
 class DisruptionConfig(StrictModel):

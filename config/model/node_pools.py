@@ -38,7 +38,12 @@ class NodePoolTaintConfig(StrictModel):
     """A taint on every node of the pool (NodePool spec.template.spec.taints)."""
 
     key: str = Field(description="Taint key (a Kubernetes label key, for example example.com/upf).")
-    value: str = Field(default="", description="Taint value (a Kubernetes label value).")
+    value: str = Field(
+        default="",
+        description="Taint value (a Kubernetes label value); empty (the default): a taint "
+        'without value, rendered without "value" (the NodePool CRD refuses an empty one) and '
+        "tolerated with operator Exists.",
+    )
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
         default="NoSchedule", description="What the taint does to pods that do not tolerate it."
     )

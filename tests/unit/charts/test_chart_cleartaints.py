@@ -377,3 +377,30 @@ def test_seed_attachments_name_the_plugins_the_chart_waits_for() -> None:
     assert cni_host_files(seed_attachments()) == [
         "/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig"
     ]
+
+
+def test_a_pool_taint_without_value_is_tolerated_with_exists_and_no_value(
+    helpers: SimpleNamespace,
+) -> None:
+    """The DaemonSet controller places the pod only where it tolerates every NoSchedule and
+    NoExecute taint; a pool taint without value (core/v1: value omitted) is tolerated with
+    operator Exists and no value, one with a value with Equal and that value."""
+    props = ClearTaintsProps(
+        image=IMAGE,
+        pools=[
+            ClearTaintsNodes(
+                tolerations=[
+                    NodeTaint(key="example.net/dataplane", value="", effect="NoExecute"),
+                    NodeTaint(key="example.com/upf", value="true", effect="NoSchedule"),
+                ]
+            )
+        ],
+    )
+    manifests = cdk8s.Testing.synth(ClearTaintsChart(cdk8s.Testing.app(), "ct", props))
+    tolerations = helpers.find(manifests, "DaemonSet")["spec"]["template"]["spec"]["tolerations"]
+    assert tolerations[1:] == [
+        {"key": "example.net/dataplane", "operator": "Exists", "effect": "NoExecute"},
+        {"key": "example.com/upf", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+    ]
+    assert helpers.tolerates(tolerations, "example.net/dataplane", "", "NoExecute")
+    assert not helpers.tolerates(tolerations, "example.net/dataplane", "", "NoSchedule")

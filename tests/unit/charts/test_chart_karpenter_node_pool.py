@@ -1,15 +1,19 @@
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import cdk8s
+import jsonschema
 import pytest
 
 from charts.karpenter_node_pool import DisruptionBudget, KarpenterNodePoolChart
+from config import parse_config
 from config.node_labels import NodeTaint
+from stacks.cluster_props import node_pool_props as cluster_node_pool_props
 
 THREE_ZONES = ("eu-west-1a", "eu-west-1b", "eu-west-1c")
 
@@ -247,3 +251,34 @@ def test_every_pool_gets_its_own_node_pool_and_node_class(helpers: SimpleNamespa
     assert "startupTaints" not in plain_pool
     assert "taints" not in plain_pool
     assert "userData" not in objects[("EC2NodeClass", "plain")]["spec"]
+
+
+def test_a_taint_without_value_is_rendered_without_one_and_the_crd_takes_it(
+    helpers: SimpleNamespace, upstream_crds: dict[str, dict[str, Any]]
+) -> None:
+    """core/v1 Taint's value is optional, and the config takes a taint without one; the
+    NodePool CRD's pattern for taints[].value and startupTaints[].value (Karpenter v1.14.1)
+    needs a character, so `value: ""` would be refused by the API server."""
+    raw = {
+        "node_pools": [
+            {"name": "upf", "taints": [{"key": "example.net/dataplane", "effect": "NoExecute"}]}
+        ]
+    }
+    config = parse_config(raw)
+    from_config = cluster_node_pool_props(
+        config, config.node_pools[0], node_role_name=helpers.token, user_data="user-data"
+    )
+    node_pool = synth(
+        helpers,
+        taints=from_config.taints,
+        startup_taint=NodeTaint(key="example.net/starting", value="", effect="NoSchedule"),
+    )["NodePool"]
+    spec = node_pool["spec"]["template"]["spec"]
+    assert spec["taints"] == [{"key": "example.net/dataplane", "effect": "NoExecute"}]
+    assert spec["startupTaints"] == [{"key": "example.net/starting", "effect": "NoSchedule"}]
+    schema = helpers.crd_schema(upstream_crds["karpenter.sh/NodePool"], "v1")
+    helpers.validate_custom_object(node_pool, schema)
+    with_empty_value = copy.deepcopy(node_pool)
+    with_empty_value["spec"]["template"]["spec"]["taints"][0]["value"] = ""
+    with pytest.raises(jsonschema.ValidationError, match="does not match"):
+        helpers.validate_custom_object(with_empty_value, schema)

@@ -91,3 +91,21 @@ def test_a_pools_workload_is_named_after_it_and_tolerates_its_taints(
     assert {"key": "multus.network/n3", "operator": "In", "values": ["true"]} in term[
         "matchExpressions"
     ]
+
+
+def test_a_taint_without_value_is_tolerated_without_one(helpers: SimpleNamespace) -> None:
+    upf = ZoneWorkload(
+        "us-west-2a",
+        ["n3-us-west-2a"],
+        networks=["n3"],
+        pool="upf",
+        tolerations=[NodeTaint(key="example.net/dataplane", value="", effect="NoExecute")],
+    )
+    props = SampleWorkloadsProps(namespace="demo", image="multitool:1", workloads=[upf])
+    manifests = cdk8s.Testing.synth(SampleWorkloadsChart(cdk8s.Testing.app(), "s", props))
+    deployment = helpers.find(manifests, "Deployment", deployment_name("us-west-2a", "upf"))
+    tolerations = deployment["spec"]["template"]["spec"]["tolerations"]
+    assert tolerations == [
+        {"key": "example.net/dataplane", "operator": "Exists", "effect": "NoExecute"}
+    ]
+    assert helpers.tolerates(tolerations, "example.net/dataplane", "", "NoExecute")

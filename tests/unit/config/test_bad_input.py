@@ -122,6 +122,16 @@ def pool_pattern_case(case_id: str, key: str, value: str, example: str) -> BadIn
     )
 
 
+BUDGET = "node_pools[0].disruption.budgets[0]"
+
+
+def budget(schedule: str, duration: str) -> dict[str, Any]:
+    """The default pool with one budget: no disruption from each `schedule` hit for `duration`."""
+    return pool(
+        disruption={"budgets": [{"nodes": "0", "schedule": schedule, "duration": duration}]}
+    )
+
+
 ACCEPTED = [
     BadInput(
         "empty-public-access-cidrs",
@@ -502,11 +512,15 @@ UNCLEAR = [
     disruption_case(
         "budget-nodes-pattern", {"budgets": [{"nodes": "one"}]}, '"1" or "10%"', ".budgets[0].nodes"
     ),
-    disruption_case(
-        "budget-schedule-pattern",
-        {"budgets": [{"nodes": "0", "schedule": "daily", "duration": "1h"}]},
-        '"0 4 * * *" or @daily',
-        ".budgets[0].schedule",
+    BadInput(
+        "budget-schedule-one-word",
+        "unclear",
+        budget("daily", "1h"),
+        (
+            f"{BUDGET}.schedule: 'daily' is no schedule Karpenter can read: 1 field",
+            "takes exactly 5: minute hour day-of-month month day-of-week",
+            'for example "0 4 * * 0" (Sundays at 04:00 UTC), "0 4 * * *" (daily) or @daily',
+        ),
     ),
     disruption_case(
         "budget-duration-seconds",
@@ -1914,6 +1928,146 @@ HOST_DEVICE = [
     ),
 ]
 
+# Issues #47 and #53: what Karpenter's controller, not its CRD, makes of a budget
+# (config/cron_schedule.py: robfig/cron v3.0.1 as Karpenter v1.14.1 calls it).
+FAILS_CLOSED = "allows no disruption of the pool's nodes at all"
+BUDGET_SCHEDULES = [
+    BadInput(
+        "budget-schedule-sunday-as-7",
+        "accepted",
+        budget("0 4 * * 7", "2h"),
+        (
+            f"{BUDGET}.schedule: '0 4 * * 7' is no schedule Karpenter can read",
+            "day of week 7 is outside 0-6 (Sunday is 0 or SUN; robfig/cron has no 7)",
+            FAILS_CLOSED,
+        ),
+    ),
+    BadInput(
+        "budget-schedule-hour-26",
+        "accepted",
+        budget("0 26 * * 0", "2h"),
+        (f"{BUDGET}.schedule: '0 26 * * 0'", "hour 26 is outside 0-23 (in UTC)", FAILS_CLOSED),
+    ),
+    BadInput(
+        "budget-schedule-in-words",
+        "accepted",
+        budget("every sunday at two am", "2h"),
+        (
+            f"{BUDGET}.schedule: 'every sunday at two am' is no schedule Karpenter can read",
+            "minute 'every' is not a number 0-59, a range or *",
+            "day of week 'am' is not a number 0-6, a name SUN-SAT, a range or *",
+            "Give five fields, minute hour day-of-month month day-of-week",
+        ),
+    ),
+    BadInput(
+        "budget-schedule-with-seconds",
+        "accepted",
+        budget("0 0 4 * * 0", "2h"),
+        (
+            f"{BUDGET}.schedule: '0 0 4 * * 0' is no schedule Karpenter can read: 6 fields",
+            "has no seconds field",
+            FAILS_CLOSED,
+        ),
+    ),
+    BadInput(
+        "budget-schedule-with-a-time-zone",
+        "accepted",
+        budget("TZ=Mars/Olympus_Mons 0 4 * * 0", "2h"),
+        (
+            f"{BUDGET}.schedule: 'TZ=Mars/Olympus_Mons 0 4 * * 0'",
+            "Karpenter puts TZ=UTC in front of every schedule",
+            "drop TZ=Mars/Olympus_Mons and give the time in UTC",
+        ),
+    ),
+    BadInput(
+        "budget-schedule-every-interval",
+        "accepted",
+        budget("@every 2h     ", "1h"),
+        (f"{BUDGET}.schedule: '@every 2h     '", "would apply always or never"),
+    ),
+    BadInput(
+        "budget-schedule-never-fires",
+        "accepted",
+        budget("0 4 30 2 *", "2h"),
+        (
+            f"{BUDGET}.schedule: '0 4 30 2 *' never fires",
+            "takes the budget as active all the time",
+        ),
+    ),
+    BadInput(
+        "budget-schedule-the-api-server-refuses",
+        "accepted",
+        budget(" @daily", "2h"),
+        (f"{BUDGET}.schedule: ' @daily': robfig/cron reads it", "the API server refuses"),
+    ),
+    BadInput(
+        "budget-duration-a-whole-day-of-a-daily-schedule",
+        "accepted",
+        budget("0 4 * * *", "24h"),
+        (
+            f"{BUDGET}.duration: 24h is not shorter than 24h, the longest time between two hits "
+            "of schedule '0 4 * * *'",
+            "it would apply all the time",
+            "make duration shorter than 24h (22h leaves a 2h window)",
+        ),
+    ),
+    BadInput(
+        "budget-duration-longer-than-a-week",
+        "accepted",
+        budget("0 4 * * SUN", "170h"),
+        (f"{BUDGET}.duration: 170h is not shorter than 168h", "(166h leaves a 2h window)"),
+    ),
+]
+
+
+# settings.reservedENIs is global (config/pod_enis.py): a pool of 3-interface sizes next to a
+# pool whose nodes attach 3 networks gets no interface for pods on those sizes.
+def upf_and_control(control_cpus: list[int]) -> dict[str, Any]:
+    third = {
+        "name": "multus3",
+        "subnets": [
+            {"cidr": "10.0.8.0/24", "reservation": "10.0.8.32/27"},
+            {"cidr": "10.0.9.0/24", "reservation": "10.0.9.32/27"},
+        ],
+    }
+    return config(
+        {
+            "multus": {"networks": [*networks(), third]},
+            "node_pools": [
+                {"name": "upf", "instance_cpus": [4, 8]},
+                {"name": "control", "networks": ["multus1"], "instance_cpus": control_cpus},
+            ],
+        }
+    )
+
+
+RESERVED_ENIS = [
+    BadInput(
+        "reserved-enis-leave-a-pool-no-pod-interface",
+        "accepted",
+        upf_and_control([2]),
+        (
+            "node_pools[1] (control).instance_cpus: m5.large, c5.large, m6i.large, c6i.large, "
+            "r6i.large have 3 network interfaces or fewer",
+            "settings.reservedENIs 3 takes (the Multus ENIs of node_pools[0] (upf)",
+            "gives these sizes 0 pods and never launches them",
+            "the pool never gets a node",
+            "keep only sizes with more than 3 network interfaces (in c5, c6i, m5, m6i, r6i: "
+            "instance_cpus [4, 8, 16, 32, 36, 48])",
+            "or attach fewer networks to node_pools[0] (upf)",
+        ),
+    ),
+    BadInput(
+        "reserved-enis-leave-some-sizes-of-a-pool-no-pod-interface",
+        "accepted",
+        upf_and_control([2, 4]),
+        (
+            "node_pools[1] (control).instance_cpus: m5.large, c5.large",
+            "the pool launches only its other sizes",
+        ),
+    ),
+]
+
 CASES = (
     ACCEPTED
     + TRACEBACKS
@@ -1927,6 +2081,8 @@ CASES = (
     + DUAL_STACK
     + MONITORING
     + HOST_DEVICE
+    + BUDGET_SCHEDULES
+    + RESERVED_ENIS
 )
 # Run as a real `python app.py` too: exit status and stderr end to end.
 IN_A_PROCESS = {

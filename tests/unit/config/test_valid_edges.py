@@ -52,6 +52,14 @@ def one_network(**fields: Any) -> dict[str, Any]:
     return {**network, **fields}
 
 
+def subnets(third_octet: int) -> list[dict[str, str]]:
+    """A network's two subnets, one per seed AZ, from 10.0.<third_octet>.0/24 on."""
+    return [
+        {"cidr": f"10.0.{n}.0/24", "reservation": f"10.0.{n}.32/27"}
+        for n in (third_octet, third_octet + 1)
+    ]
+
+
 def with_networks(*networks: dict[str, Any]) -> dict[str, Any]:
     return changed("multus.networks", list(networks))
 
@@ -1026,3 +1034,50 @@ def test_an_ipv6_route_and_rule_take_one_spelling_per_block() -> None:
     assert route.destination == "2001:db8:45::/48"
     ingress = parsed.multus.networks[0].security_group.ingress
     assert ingress is not None and [rule.cidr for rule in ingress] == ["2001:db8::/32"]
+
+
+def with_budget(schedule: str, duration: str) -> dict[str, Any]:
+    """The seed with one budget on its pool: no disruption from each hit for `duration`."""
+    budget = {"nodes": "0", "schedule": schedule, "duration": duration}
+    return changed("node_pools.0.disruption.budgets", [budget])
+
+
+@pytest.mark.parametrize(
+    ("schedule", "shorter", "longest"),
+    [
+        ("0 4 * * 0", "167h59m", "168h"),  # Sundays at 04:00 UTC: cron's Sunday is 0
+        ("@daily", "23h59m", "24h"),
+        ("0 4 * * SUN", "166h", "168h"),  # names, any case; a 2h window a week
+        ("*/15 2-4 * * 1-5", "69h14m", "69h15m"),  # steps, ranges; Friday 04:45 to Monday 02:00
+    ],
+)
+def test_schedules_karpenter_reads_pass_with_a_duration_under_their_longest_gap(
+    schedule: str, shorter: str, longest: str
+) -> None:
+    """Budget.IsActive (Karpenter v1.14.1): active while a hit lies within duration before now;
+    a duration under the longest gap between hits leaves a window, the gap itself none."""
+    (budget,) = parse_config(with_budget(schedule, shorter)).node_pools[0].disruption.budgets
+    assert (budget.schedule, budget.duration) == (schedule, shorter)
+    message = error_for(with_budget(schedule, longest))
+    assert f"node_pools[0].disruption.budgets[0].duration: {longest} is not shorter than " in (
+        message
+    )
+
+
+def test_a_pool_whose_smallest_size_keeps_one_interface_after_reserved_enis_passes() -> None:
+    """aws/karpenter-provider-aws v1.14.1 ENILimitedPods: the default card's interfaces minus
+    settings.reservedENIs (the most Multus ENIs of any pool: upf's 3) are the pod ENIs; an
+    xlarge's 4 leave 1 (16 pods on an m5.xlarge), a large's 3 none (refused: test_bad_input)."""
+    raw = with_networks(
+        one_network(),
+        one_network(name="multus2", subnets=subnets(6)),
+        one_network(name="multus3", subnets=subnets(8)),
+    )
+    raw["node_pools"] = [
+        {"name": "upf", "instance_cpus": [4, 8]},
+        {"name": "control", "networks": ["multus1"], "instance_cpus": [4]},
+        {"name": "plain", "networks": [], "instance_cpus": [4, 16]},
+    ]
+    config = parse_config(raw)
+    assert config.reserved_enis == 3
+    assert [pool.max_enis_of_smallest_size for pool in config.node_pools] == [4, 4, 4]
