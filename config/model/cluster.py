@@ -94,9 +94,10 @@ class ClusterConfig(StrictModel):
         KubernetesVersion, BeforeValidator(number_as_version(get_args(KubernetesVersion)))
     ] = Field(
         default="1.35",
-        description="Kubernetes version of the control plane and nodes (default: the newest "
-        "minor of the EKS release calendar in config/kubernetes_support.py, which the pinned "
-        "Karpenter supports; synth warns once it is past its EKS standard support).",
+        description="Kubernetes version of the control plane and nodes (default: a minor in "
+        "EKS standard support, of the EKS release calendar in config/kubernetes_support.py, "
+        "which the pinned Karpenter supports; synth warns once it is past its EKS standard "
+        "support).",
     )
     public_access_cidrs: list[Cidr] | None = Field(
         default=None,
