@@ -12,7 +12,7 @@ from pydantic import (
     model_validator,
 )
 
-from config import instance_types, patterns
+from config import eks_addons, instance_types, patterns
 from config.cluster_access import (
     RENAMED_KEYS,
     AdminPrincipalArn,
@@ -115,6 +115,14 @@ class ClusterConfig(StrictModel):
         "control-plane subnets only in the AZs it was created with. Unset: every entry of "
         "availability_zones; set it to those AZs before you add one to availability_zones.",
     )
+    addon_versions: dict[str, str] = Field(
+        default={},
+        description="Versions of EKS add-ons to run instead of the ones config/eks_addons.py "
+        "pins for cluster.kubernetes_version, by add-on: vpc-cni, kube-proxy, coredns, "
+        'eks-pod-identity-agent (for example {"vpc-cni": "v1.23.2-eksbuild.1"}; `aws eks '
+        "describe-addon-versions` lists them). vpc-cni must be v1.23.0 or newer: older ones "
+        "lose count of the Multus ENIs (aws/amazon-vpc-cni-k8s#3544).",
+    )
     system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
     control_plane_log_retention: LogRetention = Field(
         default="ONE_YEAR",
@@ -135,6 +143,25 @@ class ClusterConfig(StrictModel):
     @classmethod
     def _public_access(cls, cidrs: list[str] | None) -> list[str] | None:
         return check_public_access_cidrs(cidrs)
+
+    @model_validator(mode="after")
+    def _addon_versions_pinned(self) -> ClusterConfig:
+        problems = [
+            f"addon_versions: {line}"
+            for line in eks_addons.override_problems(self.addon_versions, self.kubernetes_version)
+        ]
+        coverage = eks_addons.coverage_problem(self.kubernetes_version)
+        if coverage:
+            problems.append(f"kubernetes_version: {coverage}")
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    @property
+    def pinned_addon_versions(self) -> eks_addons.EksAddonVersions:
+        """The add-on versions the cluster runs: config/eks_addons.py's for its minor, with
+        addon_versions' overrides."""
+        return eks_addons.pinned_versions(self.kubernetes_version, self.addon_versions)
 
     @field_validator("admin_principal_arns")
     @classmethod
