@@ -118,8 +118,12 @@ def coverage_problem(kubernetes_version: str) -> str | None:
     )
 
 
-def override_problems(overrides: Mapping[str, str], kubernetes_version: str) -> list[str]:
-    """What is wrong with `cluster.addon_versions`, one line per problem, all at once."""
+def override_problems(overrides: Mapping[str, str], kubernetes_version: str | None) -> list[str]:
+    """What is wrong with `cluster.addon_versions`, one line per problem, all at once;
+    `kubernetes_version` (None if it is itself invalid) picks the examples."""
+    minor = kubernetes_version if kubernetes_version in ADDON_VERSIONS else None
+    row = ADDON_VERSIONS[minor] if minor else list(ADDON_VERSIONS.values())[-1]
+    listed = f" --kubernetes-version {minor}" if minor else ""
     problems = []
     for name, version in overrides.items():
         if name not in ADDON_NAMES:
@@ -131,13 +135,12 @@ def override_problems(overrides: Mapping[str, str], kubernetes_version: str) -> 
             )
             continue
         parts = version_parts(version)
-        example = ADDON_VERSIONS.get(kubernetes_version, list(ADDON_VERSIONS.values())[-1])[name]
+        example = row[name]
         if parts is None:
             problems.append(
                 f"{name} {version!r} is not an EKS add-on version "
                 f"(v<major>.<minor>.<patch>-eksbuild.<build>, for example {example}); "
-                f"`aws eks describe-addon-versions --addon-name {name} --kubernetes-version "
-                f"{kubernetes_version}` lists them"
+                f"`aws eks describe-addon-versions --addon-name {name}{listed}` lists them"
             )
         elif name == VPC_CNI and parts[:3] < VPC_CNI_FLOOR:
             floor = "v" + ".".join(map(str, VPC_CNI_FLOOR))

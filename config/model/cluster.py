@@ -8,6 +8,7 @@ from typing import Annotated, ClassVar, get_args
 from pydantic import (
     BeforeValidator,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -144,18 +145,22 @@ class ClusterConfig(StrictModel):
     def _public_access(cls, cidrs: list[str] | None) -> list[str] | None:
         return check_public_access_cidrs(cidrs)
 
-    @model_validator(mode="after")
-    def _addon_versions_pinned(self) -> ClusterConfig:
-        problems = [
-            f"addon_versions: {line}"
-            for line in eks_addons.override_problems(self.addon_versions, self.kubernetes_version)
-        ]
-        coverage = eks_addons.coverage_problem(self.kubernetes_version)
-        if coverage:
-            problems.append(f"kubernetes_version: {coverage}")
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _addons_pinned_for_the_minor(cls, version: str) -> str:
+        problem = eks_addons.coverage_problem(version)
+        if problem:
+            raise ValueError(problem)
+        return version
+
+    @field_validator("addon_versions")
+    @classmethod
+    def _addon_overrides(cls, overrides: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        # kubernetes_version comes first: absent here only if it was refused itself.
+        problems = eks_addons.override_problems(overrides, info.data.get("kubernetes_version"))
         if problems:
             raise ValueError("\n".join(problems))
-        return self
+        return overrides
 
     @property
     def pinned_addon_versions(self) -> eks_addons.EksAddonVersions:

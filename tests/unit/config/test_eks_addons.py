@@ -95,3 +95,13 @@ def test_every_problem_of_the_overrides_is_named_at_once() -> None:
     assert "did you mean 'vpc-cni'?" in problems[0]
     assert "coredns '1.14' is not an EKS add-on version" in problems[1]
     assert "#3544" in problems[2]
+
+
+def test_a_bad_override_is_named_beside_the_other_fields_problems() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(
+            {"cluster": {"public_access_cidrs": [], "addon_versions": {"coredns": "1.14"}}}
+        )
+    message = str(caught.value)
+    assert "cluster.public_access_cidrs: an empty list" in message
+    assert "cluster.addon_versions: coredns '1.14' is not an EKS add-on version" in message
