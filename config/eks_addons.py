@@ -1,7 +1,7 @@
 """The version of every EKS-managed add-on the cluster runs, pinned per Kubernetes minor.
 
 Without a pinned version EKS installs its default for the cluster's minor when the add-on is
-created, and that default moves: two accounts of one pipeline created weeks apart ran
+created, and that default moves: two accounts of one pipeline created weeks apart can run
 different versions (issue #50). On 2026-10-02 EKS's default vpc-cni for 1.35 was still
 v1.22.4-eksbuild.3, and VPC CNI v1.20.0 to v1.22.4 count the ENIs tagged
 `node.k8s.amazonaws.com/no_manage` (the Multus ENIs) again on every reconcile of the IP pool,
