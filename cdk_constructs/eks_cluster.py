@@ -21,6 +21,7 @@ from cdk_constructs.api_clients_security_group import ApiClientsSecurityGroup
 from cdk_constructs.nag_findings import finding_text
 from cdk_constructs.removed_with_stack import AuditLogGroup
 from config.cluster_access import access_warnings
+from config.eks_addons import EksAddonVersions
 
 # kubectl must be within one minor of the API server: one aws-cdk layer package per version
 # (pinned in requirements.txt). Imported on demand, each package is a ~35 MB jsii bundle.
@@ -73,6 +74,7 @@ class EksClusterProps:
     Load balancers find their subnets by the kubernetes.io/role/(internal-)elb tags, so the
     public subnets need not be cluster subnets (control-plane ENIs then never land there).
     core_dns_tolerations: extra tolerations so CoreDNS can run on the tainted system nodes.
+    addon_versions: the AddonVersion of each managed add-on (config/eks_addons.py pins them).
     public_access_cidrs: None for a private-only endpoint, else who may reach the public one.
     admin_principal_arns: IAM role/user ARNs given cluster-admin through access entries.
     control_plane_log_retention: how long the control-plane log group keeps its events.
@@ -87,6 +89,7 @@ class EksClusterProps:
     public_access_cidrs: Sequence[str] | None
     admin_principal_arns: Sequence[str]
     core_dns_tolerations: Sequence[Mapping[str, str]]
+    addon_versions: EksAddonVersions
     control_plane_log_retention: logs.RetentionDays
     keep_control_plane_logs: bool
 
@@ -158,20 +161,33 @@ class EksCluster(Construct):
         # it implements ICluster: consumers take this reference instead of casting themselves.
         self.cluster_ref = cast(eks.ICluster, self.cluster)
         self._grant_admins(props)
-        # The cluster's own (lazily created) agent add-on: every Pod Identity user, ours and any
-        # ServiceAccount added later, shares this one instead of adding a duplicate.
+        # Every add-on at a pinned version, not EKS's default of the day (which differs between
+        # accounts created weeks apart). The cluster's own (lazily created) agent add-on: every
+        # Pod Identity user, ours and any ServiceAccount added later, shares this one instead of
+        # adding a duplicate; aws-cdk-lib gives it no version prop, so its CfnAddon gets one.
         self.pod_identity_agent = self.cluster.eks_pod_identity_agent
+        assert self.pod_identity_agent is not None
+        agent = self.pod_identity_agent.node.default_child
+        assert isinstance(agent, eks.CfnAddon)
+        agent.addon_version = props.addon_versions.pod_identity_agent
         # vpc-cni and kube-proxy are DaemonSets: healthy with zero nodes, and nodes need them
         # to become Ready. CoreDNS is a Deployment: create it once nodes exist (see stack).
         self.node_networking_addons = [
-            self._vpc_cni(),
-            eks.Addon(self, "KubeProxy", cluster=self.cluster_ref, addon_name="kube-proxy"),
+            self._vpc_cni(props.addon_versions.vpc_cni),
+            eks.Addon(
+                self,
+                "KubeProxy",
+                cluster=self.cluster_ref,
+                addon_name="kube-proxy",
+                addon_version=props.addon_versions.kube_proxy,
+            ),
         ]
         self.core_dns = eks.Addon(
             self,
             "CoreDns",
             cluster=self.cluster_ref,
             addon_name="coredns",
+            addon_version=props.addon_versions.coredns,
             configuration_values={"tolerations": list(props.core_dns_tolerations)},
         )
         self._acknowledge_library_findings(props)
@@ -185,7 +201,7 @@ class EksCluster(Construct):
             # Shown by `cdk deploy`; app.py prints the same on every synth.
             Annotations.of(self).add_warning_v2(NO_ADMIN_WARNING_ID, warning)
 
-    def _vpc_cni(self) -> eks.Addon:
+    def _vpc_cni(self, version: str) -> eks.Addon:
         """vpc-cni with its own role: pods can no longer borrow ENI rights from the node role.
 
         The add-on owns the Pod Identity association for kube-system/aws-node; the agent add-on
@@ -198,7 +214,9 @@ class EksCluster(Construct):
             description="VPC CNI (kube-system/aws-node) through EKS Pod Identity",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(VPC_CNI_POLICY)],
         )
-        addon = eks.Addon(self, "VpcCni", cluster=self.cluster_ref, addon_name="vpc-cni")
+        addon = eks.Addon(
+            self, "VpcCni", cluster=self.cluster_ref, addon_name="vpc-cni", addon_version=version
+        )
         cfn_addon = addon.node.default_child
         assert isinstance(cfn_addon, eks.CfnAddon)
         cfn_addon.pod_identity_associations = [

@@ -81,6 +81,7 @@ def eks_cluster_props(
         public_access_cidrs=config.cluster.public_access_cidrs,
         admin_principal_arns=config.cluster.admin_principal_arns,
         core_dns_tolerations=[CONTROLLER_NODES.toleration],
+        addon_versions=config.cluster.pinned_addon_versions,
         control_plane_log_retention=logs.RetentionDays[config.cluster.control_plane_log_retention],
         keep_control_plane_logs=config.logs.keep_audit_logs_on_destroy,
     )

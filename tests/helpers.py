@@ -14,6 +14,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 
 from cdk_constructs.eks_cluster import EksCluster, EksClusterProps
+from config.eks_addons import pinned_versions
 from stacks.base import ConfiguredAzStack
 from testing_support.cloudformation_changes import references
 from testing_support.iam_call_level import resolver
@@ -199,6 +200,7 @@ def bare_eks_cluster(
             public_access_cidrs=public_access_cidrs,
             admin_principal_arns=admin_principal_arns or [],
             core_dns_tolerations=core_dns_tolerations or [],
+            addon_versions=pinned_versions("1.34", {}),
             control_plane_log_retention=control_plane_log_retention,
             keep_control_plane_logs=True,
         ),

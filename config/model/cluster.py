@@ -8,11 +8,12 @@ from typing import Annotated, ClassVar, get_args
 from pydantic import (
     BeforeValidator,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from config import instance_types, patterns
+from config import eks_addons, instance_types, patterns
 from config.cluster_access import (
     RENAMED_KEYS,
     AdminPrincipalArn,
@@ -94,9 +95,10 @@ class ClusterConfig(StrictModel):
         KubernetesVersion, BeforeValidator(number_as_version(get_args(KubernetesVersion)))
     ] = Field(
         default="1.35",
-        description="Kubernetes version of the control plane and nodes (default: the newest "
-        "minor of the EKS release calendar in config/kubernetes_support.py, which the pinned "
-        "Karpenter supports; synth warns once it is past its EKS standard support).",
+        description="Kubernetes version of the control plane and nodes (default: a minor in "
+        "EKS standard support, of the EKS release calendar in config/kubernetes_support.py, "
+        "which the pinned Karpenter supports; synth warns once it is past its EKS standard "
+        "support).",
     )
     public_access_cidrs: list[Cidr] | None = Field(
         default=None,
@@ -113,6 +115,14 @@ class ClusterConfig(StrictModel):
         "interfaces in (at least two). Fixed when the cluster is created: EKS accepts new "
         "control-plane subnets only in the AZs it was created with. Unset: every entry of "
         "availability_zones; set it to those AZs before you add one to availability_zones.",
+    )
+    addon_versions: dict[str, str] = Field(
+        default={},
+        description="Versions of EKS add-ons to run instead of the ones config/eks_addons.py "
+        "pins for cluster.kubernetes_version, by add-on: vpc-cni, kube-proxy, coredns, "
+        'eks-pod-identity-agent (for example {"vpc-cni": "v1.23.2-eksbuild.1"}; `aws eks '
+        "describe-addon-versions` lists them). vpc-cni must be v1.23.0 or newer: older ones "
+        "lose count of the Multus ENIs (aws/amazon-vpc-cni-k8s#3544).",
     )
     system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
     control_plane_log_retention: LogRetention = Field(
@@ -134,6 +144,29 @@ class ClusterConfig(StrictModel):
     @classmethod
     def _public_access(cls, cidrs: list[str] | None) -> list[str] | None:
         return check_public_access_cidrs(cidrs)
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _addons_pinned_for_the_minor(cls, version: str) -> str:
+        problem = eks_addons.coverage_problem(version)
+        if problem:
+            raise ValueError(problem)
+        return version
+
+    @field_validator("addon_versions")
+    @classmethod
+    def _addon_overrides(cls, overrides: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        # kubernetes_version comes first: absent here only if it was refused itself.
+        problems = eks_addons.override_problems(overrides, info.data.get("kubernetes_version"))
+        if problems:
+            raise ValueError("\n".join(problems))
+        return overrides
+
+    @property
+    def pinned_addon_versions(self) -> eks_addons.EksAddonVersions:
+        """The add-on versions the cluster runs: config/eks_addons.py's for its minor, with
+        addon_versions' overrides."""
+        return eks_addons.pinned_versions(self.kubernetes_version, self.addon_versions)
 
     @field_validator("admin_principal_arns")
     @classmethod

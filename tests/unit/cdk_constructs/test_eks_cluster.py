@@ -7,6 +7,7 @@ import pytest
 from aws_cdk import aws_logs as logs
 from aws_cdk.assertions import Match, Template
 
+from config.eks_addons import pinned_versions
 from tests.helpers import bare_eks_cluster, bare_stack, sub_notation
 
 SUBNET_IDS = ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"]
@@ -152,3 +153,19 @@ def test_vpc_cni_uses_its_own_pod_identity_role(private: Template) -> None:
             ),
         },
     )
+
+
+def test_every_addon_runs_the_version_its_props_pin(private: Template) -> None:
+    # The cluster's own eks-pod-identity-agent add-on included: aws-cdk-lib creates it without
+    # a version prop.
+    pinned = pinned_versions("1.34", {})
+    versions = {
+        addon["Properties"]["AddonName"]: addon["Properties"].get("AddonVersion")
+        for addon in private.find_resources("AWS::EKS::Addon").values()
+    }
+    assert versions == {
+        "vpc-cni": pinned.vpc_cni,
+        "kube-proxy": pinned.kube_proxy,
+        "coredns": pinned.coredns,
+        "eks-pod-identity-agent": pinned.pod_identity_agent,
+    }

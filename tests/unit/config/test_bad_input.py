@@ -2068,6 +2068,41 @@ RESERVED_ENIS = [
     ),
 ]
 
+# cluster.addon_versions overrides the versions config/eks_addons.py pins: EKS would refuse an
+# unknown add-on or a malformed version at deploy time, and a vpc-cni below v1.23.0 deploys but
+# loses count of the Multus ENIs (aws/amazon-vpc-cni-k8s#3544).
+ADDONS = [
+    BadInput(
+        "addon-version-of-an-unknown-addon",
+        "addons",
+        config({"cluster": {"addon_versions": {"vpc_cni": "v1.23.2-eksbuild.1"}}}),
+        (
+            "cluster.addon_versions: 'vpc_cni' is not an add-on this app pins",
+            "did you mean 'vpc-cni'?",
+        ),
+    ),
+    BadInput(
+        "addon-version-without-its-eksbuild",
+        "addons",
+        config({"cluster": {"addon_versions": {"kube-proxy": "1.35.3"}}}),
+        (
+            "cluster.addon_versions: kube-proxy '1.35.3' is not an EKS add-on version",
+            "for example v1.35.3-eksbuild.2",
+            "aws eks describe-addon-versions --addon-name kube-proxy",
+        ),
+    ),
+    BadInput(
+        "vpc-cni-that-loses-count-of-the-multus-enis",
+        "addons",
+        config({"cluster": {"addon_versions": {"vpc-cni": "v1.22.4-eksbuild.3"}}}),
+        (
+            "cluster.addon_versions: vpc-cni v1.22.4-eksbuild.3 is older than v1.23.0",
+            "aws/amazon-vpc-cni-k8s issue #3544",
+            "for example v1.23.2-eksbuild.1",
+        ),
+    ),
+]
+
 CASES = (
     ACCEPTED
     + TRACEBACKS
@@ -2083,6 +2118,7 @@ CASES = (
     + HOST_DEVICE
     + BUDGET_SCHEDULES
     + RESERVED_ENIS
+    + ADDONS
 )
 # Run as a real `python app.py` too: exit status and stderr end to end.
 IN_A_PROCESS = {

@@ -19,16 +19,25 @@ def minor_key(version: str) -> tuple[int, ...]:
     return tuple(map(int, version.split(".")))
 
 
-def test_the_default_is_the_newest_minor_with_eks_dates_that_everything_pinned_supports() -> None:
+def test_the_default_is_one_of_the_two_newest_minors_everything_pinned_supports() -> None:
+    # A minor reaches the calendar before the default moves to it, in a change of its own
+    # (1.36 has its dates; the default is still 1.35).
     pinned_karpenter = KarpenterConfig().version
-    candidates = [
-        version
-        for version in EKS_SUPPORT
-        if version in get_args(KubernetesVersion)
-        and version in KUBECTL_LAYERS
-        and supports(pinned_karpenter, version)
-    ]
-    assert parse_config({}).cluster.kubernetes_version == max(candidates, key=minor_key)
+    candidates = sorted(
+        (
+            version
+            for version in EKS_SUPPORT
+            if version in get_args(KubernetesVersion)
+            and version in KUBECTL_LAYERS
+            and supports(pinned_karpenter, version)
+        ),
+        key=minor_key,
+    )
+    assert parse_config({}).cluster.kubernetes_version in candidates[-2:]
+
+
+def test_every_offered_minor_has_eks_support_dates() -> None:
+    assert set(get_args(KubernetesVersion)) <= set(EKS_SUPPORT)
 
 
 def test_every_minor_with_eks_dates_is_offered_and_its_extended_support_follows() -> None:
@@ -58,6 +67,13 @@ def test_past_extended_support_synth_says_eks_upgrades_the_control_plane() -> No
     assert "ended its extended support" in warning and "upgrades existing control planes" in warning
 
 
+def test_1_36_is_in_standard_support_until_2027_08_02() -> None:
+    # issue #50; config/kubernetes_support.py names the source.
+    assert version_support_warnings("1.36", date(2027, 8, 1)) == []
+    (warning,) = version_support_warnings("1.36", date(2027, 8, 2))
+    assert "2027-08-02" in warning and "until 2028-08-02" in warning
+
+
 def test_a_minor_without_eks_dates_is_named_so() -> None:
-    (warning,) = version_support_warnings("1.36", date(2026, 12, 4))
+    (warning,) = version_support_warnings("1.37", date(2026, 12, 4))
     assert "no EKS support dates" in warning

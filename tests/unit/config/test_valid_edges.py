@@ -351,6 +351,21 @@ def test_every_supported_kubernetes_version_passes(version: str) -> None:
     assert parse_config(raw).cluster.kubernetes_version == version
 
 
+@pytest.mark.parametrize(
+    ("version", "accepted"), [("v1.23.0-eksbuild.1", True), ("v1.22.4-eksbuild.3", False)]
+)
+def test_a_vpc_cni_override_from_v1_23_0(version: str, accepted: bool) -> None:
+    # v1.23.0 is the first that counts the Multus (no_manage) ENIs right (config/eks_addons.py);
+    # the override replaces only vpc-cni's pinned version.
+    raw = changed("cluster.addon_versions", {"vpc-cni": version})
+    if not accepted:
+        assert "cluster.addon_versions: vpc-cni v1.22.4-eksbuild.3 is older than" in error_for(raw)
+        return
+    pinned = parse_config(raw).cluster.pinned_addon_versions
+    assert pinned.vpc_cni == version
+    assert pinned.kube_proxy == parse_config({}).cluster.pinned_addon_versions.kube_proxy
+
+
 @pytest.mark.parametrize("field", ["vpc.flow_log_retention", "cluster.control_plane_log_retention"])
 @pytest.mark.parametrize("retention", get_args(LogRetention))
 def test_every_log_retention_passes(field: str, retention: str) -> None:

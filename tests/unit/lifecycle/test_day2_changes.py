@@ -94,12 +94,16 @@ PER_AZ_UPDATES = {
 }
 EXPECTED_UPDATES: dict[str, set[tuple[str, str]]] = {
     # the AMI check for the new version, the control plane, then the system node group (its
-    # Version follows the cluster's), and kubectl with the new layer
+    # Version follows the cluster's), and kubectl with the new layer; kube-proxy and CoreDNS
+    # move to the new minor's pinned builds (config/eks_addons.py: vpc-cni and the Pod
+    # Identity agent are one build for every minor)
     "bump-kubernetes": {
         (CLUSTER, "AmiReleaseCheck"),
         (CLUSTER, "EksCluster"),
         (CLUSTER, "SystemNodesNodegroup"),
         (CLUSTER, "EksClusterKubectlProviderHandler"),
+        (CLUSTER, "EksKubeProxy"),
+        (CLUSTER, "EksCoreDns"),
     },
     "bump-karpenter": {(CLUSTER, "KarpenterCrds"), (CLUSTER, "KarpenterController")},
     "add-network": {
@@ -289,6 +293,23 @@ def test_a_bump_updates_the_ami_check_after_its_policy(synth: Synth) -> None:
     policies = {lid for lid in updated if lid.startswith("AmiReleaseCheckHandlerinlinePolicy")}
     assert check in updated and len(policies) == 1
     assert all(StackOrder(after[CLUSTER]).depends_on(check, p) for p in policies)
+
+
+def test_a_bump_moves_the_addons_after_the_control_plane_and_before_the_nodes(
+    synth: Synth,
+) -> None:
+    """An add-on build of the new minor must not run against the old control plane; the
+    system nodes roll onto the new kube-proxy, and CoreDNS follows them."""
+    before, after = (synth(config) for config in DAY2_CHANGES["bump-kubernetes"])
+    updated = compare(before, after).stacks[CLUSTER].updated
+    order = StackOrder(after[CLUSTER])
+    cluster = logical_id(after[CLUSTER], "AWS::EKS::Cluster", "EksCluster")
+    nodes = logical_id(after[CLUSTER], "AWS::EKS::Nodegroup", "SystemNodes")
+    kube_proxy = logical_id(after[CLUSTER], "AWS::EKS::Addon", "EksKubeProxy")
+    core_dns = logical_id(after[CLUSTER], "AWS::EKS::Addon", "EksCoreDns")
+    assert {kube_proxy, core_dns} <= set(updated)
+    assert order.depends_on(kube_proxy, cluster) and order.depends_on(nodes, kube_proxy)
+    assert order.depends_on(core_dns, nodes)
 
 
 def test_a_new_node_pool_leaves_the_existing_pools_nodes_alone(synth: Synth) -> None:

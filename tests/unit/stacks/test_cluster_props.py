@@ -13,6 +13,7 @@ from aws_cdk import aws_ec2 as ec2
 from charts.karpenter_node_pool import DisruptionBudget
 from config import AppConfig, ConfigError, parse_config
 from config import model as config_model
+from config.eks_addons import ADDON_VERSIONS, EksAddonVersions
 from config.network_plan import network_plan
 from config.node_bootstrap_plan import USER_DATA_LIMIT_BYTES
 from node_bootstrap.node_prefix import CNI_CONFIG_DIR, cni_config_file_name
@@ -21,6 +22,8 @@ from stacks import cluster_props
 from stacks.network_stack import MultusAttachment
 
 REPO = Path(__file__).resolve().parents[3]
+# A CoreDNS build that is not 1.34's pinned one (EKS lists it for 1.35, config/eks_addons.py).
+OVERRIDE = "v1.14.2-eksbuild.4"
 
 
 def example_raw(name: str) -> dict[str, Any]:
@@ -148,6 +151,20 @@ def test_coredns_tolerates_the_controller_nodes() -> None:
     props = cluster_props.eks_cluster_props(AppConfig(), vpc_id="vpc-1", node_subnets=[])
     assert props.core_dns_tolerations == [cluster_props.CONTROLLER_NODES.toleration]
     assert props.cluster_name == "eks-karpenterwithmultus"
+
+
+def test_the_cluster_gets_its_minors_addon_versions_with_the_configs_overrides() -> None:
+    config = parse_config(
+        {"cluster": {"kubernetes_version": "1.34", "addon_versions": {"coredns": OVERRIDE}}}
+    )
+    props = cluster_props.eks_cluster_props(config, vpc_id="vpc-1", node_subnets=[])
+    row = ADDON_VERSIONS["1.34"]
+    assert props.addon_versions == EksAddonVersions(
+        vpc_cni=row["vpc-cni"],
+        kube_proxy=row["kube-proxy"],
+        coredns=OVERRIDE,
+        pod_identity_agent=row["eks-pod-identity-agent"],
+    )
 
 
 def test_node_bootstrap_places_each_network_at_its_device_index_per_az() -> None:

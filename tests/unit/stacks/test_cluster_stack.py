@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from config import parse_config
+from config.eks_addons import ADDON_VERSIONS, version_parts
 from tests.conftest import SynthesizedApp, cdk_json_context, synthesize
 from tests.helpers import (
     TOKEN,
@@ -192,12 +193,45 @@ def test_managed_addons_and_core_dns_tolerates_the_controller_taint(
     }
     assert set(addons) == {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"}
     assert "PodIdentityAssociations" not in addons["kube-proxy"]["Properties"]
-    # Versions are left to EKS: the default for the cluster's Kubernetes version.
-    assert all("AddonVersion" not in a["Properties"] for a in addons.values())
     config = json.loads(addons["coredns"]["Properties"]["ConfigurationValues"])
     assert {**CONTROLLER_TAINT, "operator": "Equal", "effect": "NoSchedule"} in config[
         "tolerations"
     ]
+
+
+def addon_versions(template: dict[str, Any]) -> dict[str, str | None]:
+    return {
+        addon["Properties"]["AddonName"]: addon["Properties"].get("AddonVersion")
+        for addon in resources(template, "AWS::EKS::Addon").values()
+    }
+
+
+def test_every_addon_of_the_default_app_has_a_pinned_version(
+    default_app: SynthesizedApp,
+) -> None:
+    # Not EKS's default of the day: two accounts of one pipeline run the same versions.
+    pinned = {
+        name: addon_versions(template)
+        for name, template in default_app.templates_by_stack_name().items()
+        if resources(template, "AWS::EKS::Addon")
+    }
+    assert list(pinned) == [default_app.stage.cluster.stack_name]
+    (versions,) = pinned.values()
+    assert len(versions) == 4 and all(versions.values()), versions
+    row = ADDON_VERSIONS[SEED.cluster.kubernetes_version]
+    assert versions == row
+
+
+def test_the_default_vpc_cni_counts_the_multus_enis_right(cluster: dict[str, Any]) -> None:
+    # v1.20.0 to v1.22.4 count no_manage ENIs again on every reconcile (amazon-vpc-cni-k8s#3544).
+    version = addon_versions(cluster)["vpc-cni"]
+    assert version is not None
+    parts = version_parts(version)
+    assert parts is not None and parts[:3] >= (1, 23, 0), version
+
+
+def test_a_cluster_on_another_minor_runs_that_minors_addons(variant: dict[str, Any]) -> None:
+    assert addon_versions(variant) == ADDON_VERSIONS["1.36"]
 
 
 def test_addons_and_node_group_come_up_in_order(cluster: dict[str, Any]) -> None:
