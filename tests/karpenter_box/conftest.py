@@ -40,3 +40,12 @@ def five_g_core_box(
     five_g_core_app: SynthesizedApp, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[KarpenterBox]:
     yield from started_box(five_g_core_app, tmp_path_factory.mktemp("karpenter-box-5g"))
+
+
+@pytest.fixture(scope="session")
+def three_by_three_box(
+    three_by_three_app: SynthesizedApp, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KarpenterBox]:
+    """examples/three-az-three-networks.json: one pool attaching three Multus networks, so
+    Karpenter's reservedENIs is 3."""
+    yield from started_box(three_by_three_app, tmp_path_factory.mktemp("karpenter-box-3x3"))

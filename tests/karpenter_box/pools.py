@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import time
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +14,7 @@ from testing_support.karpenter_box.box import KarpenterBox
 from testing_support.karpenter_box.kubelet import instance_id, wait_for
 
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
-LAUNCH_SECONDS = 120.0
+LAUNCH_SECONDS = 150.0
 
 
 def node_pools(box: KarpenterBox) -> dict[str, dict[str, Any]]:
@@ -77,6 +78,27 @@ class Launch:
         return base64.b64decode(self.launch_template["UserData"]).decode()
 
 
+def deployment(name: str, node_pool: dict[str, Any]) -> dict[str, Any]:
+    """One replica of a pod of the pool's kind, behind a Deployment (the real controllers
+    recreate it when Karpenter drains its node)."""
+    pod = pool_pod(name, node_pool)
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": pod["spec"]},
+        },
+    }
+
+
+def launched_names(box: KarpenterBox, pool: str) -> set[str]:
+    return {c["metadata"]["name"] for c in claims(box, pool) if c.get("status", {}).get("nodeName")}
+
+
 def create_pod(box: KarpenterBox, pod: dict[str, Any]) -> None:
     box.api.create(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods", pod)
 
@@ -97,7 +119,7 @@ def claims(box: KarpenterBox, pool: str) -> list[dict[str, Any]]:
     ]
 
 
-def launched(box: KarpenterBox, pool: str, known: set[str] = frozenset()) -> Launch:  # type: ignore[assignment]
+def launched(box: KarpenterBox, pool: str, known: AbstractSet[str] = frozenset()) -> Launch:
     """The first NodeClaim of `pool` not in `known` whose instance EC2 runs."""
 
     def found() -> dict[str, Any] | None:

@@ -14,11 +14,19 @@ import pytest
 
 from testing_support.karpenter_box.box import KarpenterBox
 from testing_support.karpenter_box.kubelet import wait_for
-from tests.karpenter_box.pools import claims, node_pools, pool_pod, settle
+from tests.karpenter_box.pools import (
+    LAUNCH_SECONDS as DRIFT_SECONDS,
+)
+from tests.karpenter_box.pools import (
+    claims,
+    deployment,
+    launched_names,
+    node_pools,
+    settle,
+)
 
 pytestmark = pytest.mark.karpenter_box
 
-DRIFT_SECONDS = 150.0
 #: Karpenter's disruption controller looks every 10 s (sigs.k8s.io/karpenter
 #: pkg/controllers/disruption/controller.go, pollingPeriod); a drifted node that three rounds
 #: leave in place is kept by its budget.
@@ -27,32 +35,11 @@ NODECLASSES = "/apis/karpenter.k8s.aws/v1/ec2nodeclasses"
 NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
 
 
-def deployment(name: str, node_pool: dict[str, Any]) -> dict[str, Any]:
-    """One replica of a pod of the pool's kind, behind a Deployment (the real controllers
-    recreate it when Karpenter drains its node)."""
-    pod = pool_pod(name, node_pool)
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": pod["spec"]},
-        },
-    }
-
-
 def drifted(claim: dict[str, Any]) -> bool:
     return any(
         c["type"] == "Drifted" and c["status"] == "True"
         for c in claim.get("status", {}).get("conditions", [])
     )
-
-
-def launched_names(box: KarpenterBox, pool: str) -> set[str]:
-    return {c["metadata"]["name"] for c in claims(box, pool) if c.get("status", {}).get("nodeName")}
 
 
 def touch_user_data(box: KarpenterBox, pool: str, note: str) -> None:
