@@ -49,6 +49,8 @@ class KarpenterNodePoolProps:
     extended_resources: resources (name -> quantity) every node of the pool reports beyond its
     instance type's, such as hugepages-2Mi; a NodeOverlay adds them to the pool's instance
     types in Karpenter's scheduling simulation (it needs the nodeOverlay feature gate).
+    kubelet: the EC2NodeClass's spec.kubelet (the node profile's reservations, so that
+    Karpenter counts the allocatable the kubelet reports); empty: Karpenter's defaults.
     ami_alias ... memory_limit: the node_pool config values, as Karpenter spells them.
     The fields the config does not set default to the seed's NodePool."""
 
@@ -81,6 +83,7 @@ class KarpenterNodePoolProps:
     consolidation_policy: str = "WhenEmpty"
     budgets: Sequence[DisruptionBudget] = ()
     extended_resources: Mapping[str, str] = field(default_factory=dict)
+    kubelet: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -231,6 +234,8 @@ def _node_class_spec(props: KarpenterNodePoolProps) -> dict[str, Any]:
             }
         ],
     }
+    if props.kubelet:
+        spec["kubelet"] = {key: dict(value) for key, value in props.kubelet.items()}
     if props.tags:
         spec["tags"] = dict(props.tags)
     if props.user_data is not None:

@@ -101,6 +101,34 @@ class NodeProfile:
     def reserves_cpus(self) -> bool:
         return self.reserved_cpus is not None or self.reserved_cpu_count is not None
 
+    @property
+    def reserved_cpu_total(self) -> int | None:
+        """How many CPUs the kubelet keeps for the system (None: it keeps none by list)."""
+        if self.reserved_cpu_count is not None:
+            return self.reserved_cpu_count
+        return None if self.reserved_cpus is None else len(cpu_list(self.reserved_cpus))
+
+    def karpenter_kubelet(self) -> dict[str, dict[str, str]]:
+        """The EC2NodeClass spec.kubelet reservations that make Karpenter count what the
+        kubelet will allocate. Karpenter v1.14 takes no reservedSystemCPUs, so it would count a
+        node's CPUs less its own kube-reserved formula; the kubelet, given reservedSystemCPUs,
+        drops kube-reserved CPU and reserves that many CPUs as system-reserved (kubernetes
+        v1.35 cmd/kubelet/app/server.go: "it will overwrite the cpu setting in KubeReserved
+        and SystemReserved"). So systemReserved.cpu is the count: Karpenter subtracts it and
+        its kube-reserved CPU (at most 0.1 CPU up to 8 vCPUs, less than the kubelet by that,
+        never more), and the kubelet, whose reservedSystemCPUs overwrites it, allocates the
+        rest. With the static memory manager the profile pins kube-reserved memory (nodeadm
+        would compute it per size): Karpenter takes the same value (its own formula is
+        nodeadm's, per size). Hugepages reach Karpenter through the NodeOverlay, which it
+        subtracts from memory (sigs.k8s.io/karpenter pkg/cloudprovider/types.go,
+        computeAllocatable)."""
+        kubelet: dict[str, dict[str, str]] = {}
+        if (count := self.reserved_cpu_total) is not None:
+            kubelet["systemReserved"] = {"cpu": str(count)}
+        if self.memory_manager_policy == "static" and self.kube_reserved_memory_mib is not None:
+            kubelet["kubeReserved"] = {"memory": f"{self.kube_reserved_memory_mib}Mi"}
+        return kubelet
+
     def extended_resources(self) -> dict[str, str]:
         """Resources the kubelet reports on the pool's nodes beyond the instance type's CPU,
         memory, pods and storage, as quantities: the reserved hugepages. EC2's instance type

@@ -237,6 +237,7 @@ def node_pool_props(
         memory_limit=pool.memory_limit,
         termination_grace_period=pool.termination_grace_period,
         extended_resources=pool.extended_resources,
+        kubelet=pool.karpenter_kubelet,
     )
 
 

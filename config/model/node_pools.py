@@ -214,6 +214,12 @@ class NodePoolConfig(StrictModel):
         return profile
 
     @property
+    def karpenter_kubelet(self) -> dict[str, dict[str, str]]:
+        """The EC2NodeClass's spec.kubelet: the node profile's reservations as Karpenter counts
+        them (config/node_profile.py NodeProfile.karpenter_kubelet)."""
+        return self.node_profile.planned().karpenter_kubelet() if self.node_profile else {}
+
+    @property
     def extended_resources(self) -> dict[str, str]:
         """What the pool's nodes report beyond their instance type (its profile's hugepages)."""
         return self.node_profile.planned().extended_resources() if self.node_profile else {}

@@ -19,6 +19,7 @@ project's pools choose general-purpose families, so only the standard images are
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import threading
@@ -181,6 +182,15 @@ class FleetLaunches:
     An Ec2Proxy.on_answered hook."""
 
     ec2: Any
+    #: Instance ID -> the name of the launch template it was launched from.
+    templates: dict[str, str] = field(default_factory=dict)
+
+    def user_data(self, instance_id: str) -> str:
+        """The user data of the instance's launch template (what the instance boots)."""
+        (version,) = self.ec2.describe_launch_template_versions(
+            LaunchTemplateName=self.templates[instance_id], Versions=["$Latest"]
+        )["LaunchTemplateVersions"]
+        return base64.b64decode(version["LaunchTemplateData"].get("UserData", "")).decode()
 
     def __call__(self, action: str, params: dict[str, str], answer: bytes) -> None:
         if action != "CreateFleet" or params.get("DryRun") == "true":
@@ -198,5 +208,6 @@ class FleetLaunches:
         primary = [i for i in data.get("NetworkInterfaces", []) if i.get("DeviceIndex", 0) == 0]
         groups = primary[0].get("Groups", []) if primary else data.get("SecurityGroupIds", [])
         for instance_id in instance_ids:
+            self.templates[instance_id.decode()] = template
             if groups:
                 self.ec2.modify_instance_attribute(InstanceId=instance_id.decode(), Groups=groups)

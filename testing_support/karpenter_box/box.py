@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +43,8 @@ from testing_support.karpenter_box.chart import (
     render,
 )
 from testing_support.karpenter_box.kube_api import KubeApi
-from testing_support.karpenter_box.kubelet import CapacityOf, KubeletPlayer, claimed_capacity
+from testing_support.karpenter_box.kubelet import CapacityOf, KubeletPlayer
+from testing_support.karpenter_box.node_allocatable import node_allocatable
 from testing_support.multus_emulator import REGION, Ec2Emulator, free_port, running_emulator
 from testing_support.startup import wait_until_answering
 
@@ -91,11 +92,13 @@ def running_karpenter_box(
     directory: Path,
     app: AppTemplates,
     *,
-    capacity_of: CapacityOf = claimed_capacity,
+    capacity_of: CapacityOf | None = None,
     extra_environment: dict[str, str] | None = None,
 ) -> Iterator[KarpenterBox]:
     """The box for `app`, with Karpenter at the config's karpenter.version; stopped on exit.
-    `extra_environment`: settings a test adds to the controller's (e.g. a shorter interval)."""
+    capacity_of: what each node reports (default: what its kubelet would, from its instance
+    type and its launch template's user data: node_allocatable.py). `extra_environment`:
+    settings a test adds to the controller's (e.g. a shorter interval)."""
     version = app.config.karpenter.version
     karpenter = build_karpenter(version)
     binaries = build_all()
@@ -106,7 +109,8 @@ def running_karpenter_box(
         parameters = stack.enter_context(
             closing(PublicParameters(_host_port(emulator.proxy.upstream_url)))
         )
-        emulator.proxy.on_answered = FleetLaunches(emulator.ec2)
+        fleets = FleetLaunches(emulator.ec2)
+        emulator.proxy.on_answered = fleets
         world = create_world(emulator, parameters, app)
         plane = stack.enter_context(running(directory / "plane", binaries))
         apply_objects(
@@ -135,7 +139,7 @@ def running_karpenter_box(
         kubelet = KubeletPlayer(
             api,
             emulator.ec2,
-            capacity_of,
+            capacity_of or _kubelet_reports(emulator, fleets),
             script_namespace=REMOVER_NAMESPACE,
             plane=plane,
             host_roots=directory / "nodes",
@@ -145,6 +149,18 @@ def running_karpenter_box(
             plane, emulator, parameters, world, api, kubelet, karpenter, controller, log,
             environment,
         )  # fmt: skip
+
+
+def _kubelet_reports(emulator: Ec2Emulator, fleets: FleetLaunches) -> CapacityOf:
+    def report(
+        _claim: Mapping[str, Any], instance: Mapping[str, Any]
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        (described,) = emulator.ec2.describe_instance_types(
+            InstanceTypes=[instance["InstanceType"]]
+        )["InstanceTypes"]
+        return node_allocatable(fleets.user_data(str(instance["InstanceId"])), described)
+
+    return report
 
 
 def _controller_environment(

@@ -43,14 +43,6 @@ NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
 CapacityOf = Callable[[Mapping[str, Any], Mapping[str, Any]], tuple[dict[str, str], dict[str, str]]]
 
 
-def claimed_capacity(
-    claim: Mapping[str, Any], _instance: Mapping[str, Any]
-) -> tuple[dict[str, str], dict[str, str]]:
-    """What Karpenter computed for the claim's instance type (status.capacity, allocatable)."""
-    status = claim.get("status", {})
-    return dict(status.get("capacity", {})), dict(status.get("allocatable", {}))
-
-
 def instance_id(provider_id: str) -> str:
     """i-... of aws:///<zone>/i-... (the providerID the AWS cloud provider sets)."""
     return provider_id.rsplit("/", 1)[-1]
@@ -62,7 +54,7 @@ class KubeletPlayer:
 
     api: KubeApi
     ec2: Any
-    capacity_of: CapacityOf = claimed_capacity
+    capacity_of: CapacityOf
     #: NodeClaim names whose node is never registered (a test's stuck or slow instance).
     withheld: set[str] = field(default_factory=set)
     #: Runs the script of each pod of this namespace bound to a node (plane, host root).

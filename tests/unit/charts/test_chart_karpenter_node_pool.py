@@ -282,3 +282,33 @@ def test_a_taint_without_value_is_rendered_without_one_and_the_crd_takes_it(
     with_empty_value["spec"]["template"]["spec"]["taints"][0]["value"] = ""
     with pytest.raises(jsonschema.ValidationError, match="does not match"):
         helpers.validate_custom_object(with_empty_value, schema)
+
+
+@pytest.mark.parametrize(
+    ("profile", "kubelet"),
+    [
+        ({"cpu_manager": "static", "reserved_cpus": 2}, {"systemReserved": {"cpu": "2"}}),
+        ({"cpu_manager": "static", "reserved_cpus": "0,2-3"}, {"systemReserved": {"cpu": "3"}}),
+        ({"hugepages_2mi": 512}, None),
+    ],
+    ids=["a-count", "a-list", "no-reserved-cpus"],
+)
+def test_the_node_class_tells_karpenter_the_cpus_the_kubelet_reserves(
+    helpers: SimpleNamespace,
+    upstream_crds: dict[str, dict[str, Any]],
+    profile: dict[str, Any],
+    kubelet: dict[str, Any] | None,
+) -> None:
+    """Karpenter v1.14 takes no reservedSystemCPUs: without spec.kubelet.systemReserved it
+    counts a 4-vCPU node's 3,920m where a kubelet keeping 2 CPUs allocates 2,000m (issue #47;
+    the Karpenter box's test_capacity.py shows it with the real controller). The kubelet
+    replaces system-reserved CPU by the reserved CPUs' count, so the two agree."""
+    raw = {"node_pools": [{"name": "upf", "instance_cpus": [4, 8], "node_profile": profile}]}
+    config = parse_config(raw)
+    props = cluster_node_pool_props(
+        config, config.node_pools[0], node_role_name=helpers.token, user_data="user-data"
+    )
+    node_class = synth(helpers, kubelet=props.kubelet)["EC2NodeClass"]
+    assert node_class["spec"].get("kubelet") == kubelet
+    schema = helpers.crd_schema(upstream_crds["karpenter.k8s.aws/EC2NodeClass"], "v1")
+    helpers.validate_custom_object(node_class, schema)
