@@ -77,11 +77,16 @@ bench: $(VENV)/.installed cni-plugins
 	$(BIN)/python benchmarks/cni_delegates_bench.py
 	$(BIN)/python benchmarks/fleet_scale_bench.py
 
-# A real Kubernetes control plane on 127.0.0.1 (testing_support/cluster_box): builds it once per
-# pinned version (Go, cached outside the clone), runs CMD with KUBECONFIG and its kubectl on PATH.
-# CMD reaches the box through the environment, unsplit and unquoted by make's shell.
+# A real Kubernetes control plane on 127.0.0.1 (testing_support/cluster_box) with the app of
+# CONFIG (a config file; the default app without one) applied and the real Karpenter beside it,
+# reaching AWS through the EC2 emulator (testing_support/karpenter_box): builds them once per
+# pinned version (Go, cached outside the clone), runs CMD with KUBECONFIG, the box's kubectl and
+# the AWS_ENDPOINT_URL* settings of the emulator. CMD and CONFIG reach the box through the
+# environment, unsplit and unquoted by make's shell.
 CMD ?= kubectl get --raw /readyz
+CONFIG ?=
 cluster-box: export CLUSTER_BOX_CMD = $(value CMD)
+cluster-box: export CLUSTER_BOX_CONFIG = $(value CONFIG)
 cluster-box: $(VENV)/.installed
 	$(BIN)/python -m testing_support.cluster_box
 

@@ -342,7 +342,10 @@ class Ec2Proxy:
                 self.send_header("Content-Type", "text/xml")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                self.wfile.write(payload)
+                try:
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a controller stopped with its request open)
 
             def _act(self, action: str, params: dict[str, str], body: bytes) -> tuple[int, bytes]:
                 """What EC2 does with the request (moto, plus the prefix model)."""

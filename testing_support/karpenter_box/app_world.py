@@ -104,6 +104,26 @@ class AppWorld:
         ]
 
 
+def synthesize_app(repo: Path, outdir: Path, config_file: str | None) -> AppTemplates:
+    """The app of cdk.json's context (with `config_file`, as `-c config_file=...` gives it),
+    synthesized into `outdir` as `cdk synth` would."""
+    import aws_cdk as cdk
+
+    from app import build_app
+    from stages.environment_stage import EnvironmentStage
+
+    context = json.loads((repo / "cdk.json").read_text())["context"]
+    if config_file:
+        context["config_file"] = config_file
+    app = cdk.App(outdir=str(outdir), context=context)
+    build_app(app)
+    app.synth()
+    stages = [child for child in app.node.children if isinstance(child, EnvironmentStage)]
+    if not stages:
+        raise ValueError(f"{config_file}: a pipeline config; give one environment's config")
+    return AppTemplates.of_stage(stages[0], stages[0].outdir)
+
+
 def create_world(
     emulator: Ec2Emulator, parameters: PublicParameters, app: AppTemplates
 ) -> AppWorld:

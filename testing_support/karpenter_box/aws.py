@@ -176,7 +176,9 @@ def publish_al2023_alias(
 class FleetLaunches:
     """What EC2 does for the instances of a CreateFleet that moto does not: each gets the
     security groups of its launch template's primary network interface (or its
-    SecurityGroupIds), where moto gives it the VPC's default group. Karpenter compares an
+    SecurityGroupIds), where moto gives it the VPC's default group, and the tags EC2 puts on an
+    instance launched from a template (aws:ec2launchtemplate:id and :version, EC2 User Guide,
+    "Launch an instance from a launch template"). Karpenter compares an
     instance's groups with its EC2NodeClass's (pkg/cloudprovider/drift.go,
     areSecurityGroupsDrifted), so without this every node it launched would drift at once.
     An Ec2Proxy.on_answered hook."""
@@ -207,7 +209,12 @@ class FleetLaunches:
         data = version["LaunchTemplateData"]
         primary = [i for i in data.get("NetworkInterfaces", []) if i.get("DeviceIndex", 0) == 0]
         groups = primary[0].get("Groups", []) if primary else data.get("SecurityGroupIds", [])
+        launch_tags = [
+            {"Key": "aws:ec2launchtemplate:id", "Value": version["LaunchTemplateId"]},
+            {"Key": "aws:ec2launchtemplate:version", "Value": str(version["VersionNumber"])},
+        ]
         for instance_id in instance_ids:
             self.templates[instance_id.decode()] = template
+            self.ec2.create_tags(Resources=[instance_id.decode()], Tags=launch_tags)
             if groups:
                 self.ec2.modify_instance_attribute(InstanceId=instance_id.decode(), Groups=groups)

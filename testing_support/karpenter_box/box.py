@@ -80,11 +80,13 @@ class KarpenterBox:
     def aws_environment(self) -> dict[str, str]:
         """What a command needs to reach the box's AWS as the controller does (make
         cluster-box CMD=...): the endpoints, the region and the credentials."""
-        return {
+        settings = {
             key: value
             for key, value in self.environment.items()
             if key.startswith("AWS_") and key != "AWS_EC2_METADATA_DISABLED"
         }
+        # boto3 reads the region from AWS_DEFAULT_REGION (the Go SDK from AWS_REGION).
+        return {**settings, "AWS_DEFAULT_REGION": settings["AWS_REGION"]}
 
 
 @contextmanager
