@@ -230,8 +230,10 @@ class Ec2Proxy:
     ) -> None:
         self.latency_seconds = 0.0
         self.prefixes = prefixes
-        #: The credentials requests must be signed with (a test may swap them).
+        #: The credentials requests must be signed with (a test may swap them), and others
+        #: accepted beside them (callers of several roles at once, such as the Karpenter box's).
         self.signer = NODE_CREDENTIALS
+        self.also_accepted: list[Credentials] = []
         #: Called with (action, params) before a request reaches moto; its result is recorded.
         self.state_probe: Callable[[str, dict[str, str]], Any] | None = None
         #: Consulted before forwarding a well-formed request: an (HTTP status, EC2 error code,
@@ -314,6 +316,11 @@ class Ec2Proxy:
                 time.sleep(proxy.latency_seconds)
                 url = f"http://{self.headers.get('Host', '')}{self.path}"
                 refused = signature_error(url, self.headers, body, proxy.signer)
+                if refused and any(
+                    not signature_error(url, self.headers, body, other)
+                    for other in proxy.also_accepted
+                ):
+                    refused = ""
                 unknown = unknown_parameters(action, params)
                 fault = None if refused or unknown else proxy._injected_fault(action, params)
                 observed = proxy.state_probe(action, params) if proxy.state_probe else None

@@ -70,6 +70,7 @@ class KarpenterBox:
     api: KubeApi
     kubelet: KubeletPlayer
     karpenter: KarpenterBinaries
+    fleets: FleetLaunches
     controller: subprocess.Popen[bytes]
     log: Path
     environment: dict[str, str]
@@ -148,7 +149,7 @@ def running_karpenter_box(
         ).start()
         stack.callback(kubelet.stop)
         yield KarpenterBox(
-            plane, emulator, parameters, world, api, kubelet, karpenter, controller, log,
+            plane, emulator, parameters, world, api, kubelet, karpenter, fleets, controller, log,
             environment,
         )  # fmt: skip
 

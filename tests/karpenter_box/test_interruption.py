@@ -14,22 +14,15 @@ from typing import Any
 
 import pytest
 
-from config.pod_enis import pod_interfaces
 from testing_support.karpenter_box.app_world import QUEUE_NAME
 from testing_support.karpenter_box.box import KarpenterBox
 from testing_support.karpenter_box.kubelet import instance_id, wait_for
 from tests.karpenter_box.pools import (
     LAUNCH_SECONDS,
     claims,
-    create_pod,
-    delete_pod,
     deployment,
-    get_pod,
-    launched,
     launched_names,
     node_pools,
-    pool_pod,
-    settle,
 )
 
 pytestmark = pytest.mark.karpenter_box
@@ -115,55 +108,3 @@ def test_a_scheduled_change_on_the_queue_replaces_the_node(default_box: Karpente
         assert attributes["ApproximateNumberOfMessages"] == "0"
     finally:
         box.api.delete("/apis/apps/v1/namespaces/default/deployments/interrupted")
-
-
-def narrow(box: KarpenterBox, pool: str, instance_type: str) -> list[dict[str, Any]]:
-    """Narrows the pool to one instance type; returns its requirements before."""
-    node_pool = box.api.get(f"{NODEPOOLS}/{pool}")
-    before: list[dict[str, Any]] = node_pool["spec"]["template"]["spec"]["requirements"]
-    requirements = [
-        r
-        for r in before
-        if not r["key"].startswith(
-            ("karpenter.k8s.aws/instance-", "node.kubernetes.io/instance-type")
-        )
-    ] + [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [instance_type]}]
-    patch = {"spec": {"template": {"spec": {"requirements": requirements}}}}
-    box.api.merge_patch(f"{NODEPOOLS}/{pool}", patch)
-    return before
-
-
-def default_card_interfaces(box: KarpenterBox, instance_type: str) -> int:
-    (described,) = box.emulator.ec2.describe_instance_types(InstanceTypes=[instance_type])[
-        "InstanceTypes"
-    ]
-    return int(described["NetworkInfo"]["MaximumNetworkInterfaces"])
-
-
-def test_reserved_enis_leave_a_size_no_pods_and_karpenter_never_launches_it(
-    three_by_three_box: KarpenterBox,
-) -> None:
-    box = three_by_three_box
-    reserved = int(box.environment["RESERVED_ENIS"])
-    assert reserved == 3
-    (name, pool) = next(iter(node_pools(box).items()))
-    # c5.large: 3 interfaces, all reserved -> 0 pods (config/pod_enis.py's model, from EC2's
-    # description of the size); c5.xlarge: 4 -> one interface for pods.
-    assert pod_interfaces(default_card_interfaces(box, "c5.large"), reserved) == 0
-    assert pod_interfaces(default_card_interfaces(box, "c5.xlarge"), reserved) == 1
-    known = {c["metadata"]["name"] for c in claims(box, name)}
-    before = narrow(box, name, "c5.large")
-    pod = pool_pod("zero-pod-size", pool, cpu="100m", memory="128Mi")
-    create_pod(box, pod)
-    try:
-        settle(NO_LAUNCH_SECONDS)
-        assert {c["metadata"]["name"] for c in claims(box, name)} == known
-        assert not get_pod(box, "zero-pod-size")["spec"].get("nodeName")
-        narrow(box, name, "c5.xlarge")
-        launch = launched(box, name, known)
-        assert launch.instance["InstanceType"] == "c5.xlarge"
-    finally:
-        delete_pod(box, "zero-pod-size")
-        box.api.merge_patch(
-            f"{NODEPOOLS}/{name}", {"spec": {"template": {"spec": {"requirements": before}}}}
-        )
