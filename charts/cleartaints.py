@@ -91,6 +91,29 @@ api() {
     --cacert "$token_dir/ca.crt" -H "Authorization: Bearer $(<"$token_dir/token")" "$@" "$api_url"
 }
 
+# A node that never gets ready is replaced: its NodeClaim (the node's owner, which Karpenter
+# sets at registration) is deleted with its UID as precondition, and Karpenter drains the node,
+# terminates the instance and launches another for the pods still pending. Karpenter itself
+# replaces no node that has not initialized, and a pool with expire_after Never never expires.
+replace_node() {
+  local node claim uid owner
+  node=$(api) || return 1
+  node=${node//[[:space:]]/}
+  owner='\\"kind\\":\\"NodeClaim\\",\\"name\\":\\"([^\\"]+)\\",\\"uid\\":\\"([^\\"]+)\\"'
+  [[ $node =~ $owner ]] || {
+    echo "$NODE_NAME: no NodeClaim owns the node; nothing to replace" >&2
+    return 0
+  }
+  claim=${BASH_REMATCH[1]}
+  uid=${BASH_REMATCH[2]}
+  echo "$NODE_NAME: not ready after ${REPLACE_AFTER_SECONDS}s (waiting for $1);" \\
+    "deleting NodeClaim $claim so that Karpenter replaces the node" >&2
+  curl -sS --fail-with-body --max-time 15 --user-agent cleartaints -X DELETE \\
+    --cacert "$token_dir/ca.crt" -H "Authorization: Bearer $(<"$token_dir/token")" \\
+    -H "Content-Type: application/json" --data "{\\"preconditions\\":{\\"uid\\":\\"$uid\\"}}" \\
+    "${api_url%/api/v1/nodes/*}/apis/karpenter.sh/v1/nodeclaims/$claim" >/dev/null
+}
+
 # Prints the JSON patch that removes the taint, or nothing when the node no longer has it.
 taint_removal_patch() {
   local node taints entry index=0
@@ -113,8 +136,12 @@ taint_removal_patch() {
 }
 
 waited=0
+replaced=
 while what=$(missing) && [[ -n $what ]]; do
   (( waited % 60 == 0 )) && echo "$NODE_NAME: waiting for $what"
+  if [[ -z $replaced ]] && (( REPLACE_AFTER_SECONDS > 0 && waited >= REPLACE_AFTER_SECONDS )); then
+    replace_node "$what" && replaced=1
+  fi
   sleep 2
   waited=$((waited + 2))
 done
@@ -141,7 +168,9 @@ class ClearTaintsNodes:
     wait_for_pod_ips: wait for the multus-pod-ips agent's marker (the pool has a network whose
     pod addresses the agent assigns).
     node_selector: labels of the pool's nodes (which get the startup taint).
-    tolerations: the pool's own taints, which its nodes carry beside the startup taint."""
+    tolerations: the pool's own taints, which its nodes carry beside the startup taint.
+    replace_after_seconds: how long a node may wait for readiness before its NodeClaim is
+    deleted, so that Karpenter replaces it (0: never)."""
 
     pool: str = DEFAULT_NODE_POOL_NAME
     cni_binaries: Sequence[str] = ()
@@ -151,6 +180,7 @@ class ClearTaintsNodes:
         default_factory=lambda: {KARPENTER_NODE_LABEL_KEY: KARPENTER_NODE_LABEL_VALUE}
     )
     tolerations: Sequence[NodeTaint] = ()
+    replace_after_seconds: int = 0
 
     @property
     def daemon_set_name(self) -> str:
@@ -202,6 +232,11 @@ class ClearTaintsChart(cdk8s.Chart):
             self, "cluster-role", metadata=cdk8s.ApiObjectMetadata(name="cleartaints")
         )
         role.allow(["get", "patch"], kplus.ApiResource.NODES)
+        # Deleting the NodeClaim of its own node only: the policy below checks the claim's node.
+        role.allow(
+            ["delete"],
+            kplus.ApiResource.custom(api_group="karpenter.sh", resource_type="nodeclaims"),
+        )
         binding = kplus.ClusterRoleBinding(
             self,
             "cluster-role-binding",
@@ -325,6 +360,58 @@ def _own_node_taint_only_policy(scope: Construct, props: ClearTaintsProps) -> No
         name=name,
         body={"spec": {"policyName": name, "validationActions": ["Deny"]}},
     )
+    _own_node_claim_only_policy(scope, user)
+
+
+def _own_node_claim_only_policy(scope: Construct, user: str) -> None:
+    """The remover may delete a NodeClaim only if it is the claim of the node its pod runs on
+    (status.nodeName, which Karpenter sets at registration), whatever its RBAC says."""
+    name = "cleartaints-own-node-claim"
+    api_object(
+        scope,
+        "claim-policy",
+        api_version="admissionregistration.k8s.io/v1",
+        kind="ValidatingAdmissionPolicy",
+        name=name,
+        body={
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["karpenter.sh"],
+                            "apiVersions": ["*"],
+                            "operations": ["DELETE"],
+                            "resources": ["nodeclaims"],
+                        }
+                    ]
+                },
+                "matchConditions": [
+                    {
+                        "name": "cleartaints-only",
+                        "expression": f"request.userInfo.username == '{user}'",
+                    }
+                ],
+                "validations": [
+                    {
+                        "expression": f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in "
+                        "request.userInfo.extra && has(oldObject.status.nodeName) && "
+                        f"oldObject.status.nodeName in request.userInfo.extra['{NODE_NAME_EXTRA}']",
+                        "message": f"{user} may only delete the NodeClaim of the node its pod "
+                        "runs on",
+                    }
+                ],
+            }
+        },
+    )
+    api_object(
+        scope,
+        "claim-policy-binding",
+        api_version="admissionregistration.k8s.io/v1",
+        kind="ValidatingAdmissionPolicyBinding",
+        name=name,
+        body={"spec": {"policyName": name, "validationActions": ["Deny"]}},
+    )
 
 
 def _daemon_set(
@@ -386,6 +473,7 @@ def _daemon_set(
             "READY_MARKER": kplus.EnvValue.from_value(
                 f"{_HOST_MARKER_DIR}/{props.ready_marker_file}"
             ),
+            "REPLACE_AFTER_SECONDS": kplus.EnvValue.from_value(str(nodes.replace_after_seconds)),
             "POD_IPS_READY_MARKER": kplus.EnvValue.from_value(
                 f"{_HOST_POD_IPS_DIR}/{props.pod_ips_marker_file}" if nodes.wait_for_pod_ips else ""
             ),

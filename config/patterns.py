@@ -8,6 +8,7 @@ pattern has no entry.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from config.interface_names import INTERFACE_NAME_PATTERN
@@ -75,6 +76,19 @@ KARPENTER_DURATION = PlainPattern(
     "a Karpenter duration: whole numbers of hours, minutes or seconds (h, m, s), combinable",
     "15m or 1h30m",
 )
+NOT_READY_BOUND = PlainPattern(
+    r"^(Never|([0-9]+(s|m|h))+)$",
+    "Never, or whole numbers of hours, minutes or seconds (h, m, s), combinable",
+    "20m, 1h or Never",
+)
+
+
+def duration_seconds(duration: str) -> int:
+    """Seconds of a KARPENTER_DURATION or NOT_READY_BOUND value (0 for Never)."""
+    factors = {"h": 3600, "m": 60, "s": 1}
+    return sum(int(n) * factors[unit] for n, unit in re.findall(r"(\d+)([hms])", duration))
+
+
 # The karpenter.sh/v1 NodePool CRD's patterns (Karpenter v1.14 karpenter.sh_nodepools.yaml).
 EXPIRE_AFTER = PlainPattern(
     r"^(([0-9]+(s|m|h))+|Never)$",
@@ -176,6 +190,7 @@ PLAIN_PATTERNS: dict[str, PlainPattern] = {
         RELEASE_VERSION,
         DURATION,
         KARPENTER_DURATION,
+        NOT_READY_BOUND,
         EXPIRE_AFTER,
         BUDGET_NODES,
         BUDGET_DURATION,

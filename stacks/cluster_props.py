@@ -389,6 +389,7 @@ def clear_taints_nodes(pool: NodePoolConfig, plan: NetworkPlan) -> ClearTaintsNo
         wait_for_pod_ips=any(row.runs_pod_ip_agent for row in plan),
         node_selector=pool_node_selector(pool),
         tolerations=pool_taints(pool),
+        replace_after_seconds=pool.replace_not_ready_after_seconds,
     )
 
 

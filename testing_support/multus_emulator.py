@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 import base64
+import contextlib
 import email
 import gzip
 import ipaddress
@@ -349,10 +350,9 @@ class Ec2Proxy:
                 self.send_header("Content-Type", "text/xml")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                try:
+                # A client may give up (a controller stopped with its request open).
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (a controller stopped with its request open)
 
             def _act(self, action: str, params: dict[str, str], body: bytes) -> tuple[int, bytes]:
                 """What EC2 does with the request (moto, plus the prefix model)."""

@@ -113,6 +113,15 @@ class NodePoolConfig(StrictModel):
         "pods before Karpenter deletes them (drift, consolidation, teardown); must be shorter "
         "than cluster.teardown_timeout_minutes.",
     )
+    replace_not_ready_after: str = Field(
+        default="20m",
+        pattern=patterns.NOT_READY_BOUND.regex,
+        description="How long a node of the pool may keep the Multus startup taint (its ENI "
+        "bootstrap, Multus, Whereabouts or the pod IP agent not ready) before the startup-taint "
+        "remover deletes its NodeClaim, so that Karpenter drains it, terminates the instance "
+        "and launches another (Karpenter replaces no node that never initialized); longer than "
+        "the 15 minutes after which the MultusNodeNotReady alert fires; Never keeps such nodes.",
+    )
     labels: dict[str, str] = Field(
         default={},
         description="Labels of the pool's nodes (besides karpenter-node and the "
@@ -212,6 +221,11 @@ class NodePoolConfig(StrictModel):
                 profile, kube_reserved_memory_mib=kube_reserved_memory_mib(max_pods(self))
             )
         return profile
+
+    @property
+    def replace_not_ready_after_seconds(self) -> int:
+        """replace_not_ready_after in seconds (0: Never)."""
+        return patterns.duration_seconds(self.replace_not_ready_after)
 
     @property
     def karpenter_kubelet(self) -> dict[str, dict[str, str]]:

@@ -11,7 +11,7 @@ kubelet reports after the container stopped).
 
 The startup-taint remover's pods (namespace `script_namespace`) run for real: their own script
 with the environment the kubelet would give it (testing_support/cluster_box/script_container.py),
-each node's host paths under its own folder. For a node that boots (not in `stuck_nodes`), the
+each node's host paths under its own folder. For a node that boots (not of `stuck_pools`), the
 player writes what the node's boot leaves for the remover to find, every file the remover's
 environment names (the bootstrap's readiness marker, the CNI binaries and configs that Multus,
 Whereabouts and the pod IP agent install), as the bootstrap and those DaemonSets would.
@@ -61,9 +61,16 @@ class KubeletPlayer:
     script_namespace: str = ""
     plane: ControlPlane | None = None
     host_roots: Path | None = None
-    #: Node names whose boot never finishes: no file is written for their remover.
-    stuck_nodes: set[str] = field(default_factory=set)
+    #: Pools whose nodes' boot never finishes (a bootstrap that hangs without powering off):
+    #: no file is written for their remover.
+    stuck_pools: set[str] = field(default_factory=set)
     containers: dict[str, Container] = field(default_factory=dict)
+    #: The containers of pods that are gone (their logs stay readable).
+    finished: list[Container] = field(default_factory=list)
+
+    def remover_logs(self) -> str:
+        return "".join(c.output() for c in [*self.finished, *self.containers.values()])
+
     #: Node names registered, in order.
     registered: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -186,6 +193,7 @@ class KubeletPlayer:
                 container = self.containers.pop(pod["metadata"]["uid"], None)
                 if container is not None:
                     container.stop()
+                    self.finished.append(container)
                 self.api.request("DELETE", path, {"gracePeriodSeconds": 0})
             elif pod.get("status", {}).get("phase", "Pending") == "Pending":
                 now = _now()
@@ -207,7 +215,8 @@ class KubeletPlayer:
         root = self.host_roots / node
         container = start_container(self.plane, pod, root)
         self.containers[pod["metadata"]["uid"]] = container
-        if node not in self.stuck_nodes:
+        labels = self.api.get(f"/api/v1/nodes/{node}")["metadata"].get("labels", {})
+        if labels.get("karpenter.sh/nodepool") not in self.stuck_pools:
             for path in boot_files(container.env):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text("")
