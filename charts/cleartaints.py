@@ -106,7 +106,7 @@ replace_node() {
   }
   claim=${BASH_REMATCH[1]}
   uid=${BASH_REMATCH[2]}
-  echo "$NODE_NAME: not ready after ${REPLACE_AFTER_SECONDS}s (waiting for $1);" \\
+  echo "$NODE_NAME: not ready after ${replace_after}s (waiting for $1);" \\
     "deleting NodeClaim $claim so that Karpenter replaces the node" >&2
   curl -sS --fail-with-body --max-time 15 --user-agent cleartaints -X DELETE \\
     --cacert "$token_dir/ca.crt" -H "Authorization: Bearer $(<"$token_dir/token")" \\
@@ -137,9 +137,10 @@ taint_removal_patch() {
 
 waited=0
 replaced=
+replace_after=${REPLACE_AFTER_SECONDS:-0}
 while what=$(missing) && [[ -n $what ]]; do
   (( waited % 60 == 0 )) && echo "$NODE_NAME: waiting for $what"
-  if [[ -z $replaced ]] && (( REPLACE_AFTER_SECONDS > 0 && waited >= REPLACE_AFTER_SECONDS )); then
+  if [[ -z $replaced ]] && (( replace_after > 0 && waited >= replace_after )); then
     replace_node "$what" && replaced=1
   fi
   sleep 2

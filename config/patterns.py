@@ -78,8 +78,8 @@ KARPENTER_DURATION = PlainPattern(
 )
 NOT_READY_BOUND = PlainPattern(
     r"^(Never|([0-9]+(s|m|h))+)$",
-    "Never, or whole numbers of hours, minutes or seconds (h, m, s), combinable",
-    "20m, 1h or Never",
+    "a duration (whole hours, minutes or seconds, combinable) or Never",
+    "20m or Never",
 )
 
 

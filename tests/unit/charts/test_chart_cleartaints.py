@@ -42,11 +42,17 @@ def env_of(container: dict[str, Any]) -> dict[str, object]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
 
 
-def test_rbac_is_exactly_get_and_patch_on_nodes(
+def test_rbac_is_exactly_get_and_patch_on_nodes_and_delete_on_nodeclaims(
     cleartaints: list[dict[str, Any]], helpers: SimpleNamespace
 ) -> None:
+    """Deleting its own node's NodeClaim replaces a node that never gets ready; the policy
+    cleartaints-own-node-claim narrows it to that claim."""
     role = helpers.find(cleartaints, "ClusterRole")
-    assert helpers.rule_triples(role["rules"]) == {("", "nodes", "get"), ("", "nodes", "patch")}
+    assert helpers.rule_triples(role["rules"]) == {
+        ("", "nodes", "get"),
+        ("", "nodes", "patch"),
+        ("karpenter.sh", "nodeclaims", "delete"),
+    }
     assert all(not rule.get("resourceNames") for rule in role["rules"])
     assert not helpers.find_all(cleartaints, "Role")
     binding = helpers.find(cleartaints, "ClusterRoleBinding")
@@ -97,7 +103,9 @@ def test_node_selector_and_taint_are_configurable(helpers: SimpleNamespace) -> N
     env = env_of(pod["containers"][0])
     assert (env["TAINT_KEY"], env["TAINT_EFFECT"]) == ("example.com/not-ready", "NoExecute")
     assert daemon_set["metadata"]["namespace"] == "ops"
-    policy = helpers.find(manifests, "ValidatingAdmissionPolicy")
+    policy = helpers.find(
+        manifests, "ValidatingAdmissionPolicy", "cleartaints-own-node-startup-taint"
+    )
     assert (
         "system:serviceaccount:ops:cleartaints"
         in policy["spec"]["matchConditions"][0]["expression"]
@@ -186,8 +194,12 @@ def test_image_is_amazon_linux_2023_pinned_and_run_with_bash(pod: dict[str, Any]
 def test_policy_limits_the_service_account_to_its_own_node_and_the_startup_taint(
     cleartaints: list[dict[str, Any]], helpers: SimpleNamespace
 ) -> None:
-    policy = helpers.find(cleartaints, "ValidatingAdmissionPolicy")
-    binding = helpers.find(cleartaints, "ValidatingAdmissionPolicyBinding")
+    policy = helpers.find(
+        cleartaints, "ValidatingAdmissionPolicy", "cleartaints-own-node-startup-taint"
+    )
+    binding = helpers.find(
+        cleartaints, "ValidatingAdmissionPolicyBinding", "cleartaints-own-node-startup-taint"
+    )
     spec = policy["spec"]
     assert binding["spec"] == {
         "policyName": policy["metadata"]["name"],

@@ -104,7 +104,9 @@ def test_host_directories_are_mounted_even_before_they_exist(daemon_set: dict[st
 def test_the_policy_matches_updates_of_core_v1_nodes_only(
     manifests: list[dict[str, Any]], helpers: SimpleNamespace
 ) -> None:
-    spec = helpers.find(manifests, "ValidatingAdmissionPolicy")["spec"]
+    spec = helpers.find(
+        manifests, "ValidatingAdmissionPolicy", "cleartaints-own-node-startup-taint"
+    )["spec"]
     assert spec["matchConstraints"]["resourceRules"] == [
         {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}
     ]
@@ -157,7 +159,9 @@ def test_the_pod_runs_as_the_identity_that_rbac_binds_and_the_policy_restricts(
     assert [(s["kind"], s["namespace"], s["name"]) for s in binding["subjects"]] == [
         ("ServiceAccount", namespace, pod["serviceAccountName"])
     ]
-    policy = helpers.find(manifests, "ValidatingAdmissionPolicy")
+    policy = helpers.find(
+        manifests, "ValidatingAdmissionPolicy", "cleartaints-own-node-startup-taint"
+    )
     username = f"system:serviceaccount:{namespace}:{pod['serviceAccountName']}"
     (condition,) = policy["spec"]["matchConditions"]
     assert condition["expression"] == f"request.userInfo.username == '{username}'"
@@ -178,6 +182,8 @@ def test_every_object_has_a_fixed_name_not_one_derived_from_the_construct_path(
         ("DaemonSet", "cleartaints"),
         ("ValidatingAdmissionPolicy", "cleartaints-own-node-startup-taint"),
         ("ValidatingAdmissionPolicyBinding", "cleartaints-own-node-startup-taint"),
+        ("ValidatingAdmissionPolicy", "cleartaints-own-node-claim"),
+        ("ValidatingAdmissionPolicyBinding", "cleartaints-own-node-claim"),
     }
 
 
@@ -233,7 +239,9 @@ def test_every_denial_names_the_account_it_refuses(
 ) -> None:
     # Without a message the API server answers with the bare CEL expression; the person who
     # reads the denial (in the pod's log) should learn whose request the policy refused.
-    validations = helpers.find(manifests, "ValidatingAdmissionPolicy")["spec"]["validations"]
+    validations = helpers.find(
+        manifests, "ValidatingAdmissionPolicy", "cleartaints-own-node-startup-taint"
+    )["spec"]["validations"]
     assert validations
     for validation in validations:
         assert "system:serviceaccount:cleartaints:cleartaints" in validation["message"]

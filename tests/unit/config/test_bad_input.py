@@ -957,6 +957,15 @@ COVERED = [
 # Issue #23: node_pools replaced node_pool; each new key's wrong values.
 NODE_POOLS = [
     BadInput(
+        "replace-not-ready-after-in-words",
+        "node-pools",
+        config({"node_pools": [{"name": "multus", "replace_not_ready_after": "15 minutes"}]}),
+        (
+            "node_pools[0].replace_not_ready_after: '15 minutes' is not a duration",
+            "or Never; for example 20m or Never",
+        ),
+    ),
+    BadInput(
         "network-card-on-a-pool-of-single-card-sizes",
         "node-pools",
         config({"multus": {"networks": networks(network_card=1)}}),
