@@ -9,6 +9,7 @@ message starts with a field path ("region: ...") is filed under that field.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import types
 from typing import Any, Union, get_args, get_origin
@@ -66,11 +67,72 @@ def _describe(detail: ErrorDetails, model: type[BaseModel]) -> list[tuple[str, s
             f"{detail['input']!r} arrived as a number, but this field takes text; "
             f'put it in quotes, for example "{detail["input"]}"'
         )
+    elif kind in _SCALAR_TAKES:
+        message = _wrong_scalar(kind, detail["input"])
     path = format_location(location)
     if kind != "value_error":
         return [(path, message)]
     section = model_at(model, location)
     return [_file_under_named_field(path, section, line) for line in message.split("\n")]
+
+
+# What a boolean or number field takes, in the words of a JSON or YAML document.
+_SCALAR_TAKES = {
+    "bool_type": "true or false",
+    "int_type": "a whole number",
+    "float_type": "a number",
+}
+_TRUE_WORDS = ("true", "yes", "on", "y", "t", "1")
+_FALSE_WORDS = ("false", "no", "off", "n", "f", "0")
+
+
+def _wrong_scalar(kind: str, value: Any) -> str:
+    """A value of another type where a boolean or number is meant: the config takes each value
+    only as its field's type (config/coercion.py, STRICT_SECTION), so say what it is and what
+    to write instead."""
+    takes = _SCALAR_TAKES[kind]
+    if isinstance(value, str):
+        return f"{value!r} is text, but this field takes {takes}; {_unquoted(kind, value)}"
+    if isinstance(value, bool):
+        return f"{_json(value)} is a boolean, but this field takes {takes}, for example 2"
+    if isinstance(value, int | float) and kind == "bool_type":
+        return f"{_json(value)} is a number, but this field takes true or false (no quotes)"
+    if isinstance(value, float) and value.is_integer():
+        return f"{value!r} has a decimal point, but this field takes {takes}; write {int(value)}"
+    if isinstance(value, float):
+        return f"{value!r} is not {takes}; write one, for example {round(value)}"
+    shape = (
+        "a list" if isinstance(value, list) else "an object" if isinstance(value, dict) else None
+    )
+    return f"{shape or _json(value)} given, but this field takes {takes}"
+
+
+def _unquoted(kind: str, text: str) -> str:
+    """The fix of a boolean or number written as text."""
+    word = text.strip().lower()
+    if kind == "bool_type":
+        if word in _TRUE_WORDS or word in _FALSE_WORDS:
+            meant = "true" if word in _TRUE_WORDS else "false"
+            return f"write {meant} without quotes"
+        return "write true or false without quotes"
+    number = _number(text.strip(), whole=kind == "int_type")
+    if number is None:
+        example = "2" if kind == "int_type" else "0.5"
+        return f"write one without quotes, for example {example}"
+    return f"write {number} without quotes"
+
+
+def _number(text: str, whole: bool) -> str | None:
+    """`text` as the number it spells (whole numbers only if `whole`), or None."""
+    pattern = r"[+-]?[0-9]+" if whole else r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+    if not re.fullmatch(pattern, text):
+        return None
+    return str(int(text)) if whole else text
+
+
+def _json(value: Any) -> str:
+    """A scalar as a JSON document spells it (true, not Python's True)."""
+    return json.dumps(value) if isinstance(value, bool | None) else repr(value)
 
 
 def _file_under_named_field(

@@ -133,11 +133,12 @@ def net(cidr: str) -> ipaddress.IPv4Network:
     return ipaddress.IPv4Network(cidr)
 
 
-# Every config section rejects unknown keys (typos) and is immutable once validated.
 class StrictModel(BaseModel):
-    """Base of every config section: unknown keys (typos) are rejected, values are immutable."""
+    """Base of every config section: unknown keys (typos) are rejected, values are immutable
+    and taken only as their field's type (config/coercion.py, STRICT_SECTION)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # config/coercion.py's STRICT_SECTION, spelled out for mypy's pydantic plugin (frozen).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
     # Old key -> what replaced it: an old key fails with this text instead of "extra input".
     renamed_keys: ClassVar[dict[str, str]] = {}
 

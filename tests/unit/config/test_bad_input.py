@@ -2103,6 +2103,76 @@ ADDONS = [
     ),
 ]
 
+# Issue #53: a value of another type than its field's was coerced ("yes" became true, "32" the
+# number 32, 1 true, 8.0 the whole number 8): JSON and YAML values are taken only as their
+# field's type (config/coercion.py, STRICT_SECTION); `-c` texts are typed by config/overrides.py.
+COERCIONS = [
+    BadInput(
+        "boolean-given-as-text",
+        "accepted",
+        config({"monitoring": {"prometheus_operator": "yes"}}),
+        (
+            "monitoring.prometheus_operator: 'yes' is text",
+            "takes true or false",
+            "write true without quotes",
+        ),
+    ),
+    BadInput(
+        "quoted-yaml-boolean",
+        "accepted",
+        {"config_file": "quoted.yaml"},
+        ("monitoring.prometheus_operator: 'false' is text", "write false without quotes"),
+        files={"quoted.yaml": b'monitoring:\n  prometheus_operator: "false"\n'},
+    ),
+    BadInput(
+        "boolean-given-as-a-number",
+        "accepted",
+        config({"monitoring": {"prometheus_operator": 1}}),
+        ("monitoring.prometheus_operator: 1 is a number", "takes true or false"),
+    ),
+    BadInput(
+        "vcpu-count-given-as-text",
+        "accepted",
+        pool(instance_cpus=[16, "32"]),
+        (
+            "node_pools[0].instance_cpus[1]: '32' is text",
+            "takes a whole number",
+            "write 32 without quotes",
+        ),
+    ),
+    BadInput(
+        "count-given-as-a-boolean",
+        "accepted",
+        config({"karpenter": {"replicas": True}}),
+        ("karpenter.replicas: true is a boolean", "takes a whole number"),
+    ),
+    BadInput(
+        "count-with-a-decimal-point",
+        "accepted",
+        # In a file: a context value crosses jsii as a JavaScript number, which has no 30.0.
+        {"config_file": "decimal.json"},
+        ("cluster.teardown_timeout_minutes: 30.0 has a decimal point", "write 30"),
+        files={"decimal.json": b'{"cluster": {"teardown_timeout_minutes": 30.0}}'},
+    ),
+    BadInput(
+        "command-line-boolean-that-is-no-boolean",
+        "accepted",
+        {"config.monitoring.prometheus_operator": "maybe"},
+        ("monitoring.prometheus_operator: 'maybe' is text", "write true or false"),
+    ),
+    BadInput(
+        "every-coerced-value-in-one-run",
+        "accepted",
+        config(
+            {
+                "monitoring": {"prometheus_operator": "yes"},
+                "node_pools": [{"name": "multus", "instance_cpus": [16, "32"]}],
+            }
+        ),
+        ("monitoring.prometheus_operator: 'yes'", "node_pools[0].instance_cpus[1]: '32'"),
+    ),
+]
+
 CASES = (
     ACCEPTED
     + TRACEBACKS
@@ -2119,6 +2189,7 @@ CASES = (
     + BUDGET_SCHEDULES
     + RESERVED_ENIS
     + ADDONS
+    + COERCIONS
 )
 # Run as a real `python app.py` too: exit status and stderr end to end.
 IN_A_PROCESS = {

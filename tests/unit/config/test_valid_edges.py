@@ -9,11 +9,12 @@ characters; Linux interface names at most 15 (IFNAMSIZ - 1)."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any, Literal, get_args
 
 import pytest
 
-from config import ConfigError, parse_config
+from config import ConfigError, load_config, parse_config
 from config.logs import LogRetention
 from config.model import MultusSubnetConfig, VpcConfig
 from config.network_plan import network_plan
@@ -1096,3 +1097,32 @@ def test_a_pool_whose_smallest_size_keeps_one_interface_after_reserved_enis_pass
     config = parse_config(raw)
     assert config.reserved_enis == 3
     assert [pool.max_enis_of_smallest_size for pool in config.node_pools] == [4, 4, 4]
+
+
+@pytest.mark.parametrize(
+    ("document", "operator", "cpus"),
+    [
+        # YAML 1.1 (PyYAML's SafeLoader) reads an unquoted yes as the boolean true.
+        (
+            b"monitoring:\n  prometheus_operator: yes\nnode_pools:\n- name: multus\n"
+            b"  instance_cpus: [16, 32]\n",
+            True,
+            [16, 32],
+        ),
+        (
+            b'{"monitoring": {"prometheus_operator": false}, '
+            b'"node_pools": [{"name": "multus", "instance_cpus": [2]}]}',
+            False,
+            [2],
+        ),
+    ],
+)
+def test_booleans_and_numbers_written_as_such_pass(
+    document: bytes, operator: bool, cpus: list[int], tmp_path: Path
+) -> None:
+    # The refusal of "yes" and "32" (test_bad_input.py, COERCIONS) keeps the typed values.
+    path = tmp_path / ("config.yaml" if document.startswith(b"m") else "config.json")
+    path.write_bytes(document)
+    config = load_config({"config_file": str(path)}, tmp_path).base
+    assert config.monitoring.prometheus_operator is operator
+    assert config.node_pools[0].instance_cpus == cpus
