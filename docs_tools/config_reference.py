@@ -21,6 +21,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from config.images import ImageRef
+from config.messages import counted
 from config.model import AppConfig
 from config.pipeline import PipelineConfig
 from docs_tools.context import REPO
@@ -90,9 +91,9 @@ def _limits(field: FieldInfo) -> str:
     words = []
     for item in field.metadata:
         if isinstance(item, annotated_types.Ge):
-            words.append(f">= {item.ge}")
+            words.append(f">= {counted(item.ge, field)}")
         elif isinstance(item, annotated_types.Le):
-            words.append(f"<= {item.le}")
+            words.append(f"<= {counted(item.le, field)}")
         elif isinstance(item, annotated_types.MinLen) and item.min_length > 0:
             words.append(f"at least {item.min_length}")
         elif isinstance(item, annotated_types.MaxLen):

@@ -27,6 +27,7 @@ from config.model.base import (
     Cidr,
     StrictModel,
     net,
+    unit,
 )
 from config.model.connection_tracking import ConnectionTrackingConfig
 from config.model.network_subnets import MultusSubnetConfig, NetworkIpv6Config
@@ -77,6 +78,7 @@ class MultusNetworkConfig(StrictModel):
     enis_per_node: int = Field(
         default=1,
         ge=1,
+        json_schema_extra=unit("ENIs", "ENI"),
         description="host-device only: ENIs of the network on each node of a pool attaching "
         "it, so pods of the network per node; each is named <interface name><k> on the node "
         "and reached through its own NAD <network>-<az>-<k>, k = 0..enis_per_node-1.",
@@ -106,6 +108,7 @@ class MultusNetworkConfig(StrictModel):
     prefixes_per_node: int | None = Field(
         default=None,
         ge=1,
+        json_schema_extra=unit("/28 prefixes", "/28 prefix"),
         description="node_prefix only: /28 prefixes on each node's ENI (default: enough for "
         "the max pods of the largest size, see config/node_prefix.py).",
     )
@@ -139,6 +142,7 @@ class MultusNetworkConfig(StrictModel):
         default=None,
         ge=MIN_MTU,
         le=VPC_MTU,
+        json_schema_extra=unit("bytes", "byte"),
         description="The MTU of the network's ENIs and of its pods' interfaces (the NADs' "
         "ipvlan), 1280-9001. Unset: the narrowest path of its routes: 9001 inside the VPC, "
         "8500 with a transit_gateway route, 1500 with a nat_gateway route, 1446 with a "

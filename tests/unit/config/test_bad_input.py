@@ -973,7 +973,7 @@ NODE_POOLS = [
         "network-card-not-a-card-index",
         "node-pools",
         config({"multus": {"networks": networks(network_card=-1)}}),
-        ("multus.networks[0].network_card", "greater than or equal to 0"),
+        ("multus.networks[0].network_card: -1 is below what this field takes: at least 0",),
     ),
     BadInput(
         "old-node-pool-key-shows-the-new-form",
@@ -1078,7 +1078,7 @@ NODE_POOLS = [
         "pool-weight-above-karpenters-maximum",
         "node-pools",
         pool(weight=101),
-        ("node_pools[0].weight", "less than or equal to 100"),
+        ("node_pools[0].weight: 101 is above what this field takes: 1 to 100",),
     ),
     BadInput(
         "no-pool-at-all",
@@ -1185,6 +1185,27 @@ NODE_PROFILE = [
         "covered",
         pool(node_profile={"sysctls": {"kernel.sysrq": 1}}),
         (f"{PROFILE}.sysctls", "'kernel.sysrq' is not", "allowed: net.core.rmem_default"),
+    ),
+    # Issue #53: was "Input should be a valid integer", without the form a setting takes.
+    BadInput(
+        "node-profile-sysctl-of-several-values",
+        "unclear",
+        pool(node_profile={"sysctls": {"net.ipv4.tcp_rmem": "4096 87380 6291456"}}),
+        (
+            f"{PROFILE}.sysctls: net.ipv4.tcp_rmem = '4096 87380 6291456': 3 numbers in one value",
+            "each take one whole number, written without quotes",
+            "such as net.ipv4.tcp_rmem (min default max), are not among the allowed keys",
+            "net.core.rmem_max",
+        ),
+    ),
+    BadInput(
+        "node-profile-sysctl-number-in-quotes",
+        "unclear",
+        pool(node_profile={"sysctls": {"net.core.rmem_max": "16777216"}}),
+        (
+            f"{PROFILE}.sysctls: net.core.rmem_max = '16777216': a number in quotes",
+            "write it without quotes: net.core.rmem_max: 16777216",
+        ),
     ),
 ]
 
@@ -1714,7 +1735,7 @@ DUAL_STACK = [
         "ipv6-pod-range-as-large-as-the-64",
         "covered",
         dual_stack(ipv6={"pod_range_prefix_length": 64}),
-        (f"{NETWORK}.ipv6.pod_range_prefix_length", "greater than or equal to 65"),
+        (f"{NETWORK}.ipv6.pod_range_prefix_length: 64 bits is below", "65 to 128 bits"),
     ),
     BadInput(
         "ipv6-pod-range-of-half-the-64",
@@ -1726,7 +1747,7 @@ DUAL_STACK = [
         "ipv6-pod-range-offset-zero-holds-aws-addresses",
         "covered",
         dual_stack(ipv6={"pod_range_offset": 0}),
-        (f"{NETWORK}.ipv6.pod_range_offset", "greater than or equal to 1"),
+        (f"{NETWORK}.ipv6.pod_range_offset: 0 is below what this field takes: at least 1",),
     ),
     BadInput(
         "ipv6-pod-range-offset-past-the-64",
@@ -2173,6 +2194,74 @@ COERCIONS = [
     ),
 ]
 
+# Issue #53: a trailing space gave "'16 ' is not a valid netmask", and bounds came without their
+# unit ("Input should be greater than or equal to 10"): config/messages.py says both.
+MESSAGES = [
+    BadInput(
+        "cidr-with-a-trailing-space",
+        "unclear",
+        config({"vpc": {"cidr": "10.0.0.0/16 "}}),
+        (
+            "vpc.cidr: '10.0.0.0/16 ' has surrounding whitespace (at its end)",
+            "write '10.0.0.0/16'",
+        ),
+    ),
+    BadInput(
+        "list-item-with-a-leading-space",
+        "unclear",
+        {"config.vpc.public_subnet_cidrs": '[" 10.0.0.0/24", "10.0.1.0/24"]'},
+        ("vpc.public_subnet_cidrs[0]: ' 10.0.0.0/24' has surrounding whitespace (at its start)",),
+    ),
+    BadInput(
+        "choice-with-surrounding-whitespace",
+        "unclear",
+        config({"vpc": {"nat_gateways": " single\t"}}),
+        ("vpc.nat_gateways: ' single\\t' has surrounding whitespace (at its start and its end)",),
+    ),
+    BadInput(
+        "teardown-bound-below-its-minimum",
+        "unclear",
+        {"config.cluster.teardown_timeout_minutes": "5"},
+        (
+            "cluster.teardown_timeout_minutes: 5 minutes is below what this field takes",
+            "at least 10 minutes",
+        ),
+    ),
+    BadInput(
+        "system-disk-below-its-minimum",
+        "unclear",
+        {"config.cluster.system_node_group.root_volume_gib": "8"},
+        ("cluster.system_node_group.root_volume_gib: 8 GiB is below", "at least 20 GiB"),
+    ),
+    BadInput(
+        "connection-tracking-timeout-below-ec2s-minimum",
+        "unclear",
+        config({"multus": {"networks": networks(connection_tracking={"udp_timeout": 1})}}),
+        (
+            "multus.networks[0].connection_tracking.udp_timeout: 1 second is below",
+            "30 to 60 seconds",
+        ),
+    ),
+    BadInput(
+        "mtu-above-the-vpcs",
+        "unclear",
+        config({"multus": {"networks": networks(mtu=9500)}}),
+        ("multus.networks[0].mtu: 9500 bytes is above", "1280 to 9001 bytes"),
+    ),
+    BadInput(
+        "negative-hugepages",
+        "unclear",
+        pool(node_profile={"hugepages_2mi": -1}),
+        ("node_pools[0].node_profile.hugepages_2mi: -1 hugepages is below", "at least 0"),
+    ),
+    BadInput(
+        "weight-without-a-unit",
+        "unclear",
+        pool(weight=0),
+        ("node_pools[0].weight: 0 is below what this field takes: 1 to 100",),
+    ),
+]
+
 CASES = (
     ACCEPTED
     + TRACEBACKS
@@ -2190,6 +2279,7 @@ CASES = (
     + RESERVED_ENIS
     + ADDONS
     + COERCIONS
+    + MESSAGES
 )
 # Run as a real `python app.py` too: exit status and stderr end to end.
 IN_A_PROCESS = {

@@ -103,7 +103,7 @@ def test_counts_below_their_minimum_are_refused(path: str, value: int) -> None:
         raw["cluster"]["system_node_group"]["desired_size"] = min(value, 0)
     message = error_for(raw)
     assert f"{path}: " in message, message
-    assert "greater than or equal to" in message, message
+    assert "is below what this field takes: at least" in message, message
 
 
 @pytest.mark.parametrize(
