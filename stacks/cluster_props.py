@@ -479,6 +479,7 @@ def network_attachment(row: NetworkPlanRow, ipv6: Ipv6Range | None = None) -> Ne
         static_range=row.static_range,
         static_name=row.static_nad_name,
         routes=[route.destination for route in row.routes],
+        pod_routes=[destination for route in row.routes for destination in route.pod_destinations],
         ipv6=ipv6,
         mtu=row.mtu,
         pod_routed_ranges=row.pod_routed_ranges,

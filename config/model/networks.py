@@ -367,6 +367,20 @@ class MultusNetworkConfig(StrictModel):
                         "'s destination; a route table holds one route per destination: "
                         "keep it in one of the two lists"
                     )
+                if destination.version == routed.version and destination.overlaps(routed):
+                    # Both routes are in the network's route tables: the longest prefix wins,
+                    # so part of one range would go to the other's target (a UE pool inside
+                    # the data network's route, or a data network inside the UE pool).
+                    route = self.routes[position]
+                    target = route.target_id or "the NAT gateway"
+                    raise ValueError(
+                        f"pod_routed_ranges[{index}]: {cidr} overlaps routes[{position}]'s "
+                        f"destination {route.destination} (to {target}); "
+                        "both routes would be in the network's route tables, where the longest "
+                        "prefix wins, so part of one range would go to the other's target "
+                        "instead: keep the pod-routed range outside the network's routes (for "
+                        "example a UE pool 10.45.0.0/16 beside a data network 10.200.0.0/16)"
+                    )
         return self
 
     @model_validator(mode="after")

@@ -729,6 +729,50 @@ COVERED = [
         ),
         ("multus.networks[0].pod_routed_ranges[0]", "routes[0]", "one of the two lists"),
     ),
+    # Issue #53: the same range was refused, one inside the other accepted.
+    BadInput(
+        "pod-routed-range-inside-the-networks-own-route",
+        "accepted",
+        config(
+            {
+                "multus": {
+                    "networks": networks(
+                        pod_routed_ranges=["10.200.45.0/24"],
+                        routes=[
+                            {
+                                "destination": "10.200.0.0/16",
+                                "transit_gateway_id": "tgw-0123456789abcdef0",
+                            },
+                        ],
+                    )
+                }
+            }
+        ),
+        (
+            "multus.networks[0].pod_routed_ranges[0]: 10.200.45.0/24 overlaps routes[0]'s "
+            "destination 10.200.0.0/16 (to tgw-0123456789abcdef0)",
+            "the longest prefix wins",
+            "keep the pod-routed range outside the network's routes",
+        ),
+    ),
+    BadInput(
+        "route-inside-the-networks-own-pod-routed-range",
+        "accepted",
+        config(
+            {
+                "multus": {
+                    "networks": networks(
+                        pod_routed_ranges=["10.45.0.0/16"],
+                        routes=[{"destination": "10.45.128.0/17", "nat_gateway": True}],
+                    )
+                }
+            }
+        ),
+        (
+            "multus.networks[0].pod_routed_ranges[0]: 10.45.0.0/16 overlaps routes[0]'s "
+            "destination 10.45.128.0/17 (to the NAT gateway)",
+        ),
+    ),
     BadInput(
         "static-range-outside-its-reservation",
         "covered",
@@ -1584,11 +1628,50 @@ ROUTES = [
             "RAN's or data network's range",
         ),
     ),
+    # A summary route around the VPC passes (test_valid_edges.py); the VPC's own block does not.
     BadInput(
-        "route-destination-around-the-vpc",
+        "route-destination-is-the-vpc-cidr",
         "routes",
-        routes({"destination": "10.0.0.0/8", "transit_gateway_id": TGW}),
-        ("multus.networks[0] (multus1).routes[0].destination", "overlaps the VPC CIDR"),
+        routes({"destination": "10.0.0.0/16", "transit_gateway_id": TGW}),
+        (
+            "multus.networks[0] (multus1).routes[0].destination",
+            "overlaps the VPC CIDR 10.0.0.0/16",
+            "or a summary around the VPC",
+        ),
+    ),
+    BadInput(
+        "summary-route-around-the-networks-own-ue-pool",
+        "routes",
+        routes(
+            {"destination": "10.0.0.0/8", "transit_gateway_id": TGW},
+            pod_routed_ranges=["10.45.0.0/16"],
+        ),
+        (
+            "multus.networks[0].pod_routed_ranges[0]: 10.45.0.0/16 overlaps routes[0]'s "
+            "destination 10.0.0.0/8",
+        ),
+    ),
+    BadInput(
+        "summary-route-around-a-ue-pool-of-the-pool",
+        "routes",
+        config(
+            {
+                "multus": {
+                    "networks": [
+                        {
+                            **networks()[0],
+                            "routes": [{"destination": "10.0.0.0/8", "transit_gateway_id": TGW}],
+                        },
+                        {**networks()[1], "pod_routed_ranges": ["10.45.0.0/16"]},
+                    ]
+                }
+            }
+        ),
+        (
+            "node_pools[0] (multus): its nodes attach multus2 and multus1",
+            "pod_routed_ranges[0] 10.45.0.0/16 overlaps multus.networks[0] (multus1).routes[0] "
+            "10.0.0.0/8",
+        ),
     ),
     BadInput(
         "route-destination-twice-in-a-network",
@@ -1642,6 +1725,49 @@ ROUTES = [
             "the overlapping 10.200.0.0/16 and 10.200.4.0/24",
             "route the range on one of them",
         ),
+    ),
+    # Issue #53: two networks' overlapping routes were refused, a UE pool equal to the RAN
+    # range routed on the pool's other network accepted.
+    BadInput(
+        "pod-routed-range-routed-on-another-network-of-the-pool",
+        "accepted",
+        config(
+            {
+                "multus": {
+                    "networks": [
+                        {
+                            **networks()[0],
+                            "routes": [{"destination": "10.200.0.0/16", "transit_gateway_id": TGW}],
+                        },
+                        {**networks()[1], "pod_routed_ranges": ["10.200.0.0/16"]},
+                    ]
+                }
+            }
+        ),
+        (
+            "node_pools[0] (multus): its nodes attach multus2 and multus1",
+            "multus.networks[1] (multus2).pod_routed_ranges[0] 10.200.0.0/16 overlaps "
+            "multus.networks[0] (multus1).routes[0] 10.200.0.0/16",
+            "attach the networks in different pools",
+        ),
+    ),
+    BadInput(
+        "route-inside-a-pod-routed-range-of-another-network-of-the-pool",
+        "accepted",
+        config(
+            {
+                "multus": {
+                    "networks": [
+                        {**networks()[0], "pod_routed_ranges": ["10.45.0.0/16"]},
+                        {
+                            **networks()[1],
+                            "routes": [{"destination": "10.45.7.0/24", "nat_gateway": True}],
+                        },
+                    ]
+                }
+            }
+        ),
+        ("multus.networks[0] (multus1).pod_routed_ranges[0] 10.45.0.0/16 overlaps",),
     ),
     BadInput(
         "route-without-a-target",
