@@ -84,6 +84,7 @@ def eks_cluster_props(
         addon_versions=config.cluster.pinned_addon_versions,
         control_plane_log_retention=logs.RetentionDays[config.cluster.control_plane_log_retention],
         keep_control_plane_logs=config.logs.keep_audit_logs_on_destroy,
+        warn_without_admins=not config.acknowledges("no-cluster-admins"),
     )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from config.model.base import net
 from config.model.networks import MultusNetworkConfig
+from config.synth_warnings import SynthWarning
 
 # AWS::EC2::Route: a route table cannot use a transit gateway before it is attached to the VPC;
 # GatewayId is a gateway attached to the VPC.
@@ -29,11 +30,19 @@ def route_preconditions(networks: Sequence[MultusNetworkConfig]) -> list[str]:
     transit gateway attached to the VPC: an available VPC attachment; a virtual private
     gateway attached to it), and what an IPv6 route to a virtual private gateway needs (Direct
     Connect)."""
+    return [warning.text for warning in route_precondition_warnings(networks)]
+
+
+def route_precondition_warnings(networks: Sequence[MultusNetworkConfig]) -> list[SynthWarning]:
+    """route_preconditions with their IDs (config/synth_warnings.py)."""
     attached = [
-        f"{route_path(index, network, position)}: {route.target_id} is used only once the VPC "
-        f"has {_PRECONDITIONS[route.target]}; without it the network stack fails to create the "
-        "route (with a VPC this app creates: deploy without the route, attach the gateway, then "
-        "add the route)"
+        SynthWarning(
+            "route-needs-gateway-attachment",
+            f"{route_path(index, network, position)}: {route.target_id} is used only once the "
+            f"VPC has {_PRECONDITIONS[route.target]}; without it the network stack fails to "
+            "create the route (with a VPC this app creates: deploy without the route, attach "
+            "the gateway, then add the route)",
+        )
         for index, network in enumerate(networks)
         for position, route in enumerate(network.routes)
         if route.target in _PRECONDITIONS
@@ -42,9 +51,13 @@ def route_preconditions(networks: Sequence[MultusNetworkConfig]) -> list[str]:
     # gateway does not carry IPv6 over a VPN connection (a transit gateway does); a Direct
     # Connect private virtual interface on it can.
     ipv6_over_vpn = [
-        f"{route_path(index, network, position)}: {route.destination} is IPv6, which "
-        f"{route.target_id} carries only from a Direct Connect private virtual interface, not "
-        "over a Site-to-Site VPN connection; for IPv6 over VPN route to a transit_gateway_id"
+        SynthWarning(
+            "ipv6-route-over-vpn-gateway",
+            f"{route_path(index, network, position)}: {route.destination} is IPv6, which "
+            f"{route.target_id} carries only from a Direct Connect private virtual interface, "
+            "not over a Site-to-Site VPN connection; for IPv6 over VPN route to a "
+            "transit_gateway_id",
+        )
         for index, network in enumerate(networks)
         for position, route in enumerate(network.routes)
         if route.is_ipv6 and route.target == "vpn_gateway"

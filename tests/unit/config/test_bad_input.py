@@ -2388,6 +2388,27 @@ MESSAGES = [
     ),
 ]
 
+# Issue #53: warnings are acknowledged by ID (config/synth_warnings.py).
+WARNINGS = [
+    BadInput(
+        "acknowledged-warning-id-misspelled",
+        "warnings",
+        config({"acknowledged_warnings": ["images-pinned-by-tags"]}),
+        (
+            "acknowledged_warnings[0]: 'images-pinned-by-tags' is not a warning ID",
+            "did you mean 'images-pinned-by-tag'?",
+            "the known ones are kubernetes-version-without-support-dates, ",
+            "no-cluster-admins",
+        ),
+    ),
+    BadInput(
+        "acknowledged-warning-id-unknown",
+        "warnings",
+        {"config.acknowledged_warnings": '["no-cluster-admins", "everything"]'},
+        ("acknowledged_warnings[1]: 'everything' is not a warning ID; the known ones are",),
+    ),
+]
+
 CASES = (
     ACCEPTED
     + TRACEBACKS
@@ -2406,6 +2427,7 @@ CASES = (
     + ADDONS
     + COERCIONS
     + MESSAGES
+    + WARNINGS
 )
 # Run as a real `python app.py` too: exit status and stderr end to end.
 IN_A_PROCESS = {
