@@ -10,8 +10,6 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from config import ConfigError, load_config
-from config.cluster_access import access_warnings, endpoint_warnings
-from config.kubernetes_support import version_support_warnings
 from config.loader import CDK_ASSETS_PACKAGE, CDK_CLI_PACKAGE, LoadedConfig, pinned_npm_version
 from node_bootstrap.renderer import deployed_size
 from stages.environment_stage import EnvironmentStage
@@ -42,20 +40,13 @@ def build_app(app: cdk.App) -> cdk.App:
 
 
 def print_config_warnings(loaded: LoadedConfig) -> None:
-    """To stderr: `cdk synth` does not print the warnings of stacks inside a Stage."""
+    """To stderr: `cdk synth` does not print the warnings of stacks inside a Stage. Each ends
+    with its ID; those the config's acknowledged_warnings lists stay quiet."""
     configs = [e.config for e in loaded.environments] if loaded.pipeline else [loaded.base]
     today = datetime.now(UTC).date()  # EKS's support dates are UTC
     for config in configs:
-        warnings = [
-            *version_support_warnings(config.cluster.kubernetes_version, today),
-            *access_warnings(config.cluster.admin_principal_arns),
-            *endpoint_warnings(config.cluster.public_access_cidrs),
-            *config.warnings,
-            *config.route_preconditions,
-            *config.images.tag_only_host_images(),
-        ]
-        for warning in warnings:
-            print(f"[Warning] {config.name}: {warning}", file=sys.stderr)
+        for warning in config.unacknowledged_warnings(today):
+            print(f"[Warning] {config.name}: {warning.printed}", file=sys.stderr)
 
 
 def main(app: cdk.App | None = None) -> None:

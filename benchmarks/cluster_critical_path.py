@@ -74,7 +74,7 @@ def longest(chains: list[tuple[str, ...]]) -> tuple[str, ...]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("-c", dest="context", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     repo = Path(__file__).resolve().parents[1]

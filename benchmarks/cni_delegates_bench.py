@@ -203,7 +203,7 @@ def _worst(footprints: list[Footprint]) -> Footprint:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--pods", type=int, default=TARGET_PODS)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--latency-ms", type=float, default=150.0)

@@ -113,7 +113,7 @@ def table(results: Sequence[Handover]) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--latency-ms", type=float, default=150.0)
     args = parser.parse_args()

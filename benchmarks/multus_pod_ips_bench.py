@@ -183,7 +183,7 @@ MODES = {"IPv4": False, "IPv4 + IPv6": True}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--pods", type=int, default=TARGET_PODS)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--latency-ms", type=float, default=150.0)

@@ -115,7 +115,7 @@ def measured_runs(networks: int, runs: list[tuple[BootstrapRun, float]]) -> Resu
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--networks", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--latency-ms", type=float, default=150.0)

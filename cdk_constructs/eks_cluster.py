@@ -78,7 +78,9 @@ class EksClusterProps:
     public_access_cidrs: None for a private-only endpoint, else who may reach the public one.
     admin_principal_arns: IAM role/user ARNs given cluster-admin through access entries.
     control_plane_log_retention: how long the control-plane log group keeps its events.
-    keep_control_plane_logs: whether destroy keeps that log group (the audit log)."""
+    keep_control_plane_logs: whether destroy keeps that log group (the audit log).
+    warn_without_admins: annotate for `cdk deploy` that nobody can use kubectl when
+    admin_principal_arns is empty (false: the config acknowledged no-cluster-admins)."""
 
     cluster_name: str
     kubernetes_version: str
@@ -92,6 +94,7 @@ class EksClusterProps:
     addon_versions: EksAddonVersions
     control_plane_log_retention: logs.RetentionDays
     keep_control_plane_logs: bool
+    warn_without_admins: bool = True
 
 
 VPC_CNI_SERVICE_ACCOUNT = "aws-node"
@@ -197,7 +200,8 @@ class EksCluster(Construct):
             # Named after the principal, so reordering the list replaces no access entry.
             digest = hashlib.sha256(arn.encode()).hexdigest()[:12]
             self.cluster.grant_cluster_admin(f"Admin{digest}", arn)
-        for warning in access_warnings(list(props.admin_principal_arns)):
+        warnings = access_warnings(list(props.admin_principal_arns))
+        for warning in warnings if props.warn_without_admins else []:
             # Shown by `cdk deploy`; app.py prints the same on every synth.
             Annotations.of(self).add_warning_v2(NO_ADMIN_WARNING_ID, warning)
 

@@ -86,6 +86,8 @@ class NetworkAttachment:
     the NAD that hands them out (config.network_plan.static_attachment_name), or None.
     routes: destinations beyond the VPC the pod reaches via the VPC router over this interface
     (IPv6 ones via the IPv6 router, on a dual-stack attachment).
+    pod_routes: what of them the pod's main table takes (a summary route around the VPC as its
+    parts beyond the VPC, so an unbound socket reaches the VPC over eth0); None: the routes.
     ipv6: the IPv6 side of a dual-stack network, or None.
     mtu: the pod interface's MTU, the network's (config/path_mtu.py; the node's ENI has the
     same). ipvlan would take the master's anyway; the NAD states it where operators read it.
@@ -103,13 +105,25 @@ class NetworkAttachment:
     ipv6: Ipv6Range | None = None
     mtu: int = VPC_MTU
     pod_routed_ranges: Sequence[str] = ()
+    pod_routes: Sequence[str] | None = None
 
     @property
     def ipam_routes(self) -> list[dict[str, str]]:
         """The routes as CNI routes (IPAM config and result): each via the VPC router of its
-        family (an IPv6 destination, on a dual-stack network only, via the subnet's IPv6 one)."""
+        family (an IPv6 destination, on a dual-stack network only, via the subnet's IPv6 one).
+        sbr moves them into the table of the pod's Multus address, where a summary route may
+        keep the VPC: a packet from that address leaves over this interface anyway."""
+        return self._cni_routes(self.routes)
+
+    @property
+    def main_table_routes(self) -> list[dict[str, str]]:
+        """The routes the pod IP plugin puts back into the pod's main table (pod_routes)."""
+        return self._cni_routes(self.routes if self.pod_routes is None else self.pod_routes)
+
+    def _cni_routes(self, destinations: Sequence[str]) -> list[dict[str, str]]:
         return [
-            {"dst": destination, "gw": self._router_for(destination)} for destination in self.routes
+            {"dst": destination, "gw": self._router_for(destination)}
+            for destination in destinations
         ]
 
     def _router_for(self, destination: str) -> str:
@@ -217,7 +231,7 @@ def pod_ip_assignment(attachment: NetworkAttachment) -> dict[str, Any]:
         "mainTableSubnet": attachment.subnet_cidr,
     }
     if attachment.routes:
-        plugin["mainTableRoutes"] = attachment.ipam_routes
+        plugin["mainTableRoutes"] = attachment.main_table_routes
     if attachment.ipv6 is not None:
         plugin["mainTableSubnetIpv6"] = attachment.ipv6.subnet_cidr
     if attachment.pod_routed_ranges:

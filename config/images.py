@@ -8,12 +8,10 @@ unless set here, and Multus' default registry depends on the region (EKS add-on 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from config import patterns
-
-# Same rules as config.model.StrictModel (importing it here would be circular: model imports us).
-_STRICT = ConfigDict(extra="forbid", frozen=True)
+from config.coercion import STRICT_SECTION
 
 WHEREABOUTS_REPOSITORY = "ghcr.io/k8snetworkplumbingwg/whereabouts"
 WHEREABOUTS_TAG = "v0.9.4"
@@ -28,7 +26,7 @@ MULTITOOL_TAG = "3.22.2"
 class ImageRef(BaseModel):
     """repository[:tag][@digest]; a tag, a digest or both, never `latest`."""
 
-    model_config = _STRICT
+    model_config = STRICT_SECTION
 
     repository: str = Field(
         pattern=patterns.IMAGE_REPOSITORY.regex,
@@ -90,7 +88,7 @@ class ImageRef(BaseModel):
 class ImagesConfig(BaseModel):
     """Container images; None keeps a region- or chart-dependent default (see docs/images.md)."""
 
-    model_config = _STRICT
+    model_config = STRICT_SECTION
 
     multus: ImageRef | None = Field(
         default=None,

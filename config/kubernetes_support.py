@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date
 
+from config.synth_warnings import SynthWarning
+
 
 @dataclass(frozen=True)
 class EksSupport:
@@ -57,25 +59,40 @@ def _next_in_standard_support(version: str, today: date) -> str | None:
 
 def version_support_warnings(version: str, today: date) -> list[str]:
     """What synth should say about `cluster.kubernetes_version` on `today` (UTC)."""
+    return [warning.text for warning in version_support_synth_warnings(version, today)]
+
+
+def version_support_synth_warnings(version: str, today: date) -> list[SynthWarning]:
+    """version_support_warnings with their IDs (config/synth_warnings.py)."""
     support = EKS_SUPPORT.get(version)
     step = _next_in_standard_support(version, today)
     upgrade = f"; set cluster.kubernetes_version to {step}" if step else ""
     if support is None:
         return [
-            f"cluster.kubernetes_version {version}: this app has no EKS support dates for it "
-            "(config/kubernetes_support.py); check the EKS release calendar before you deploy"
+            SynthWarning(
+                "kubernetes-version-without-support-dates",
+                f"cluster.kubernetes_version {version}: this app has no EKS support dates for "
+                "it (config/kubernetes_support.py); check the EKS release calendar before you "
+                "deploy",
+            )
         ]
     if today >= support.end_of_extended_support:
         return [
-            f"cluster.kubernetes_version {version}: EKS ended its extended support on "
-            f"{support.end_of_extended_support.isoformat()}; EKS creates no new cluster on it "
-            f"and upgrades existing control planes itself{upgrade}"
+            SynthWarning(
+                "kubernetes-version-past-extended-support",
+                f"cluster.kubernetes_version {version}: EKS ended its extended support on "
+                f"{support.end_of_extended_support.isoformat()}; EKS creates no new cluster on "
+                f"it and upgrades existing control planes itself{upgrade}",
+            )
         ]
     if today >= support.end_of_standard_support:
         return [
-            f"cluster.kubernetes_version {version}: past EKS standard support since "
-            f"{support.end_of_standard_support.isoformat()}; the cluster runs in extended "
-            f"support, at six times the standard price per cluster hour, until "
-            f"{support.end_of_extended_support.isoformat()}{upgrade}"
+            SynthWarning(
+                "kubernetes-version-in-extended-support",
+                f"cluster.kubernetes_version {version}: past EKS standard support since "
+                f"{support.end_of_standard_support.isoformat()}; the cluster runs in extended "
+                f"support, at six times the standard price per cluster hour, until "
+                f"{support.end_of_extended_support.isoformat()}{upgrade}",
+            )
         ]
     return []

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-# Same rules as config.model.StrictModel (importing it here would be circular: model imports us).
-_STRICT = ConfigDict(extra="forbid", frozen=True)
+from config.coercion import STRICT_SECTION
 
 LogRetention = Literal[
     "ONE_WEEK", "TWO_WEEKS", "ONE_MONTH", "THREE_MONTHS", "SIX_MONTHS", "ONE_YEAR", "TWO_YEARS"
@@ -33,7 +32,7 @@ RETENTION_DAYS: dict[str, int] = {
 class LogsConfig(BaseModel):
     """Log groups of the app's Lambda functions and what destroy keeps."""
 
-    model_config = _STRICT
+    model_config = STRICT_SECTION
 
     function_retention: LogRetention = Field(
         default="ONE_YEAR",

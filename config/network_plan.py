@@ -120,10 +120,44 @@ class PlannedRoute:
     destination: str
     target: RouteTarget
     target_id: str | None
+    #: The destination's parts beyond the VPC, which the pods route over the Multus interface
+    #: (a summary route around the VPC less the VPC's blocks); empty: the whole destination.
+    beyond_vpc: tuple[str, ...] = ()
 
     @property
     def is_ipv6(self) -> bool:
         return ":" in self.destination
+
+    @property
+    def pod_destinations(self) -> tuple[str, ...]:
+        """What the pods route via the subnet's VPC router: the destination, or a summary
+        route's parts beyond the VPC. In the subnet's route table the VPC's local route is more
+        specific and wins for the VPC's addresses (EC2 picks the longest prefix), but in a pod's
+        main table the summary would take them from eth0 (other pods, the nodes)."""
+        return self.beyond_vpc or (self.destination,)
+
+
+def beyond_vpc(destination: str, vpc_cidrs: Sequence[str]) -> tuple[str, ...]:
+    """The parts of an IPv4 destination outside the VPC blocks it contains, in address order
+    (10.0.0.0/8 around 10.10.0.0/16: 10.0.0.0/13, 10.8.0.0/15, 10.11.0.0/16, ...); () when it
+    contains none (or is IPv6)."""
+    network = ipaddress.ip_network(destination)
+    blocks = [ipaddress.IPv4Network(cidr) for cidr in vpc_cidrs]
+    inside = [
+        block
+        for block in blocks
+        if isinstance(network, ipaddress.IPv4Network) and block.subnet_of(network)
+    ]
+    if not inside or not isinstance(network, ipaddress.IPv4Network):
+        return ()
+    parts = [network]
+    for block in inside:
+        parts = [
+            piece
+            for part in parts
+            for piece in (part.address_exclude(block) if block.subnet_of(part) else [part])
+        ]
+    return tuple(str(part) for part in sorted(parts))
 
 
 @dataclass(frozen=True)
@@ -330,6 +364,8 @@ class PlannedConfig(Protocol):
     @property
     def availability_zones(self) -> Sequence[str]: ...
     @property
+    def vpc_cidrs(self) -> Sequence[str]: ...
+    @property
     def multus(self) -> PlannedNetworks: ...
     @property
     def default_prefixes_per_node(self) -> int: ...
@@ -418,7 +454,13 @@ def _network_rows(
     mode = IP_MANAGEMENT_MODES[network.ip_management]
     network_path = f"multus.networks[{index}] ({network.name})"
     routes = tuple(
-        PlannedRoute(route.destination, route.target, route.target_id) for route in network.routes
+        PlannedRoute(
+            route.destination,
+            route.target,
+            route.target_id,
+            beyond_vpc(route.destination, config.vpc_cidrs),
+        )
+        for route in network.routes
     )
     return [
         NetworkPlanRow(

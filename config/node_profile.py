@@ -158,6 +158,29 @@ def cpu_list(text: str) -> list[int]:
     return sorted(set(cpus))
 
 
+def sysctl_value_problem(key: str, value: object) -> str | None:
+    """Why a value is no kernel setting's value of a profile (each takes one whole number,
+    written without quotes), or None. A setting of several values, such as net.ipv4.tcp_rmem's
+    "min default max", is none of the allowed keys."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None
+    numbers = value.split() if isinstance(value, str) else []
+    if len(numbers) > 1 and all(re.fullmatch(r"-?[0-9]+", number) for number in numbers):
+        return (
+            f"{key} = {value!r}: {len(numbers)} numbers in one value, but a node profile's "
+            "kernel settings each take one whole number, written without quotes (for example "
+            "net.core.rmem_max: 16777216); settings of several values, such as net.ipv4.tcp_rmem "
+            "(min default max), are not among the allowed keys: "
+            f"{', '.join(SYSCTL_ALLOWED)}"
+        )
+    if len(numbers) == 1 and re.fullmatch(r"-?[0-9]+", numbers[0]):
+        return (
+            f"{key} = {value!r}: a number in quotes; write it without quotes: {key}: {numbers[0]}"
+        )
+    shown = "true" if value is True else "false" if value is False else repr(value)
+    return f"{key} = {shown}: takes one whole number, written without quotes (for example {key}: 1)"
+
+
 def sysctl_problem(key: str, value: int) -> str | None:
     """Why a profile may not set this kernel setting to this value, or None."""
     interface = SYSCTL_INTERFACE_KEY.match(key)

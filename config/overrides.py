@@ -1,8 +1,10 @@
 """`-c config.<dotted.path>=<value>` overrides, read by the type of the field they set.
 
 The CDK CLI hands every `-c` value over as text. Text fields keep it verbatim (an account ID
-stays "012345678901", a version "1.30" is not turned into the number 1.3), numbers and booleans
-are left to the model to parse, and list or section fields take JSON. Keys that cannot work are
+stays "012345678901", a version "1.30" is not turned into the number 1.3), a number or boolean
+field's text is read as its type here (the model takes a value only as its field's type, so
+"true" in a JSON file is refused while -c config.x=true works), and list or section fields take
+JSON. Keys that cannot work are
 refused with the form that does: list indexes (networks[0].name) and two keys where one sets a
 section and the other a key inside it.
 """
@@ -16,7 +18,7 @@ import types
 from collections.abc import Mapping
 from typing import Any, Union, get_args, get_origin
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from config.errors import ConfigError
 from config.messages import model_at
@@ -82,7 +84,7 @@ def _typed_value(key: str, path: Path, value: Any) -> Any:
         return None
     expected = _json_container(_without_none(annotation))
     if expected is None:
-        return value  # text, number, boolean, choice: the model parses the text
+        return _scalar(_without_none(annotation), value)
     decoded = _decoded(value)
     if not isinstance(decoded, expected):
         raise ConfigError(_json_hint(key, value, expected))
@@ -108,6 +110,18 @@ def _without_none(annotation: Any) -> Any:
         return annotation
     members = [member for member in get_args(annotation) if member is not type(None)]
     return members[0] if len(members) == 1 else annotation
+
+
+def _scalar(annotation: Any, text: str) -> Any:
+    """A boolean or number field's text as that type (true, 1, 30, 0.5, as pydantic's lax mode
+    reads them); other text as it is, and text that is no such value too: the model then
+    refuses it with the rest of the config's problems."""
+    if annotation not in (bool, int, float):
+        return text  # text, a choice, a union of text and a number: the model reads the text
+    try:
+        return TypeAdapter(annotation).validate_python(text.strip())
+    except ValidationError:
+        return text
 
 
 def _json_container(annotation: Any) -> type[list[Any]] | type[dict[str, Any]] | None:

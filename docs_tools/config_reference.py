@@ -21,6 +21,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from config.images import ImageRef
+from config.messages import counted
 from config.model import AppConfig
 from config.pipeline import PipelineConfig
 from docs_tools.context import REPO
@@ -43,12 +44,16 @@ are replaced whole):
 2. the `config` object in `cdk.json`;
 3. a JSON or YAML file: `-c config_file=examples/three-az-three-networks.json`;
 4. single values: `-c config.cluster.kubernetes_version=1.35`, read by the field's type (text
-   stays text; lists and sections take JSON: `-c 'config.availability_zones=["us-west-2a",
+   stays text; `-c config.monitoring.prometheus_operator=true` is the boolean, `=3` a number;
+   lists and sections take JSON: `-c 'config.availability_zones=["us-west-2a",
    "us-west-2b"]'`). List items have no index keys (`networks[0].name`): give the whole list.
 
 Per-AZ lists (`vpc.public_subnet_cidrs`, `vpc.node_subnet_cidrs`, each network's `subnets`)
-follow the order of `availability_zones`. Unknown keys are refused, and bad values stop the app
-before anything is built, with the key's path and the fix. `key[]` marks the fields of each
+follow the order of `availability_zones`. In `cdk.json` and config files each value has its
+field's type: a boolean is `true` or `false` and a number is written without quotes (`"yes"`,
+`"32"` or `1` where a boolean or a whole number is meant are refused, not converted). Unknown
+keys are refused, and bad values stop the app before anything is built, with the key's path and
+the fix. `key[]` marks the fields of each
 item of a list.
 """
 
@@ -86,9 +91,9 @@ def _limits(field: FieldInfo) -> str:
     words = []
     for item in field.metadata:
         if isinstance(item, annotated_types.Ge):
-            words.append(f">= {item.ge}")
+            words.append(f">= {counted(item.ge, field)}")
         elif isinstance(item, annotated_types.Le):
-            words.append(f"<= {item.le}")
+            words.append(f"<= {counted(item.le, field)}")
         elif isinstance(item, annotated_types.MinLen) and item.min_length > 0:
             words.append(f"at least {item.min_length}")
         elif isinstance(item, annotated_types.MaxLen):

@@ -84,6 +84,7 @@ def eks_cluster_props(
         addon_versions=config.cluster.pinned_addon_versions,
         control_plane_log_retention=logs.RetentionDays[config.cluster.control_plane_log_retention],
         keep_control_plane_logs=config.logs.keep_audit_logs_on_destroy,
+        warn_without_admins=not config.acknowledges("no-cluster-admins"),
     )
 
 
@@ -481,6 +482,7 @@ def network_attachment(row: NetworkPlanRow, ipv6: Ipv6Range | None = None) -> Ne
         static_range=row.static_range,
         static_name=row.static_nad_name,
         routes=[route.destination for route in row.routes],
+        pod_routes=[destination for route in row.routes for destination in route.pod_destinations],
         ipv6=ipv6,
         mtu=row.mtu,
         pod_routed_ranges=row.pod_routed_ranges,

@@ -131,7 +131,7 @@ class ClusterStack(ConfiguredAzStack):
             )
             for pool in config.node_pools
         ]
-        for warning in config.warnings:
+        for warning in [] if config.acknowledges("network-without-node-pool") else config.warnings:
             # Shown by `cdk deploy`; app.py prints the same on every synth.
             Annotations.of(self).add_warning_v2(NETWORK_WITHOUT_POOL_WARNING_ID, warning)
         self.workloads = ClusterWorkloads(

@@ -28,6 +28,7 @@ from cdk_constructs.subnet_cidr_reservation import (
 from cdk_constructs.vpc_dns_check import VpcDnsCheck
 from config import AppConfig
 from config.model import ExistingSubnetConfig, ExistingVpcConfig, SecurityGroupRuleConfig
+from config.model.route_rules import route_precondition_warnings
 from config.network_plan import NetworkPlanRow, RouteTarget, network_plan
 from stacks.base import ConfiguredAzStack
 
@@ -118,8 +119,9 @@ class NetworkStack(ConfiguredAzStack):
         ]
         self._reserve_multus_ranges(provider)
         self._route_beyond_the_vpc(multus_vpc)
-        for warning in config.route_preconditions:
-            Annotations.of(self).add_warning_v2(ROUTE_PRECONDITION_WARNING_ID, warning)
+        for warning in route_precondition_warnings(config.multus.networks):
+            if not config.acknowledges(warning.id):
+                Annotations.of(self).add_warning_v2(ROUTE_PRECONDITION_WARNING_ID, warning.text)
         self._outputs()
 
     def _attachment(

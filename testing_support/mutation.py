@@ -653,7 +653,7 @@ def _copy_repo(parent: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0] if __doc__ else None)
     parser.add_argument("modules", nargs="*", help=f"any of: {', '.join(MODULE_TESTS)}")
     parser.add_argument("--all", action="store_true", help="every module in MODULE_TESTS")
     parser.add_argument("--lines", help="only mutants on these lines, e.g. 10-40,52")

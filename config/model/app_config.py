@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable
+from datetime import date
+from typing import Annotated
 
 from pydantic import (
+    AfterValidator,
     Field,
     ValidationInfo,
     model_validator,
 )
 
 from config import aws_regions, karpenter_releases, patterns
+from config.cluster_access import access_warnings, endpoint_warnings
 from config.custom_resource_timing import (
     SERVICE_TIMEOUT_LIMIT_SECONDS,
     TEARDOWN_MARGIN_MINUTES,
 )
 from config.images import ImagesConfig
+from config.kubernetes_support import version_support_synth_warnings
 from config.logs import LogsConfig
 from config.model.base import (
     ACCOUNT_PATTERN,
@@ -42,6 +47,7 @@ from config.model.route_rules import (
     check_pod_routed_ranges,
     check_route_targets,
     check_routes_of_each_pool,
+    route_precondition_warnings,
     route_preconditions,
 )
 from config.model.security_groups import SecurityGroupRuleConfig
@@ -61,6 +67,7 @@ from config.node_bootstrap_plan import (
 )
 from config.node_prefix import check_node_prefix_reservations
 from config.pod_enis import PoolInterfaces, own_eni_problem, reserved_enis, zero_pod_problems
+from config.synth_warnings import SYNTH_WARNINGS, SynthWarning, known_warning_id, warnings_of
 
 
 class ExtrasConfig(StrictModel):
@@ -108,6 +115,14 @@ class AppConfig(StrictModel):
     monitoring: MonitoringConfig = MonitoringConfig()
     images: ImagesConfig = ImagesConfig()
     logs: LogsConfig = LogsConfig()
+    acknowledged_warnings: list[Annotated[str, AfterValidator(known_warning_id)]] = Field(
+        default=[],
+        description="IDs of synth's warnings that were read and decided on, which synth and "
+        "`cdk deploy` then no longer print (each printed warning ends with its ID; a pipeline "
+        "environment's overrides may add its own). Known IDs: "
+        + "; ".join(f"{key} ({about})" for key, about in SYNTH_WARNINGS.items())
+        + ".",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -167,6 +182,27 @@ class AppConfig(StrictModel):
             for index, network in enumerate(self.multus.networks)
             if network.name not in attached
         ]
+
+    def synth_warnings(self, today: date) -> list[SynthWarning]:
+        """Every warning synth has about this config on `today` (UTC: EKS's support dates),
+        acknowledged or not (config/synth_warnings.py)."""
+        return [
+            *version_support_synth_warnings(self.cluster.kubernetes_version, today),
+            *warnings_of("no-cluster-admins", access_warnings(self.cluster.admin_principal_arns)),
+            *warnings_of(
+                "endpoint-open-to-the-world", endpoint_warnings(self.cluster.public_access_cidrs)
+            ),
+            *warnings_of("network-without-node-pool", self.warnings),
+            *route_precondition_warnings(self.multus.networks),
+            *warnings_of("images-pinned-by-tag", self.images.tag_only_host_images()),
+        ]
+
+    def unacknowledged_warnings(self, today: date) -> list[SynthWarning]:
+        """synth_warnings less those whose ID acknowledged_warnings lists."""
+        return [w for w in self.synth_warnings(today) if not self.acknowledges(w.id)]
+
+    def acknowledges(self, warning_id: str) -> bool:
+        return warning_id in self.acknowledged_warnings
 
     @property
     def route_preconditions(self) -> list[str]:

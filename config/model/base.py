@@ -12,9 +12,11 @@ from pydantic import (
     ConfigDict,
     model_validator,
 )
+from pydantic.config import JsonDict
 
 from config import instance_types, patterns
 from config.custom_resource_timing import LONGEST_TEARDOWN_TIMEOUT_MINUTES
+from config.messages import UNIT_KEY, UNIT_ONE_KEY, refuse_surrounding_whitespace
 
 # AWS keeps the first four addresses and the last one of every subnet for itself.
 AWS_RESERVED_HEAD = 4
@@ -56,6 +58,7 @@ _DURATION_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
 
 
 def _ipv4_network(value: str) -> str:
+    refuse_surrounding_whitespace(value)
     try:
         ipaddress.IPv4Network(value, strict=True)
     except ValueError as error:
@@ -70,6 +73,7 @@ Cidr = Annotated[str, AfterValidator(_ipv4_network)]
 
 
 def _ipv4_or_ipv6_network(value: str) -> str:
+    refuse_surrounding_whitespace(value)
     if ":" not in value:
         return _ipv4_network(value)
     try:
@@ -110,6 +114,7 @@ Gp3SizeGib = Annotated[int, AfterValidator(_gp3_size)]
 
 
 def _instance_type(value: str) -> str:
+    refuse_surrounding_whitespace(value)
     if value not in instance_types.ec2_instance_types():
         raise ValueError(
             f"{value!r} is not an EC2 instance type known to the EC2 API "
@@ -119,6 +124,12 @@ def _instance_type(value: str) -> str:
 
 
 InstanceType = Annotated[str, AfterValidator(_instance_type)]
+
+
+def unit(many: str, one: str | None = None) -> JsonDict:
+    """A number field's json_schema_extra naming what it counts (`one` for 1, default `many`):
+    the messages of its bounds and the reference page give the number with it."""
+    return {UNIT_KEY: many, UNIT_ONE_KEY: one or many}
 
 
 def duration_seconds(duration: str) -> int:
@@ -133,11 +144,12 @@ def net(cidr: str) -> ipaddress.IPv4Network:
     return ipaddress.IPv4Network(cidr)
 
 
-# Every config section rejects unknown keys (typos) and is immutable once validated.
 class StrictModel(BaseModel):
-    """Base of every config section: unknown keys (typos) are rejected, values are immutable."""
+    """Base of every config section: unknown keys (typos) are rejected, values are immutable
+    and taken only as their field's type (config/coercion.py, STRICT_SECTION)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # config/coercion.py's STRICT_SECTION, spelled out for mypy's pydantic plugin (frozen).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
     # Old key -> what replaced it: an old key fails with this text instead of "extra input".
     renamed_keys: ClassVar[dict[str, str]] = {}
 

@@ -29,6 +29,7 @@ from config.model.base import (
     InstanceType,
     KubernetesVersion,
     StrictModel,
+    unit,
 )
 
 
@@ -42,13 +43,29 @@ class SystemNodeGroupConfig(StrictModel):
     instance_types: list[InstanceType] = Field(
         default=["c5.large"], min_length=1, description="x86_64 instance types of the group."
     )
-    min_size: int = Field(default=1, ge=0, description="Fewest nodes of the group.")
-    desired_size: int = Field(
-        default=2, ge=0, description="Nodes the group runs; at least karpenter.replicas."
+    min_size: int = Field(
+        default=1,
+        ge=0,
+        json_schema_extra=unit("nodes", "node"),
+        description="Fewest nodes of the group.",
     )
-    max_size: int = Field(default=3, ge=1, description="Most nodes of the group.")
+    desired_size: int = Field(
+        default=2,
+        ge=0,
+        json_schema_extra=unit("nodes", "node"),
+        description="Nodes the group runs; at least karpenter.replicas.",
+    )
+    max_size: int = Field(
+        default=3,
+        ge=1,
+        json_schema_extra=unit("nodes", "node"),
+        description="Most nodes of the group.",
+    )
     root_volume_gib: Gp3SizeGib = Field(
-        default=20, ge=20, description="Encrypted gp3 root volume of each system node, in GiB."
+        default=20,
+        ge=20,
+        json_schema_extra=unit("GiB"),
+        description="Encrypted gp3 root volume of each system node, in GiB.",
     )
 
     @model_validator(mode="after")
@@ -134,6 +151,7 @@ class ClusterConfig(StrictModel):
     teardown_timeout_minutes: int = Field(
         default=30,
         ge=10,
+        json_schema_extra=unit("minutes", "minute"),
         description="How long `cdk destroy` waits for Karpenter's nodes and the Multus ENIs to "
         f"go before it fails listing what is left; at most {TEARDOWN_TIMEOUT_LIMIT_MINUTES}: "
         "CloudFormation waits at most an hour for a custom resource, and the Provider "

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from config.connection_tracking import TIMEOUT_LIMITS, ConnectionTracking
-from config.model.base import StrictModel
+from config.model.base import StrictModel, unit
 
 
 def _timeout(field: str, flows: str) -> Any:
@@ -17,6 +17,7 @@ def _timeout(field: str, flows: str) -> Any:
         default=None,
         ge=limit.minimum,
         le=limit.maximum,
+        json_schema_extra=unit("seconds", "second"),
         description=f"{flows}, {limit.minimum}-{limit.maximum} (EC2's default: {limit.default}).",
     )
 

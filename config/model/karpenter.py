@@ -13,6 +13,7 @@ from config.model.base import (
     _K8S_NAME,
     _MEMORY_QUANTITY,
     StrictModel,
+    unit,
 )
 
 
@@ -33,6 +34,7 @@ class KarpenterConfig(StrictModel):
     replicas: int = Field(
         default=2,
         ge=1,
+        json_schema_extra=unit("replicas", "replica"),
         description="Controller replicas, one per system node (at most "
         "cluster.system_node_group.desired_size).",
     )

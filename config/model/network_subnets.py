@@ -9,6 +9,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, model_validator
 
+from config.messages import refuse_surrounding_whitespace
 from config.model.base import (
     AWS_RESERVED_HEAD,
     AWS_RESERVED_TAIL,
@@ -16,11 +17,13 @@ from config.model.base import (
     StrictModel,
     SubnetCidr,
     net,
+    unit,
 )
 from config.network_plan import IPV6_SUBNET_PREFIX_LENGTH
 
 
 def _ipv4_address(value: str) -> str:
+    refuse_surrounding_whitespace(value)
     try:
         ipaddress.IPv4Address(value)
     except ValueError:
@@ -141,6 +144,7 @@ class NetworkIpv6Config(StrictModel):
         default=112,
         ge=IPV6_SUBNET_PREFIX_LENGTH + 1,
         le=ipaddress.IPV6LENGTH,
+        json_schema_extra=unit("bits", "bit"),
         description="Size of the pod range inside each subnet's /64 (default /112: 65,536 "
         "addresses, more than any node count can use).",
     )

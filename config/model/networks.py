@@ -27,6 +27,7 @@ from config.model.base import (
     Cidr,
     StrictModel,
     net,
+    unit,
 )
 from config.model.connection_tracking import ConnectionTrackingConfig
 from config.model.network_subnets import MultusSubnetConfig, NetworkIpv6Config
@@ -77,6 +78,7 @@ class MultusNetworkConfig(StrictModel):
     enis_per_node: int = Field(
         default=1,
         ge=1,
+        json_schema_extra=unit("ENIs", "ENI"),
         description="host-device only: ENIs of the network on each node of a pool attaching "
         "it, so pods of the network per node; each is named <interface name><k> on the node "
         "and reached through its own NAD <network>-<az>-<k>, k = 0..enis_per_node-1.",
@@ -106,6 +108,7 @@ class MultusNetworkConfig(StrictModel):
     prefixes_per_node: int | None = Field(
         default=None,
         ge=1,
+        json_schema_extra=unit("/28 prefixes", "/28 prefix"),
         description="node_prefix only: /28 prefixes on each node's ENI (default: enough for "
         "the max pods of the largest size, see config/node_prefix.py).",
     )
@@ -139,6 +142,7 @@ class MultusNetworkConfig(StrictModel):
         default=None,
         ge=MIN_MTU,
         le=VPC_MTU,
+        json_schema_extra=unit("bytes", "byte"),
         description="The MTU of the network's ENIs and of its pods' interfaces (the NADs' "
         "ipvlan), 1280-9001. Unset: the narrowest path of its routes: 9001 inside the VPC, "
         "8500 with a transit_gateway route, 1500 with a nat_gateway route, 1446 with a "
@@ -362,6 +366,20 @@ class MultusNetworkConfig(StrictModel):
                         f"pod_routed_ranges[{index}]: {cidr} is also routes[{position}]"
                         "'s destination; a route table holds one route per destination: "
                         "keep it in one of the two lists"
+                    )
+                if destination.version == routed.version and destination.overlaps(routed):
+                    # Both routes are in the network's route tables: the longest prefix wins,
+                    # so part of one range would go to the other's target (a UE pool inside
+                    # the data network's route, or a data network inside the UE pool).
+                    route = self.routes[position]
+                    target = route.target_id or "the NAT gateway"
+                    raise ValueError(
+                        f"pod_routed_ranges[{index}]: {cidr} overlaps routes[{position}]'s "
+                        f"destination {route.destination} (to {target}); "
+                        "both routes would be in the network's route tables, where the longest "
+                        "prefix wins, so part of one range would go to the other's target "
+                        "instead: keep the pod-routed range outside the network's routes (for "
+                        "example a UE pool 10.45.0.0/16 beside a data network 10.200.0.0/16)"
                     )
         return self
 

@@ -20,6 +20,7 @@ from config.model.base import (
     _MEMORY_QUANTITY,
     Gp3SizeGib,
     StrictModel,
+    unit,
 )
 from config.model.disruption import DisruptionConfig
 from config.model.karpenter import MAX_ENIS_BY_VCPUS
@@ -104,7 +105,10 @@ class NodePoolConfig(StrictModel):
         description="Pinned AL2023 release; never @latest (every release would replace nodes).",
     )
     root_volume_gib: Gp3SizeGib = Field(
-        default=20, ge=20, description="Encrypted gp3 root volume of each Karpenter node, in GiB."
+        default=20,
+        ge=20,
+        json_schema_extra=unit("GiB"),
+        description="Encrypted gp3 root volume of each Karpenter node, in GiB.",
     )
     termination_grace_period: str = Field(
         default="15m",

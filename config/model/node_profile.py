@@ -10,12 +10,13 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from config import patterns
-from config.model.base import StrictModel
+from config.model.base import StrictModel, unit
 from config.node_profile import (
     HUGEPAGE_2MI_MIB,
     NodeProfile,
     cpu_list,
     sysctl_problem,
+    sysctl_value_problem,
 )
 
 HUGEPAGES_1GI_REFUSAL = (
@@ -70,6 +71,7 @@ class NodeProfileConfig(StrictModel):
     hugepages_2mi: int = Field(
         default=0,
         ge=0,
+        json_schema_extra=unit("hugepages", "hugepage"),
         description=f"2 MiB hugepages reserved on each node before the kubelet starts "
         f"({HUGEPAGE_2MI_MIB} MiB each, taken from the memory pods can use); pods request them "
         "as hugepages-2Mi. A NodeOverlay tells Karpenter the pool's nodes have them (its alpha "
@@ -115,6 +117,22 @@ class NodeProfileConfig(StrictModel):
                 )
             cpu_list(reserved)
         return reserved
+
+    @field_validator("sysctls", mode="before")
+    @classmethod
+    def _one_number_each(cls, sysctls: object) -> object:
+        # Before the type check: its "should be a valid integer" would not say what form a
+        # setting takes (a multi-value sysctl such as tcp_rmem is "4096 87380 6291456").
+        if not isinstance(sysctls, dict):
+            return sysctls
+        problems = [
+            problem
+            for key, value in sysctls.items()
+            if (problem := sysctl_value_problem(str(key), value)) is not None
+        ]
+        if problems:
+            raise ValueError("\n".join(problems))
+        return sysctls
 
     @field_validator("sysctls")
     @classmethod

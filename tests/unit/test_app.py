@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import app
 from app import print_config_warnings
 from config import load_config
 from config.loader import LoadedConfig
+from config.synth_warnings import SYNTH_WARNINGS
 from node_bootstrap.renderer import deployed_size
 from tests.conftest import PIPELINE_SAMPLE, REPO
 
@@ -127,3 +129,68 @@ def test_synth_warns_on_stderr_about_a_kubernetes_minor_past_eks_standard_suppor
     on, whatever the day the suite runs, synth says so."""
     print_config_warnings(load_config({"config.cluster.kubernetes_version": "1.34"}, REPO))
     assert "cluster.kubernetes_version 1.34" in capsys.readouterr().err
+
+
+def test_each_warning_names_its_id_and_an_acknowledged_one_stays_quiet(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Issue #53: the seed's warnings printed on every synth with no way to say "read, decided".
+    print_config_warnings(load_config({}, REPO))
+    err = capsys.readouterr().err
+    assert "pinned by tag only" in err
+    assert 'acknowledged_warnings ["images-pinned-by-tag"]' in err
+    assert 'acknowledged_warnings ["no-cluster-admins"]' in err
+
+    acknowledged = {"config.acknowledged_warnings": '["images-pinned-by-tag"]'}
+    print_config_warnings(load_config(acknowledged, REPO))
+    err = capsys.readouterr().err
+    assert "pinned by tag only" not in err
+    assert "cluster.admin_principal_arns is empty" in err  # the others still print
+
+    both = {"config.acknowledged_warnings": '["images-pinned-by-tag", "no-cluster-admins"]'}
+    print_config_warnings(load_config(both, REPO))
+    assert capsys.readouterr().err == ""
+
+
+def test_a_pipeline_environment_acknowledges_warnings_in_its_overrides(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    loaded = load_config({"config_file": PIPELINE_SAMPLE}, REPO)
+    print_config_warnings(loaded)
+    err = capsys.readouterr().err
+    assert all(f"[Warning] {e.config.name}: " in err for e in loaded.environments)
+    ids = json.dumps(sorted(SYNTH_WARNINGS))
+    print_config_warnings(
+        load_config({"config_file": PIPELINE_SAMPLE, "config.acknowledged_warnings": ids}, REPO)
+    )
+    assert capsys.readouterr().err == ""
+
+
+def test_every_warning_of_the_app_has_a_known_id() -> None:
+    # A synth_warnings entry with an unknown ID fails at its creation (SynthWarning).
+    config = load_config(
+        {
+            "config.cluster.public_access_cidrs": '["0.0.0.0/0"]',
+            "config.cluster.kubernetes_version": "1.33",
+        },
+        REPO,
+    ).base
+    ids = {warning.id for warning in config.synth_warnings(date(2027, 8, 1))}
+    assert ids == {
+        "kubernetes-version-past-extended-support",
+        "no-cluster-admins",
+        "endpoint-open-to-the-world",
+        "images-pinned-by-tag",
+    }
+    assert ids <= set(SYNTH_WARNINGS)
+
+
+def test_an_acknowledged_admin_warning_is_no_deploy_annotation_either() -> None:
+    from stacks.cluster_props import eks_cluster_props
+
+    def warns(context: dict[str, str]) -> bool:
+        props = eks_cluster_props(load_config(context, REPO).base, vpc_id="vpc-1", node_subnets=[])
+        return props.warn_without_admins
+
+    assert warns({})
+    assert not warns({"config.acknowledged_warnings": '["no-cluster-admins"]'})

@@ -729,6 +729,50 @@ COVERED = [
         ),
         ("multus.networks[0].pod_routed_ranges[0]", "routes[0]", "one of the two lists"),
     ),
+    # Issue #53: the same range was refused, one inside the other accepted.
+    BadInput(
+        "pod-routed-range-inside-the-networks-own-route",
+        "accepted",
+        config(
+            {
+                "multus": {
+                    "networks": networks(
+                        pod_routed_ranges=["10.200.45.0/24"],
+                        routes=[
+                            {
+                                "destination": "10.200.0.0/16",
+                                "transit_gateway_id": "tgw-0123456789abcdef0",
+                            },
+                        ],
+                    )
+                }
+            }
+        ),
+        (
+            "multus.networks[0].pod_routed_ranges[0]: 10.200.45.0/24 overlaps routes[0]'s "
+            "destination 10.200.0.0/16 (to tgw-0123456789abcdef0)",
+            "the longest prefix wins",
+            "keep the pod-routed range outside the network's routes",
+        ),
+    ),
+    BadInput(
+        "route-inside-the-networks-own-pod-routed-range",
+        "accepted",
+        config(
+            {
+                "multus": {
+                    "networks": networks(
+                        pod_routed_ranges=["10.45.0.0/16"],
+                        routes=[{"destination": "10.45.128.0/17", "nat_gateway": True}],
+                    )
+                }
+            }
+        ),
+        (
+            "multus.networks[0].pod_routed_ranges[0]: 10.45.0.0/16 overlaps routes[0]'s "
+            "destination 10.45.128.0/17 (to the NAT gateway)",
+        ),
+    ),
     BadInput(
         "static-range-outside-its-reservation",
         "covered",
@@ -982,7 +1026,7 @@ NODE_POOLS = [
         "network-card-not-a-card-index",
         "node-pools",
         config({"multus": {"networks": networks(network_card=-1)}}),
-        ("multus.networks[0].network_card", "greater than or equal to 0"),
+        ("multus.networks[0].network_card: -1 is below what this field takes: at least 0",),
     ),
     BadInput(
         "old-node-pool-key-shows-the-new-form",
@@ -1087,7 +1131,7 @@ NODE_POOLS = [
         "pool-weight-above-karpenters-maximum",
         "node-pools",
         pool(weight=101),
-        ("node_pools[0].weight", "less than or equal to 100"),
+        ("node_pools[0].weight: 101 is above what this field takes: 1 to 100",),
     ),
     BadInput(
         "no-pool-at-all",
@@ -1194,6 +1238,27 @@ NODE_PROFILE = [
         "covered",
         pool(node_profile={"sysctls": {"kernel.sysrq": 1}}),
         (f"{PROFILE}.sysctls", "'kernel.sysrq' is not", "allowed: net.core.rmem_default"),
+    ),
+    # Issue #53: was "Input should be a valid integer", without the form a setting takes.
+    BadInput(
+        "node-profile-sysctl-of-several-values",
+        "unclear",
+        pool(node_profile={"sysctls": {"net.ipv4.tcp_rmem": "4096 87380 6291456"}}),
+        (
+            f"{PROFILE}.sysctls: net.ipv4.tcp_rmem = '4096 87380 6291456': 3 numbers in one value",
+            "each take one whole number, written without quotes",
+            "such as net.ipv4.tcp_rmem (min default max), are not among the allowed keys",
+            "net.core.rmem_max",
+        ),
+    ),
+    BadInput(
+        "node-profile-sysctl-number-in-quotes",
+        "unclear",
+        pool(node_profile={"sysctls": {"net.core.rmem_max": "16777216"}}),
+        (
+            f"{PROFILE}.sysctls: net.core.rmem_max = '16777216': a number in quotes",
+            "write it without quotes: net.core.rmem_max: 16777216",
+        ),
     ),
 ]
 
@@ -1572,11 +1637,50 @@ ROUTES = [
             "RAN's or data network's range",
         ),
     ),
+    # A summary route around the VPC passes (test_valid_edges.py); the VPC's own block does not.
     BadInput(
-        "route-destination-around-the-vpc",
+        "route-destination-is-the-vpc-cidr",
         "routes",
-        routes({"destination": "10.0.0.0/8", "transit_gateway_id": TGW}),
-        ("multus.networks[0] (multus1).routes[0].destination", "overlaps the VPC CIDR"),
+        routes({"destination": "10.0.0.0/16", "transit_gateway_id": TGW}),
+        (
+            "multus.networks[0] (multus1).routes[0].destination",
+            "overlaps the VPC CIDR 10.0.0.0/16",
+            "or a summary around the VPC",
+        ),
+    ),
+    BadInput(
+        "summary-route-around-the-networks-own-ue-pool",
+        "routes",
+        routes(
+            {"destination": "10.0.0.0/8", "transit_gateway_id": TGW},
+            pod_routed_ranges=["10.45.0.0/16"],
+        ),
+        (
+            "multus.networks[0].pod_routed_ranges[0]: 10.45.0.0/16 overlaps routes[0]'s "
+            "destination 10.0.0.0/8",
+        ),
+    ),
+    BadInput(
+        "summary-route-around-a-ue-pool-of-the-pool",
+        "routes",
+        config(
+            {
+                "multus": {
+                    "networks": [
+                        {
+                            **networks()[0],
+                            "routes": [{"destination": "10.0.0.0/8", "transit_gateway_id": TGW}],
+                        },
+                        {**networks()[1], "pod_routed_ranges": ["10.45.0.0/16"]},
+                    ]
+                }
+            }
+        ),
+        (
+            "node_pools[0] (multus): its nodes attach multus2 and multus1",
+            "pod_routed_ranges[0] 10.45.0.0/16 overlaps multus.networks[0] (multus1).routes[0] "
+            "10.0.0.0/8",
+        ),
     ),
     BadInput(
         "route-destination-twice-in-a-network",
@@ -1630,6 +1734,49 @@ ROUTES = [
             "the overlapping 10.200.0.0/16 and 10.200.4.0/24",
             "route the range on one of them",
         ),
+    ),
+    # Issue #53: two networks' overlapping routes were refused, a UE pool equal to the RAN
+    # range routed on the pool's other network accepted.
+    BadInput(
+        "pod-routed-range-routed-on-another-network-of-the-pool",
+        "accepted",
+        config(
+            {
+                "multus": {
+                    "networks": [
+                        {
+                            **networks()[0],
+                            "routes": [{"destination": "10.200.0.0/16", "transit_gateway_id": TGW}],
+                        },
+                        {**networks()[1], "pod_routed_ranges": ["10.200.0.0/16"]},
+                    ]
+                }
+            }
+        ),
+        (
+            "node_pools[0] (multus): its nodes attach multus2 and multus1",
+            "multus.networks[1] (multus2).pod_routed_ranges[0] 10.200.0.0/16 overlaps "
+            "multus.networks[0] (multus1).routes[0] 10.200.0.0/16",
+            "attach the networks in different pools",
+        ),
+    ),
+    BadInput(
+        "route-inside-a-pod-routed-range-of-another-network-of-the-pool",
+        "accepted",
+        config(
+            {
+                "multus": {
+                    "networks": [
+                        {**networks()[0], "pod_routed_ranges": ["10.45.0.0/16"]},
+                        {
+                            **networks()[1],
+                            "routes": [{"destination": "10.45.7.0/24", "nat_gateway": True}],
+                        },
+                    ]
+                }
+            }
+        ),
+        ("multus.networks[0] (multus1).pod_routed_ranges[0] 10.45.0.0/16 overlaps",),
     ),
     BadInput(
         "route-without-a-target",
@@ -1723,7 +1870,7 @@ DUAL_STACK = [
         "ipv6-pod-range-as-large-as-the-64",
         "covered",
         dual_stack(ipv6={"pod_range_prefix_length": 64}),
-        (f"{NETWORK}.ipv6.pod_range_prefix_length", "greater than or equal to 65"),
+        (f"{NETWORK}.ipv6.pod_range_prefix_length: 64 bits is below", "65 to 128 bits"),
     ),
     BadInput(
         "ipv6-pod-range-of-half-the-64",
@@ -1735,7 +1882,7 @@ DUAL_STACK = [
         "ipv6-pod-range-offset-zero-holds-aws-addresses",
         "covered",
         dual_stack(ipv6={"pod_range_offset": 0}),
-        (f"{NETWORK}.ipv6.pod_range_offset", "greater than or equal to 1"),
+        (f"{NETWORK}.ipv6.pod_range_offset: 0 is below what this field takes: at least 1",),
     ),
     BadInput(
         "ipv6-pod-range-offset-past-the-64",
@@ -2112,6 +2259,165 @@ ADDONS = [
     ),
 ]
 
+# Issue #53: a value of another type than its field's was coerced ("yes" became true, "32" the
+# number 32, 1 true, 8.0 the whole number 8): JSON and YAML values are taken only as their
+# field's type (config/coercion.py, STRICT_SECTION); `-c` texts are typed by config/overrides.py.
+COERCIONS = [
+    BadInput(
+        "boolean-given-as-text",
+        "accepted",
+        config({"monitoring": {"prometheus_operator": "yes"}}),
+        (
+            "monitoring.prometheus_operator: 'yes' is text",
+            "takes true or false",
+            "write true without quotes",
+        ),
+    ),
+    BadInput(
+        "quoted-yaml-boolean",
+        "accepted",
+        {"config_file": "quoted.yaml"},
+        ("monitoring.prometheus_operator: 'false' is text", "write false without quotes"),
+        files={"quoted.yaml": b'monitoring:\n  prometheus_operator: "false"\n'},
+    ),
+    BadInput(
+        "boolean-given-as-a-number",
+        "accepted",
+        config({"monitoring": {"prometheus_operator": 1}}),
+        ("monitoring.prometheus_operator: 1 is a number", "takes true or false"),
+    ),
+    BadInput(
+        "vcpu-count-given-as-text",
+        "accepted",
+        pool(instance_cpus=[16, "32"]),
+        (
+            "node_pools[0].instance_cpus[1]: '32' is text",
+            "takes a whole number",
+            "write 32 without quotes",
+        ),
+    ),
+    BadInput(
+        "count-given-as-a-boolean",
+        "accepted",
+        config({"karpenter": {"replicas": True}}),
+        ("karpenter.replicas: true is a boolean", "takes a whole number"),
+    ),
+    BadInput(
+        "count-with-a-decimal-point",
+        "accepted",
+        # In a file: a context value crosses jsii as a JavaScript number, which has no 30.0.
+        {"config_file": "decimal.json"},
+        ("cluster.teardown_timeout_minutes: 30.0 has a decimal point", "write 30"),
+        files={"decimal.json": b'{"cluster": {"teardown_timeout_minutes": 30.0}}'},
+    ),
+    BadInput(
+        "command-line-boolean-that-is-no-boolean",
+        "accepted",
+        {"config.monitoring.prometheus_operator": "maybe"},
+        ("monitoring.prometheus_operator: 'maybe' is text", "write true or false"),
+    ),
+    BadInput(
+        "every-coerced-value-in-one-run",
+        "accepted",
+        config(
+            {
+                "monitoring": {"prometheus_operator": "yes"},
+                "node_pools": [{"name": "multus", "instance_cpus": [16, "32"]}],
+            }
+        ),
+        ("monitoring.prometheus_operator: 'yes'", "node_pools[0].instance_cpus[1]: '32'"),
+    ),
+]
+
+# Issue #53: a trailing space gave "'16 ' is not a valid netmask", and bounds came without their
+# unit ("Input should be greater than or equal to 10"): config/messages.py says both.
+MESSAGES = [
+    BadInput(
+        "cidr-with-a-trailing-space",
+        "unclear",
+        config({"vpc": {"cidr": "10.0.0.0/16 "}}),
+        (
+            "vpc.cidr: '10.0.0.0/16 ' has surrounding whitespace (at its end)",
+            "write '10.0.0.0/16'",
+        ),
+    ),
+    BadInput(
+        "list-item-with-a-leading-space",
+        "unclear",
+        {"config.vpc.public_subnet_cidrs": '[" 10.0.0.0/24", "10.0.1.0/24"]'},
+        ("vpc.public_subnet_cidrs[0]: ' 10.0.0.0/24' has surrounding whitespace (at its start)",),
+    ),
+    BadInput(
+        "choice-with-surrounding-whitespace",
+        "unclear",
+        config({"vpc": {"nat_gateways": " single\t"}}),
+        ("vpc.nat_gateways: ' single\\t' has surrounding whitespace (at its start and its end)",),
+    ),
+    BadInput(
+        "teardown-bound-below-its-minimum",
+        "unclear",
+        {"config.cluster.teardown_timeout_minutes": "5"},
+        (
+            "cluster.teardown_timeout_minutes: 5 minutes is below what this field takes",
+            "at least 10 minutes",
+        ),
+    ),
+    BadInput(
+        "system-disk-below-its-minimum",
+        "unclear",
+        {"config.cluster.system_node_group.root_volume_gib": "8"},
+        ("cluster.system_node_group.root_volume_gib: 8 GiB is below", "at least 20 GiB"),
+    ),
+    BadInput(
+        "connection-tracking-timeout-below-ec2s-minimum",
+        "unclear",
+        config({"multus": {"networks": networks(connection_tracking={"udp_timeout": 1})}}),
+        (
+            "multus.networks[0].connection_tracking.udp_timeout: 1 second is below",
+            "30 to 60 seconds",
+        ),
+    ),
+    BadInput(
+        "mtu-above-the-vpcs",
+        "unclear",
+        config({"multus": {"networks": networks(mtu=9500)}}),
+        ("multus.networks[0].mtu: 9500 bytes is above", "1280 to 9001 bytes"),
+    ),
+    BadInput(
+        "negative-hugepages",
+        "unclear",
+        pool(node_profile={"hugepages_2mi": -1}),
+        ("node_pools[0].node_profile.hugepages_2mi: -1 hugepages is below", "at least 0"),
+    ),
+    BadInput(
+        "weight-without-a-unit",
+        "unclear",
+        pool(weight=0),
+        ("node_pools[0].weight: 0 is below what this field takes: 1 to 100",),
+    ),
+]
+
+# Issue #53: warnings are acknowledged by ID (config/synth_warnings.py).
+WARNINGS = [
+    BadInput(
+        "acknowledged-warning-id-misspelled",
+        "warnings",
+        config({"acknowledged_warnings": ["images-pinned-by-tags"]}),
+        (
+            "acknowledged_warnings[0]: 'images-pinned-by-tags' is not a warning ID",
+            "did you mean 'images-pinned-by-tag'?",
+            "the known ones are kubernetes-version-without-support-dates, ",
+            "no-cluster-admins",
+        ),
+    ),
+    BadInput(
+        "acknowledged-warning-id-unknown",
+        "warnings",
+        {"config.acknowledged_warnings": '["no-cluster-admins", "everything"]'},
+        ("acknowledged_warnings[1]: 'everything' is not a warning ID; the known ones are",),
+    ),
+]
+
 CASES = (
     ACCEPTED
     + TRACEBACKS
@@ -2128,6 +2434,9 @@ CASES = (
     + BUDGET_SCHEDULES
     + RESERVED_ENIS
     + ADDONS
+    + COERCIONS
+    + MESSAGES
+    + WARNINGS
 )
 # Run as a real `python app.py` too: exit status and stderr end to end.
 IN_A_PROCESS = {

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, get_args
 
+import annotated_types
 import pytest
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic.fields import FieldInfo
 
 from config.messages import describe_errors, element_type, model_at
-from config.model import StrictModel
+from config.model import AppConfig, StrictModel
 from config.patterns import KUBERNETES_NAME
+from config.pipeline import PipelineConfig
 
 
 class Inner(StrictModel):
@@ -178,3 +181,49 @@ def test_an_unknown_key_is_named_as_written() -> None:
     assert describe({".inner": 1})[1:] == [
         "  - .inner: unknown key; did you mean 'inner'?",
     ]
+
+
+def _bounded_fields(model: type[BaseModel], path: str = "") -> list[tuple[str, FieldInfo]]:
+    """(dotted path, field) of every field with a Ge/Gt/Le/Lt bound under `model`."""
+    found = []
+    for name, field in model.model_fields.items():
+        if any(isinstance(item, BOUNDS) for item in field.metadata):
+            found.append((f"{path}{name}", field))
+        for member in get_args(field.annotation) or (field.annotation,):
+            nested = element_type(member)
+            if isinstance(nested, type) and issubclass(nested, BaseModel):
+                found += _bounded_fields(nested, f"{path}{name}.")
+    return found
+
+
+BOUNDS = (annotated_types.Ge, annotated_types.Gt, annotated_types.Le, annotated_types.Lt)
+# Bounded numbers that count nothing: a priority, an index.
+UNITLESS = {
+    "node_pools.weight",
+    "multus.networks.network_card",
+    "multus.networks.ipv6.pod_range_offset",
+}
+
+
+def test_every_bounded_number_names_its_unit_or_counts_nothing() -> None:
+    # Issue #53: "Input should be greater than or equal to 10" did not say 10 of what.
+    fields = dict(_bounded_fields(AppConfig) + _bounded_fields(PipelineConfig, "pipeline."))
+    assert "cluster.teardown_timeout_minutes" in fields
+    missing = sorted(
+        path
+        for path, field in fields.items()
+        if path not in UNITLESS and not isinstance(field.json_schema_extra, dict)
+    )
+    assert missing == []
+    assert set(fields) >= UNITLESS
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({"inner": {"size": "2"}}, "inner.size: '2' is text, but this field takes a whole number"),
+        ({"name": "ok "}, "name: 'ok ' has surrounding whitespace (at its end)"),
+    ],
+)
+def test_a_value_that_is_text_or_padded_says_so(raw: dict[str, Any], expected: str) -> None:
+    assert expected in message_for(raw)

@@ -164,7 +164,7 @@ def test_prefixes_per_node_is_at_least_one() -> None:
     raw["multus"]["networks"][1]["prefixes_per_node"] = 0
     message = error_for(raw)
     assert "multus.networks[1].prefixes_per_node" in message, message
-    assert "greater than or equal to 1" in message, message
+    assert "0 /28 prefixes is below what this field takes: at least 1 /28 prefix" in message
 
 
 def test_prefixes_per_node_must_fit_one_eni_of_the_smallest_size() -> None:

@@ -9,11 +9,12 @@ characters; Linux interface names at most 15 (IFNAMSIZ - 1)."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any, Literal, get_args
 
 import pytest
 
-from config import ConfigError, parse_config
+from config import ConfigError, load_config, parse_config
 from config.logs import LogRetention
 from config.model import MultusSubnetConfig, VpcConfig
 from config.network_plan import network_plan
@@ -102,7 +103,7 @@ def test_counts_below_their_minimum_are_refused(path: str, value: int) -> None:
         raw["cluster"]["system_node_group"]["desired_size"] = min(value, 0)
     message = error_for(raw)
     assert f"{path}: " in message, message
-    assert "greater than or equal to" in message, message
+    assert "is below what this field takes: at least" in message, message
 
 
 @pytest.mark.parametrize(
@@ -814,7 +815,8 @@ def test_route_target_ids_have_8_or_17_hex_digits(key: str, digits: int, accepte
         ("10.0.0.0/32", False),
         ("10.0.255.255/32", False),
         ("10.1.0.0/32", True),  # the first after it
-        ("10.0.0.0/15", False),  # around it
+        ("10.0.0.0/16", False),  # the VPC's own block: its local route's
+        ("10.0.0.0/15", True),  # around it: a summary route, the local route wins inside
         ("128.0.0.0/1", True),  # half the address space, but not the default route
         ("0.0.0.0/0", False),
     ],
@@ -1096,3 +1098,88 @@ def test_a_pool_whose_smallest_size_keeps_one_interface_after_reserved_enis_pass
     config = parse_config(raw)
     assert config.reserved_enis == 3
     assert [pool.max_enis_of_smallest_size for pool in config.node_pools] == [4, 4, 4]
+
+
+@pytest.mark.parametrize(
+    ("document", "operator", "cpus"),
+    [
+        # YAML 1.1 (PyYAML's SafeLoader) reads an unquoted yes as the boolean true.
+        (
+            b"monitoring:\n  prometheus_operator: yes\nnode_pools:\n- name: multus\n"
+            b"  instance_cpus: [16, 32]\n",
+            True,
+            [16, 32],
+        ),
+        (
+            b'{"monitoring": {"prometheus_operator": false}, '
+            b'"node_pools": [{"name": "multus", "instance_cpus": [2]}]}',
+            False,
+            [2],
+        ),
+    ],
+)
+def test_booleans_and_numbers_written_as_such_pass(
+    document: bytes, operator: bool, cpus: list[int], tmp_path: Path
+) -> None:
+    # The refusal of "yes" and "32" (test_bad_input.py, COERCIONS) keeps the typed values.
+    path = tmp_path / ("config.yaml" if document.startswith(b"m") else "config.json")
+    path.write_bytes(document)
+    config = load_config({"config_file": str(path)}, tmp_path).base
+    assert config.monitoring.prometheus_operator is operator
+    assert config.node_pools[0].instance_cpus == cpus
+
+
+SUMMARY_BEYOND_THE_VPC = [
+    "10.1.0.0/16",
+    "10.2.0.0/15",
+    "10.4.0.0/14",
+    "10.8.0.0/13",
+    "10.16.0.0/12",
+    "10.32.0.0/11",
+    "10.64.0.0/10",
+    "10.128.0.0/9",
+]
+
+
+def test_a_summary_route_around_the_vpc_passes_and_pods_route_only_its_parts_beyond() -> None:
+    # EC2 takes 10.0.0.0/8 in a table whose local route is 10.0.0.0/16: the longest prefix wins
+    # for the VPC's addresses (VPC User Guide, route tables, "Route priority"). In a pod's main
+    # table nothing more specific keeps the VPC on eth0, so the pod gets the parts beyond it.
+    from charts.nad_cni_configs import cni_configs
+    from stacks.cluster_props import network_attachment
+
+    tgw = "tgw-0123456789abcdef0"
+    raw = with_networks(
+        one_network(routes=[{"destination": "10.0.0.0/8", "transit_gateway_id": tgw}]),
+        {**one_network(name="multus2", subnets=subnets(6)), "pod_routed_ranges": ["172.16.0.0/16"]},
+    )
+    config = parse_config(raw)
+    row = network_plan(config)[0]
+    assert row.routes[0].destination == "10.0.0.0/8"  # the route table's route, whole
+    assert list(row.routes[0].pod_destinations) == SUMMARY_BEYOND_THE_VPC
+    ipvlan, _, pod_ip = cni_configs(network_attachment(row))[0]["plugins"]
+    assert ipvlan["ipam"]["routes"] == [{"dst": "10.0.0.0/8", "gw": "10.0.4.1"}]
+    assert pod_ip["mainTableRoutes"] == [
+        {"dst": cidr, "gw": "10.0.4.1"} for cidr in SUMMARY_BEYOND_THE_VPC
+    ]
+
+
+def test_a_route_beside_the_vpc_keeps_its_whole_destination_in_the_pods() -> None:
+    raw = with_networks(one_network(routes=[{"destination": "10.200.0.0/16", "nat_gateway": True}]))
+    route = network_plan(parse_config(raw))[0].routes[0]
+    assert route.pod_destinations == ("10.200.0.0/16",)
+
+
+def test_a_ue_pool_may_equal_a_range_routed_by_a_network_of_another_pool() -> None:
+    # As two routes may (the RAN over N2 from the control pool, over N3 from the UPF's): the
+    # pool rule only refuses a pod on both networks.
+    raw = with_networks(
+        one_network(routes=[{"destination": "10.200.0.0/16", "nat_gateway": True}]),
+        {**one_network(name="multus2", subnets=subnets(6)), "pod_routed_ranges": ["10.200.0.0/16"]},
+    )
+    raw["node_pools"] = [
+        {**raw["node_pools"][0], "name": "control", "networks": ["multus1"]},
+        {**raw["node_pools"][0], "name": "upf", "networks": ["multus2"]},
+    ]
+    config = parse_config(raw)
+    assert [pool.networks for pool in config.node_pools] == [["multus1"], ["multus2"]]
