@@ -13,7 +13,9 @@ What each needs, read at the source:
   script/install-cni.sh sets to WHEREABOUTS_NAMESPACE (pkg/storage/kubernetes/ipam.go:
   newLeaderElector; client-go's LeaseLock gets, creates and updates it); the reconcilers list
   pods and nodes; the plugin reads NADs; events.
-- cleartaints: gets its node and patches it (the ValidatingAdmissionPolicy narrows the patch).
+- cleartaints: gets its node and patches it, and deletes NodeClaims (its two
+  ValidatingAdmissionPolicies narrow the patch to the startup taint of its own node, the
+  delete to its own node's claim).
 - The pod IP agent has no token (automountServiceAccountToken: false)."""
 
 from __future__ import annotations
@@ -57,7 +59,9 @@ WHEREABOUTS_CLUSTER = (
     | {(g, r, v) for g, r in EVENTS for v in ("create", "patch", "update", "get")}
 )
 WHEREABOUTS_OWN_NAMESPACE = rules("coordination.k8s.io", ("leases",), ("get", "create", "update"))
-CLEARTAINTS = rules("", ("nodes",), ("get", "patch"))
+CLEARTAINTS = rules("", ("nodes",), ("get", "patch")) | rules(
+    "karpenter.sh", ("nodeclaims",), ("delete",)
+)
 
 # (namespace, service account) -> namespace asked in -> every rule it must hold there, no more
 EXPECTED: dict[tuple[str, str], dict[str, set[Rule]]] = {
