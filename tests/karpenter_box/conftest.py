@@ -6,7 +6,7 @@ session. Without Go the tier skips and says why; under CI=true it fails instead.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -14,14 +14,17 @@ import pytest
 from testing_support.cluster_box.build import BuildError
 from testing_support.karpenter_box.app_world import AppTemplates
 from testing_support.karpenter_box.box import KarpenterBox, running_karpenter_box
-from tests.conftest import SynthesizedApp
+from tests.conftest import SynthesizedApp, shared_state_tier
+
+#: The tier's boxes, stopped once its last test ran (not at the session's end: each box's
+#: controller and kubelet player would go on polling beside the other tiers' tests).
+_BOXES = ExitStack()
 
 
-def started_box(app: SynthesizedApp, directory: Path) -> Iterator[KarpenterBox]:
+def started_box(app: SynthesizedApp, directory: Path) -> KarpenterBox:
     templates = AppTemplates.of_stage(app.stage, app.stage.outdir)
     try:
-        with running_karpenter_box(directory, templates) as box:
-            yield box
+        return _BOXES.enter_context(running_karpenter_box(directory, templates))
     except BuildError as error:
         if os.environ.get("CI"):
             pytest.fail(f"Karpenter box: {error}")
@@ -31,21 +34,26 @@ def started_box(app: SynthesizedApp, directory: Path) -> Iterator[KarpenterBox]:
 @pytest.fixture(scope="session")
 def default_box(
     default_app: SynthesizedApp, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[KarpenterBox]:
-    yield from started_box(default_app, tmp_path_factory.mktemp("karpenter-box"))
+) -> KarpenterBox:
+    return started_box(default_app, tmp_path_factory.mktemp("karpenter-box"))
 
 
 @pytest.fixture(scope="session")
 def five_g_core_box(
     five_g_core_app: SynthesizedApp, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[KarpenterBox]:
-    yield from started_box(five_g_core_app, tmp_path_factory.mktemp("karpenter-box-5g"))
+) -> KarpenterBox:
+    return started_box(five_g_core_app, tmp_path_factory.mktemp("karpenter-box-5g"))
 
 
 @pytest.fixture(scope="session")
 def three_by_three_box(
     three_by_three_app: SynthesizedApp, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[KarpenterBox]:
+) -> KarpenterBox:
     """examples/three-az-three-networks.json: one pool attaching three Multus networks, so
     Karpenter's reservedENIs is 3."""
-    yield from started_box(three_by_three_app, tmp_path_factory.mktemp("karpenter-box-3x3"))
+    return started_box(three_by_three_app, tmp_path_factory.mktemp("karpenter-box-3x3"))
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if nextitem is None or shared_state_tier(nextitem.nodeid) != "karpenter_box":
+        _BOXES.close()

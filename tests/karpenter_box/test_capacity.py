@@ -48,7 +48,10 @@ def mebibytes(quantity: str) -> int:
 def registered(box: KarpenterBox, pool: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     found = []
     for claim in claims(box, pool):
-        if claim.get("status", {}).get("providerID") and (node := node_of(box, claim)):
+        node = node_of(box, claim) if claim.get("status", {}).get("allocatable") else None
+        # A Node the kubelet player created but whose status it has not yet written is not
+        # registered yet.
+        if node is not None and node.get("status", {}).get("allocatable"):
             found.append((claim, node))
     return found
 
