@@ -6,6 +6,7 @@ session. Without Go the tier skips and says why; under CI=true it fails instead.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -54,6 +55,9 @@ def three_by_three_box(
     return started_box(three_by_three_app, tmp_path_factory.mktemp("karpenter-box-3x3"))
 
 
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After the tier's last test and its fixtures' teardown, the boxes stop."""
+    yield
     if nextitem is None or shared_state_tier(nextitem.nodeid) != "karpenter_box":
         _BOXES.close()

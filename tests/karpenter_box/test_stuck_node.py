@@ -73,26 +73,13 @@ def test_a_stuck_node_is_replaced_by_karpenter(default_box: KarpenterBox, short_
     known = {c["metadata"]["name"] for c in claims(box, pool)}
     box.kubelet.stuck_pools.add(pool)
     pod = pool_pod("waits-for-a-ready-node", node_pools(box)[pool])
-    # Not on a node earlier tests left: the pod needs a node of its own.
-    others = [n["metadata"]["name"] for n in box.api.items("/api/v1/nodes")]
-    if others:
-        pod["spec"]["affinity"] = {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {
-                                    "key": "kubernetes.io/hostname",
-                                    "operator": "NotIn",
-                                    "values": others,
-                                }
-                            ]
-                        }
-                    ]
-                }
-            }
-        }
+    # Not on a node earlier tests left: the pod needs a node of its own. Cordoned, they get
+    # node.kubernetes.io/unschedulable (the node lifecycle controller), which the pod does not
+    # tolerate, so neither the scheduler nor Karpenter's simulation places it there.
+    for node in box.api.items("/api/v1/nodes"):
+        box.api.merge_patch(
+            f"/api/v1/nodes/{node['metadata']['name']}", {"spec": {"unschedulable": True}}
+        )
     create_pod(box, pod)
     try:
         stuck = launched(box, pool, known)
