@@ -99,6 +99,17 @@ def launched_names(box: KarpenterBox, pool: str) -> set[str]:
     return {c["metadata"]["name"] for c in claims(box, pool) if c.get("status", {}).get("nodeName")}
 
 
+def registered_claims(box: KarpenterBox, pool: str) -> set[str]:
+    """The names of the pool's NodeClaims whose node registered, once there is one."""
+    names: set[str] = wait_for(
+        lambda: launched_names(box, pool),
+        LAUNCH_SECONDS,
+        f"a registered NodeClaim of pool {pool}",
+        lambda: claims(box, pool),
+    )
+    return names
+
+
 def create_pod(box: KarpenterBox, pod: dict[str, Any]) -> None:
     box.api.create(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods", pod)
 

@@ -22,6 +22,7 @@ from tests.karpenter_box.pools import (
     deployment,
     launched_names,
     node_pools,
+    registered_claims,
     settle,
 )
 
@@ -61,16 +62,6 @@ def drift_budget(hours_ago: int, duration: str) -> dict[str, Any]:
         "schedule": f"{start.minute} {start.hour} * * *",
         "duration": duration,
     }
-
-
-def registered_claims(box: KarpenterBox, pool: str) -> set[str]:
-    names: set[str] = wait_for(
-        lambda: launched_names(box, pool),
-        DRIFT_SECONDS,
-        f"a registered NodeClaim of pool {pool}",
-        lambda: claims(box, pool),
-    )
-    return names
 
 
 @pytest.fixture(scope="module")

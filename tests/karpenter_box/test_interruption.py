@@ -23,6 +23,7 @@ from tests.karpenter_box.pools import (
     deployment,
     launched_names,
     node_pools,
+    registered_claims,
 )
 
 pytestmark = pytest.mark.karpenter_box
@@ -70,12 +71,7 @@ def test_a_scheduled_change_on_the_queue_replaces_the_node(default_box: Karpente
     (name, pool) = next(iter(node_pools(box).items()))
     box.api.create("/apis/apps/v1/namespaces/default/deployments", deployment("interrupted", pool))
     try:
-        names: set[str] = wait_for(
-            lambda: launched_names(box, name),
-            LAUNCH_SECONDS,
-            "a registered claim",
-            lambda: claims(box, name),
-        )
+        names = registered_claims(box, name)
         claim = next(c for c in claims(box, name) if c["metadata"]["name"] in names)
         instance = instance_id(claim["status"]["providerID"])
         sqs = box.emulator.moto_client("sqs")

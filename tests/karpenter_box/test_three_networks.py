@@ -28,20 +28,19 @@ from config.pod_enis import pod_interfaces
 from node_bootstrap.renderer import CLUSTER_TAG_KEY, NETWORK_TAG_KEY
 from testing_support.iam_call_level import resolver
 from testing_support.karpenter_box.box import KarpenterBox
-from testing_support.karpenter_box.kubelet import instance_id, wait_for
+from testing_support.karpenter_box.kubelet import instance_id
 from testing_support.multus_emulator import NODE_CREDENTIALS, REGION
 from testing_support.teardown_emulation import TEARDOWN_CREDENTIALS, leaked_multus_eni
 from tests.karpenter_box.pools import (
-    LAUNCH_SECONDS,
     claims,
     create_pod,
     delete_pod,
     deployment,
     get_pod,
     launched,
-    launched_names,
     node_pools,
     pool_pod,
+    registered_claims,
     settle,
 )
 
@@ -188,12 +187,7 @@ def test_teardown_drains_through_karpenter_and_leaves_nothing_of_the_cluster(
 ) -> None:
     (name, pool) = next(iter(node_pools(box).items()))
     box.api.create("/apis/apps/v1/namespaces/default/deployments", deployment("torn-down", pool))
-    names: set[str] = wait_for(
-        lambda: launched_names(box, name),
-        LAUNCH_SECONDS,
-        "a registered claim",
-        lambda: claims(box, name),
-    )
+    names = registered_claims(box, name)
     claim = next(c for c in claims(box, name) if c["metadata"]["name"] in names)
     instance = instance_id(claim["status"]["providerID"])
     # The node's bootstrap, from the user data Karpenter merged into its launch template, gives
