@@ -9,7 +9,8 @@ but the evidence the config keeps (AuditLogGroup).
   creates outside CloudFormation, keeps forever and leaves behind. Each such function (aws-cdk-lib's
   own handlers and providers included) gets a log group of its stack with that retention.
 - An AuditLogGroup (the control-plane logs, the VPC flow logs) keeps its own retention and
-  removal policy: retained by default (config logs.keep_audit_logs_on_destroy).
+  removal policy: retained by default (config logs.keep_audit_logs_on_destroy), except when the
+  deploy that created it rolls back (RetainExceptOnCreate).
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ KMS_PENDING_WINDOW_DAYS = 7
 
 class AuditLogGroup(logs.LogGroup):
     """A log group of evidence: destroy keeps it when `keep_on_destroy`, and RemovedWithStack
-    leaves its retention and removal policy as given."""
+    leaves its retention and removal policy as given.
+
+    Kept means DeletionPolicy RetainExceptOnCreate (RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE),
+    not Retain: a stack whose first deploy fails rolls back the group it just created, so the
+    retry can create it again; with Retain the group of the fixed name /aws/eks/<cluster>/cluster
+    would stay and the retry fail with "already exists" (CloudFormation user guide,
+    DeletionPolicy attribute: RetainExceptOnCreate "retains the resource ... except if the
+    resource was created in the same stack operation that is rolling back"). A group created by
+    an earlier deploy is kept on delete as before."""
 
     def __init__(
         self,
@@ -44,7 +53,9 @@ class AuditLogGroup(logs.LogGroup):
             construct_id,
             log_group_name=log_group_name,
             retention=retention,
-            removal_policy=RemovalPolicy.RETAIN if keep_on_destroy else RemovalPolicy.DESTROY,
+            removal_policy=RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE
+            if keep_on_destroy
+            else RemovalPolicy.DESTROY,
         )
 
 

@@ -188,6 +188,10 @@ class ClearTaintsNodes:
         return pool_object_name("cleartaints", self.pool)
 
 
+#: The namespace the chart creates for its DaemonSets (the alerts' runbooks name it).
+CLEARTAINTS_NAMESPACE = "cleartaints"
+
+
 @dataclass(frozen=True)
 class ClearTaintsProps:
     """image: Amazon Linux 2023 (needs bash and curl).
@@ -207,7 +211,7 @@ class ClearTaintsProps:
     cni_binaries_hint: str = (
         "installed by the VPC CNI add-on v1.20.4 or later, Whereabouts and multus-pod-ips"
     )
-    namespace: str = "cleartaints"
+    namespace: str = CLEARTAINTS_NAMESPACE
     service_account: str = "cleartaints"
     taint: NodeTaint = MULTUS_NOT_READY_TAINT
     cni_config_dir: str = "/etc/cni/net.d"

@@ -23,10 +23,11 @@ import cdk8s
 from constructs import Construct
 
 from charts.building_blocks import api_object
+from charts.cleartaints import CLEARTAINTS_NAMESPACE
 from charts.multus_pod_ips_dashboard import dashboard
 from config.node_labels import MULTUS_NOT_READY_TAINT
 from multus_pod_ips.agent.config import AgentConfig
-from multus_pod_ips.agent.ec2_query import RETRYABLE_EC2_CODES
+from multus_pod_ips.agent.ec2_query import CLIENT_RATE_LIMITED, RETRYABLE_EC2_CODES
 
 MONITORING_API = "monitoring.coreos.com/v1"
 #: Prometheus names a PodMonitor's scrape job <namespace>/<name> (prometheus-operator).
@@ -44,7 +45,8 @@ _ADD_DEADLINE_SECONDS = float(
     next(f.default for f in dataclasses.fields(AgentConfig) if f.name == "add_timeout_seconds")  # type: ignore[arg-type]
 )
 _SLOW_SECONDS = _ADD_DEADLINE_SECONDS / 2
-_THROTTLE_CODES = "|".join(sorted(RETRYABLE_EC2_CODES))
+# Throttles, and calls the client-side rate limit held back (it follows EC2's throttles).
+_THROTTLE_CODES = "|".join(sorted({*RETRYABLE_EC2_CODES, CLIENT_RATE_LIMITED}))
 
 
 @dataclass(frozen=True)
@@ -88,15 +90,20 @@ def alerts(namespace: str) -> list[Alert]:
             "Prometheus has not scraped {{ $labels.instance }} for 5 minutes: the agent is "
             "down (CNI ADDs of Multus pods on the node fail) or the node's security group "
             "blocks the metrics port.",
-            "kubectl -n kube-system get pods -l app=multus-pod-ips -o wide; read the agent's log "
-            "on the node; check that the node security group admits the scraper on port 61690.",
+            # The pod label, not app=multus-pod-ips: each pool's agents are a DaemonSet of
+            # their own, multus-pod-ips-<pool> (config/node_labels.py, pool_object_name).
+            f"kubectl -n {namespace} get pod {{{{ $labels.pod }}}} -o wide; kubectl -n "
+            f"{namespace} logs {{{{ $labels.pod }}}} -c agent; check that the node security "
+            "group admits the scraper on port 61690.",
         ),
-        # Throttles are retried, so they are EC2 errors too; what is left are refusals no retry
-        # fixes (UnauthorizedOperation, InvalidParameterValue, PrivateIpAddressLimitExceeded)
-        # or 5xx errors that outlast the agent's retries. Ten minutes of them is no blip.
+        # Calls that failed for good (multus_pod_ips_ec2_failures_total, once per call, with
+        # the error it ended with), not every attempt: a 5xx the retries get past is no
+        # refusal. Throttles have their own alert; what is left are refusals no retry fixes
+        # (UnauthorizedOperation, InvalidParameterValue, PrivateIpAddressLimitExceeded) or
+        # 5xx and connection errors that outlast the agent's retries. Ten minutes is no blip.
         Alert(
             "MultusPodIpsEc2Refused",
-            "sum by (node, action, code) (rate(multus_pod_ips_ec2_errors_total"
+            "sum by (node, action, code) (rate(multus_pod_ips_ec2_failures_total"
             f'{{job="{job}",code!~"{_THROTTLE_CODES}"}}[5m])) > 0',
             "10m",
             "critical",
@@ -192,9 +199,11 @@ def alerts(namespace: str) -> list[Alert]:
             "{{ $labels.node }} still has the Multus startup taint after 15 minutes.",
             "Multus pods cannot land on the node: its ENI bootstrap has not written its "
             "readiness marker, or Multus, Whereabouts or the pod IP agent are not ready there.",
-            "kubectl -n kube-system logs of the node's cleartaints pod say what is missing; for "
-            "the bootstrap read /var/log/multus-eni-bootstrap.log or the instance tag "
-            "multus-eni/bootstrap-failure (docs/operations.md, A node powered itself off).",
+            f"kubectl -n {CLEARTAINTS_NAMESPACE} get pods -o wide --field-selector "
+            "spec.nodeName={{ $labels.node }} finds the node's cleartaints pod (cleartaints, "
+            "or cleartaints-<pool>), whose log says what is missing; for the bootstrap read "
+            "/var/log/multus-eni-bootstrap.log or the instance tag multus-eni/bootstrap-failure "
+            "(docs/operations.md, A node powered itself off).",
         ),
     ]
 

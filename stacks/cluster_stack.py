@@ -20,6 +20,7 @@ from constructs import Construct
 from cdk_constructs.ami_release_check import AmiReleaseCheck
 from cdk_constructs.cluster_workloads import ClusterWorkloads
 from cdk_constructs.eks_cluster import EksCluster
+from cdk_constructs.iam_policy_size import check_role_inline_policies
 from cdk_constructs.karpenter_controller import KarpenterController
 from cdk_constructs.karpenter_teardown import KarpenterTeardown
 from cdk_constructs.multus_eni_sweeper import MultusEniSweeper
@@ -176,3 +177,11 @@ class ClusterStack(ConfiguredAzStack):
         )
         CfnOutput(self, "InterruptionQueueName", value=karpenter.interruption.queue.queue_name)
         CfnOutput(self, "KarpenterNodeRoleName", value=self.karpenter_node_role.role_name)
+        # Last: every statement the node role gets is in place.
+        check_role_inline_policies(
+            self,
+            self.karpenter_node_role,
+            "the Multus ENI policy names each Multus subnet (networks x availability_zones), "
+            "each network's security group and the route tables of networks with "
+            "pod_routed_ranges: attach fewer networks or AZs",
+        )

@@ -60,18 +60,23 @@ def moto_ec2_fixtures(region: str) -> tuple[Any, Any]:
 
 
 @contextmanager
-def failing_calls(service: str, operation: str, answer: Fault) -> Iterator[list[str]]:
+def failing_calls(
+    service: str, operation: str, answer: Fault, times: int | None = None
+) -> Iterator[list[str]]:
     """While active, every `operation` call of clients created from boto3's default session
+    (or only the first `times` of them: IAM refusing a new role until it has propagated)
     fails as it does once botocore's own retries are spent: with the EC2 error `answer` names,
-    or with the exception botocore raises for a refused connection or a timeout. The call never
-    reaches moto. Yields the operations that failed so."""
+    or with the exception botocore raises for a refused connection or a timeout. Such a call
+    never reaches moto; the later ones do. Yields the operations that failed so."""
     if boto3.DEFAULT_SESSION is None:
         boto3.setup_default_session()
     session = boto3.DEFAULT_SESSION
     assert session is not None
     answered: list[str] = []
 
-    def fail(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+    def fail(**_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+        if times is not None and len(answered) >= times:
+            return None  # on to moto
         answered.append(operation)
         if isinstance(answer, Exception):
             raise answer

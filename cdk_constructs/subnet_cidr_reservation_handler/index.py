@@ -14,12 +14,18 @@ Offset of size /PrefixLength) and returns it with its first and last address, th
   during cleanup. EC2 rejects overlapping reservations in one subnet, so when the new CIDR
   overlaps the old one in the same subnet the old one is released first.
 - Delete: release the reservation; one that is already gone counts as success.
+
+Every EC2 call is retried while IAM still refuses it (UnauthorizedOperation right after
+CloudFormation created the handler's policy), up to ACCESS_DENIED_PATIENCE_SECONDS; then it
+fails as the permission problem it is.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 import boto3
@@ -30,13 +36,68 @@ LOG.setLevel(logging.INFO)
 
 RESERVATION_ID_PREFIX = "scr-"
 MANAGED_KEYS = ("SubnetId", "Cidr", "ReservationType")
+# Within the function's 2-minute timeout, leaving time for the last attempt and the answer.
+ACCESS_DENIED_PATIENCE_SECONDS = 90.0
+
+
+# A role CloudFormation has just created or changed may be refused for a while: IAM is
+# eventually consistent (IAM user guide, "Changes that I make are not always immediately
+# visible"). EC2 says UnauthorizedOperation, IAM-style services AccessDenied(Exception). The
+# AMI release check does the same for SSM (ami_release_check_handler).
+PROPAGATION_CODES = frozenset({"UnauthorizedOperation", "AccessDenied", "AccessDeniedException"})
+ACCESS_DENIED_PAUSE_SECONDS = 2.0
+
+
+class PatientClient:
+    """A boto3 client whose calls are retried while IAM refuses them, until `patience`
+    seconds after the client was made; then the refusal fails as what it is, a permission
+    problem of the handler's own role."""
+
+    def __init__(
+        self,
+        client: Any,
+        patience: float,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client = client
+        self._patience = patience
+        self._sleep = sleep
+        self._clock = clock
+        self._deadline = clock() + patience
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+        if not callable(method):
+            return method
+
+        def patient(*args: Any, **kwargs: Any) -> Any:
+            while True:
+                try:
+                    return method(*args, **kwargs)
+                except ClientError as error:
+                    code = error.response["Error"]["Code"]
+                    if code not in PROPAGATION_CODES:
+                        raise
+                    if self._clock() >= self._deadline:
+                        raise RuntimeError(
+                            f"EC2 refused {name} with {code} for {self._patience:.0f} s: a "
+                            "permission problem of this handler's own role, not of the "
+                            "request (IAM had time to propagate a new policy). Deploy again; "
+                            "if it persists, look for a permissions boundary or SCP that "
+                            "denies it."
+                        ) from error
+                    LOG.info("%s: %s, retrying while IAM propagates", name, code)
+                    self._sleep(ACCESS_DENIED_PAUSE_SECONDS)
+
+        return patient
 
 
 def on_event(event: dict[str, Any], _context: object = None) -> dict[str, Any]:
     request = event["RequestType"]
     props = with_cidr(event["ResourceProperties"])
     LOG.info("%s %s", request, {key: props.get(key) for key in MANAGED_KEYS})
-    ec2 = boto3.client("ec2")
+    ec2 = PatientClient(boto3.client("ec2"), ACCESS_DENIED_PATIENCE_SECONDS)
     if request == "Create":
         reservation_id = create_or_adopt(ec2, props)
     elif request == "Update":

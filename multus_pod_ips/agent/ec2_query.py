@@ -78,7 +78,17 @@ class Ec2Client:
         (time.monotonic()): delays drawn uniformly from [0, min(10 s, 0.1 s * 2^attempt)).
         Each attempt first waits for the rate limiter; an attempt it holds back past the
         deadline is not sent: the call fails with the previous attempt's error, or with
-        CLIENT_RATE_LIMITED (retryable) when there was none."""
+        CLIENT_RATE_LIMITED (retryable) when there was none. A call that fails counts once in
+        multus_pod_ips_ec2_failures_total, with the error it ends with."""
+        try:
+            return self._call_with_retries(action, params, deadline)
+        except Ec2Error as error:
+            self.metrics.ec2_failures.inc(action, error.code)
+            raise
+
+    def _call_with_retries(
+        self, action: str, params: dict[str, str], deadline: float
+    ) -> ElementTree.Element:
         attempt = 0
         last_error: Ec2Error | None = None
         while True:

@@ -149,7 +149,15 @@ class AgentMetrics:
         )
         self.ec2_errors = Counter(
             "multus_pod_ips_ec2_errors_total",
-            "EC2 requests answered with an error, by action and EC2 error code.",
+            "EC2 requests answered with an error, by action and EC2 error code (each attempt: "
+            "retried throttles and 5xx errors included).",
+            ("action", "code"),
+        )
+        self.ec2_failures = Counter(
+            "multus_pod_ips_ec2_failures_total",
+            "EC2 calls that failed for good, by action and the EC2 error code they ended with: "
+            "a refusal no retry fixes, or a throttle, 5xx or connection error that outlasted "
+            "the retries (ClientRateLimited: held back by the client-side rate limit).",
             ("action", "code"),
         )
         self.ec2_throttles = Counter(
@@ -176,6 +184,7 @@ class AgentMetrics:
             self.unassign_seconds,
             self.ec2_requests,
             self.ec2_errors,
+            self.ec2_failures,
             self.ec2_throttles,
             Gauge(
                 "multus_pod_ips_ec2_rate_limit_requests_per_second",

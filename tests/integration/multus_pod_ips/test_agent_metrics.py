@@ -75,6 +75,11 @@ def test_the_endpoint_serves_every_documented_metric_and_only_those(
         NetworkInterfaceId=node.enis["multus1"], PrivateIpAddresses=["10.0.4.40"]
     )
     assert wait_until(lambda: node.addresses("multus1") == {"10.0.4.40"}), node.agent_log()
+    # A refusal no retry fixes: the call fails for good (failures_total).
+    emulator.proxy.reset(
+        [Fault("UnauthorizedOperation", status=403, action="AssignPrivateIpAddresses")]
+    )
+    assert node.add_pod("c", "10.0.4.42").status != 0
 
     text = node.scrape_metrics()
     types, sampled = served(text)
@@ -86,6 +91,15 @@ def test_the_endpoint_serves_every_documented_metric_and_only_those(
     assert (
         'multus_pod_ips_ec2_errors_total{action="AssignPrivateIpAddresses",'
         'code="RequestLimitExceeded"} 1' in text
+    )
+    assert (
+        'multus_pod_ips_ec2_failures_total{action="AssignPrivateIpAddresses",'
+        'code="UnauthorizedOperation"} 1' in text
+    )
+    # The throttled attempt was retried: an error, no failure.
+    assert (
+        'multus_pod_ips_ec2_failures_total{action="AssignPrivateIpAddresses",code="Request'
+        not in (text)
     )
     assert 'multus_pod_ips_reconcile_corrections_total{network="multus1",kind="restored"} 1' in (
         text

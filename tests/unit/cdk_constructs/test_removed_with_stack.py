@@ -48,6 +48,21 @@ def test_only_the_audit_logs_are_retained_on_delete(templates: dict[str, dict[st
             assert template["Resources"][logical_id]["UpdateReplacePolicy"] == "Retain"
 
 
+def test_a_failed_first_deploy_leaves_no_audit_log_group_behind(
+    templates: dict[str, dict[str, Any]],
+) -> None:
+    """Issue #53: with DeletionPolicy Retain, the rollback of a failed first cluster deploy kept
+    /aws/eks/<cluster>/cluster, and the retry failed with "already exists". RetainExceptOnCreate
+    deletes what the rolled-back operation created and keeps it on every later delete."""
+    policies = {
+        logical_id: template["Resources"][logical_id]["DeletionPolicy"]
+        for template in templates.values()
+        for logical_id in set(retained(templates)) & set(template["Resources"])
+    }
+    assert len(policies) == 2
+    assert set(policies.values()) == {"RetainExceptOnCreate"}
+
+
 def test_nothing_is_retained_when_the_config_says_so(tmp_path: Any) -> None:
     app = synthesize(
         tmp_path, cdk_json_context(**{"config.logs.keep_audit_logs_on_destroy": "false"})

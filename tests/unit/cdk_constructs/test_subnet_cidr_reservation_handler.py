@@ -6,9 +6,10 @@ import ipaddress
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from cdk_constructs.subnet_cidr_reservation_handler import index as handler
-from tests.moto_helpers import moto_ec2_fixtures
+from tests.moto_helpers import failing_calls, moto_ec2_fixtures
 
 REGION = "ap-northeast-1"
 
@@ -223,3 +224,62 @@ def test_ipv6_pod_range_never_leaves_the_64(prefix_length: int, offset: int, ins
     else:
         with pytest.raises(ValueError, match="outside 2001:db8:0:6::/64"):
             handler.ipv6_pod_range(spec)
+
+
+# Issue #53: right after CloudFormation created the handler's role and policy, EC2 may refuse
+# its calls with UnauthorizedOperation until IAM has propagated them (IAM user guide, "Changes
+# that I make are not always immediately visible"); the handler waits them out, as the AMI
+# release check does.
+@pytest.fixture
+def quick_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(handler, "ACCESS_DENIED_PAUSE_SECONDS", 0.01)
+
+
+@pytest.mark.parametrize("operation", ["GetSubnetCidrReservations", "CreateSubnetCidrReservation"])
+def test_create_waits_while_iam_propagates_its_role(
+    ec2: Any, subnet_id: str, operation: str, quick_pauses: None
+) -> None:
+    with failing_calls("ec2", operation, ("UnauthorizedOperation", 403), times=3) as refused:
+        response = create(subnet_id, "10.0.4.32/27")
+    assert refused == [operation] * 3
+    assert reservations(ec2, subnet_id) == [(response["PhysicalResourceId"], "10.0.4.32/27")]
+
+
+def test_delete_waits_while_iam_propagates_its_role(
+    ec2: Any, subnet_id: str, quick_pauses: None
+) -> None:
+    reservation_id = create(subnet_id, "10.0.4.32/27")["PhysicalResourceId"]
+    delete = {
+        "RequestType": "Delete",
+        "PhysicalResourceId": reservation_id,
+        "ResourceProperties": props(subnet_id, "10.0.4.32/27"),
+    }
+    with failing_calls(
+        "ec2", "DeleteSubnetCidrReservation", ("AccessDenied", 403), times=2
+    ) as refused:
+        handler.on_event(delete)
+    assert len(refused) == 2
+    assert reservations(ec2, subnet_id) == []
+
+
+def test_a_refusal_that_outlasts_the_patience_fails_as_a_permission_problem(
+    ec2: Any, subnet_id: str, quick_pauses: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(handler, "ACCESS_DENIED_PATIENCE_SECONDS", 0.1)
+    with (
+        failing_calls("ec2", "CreateSubnetCidrReservation", ("UnauthorizedOperation", 403)),
+        pytest.raises(RuntimeError, match="permission problem of this handler's own role"),
+    ):
+        create(subnet_id, "10.0.4.32/27")
+    assert reservations(ec2, subnet_id) == []
+
+
+def test_other_errors_are_not_retried(ec2: Any, subnet_id: str, quick_pauses: None) -> None:
+    with (
+        failing_calls(
+            "ec2", "CreateSubnetCidrReservation", ("InvalidParameterValue", 400)
+        ) as refused,
+        pytest.raises(ClientError, match="InvalidParameterValue"),
+    ):
+        create(subnet_id, "10.0.4.32/27")
+    assert refused == ["CreateSubnetCidrReservation"]

@@ -20,7 +20,7 @@ from testing_support.iam_call_level import denied
 from testing_support.iam_evaluator import AuthorizationRequest
 from tests.conftest import EXISTING_VPC, REPO, SynthesizedApp
 from tests.helpers import function_role_statements
-from tests.moto_helpers import moto_for_module, recorded_ec2_calls
+from tests.moto_helpers import failing_calls, moto_for_module, recorded_ec2_calls
 
 REGION = "us-west-2"
 FIELD = "vpc.existing.vpc_id"
@@ -128,3 +128,33 @@ def test_every_call_is_allowed_by_the_synthesized_policy(
     assert denied(statements, requests(config_vpc)) == []
     # DescribeVpcAttribute names the VPC: on any other one the role is refused
     assert [d for d in denied(statements, requests("vpc-0ffffffffffffffff")) if "Attribute" in d]
+
+
+# Issue #53: EC2 may refuse the check's first calls with UnauthorizedOperation until IAM has
+# propagated its new role (IAM user guide, "Changes that I make are not always immediately
+# visible"): waited out, then named as a permission problem, never as a VPC setting.
+@pytest.mark.parametrize("operation", ["DescribeVpcAttribute", "DescribeVpcs"])
+def test_the_check_waits_while_iam_propagates_its_role(
+    ec2: Any, operation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(handler, "ACCESS_DENIED_PAUSE_SECONDS", 0.01)
+    vpc_id = team_vpc(ec2)
+    with failing_calls("ec2", operation, ("UnauthorizedOperation", 403), times=2) as refused:
+        assert handler.on_event(event("Create", vpc_id)) == {"PhysicalResourceId": vpc_id}
+    assert refused == [operation] * 2
+
+
+def test_a_refusal_that_outlasts_the_patience_is_no_dns_setting(
+    ec2: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(handler, "ACCESS_DENIED_PAUSE_SECONDS", 0.01)
+    monkeypatch.setattr(handler, "ACCESS_DENIED_PATIENCE_SECONDS", 0.1)
+    vpc_id = team_vpc(ec2)
+    with (
+        failing_calls("ec2", "DescribeVpcAttribute", ("UnauthorizedOperation", 403)),
+        pytest.raises(RuntimeError) as raised,
+    ):
+        handler.on_event(event("Create", vpc_id))
+    assert "EC2 refused describe_vpc_attribute with UnauthorizedOperation" in str(raised.value)
+    assert "permission problem of this handler's own role" in str(raised.value)
+    assert FIELD not in str(raised.value)
