@@ -28,6 +28,7 @@ import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
+from cdk_constructs.kubectl_annotation import check_annotation_sizes
 from charts.cleartaints import ClearTaintsChart, ClearTaintsProps
 from charts.karpenter_node_pool import (
     KarpenterNodePoolChart,
@@ -134,12 +135,15 @@ class ClusterWorkloads(Construct):
         *,
         overwrite: bool = False,
     ) -> eks.KubernetesManifest:
+        objects = chart.to_json()
+        # kubectl stores each object in an annotation the API server caps at 256 KiB.
+        check_annotation_sizes(chart.node.id, objects)
         # What Cluster.add_cdk8s_chart makes (the same scope and ID), with `overwrite`.
         manifest = eks.KubernetesManifest(
             self._cluster,
             chart.node.id,
             cluster=cast(eks.ICluster, self._cluster),  # jsii's Cluster implements ICluster
-            manifest=chart.to_json(),
+            manifest=objects,
             overwrite=overwrite,
         )
         for dependency in after or []:

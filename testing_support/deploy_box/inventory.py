@@ -19,6 +19,7 @@ import json
 import re
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -31,6 +32,7 @@ from testing_support.deploy_box.handler import HELM_CHART, MANIFEST
 #: Kinds controllers write beside ours without an ownerReference.
 DERIVED_KINDS = frozenset({"Event", "Endpoints", "Lease", "Node"})
 AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"
+LIST_RETRY_SECONDS = 60.0
 HANDLER_MANAGERS = ("kubectl", "helm")
 HELM_RECORD = re.compile(r"sh\.helm\.release\.v1\.(?P<release>.+)\.v(?P<revision>\d+)$")
 
@@ -81,11 +83,26 @@ def written_by_the_handler(obj: Mapping[str, Any]) -> bool:
     return any(manager.lower().startswith(HANDLER_MANAGERS) for manager in managers)
 
 
+def _listed(plane: ControlPlane) -> tuple[list[dict[str, Any]], dict[tuple[str, str], bool]]:
+    """Every object of every listable type; again while a type goes away between discovery and
+    the list (a deleted CRD's finalizer runs after the delete returned)."""
+    deadline = time.monotonic() + LIST_RETRY_SECONDS
+    while True:
+        names, namespaced = resource_types(plane)
+        try:
+            listed = plane.kubectl(
+                "get", ",".join(names), "-A", "-o", "json", "--show-managed-fields"
+            )
+        except RuntimeError as error:
+            if "doesn't have a resource type" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+            continue
+        return list(json.loads(listed)["items"]), namespaced
+
+
 def live(plane: ControlPlane) -> dict[Identity, dict[str, Any]]:
-    names, namespaced = resource_types(plane)
-    listed = json.loads(
-        plane.kubectl("get", ",".join(names), "-A", "-o", "json", "--show-managed-fields")
-    )["items"]
+    listed, namespaced = _listed(plane)
     found = {}
     for obj in listed:
         metadata = obj["metadata"]
