@@ -49,6 +49,7 @@ DOCUMENTED_ROWS = {
     "add a route to a network's `routes`": "add-route",
     "make a network dual-stack": "make-network-dual-stack",
     "add a node pool to `node_pools`": "add-node-pool",
+    "remove a node pool from `node_pools`": "remove-node-pool",
 }
 HASH_LENGTH = 8  # CDK appends an 8-character hash of the construct path to logical IDs
 
@@ -67,8 +68,9 @@ EXPECTED_REPLACEMENTS: dict[str, set[tuple[str, str, str]]] = {
     # rules are properties EC2 changes in place; the group and its ENIs stay
     "change-security-group-rules": set(),
     "add-route": set(),
-    # the new pool's NodePool, EC2NodeClass and DaemonSets are objects in existing manifests
+    # the new pool's NodePool and EC2NodeClass are a new manifest, its DaemonSets join others
     "add-node-pool": set(),
+    "remove-node-pool": set(),
     # a subnet's Ipv6CidrBlock is not createOnly (AWS::EC2::Subnet resource schema): EC2
     # associates the /64 with the subnet in place, so its ENIs and addresses stay
     "make-network-dual-stack": set(),
@@ -146,6 +148,12 @@ EXPECTED_UPDATES: dict[str, set[tuple[str, str]]] = {
         (CLUSTER, "EksClustercleartaints"),
         (CLUSTER, "EksClustermultuspodips"),
     },
+    # the inventory no longer names the pool; its DaemonSets leave the manifests they are in
+    "remove-node-pool": {
+        (CLUSTER, "EksClusterkarpenternodepool"),
+        (CLUSTER, "EksClustercleartaints"),
+        (CLUSTER, "EksClustermultuspodips"),
+    },
     # the network's subnets get their /64 and its group the IPv6 rules; the nodes' user-data
     # (an IPv6 address on the new ENIs), the NADs' and the agent's IPv6 ranges, and the node
     # ENI policy's IPv6 statement follow
@@ -176,6 +184,8 @@ EXPECTED_ADDED_MANIFESTS: dict[str, set[tuple[str, str]]] = {
 # change -> (stack, logical ID without its hash) of every removed resource
 REMOVED_SUBNET_GROUPS = ("Public", "Nodes", "multus1", "multus2")
 EXPECTED_REMOVALS: dict[str, set[tuple[str, str]]] = {
+    # the pool's manifest: CloudFormation's Delete of it deletes its NodePool and EC2NodeClass
+    "remove-node-pool": {(CLUSTER, "EksClusterkarpenternodepoolcontrol")},
     # the third AZ's subnets with their routes, its NAT gateway and its reservations
     "remove-az": {
         *(
@@ -284,7 +294,7 @@ def test_no_cross_stack_reference_blocks_the_update(
 def test_removed_resources_are_exactly_the_expected_ones(
     change: tuple[str, Templates, Templates, AppChanges],
 ) -> None:
-    """Only removing an AZ removes anything; every other change is additive."""
+    """Only removing an AZ or a pool removes anything; every other change is additive."""
     name, _, _, changes = change
     removed = {
         (stack, without_hash(logical_id))
