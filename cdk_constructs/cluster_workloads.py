@@ -4,23 +4,45 @@ Each chart becomes one KubernetesManifest custom resource. Dependencies are only
 API server needs (a CRD before its custom resources, Karpenter's controller before its node
 pool), so every other manifest is applied in parallel and the critical path stays the Karpenter
 chain: CRD chart -> controller chart -> NodePool/EC2NodeClass.
+
+Each node pool and each network has a manifest of its own (construct ID after its name), so
+that removing it from the config deletes its objects: CloudFormation deletes the removed
+resource, and the handler's Delete is `kubectl delete` of its objects. An update of a shared
+manifest would leave them: the handler's `kubectl apply --prune -l <label>` prunes only
+kubectl's default list of kinds, which holds no custom resource (k8s.io/kubectl v0.35
+pkg/util/prune/prune.go, defaultNamespacedPruneResources). These manifests Create with
+`overwrite` (`kubectl apply`), so one that takes over objects a cluster already has (deployed by
+the shared manifest of an earlier version) adopts them instead of failing on AlreadyExists; the
+shared manifests keep their construct IDs as inventories (charts NodePoolInventoryChart and
+NetworkInventoryChart), so that upgrade updates them rather than deleting them with every
+pool's and network's objects (docs/operations.md, "How an update is applied").
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
+from cdk_constructs.kubectl_annotation import check_annotation_sizes
 from charts.cleartaints import ClearTaintsChart, ClearTaintsProps
-from charts.karpenter_node_pool import KarpenterNodePoolChart, KarpenterNodePoolProps
+from charts.karpenter_node_pool import (
+    KarpenterNodePoolChart,
+    KarpenterNodePoolProps,
+    NodePoolInventoryChart,
+)
 from charts.multus import MultusChart, MultusProps
 from charts.multus_pod_ips import MultusPodIpsChart, MultusPodIpsProps
 from charts.multus_pod_ips_monitoring import MonitoringProps, MultusPodIpsMonitoringChart
-from charts.network_attachments import NetworkAttachmentsChart, NetworkAttachmentsProps
+from charts.network_attachments import (
+    NetworkAttachmentsChart,
+    NetworkAttachmentsProps,
+    NetworkInventoryChart,
+)
 from charts.sample_workloads import SampleWorkloadsChart, SampleWorkloadsProps
 from charts.whereabouts import WhereaboutsChart, WhereaboutsProps
 
@@ -30,7 +52,7 @@ class ClusterWorkloadsProps:
     """The cluster, the Karpenter release the NodePool waits for, and the props of every chart.
 
     karpenter_release: NodePool/EC2NodeClass need its CRDs and webhook-free API.
-    node_pools: every pool's NodePool and EC2NodeClass, all in one chart (one manifest).
+    node_pools: every pool's NodePool and EC2NodeClass, a chart (one manifest) per pool.
     pod_ips: None when no network assigns addresses per pod.
     monitoring: the agents' PodMonitor, alerts and dashboard; None unless
     monitoring.prometheus_operator (their kinds need the operator's CRDs).
@@ -59,10 +81,23 @@ class ClusterWorkloads(Construct):
         self.manifests: list[eks.KubernetesManifest] = []
         multus = self._deploy(MultusChart(self._charts, "multus", props.multus))
         self._deploy(WhereaboutsChart(self._charts, "whereabouts", props.whereabouts))
+        #: The NAD namespace (if the app creates it) and the inventory of every network's NADs.
         self.network_attachments = self._deploy(
-            NetworkAttachmentsChart(self._charts, "network-attachments", props.network_attachments),
-            after=[multus],  # the NetworkAttachmentDefinition CRD
+            NetworkInventoryChart(self._charts, "network-attachments", props.network_attachments),
         )
+        #: One manifest per network: its NADs.
+        self.network_manifests = [
+            self._deploy(
+                NetworkAttachmentsChart(
+                    self._charts,
+                    f"network-attachments-{network}",
+                    props.network_attachments.of_network(network),
+                ),
+                after=[multus, self.network_attachments],  # the NAD CRD, the namespace
+                overwrite=True,
+            )
+            for network in props.network_attachments.networks
+        ]
         self._deploy(ClearTaintsChart(self._charts, "cleartaints", props.clear_taints))
         if props.pod_ips is not None:
             self._deploy(MultusPodIpsChart(self._charts, "multus-pod-ips", props.pod_ips))
@@ -72,20 +107,45 @@ class ClusterWorkloads(Construct):
                     self._charts, "multus-pod-ips-monitoring", props.monitoring
                 )
             )
+        #: The inventory of every pool's Karpenter objects.
         self.node_pool = self._deploy(
-            KarpenterNodePoolChart(self._charts, "karpenter-node-pool", props.node_pools),
-            after=[props.karpenter_release],
+            NodePoolInventoryChart(self._charts, "karpenter-node-pool", props.node_pools)
         )
+        #: One manifest per pool: its NodePool, EC2NodeClass and NodeOverlay.
+        self.node_pools = [
+            self._deploy(
+                KarpenterNodePoolChart(
+                    self._charts, f"karpenter-node-pool-{pool.node_pool_name}", [pool]
+                ),
+                after=[props.karpenter_release],
+                overwrite=True,
+            )
+            for pool in props.node_pools
+        ]
         if props.sample_workloads is not None:
             self._deploy(
                 SampleWorkloadsChart(self._charts, "sample-workloads", props.sample_workloads),
-                after=[self.network_attachments],  # pods name their NADs in an annotation
+                after=self.network_manifests,  # pods name their NADs in an annotation
             )
 
     def _deploy(
-        self, chart: cdk8s.Chart, after: list[Construct] | None = None
+        self,
+        chart: cdk8s.Chart,
+        after: Sequence[Construct] | None = None,
+        *,
+        overwrite: bool = False,
     ) -> eks.KubernetesManifest:
-        manifest = self._cluster.add_cdk8s_chart(chart.node.id, chart, ingress_alb=False)
+        objects = chart.to_json()
+        # kubectl stores each object in an annotation the API server caps at 256 KiB.
+        check_annotation_sizes(chart.node.id, objects)
+        # What Cluster.add_cdk8s_chart makes (the same scope and ID), with `overwrite`.
+        manifest = eks.KubernetesManifest(
+            self._cluster,
+            chart.node.id,
+            cluster=cast(eks.ICluster, self._cluster),  # jsii's Cluster implements ICluster
+            manifest=objects,
+            overwrite=overwrite,
+        )
         for dependency in after or []:
             manifest.node.add_dependency(dependency)
         self.manifests.append(manifest)

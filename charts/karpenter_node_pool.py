@@ -6,6 +6,12 @@ holds the defaults and the validation rules. New nodes of a pool with Multus net
 Multus startup taint (lifted by cleartaints); every node launches into the private node subnets
 only: the subnet selector tags must be on those subnets and never on a Multus subnet, whose ENIs
 the pool's user-data attaches separately.
+
+Each pool is a chart (one manifest, one CloudFormation resource) of its own, so removing a pool
+from the config removes its resource and CloudFormation's Delete of it deletes the pool's
+NodePool, EC2NodeClass and NodeOverlay: an update of one manifest for all pools would leave
+them, as kubectl's prune list has no custom resources (docs/operations.md, "How an update is
+applied"). `NodePoolInventoryChart` names each pool's objects in a ConfigMap.
 """
 
 from __future__ import annotations
@@ -115,8 +121,8 @@ NODE_OVERLAY_WEIGHT = 10000
 
 class KarpenterNodePoolChart(cdk8s.Chart):
     """Per pool a karpenter.sh/v1 NodePool and the karpenter.k8s.aws/v1 EC2NodeClass it
-    launches, and a karpenter.sh/v1alpha1 NodeOverlay where its nodes have extended resources:
-    one chart (one manifest) for every pool."""
+    launches, and a karpenter.sh/v1alpha1 NodeOverlay where its nodes have extended resources.
+    The app makes one chart (one manifest) per pool (module docstring)."""
 
     def __init__(
         self, scope: Construct, construct_id: str, pools: Sequence[KarpenterNodePoolProps]
@@ -241,3 +247,43 @@ def _node_class_spec(props: KarpenterNodePoolProps) -> dict[str, Any]:
     if props.user_data is not None:
         spec["userData"] = props.user_data
     return spec
+
+
+#: The ConfigMap (in kube-system) that names each pool's Karpenter objects.
+INVENTORY_CONFIG_MAP = "karpenter-node-pools"
+
+
+class NodePoolInventoryChart(cdk8s.Chart):
+    """A ConfigMap naming each pool's NodePool, EC2NodeClass and NodeOverlay: the manifest
+    every pool was in before each pool had its own. It keeps its CloudFormation resource, so an
+    upgrade updates it (kubectl prunes no custom resource) instead of deleting it, which would
+    delete every pool's objects."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, pools: Sequence[KarpenterNodePoolProps]
+    ) -> None:
+        super().__init__(scope, construct_id)
+        api_object(
+            self,
+            "inventory",
+            api_version="v1",
+            kind="ConfigMap",
+            name=INVENTORY_CONFIG_MAP,
+            namespace="kube-system",
+            body={
+                "data": {
+                    props.node_pool_name: ",".join(
+                        [
+                            f"NodePool/{props.node_pool_name}",
+                            f"EC2NodeClass/{props.node_class_name}",
+                            *(
+                                [f"NodeOverlay/{props.node_pool_name}"]
+                                if props.extended_resources
+                                else []
+                            ),
+                        ]
+                    )
+                    for props in pools
+                }
+            },
+        )

@@ -1,13 +1,20 @@
 """NetworkAttachmentDefinitions: one per (Multus network, availability zone), each carrying
 the CNI chain charts/nad_cni_configs.py renders; networks in node_prefix mode get a NAD without
 config instead (docs/node-prefix-mode.md).
+
+Each network's NADs are a chart (one manifest, one CloudFormation resource) of their own
+(`NetworkAttachmentsProps.of_network`), so removing a network from the config removes its
+resource and CloudFormation's Delete of it deletes its NADs: an update of one manifest for all
+networks would leave them, as kubectl's prune list has no custom resources (docs/operations.md,
+"How an update is applied"). `NetworkInventoryChart` keeps the NAD namespace, when the app
+creates it, and a ConfigMap naming each network's NADs.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import cdk8s
 import cdk8s_plus_28 as kplus
@@ -23,12 +30,25 @@ class NetworkAttachmentsProps:
     create_namespace: the chart creates the namespace (for one Kubernetes does not have by
     itself); it then belongs to this chart, and removing the chart deletes it with its pods.
     node_local_names: NADs of node_prefix networks, which carry no config: Multus reads the CNI
-    config whose "name" is the NAD's name from the node (the node bootstrap writes it)."""
+    config whose "name" is the NAD's name from the node (the node bootstrap writes it).
+    networks: each Multus network's NAD names, in multus.networks order (`of_network`)."""
 
     namespace: str
     attachments: Sequence[NetworkAttachment]
     create_namespace: bool = False
     node_local_names: Sequence[str] = ()
+    networks: Mapping[str, Sequence[str]] = field(default_factory=dict)
+
+    def of_network(self, network: str) -> NetworkAttachmentsProps:
+        """The NADs of one network (its chart creates no namespace: the inventory does)."""
+        names = set(self.networks[network])
+        return replace(
+            self,
+            attachments=[a for a in self.attachments if a.name in names],
+            node_local_names=[n for n in self.node_local_names if n in names],
+            create_namespace=False,
+            networks={network: self.networks[network]},
+        )
 
 
 class NetworkAttachmentsChart(cdk8s.Chart):
@@ -79,3 +99,35 @@ def _node_local_attachment(scope: Construct, name: str, namespace: str) -> cdk8s
         namespace=namespace,
         body={"spec": {}},
     )
+
+
+#: The ConfigMap (in kube-system) that names each network's NADs.
+INVENTORY_CONFIG_MAP = "multus-network-attachments"
+
+
+class NetworkInventoryChart(cdk8s.Chart):
+    """The NAD namespace when the app creates it, and a ConfigMap naming each network's NADs
+    (the manifest the NADs of every network were in before each network had its own: it keeps
+    its CloudFormation resource, so an upgrade updates it instead of deleting it, which would
+    delete those NADs; and the namespace stays in it, as moving it would prune it)."""
+
+    def __init__(self, scope: Construct, construct_id: str, props: NetworkAttachmentsProps) -> None:
+        super().__init__(scope, construct_id)
+        if props.create_namespace:
+            kplus.Namespace(
+                self, "namespace", metadata=cdk8s.ApiObjectMetadata(name=props.namespace)
+            )
+        api_object(
+            self,
+            "inventory",
+            api_version="v1",
+            kind="ConfigMap",
+            name=INVENTORY_CONFIG_MAP,
+            namespace="kube-system",
+            body={
+                "data": {
+                    network: ",".join(f"{props.namespace}/{name}" for name in names)
+                    for network, names in props.networks.items()
+                }
+            },
+        )

@@ -261,16 +261,20 @@ def cluster_workloads_props(
     node_pools: Sequence[KarpenterNodePoolProps],
 ) -> ClusterWorkloadsProps:
     images = config.images
-    nads = [
-        network_attachment(a.plan, ipv6_range(a)) for a in attachments if a.plan.whereabouts_chain
-    ]
-    # node_prefix NADs and one per host-device ENI slot: Multus reads the node's config.
-    node_local_names = [
-        slot.nad_name
-        for a in attachments
-        if not a.plan.whereabouts_chain
-        for slot in a.plan.eni_slots
-    ]
+    nads = []
+    node_local_names = []
+    # Each network's NAD names, in multus.networks order: a manifest per network.
+    networks: dict[str, list[str]] = {network.name: [] for network in config.multus.networks}
+    for a in attachments:
+        if a.plan.whereabouts_chain:
+            nad = network_attachment(a.plan, ipv6_range(a))
+            nads.append(nad)
+            names = [nad.name, *([nad.static_name] if nad.static_name else [])]
+        else:
+            # node_prefix NADs and one per host-device ENI slot: Multus reads the node's config.
+            names = [slot.nad_name for slot in a.plan.eni_slots]
+            node_local_names += names
+        networks[a.plan.network] += names
     pod_ips = pod_ips_props(
         config,
         images.multus_pod_ips.reference,
@@ -305,6 +309,7 @@ def cluster_workloads_props(
             attachments=nads,
             node_local_names=node_local_names,
             create_namespace=config.multus.creates_nad_namespace,
+            networks={network: names for network, names in networks.items() if names},
         ),
         clear_taints=ClearTaintsProps(
             image=images.cleartaints.reference,

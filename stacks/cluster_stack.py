@@ -148,7 +148,8 @@ class ClusterStack(ConfiguredAzStack):
         )
         # The user-data names each network's security group; the node role must be allowed to
         # use every one of them before a node of the new EC2NodeClass boots.
-        self.workloads.node_pool.node.add_dependency(*ami_checks, eni_policy)
+        for node_pool in self.workloads.node_pools:
+            node_pool.node.add_dependency(*ami_checks, eni_policy)
         self.teardown = KarpenterTeardown(
             self,
             "Teardown",

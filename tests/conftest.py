@@ -284,7 +284,7 @@ EXAMPLE_APP_FIXTURES = frozenset(APP_FIXTURES) - {"default_app"} | {"pipeline_sy
 #: node box's image and boots, the cluster box's control plane): on pytest-xdist's workers
 #: (`make test` runs two) each tier runs whole on one worker, and first: the VMs are the longest
 #: units of work, so they start while the other worker runs everything else.
-SHARED_STATE_TIERS = ("dataplane", "node_box", "cluster_box", "karpenter_box")
+SHARED_STATE_TIERS = ("dataplane", "node_box", "cluster_box", "karpenter_box", "deploy_box")
 #: The tiers that run a TCG VM for minutes go to one worker, one after the other: beside the
 #: other worker's tests, two such VMs starve each other on 2 cores (a clean-clone run with both
 #: at once lost 5 data-plane tests to the agent's "no answer from EC2 in time").

@@ -77,6 +77,15 @@ def build_karpenter(version: str) -> KarpenterBinaries:
     return KarpenterBinaries(version, controller, _module_source(go, directory, version))
 
 
+def module_source(version: str) -> Path:
+    """The provider module of Karpenter `version` in Go's module cache (charts/, pkg/apis/crds/),
+    without building the controller."""
+    go = shutil.which("go")
+    if go is None:
+        raise BuildError("the provider's module needs Go (go on PATH) to download it")
+    return _module_source(go, module_directory_for(version), version)
+
+
 def _module_source(go: str, directory: Path, version: str) -> Path:
     """The provider module's folder in Go's module cache (downloaded if it is not there)."""
     completed = subprocess.run(

@@ -82,7 +82,11 @@ def _props(cluster: eks.Cluster, release: cdk.CfnResource) -> ClusterWorkloadsPr
             reconciler_node_labels={"example.com/role": "system"},
             reconciler_tolerations=[taint],
         ),
-        network_attachments=NetworkAttachmentsProps(namespace="default", attachments=attachments),
+        network_attachments=NetworkAttachmentsProps(
+            namespace="default",
+            attachments=attachments,
+            networks={"multus1": [a.name for a in attachments]},
+        ),
         clear_taints=ClearTaintsProps(
             image=images.cleartaints.reference,
             pools=[
@@ -113,30 +117,49 @@ def _depends_on(built: Built, manifest: Any) -> set[str]:
     return set(resource.get("DependsOn", []))
 
 
-def test_one_manifest_per_enabled_chart(built: Built) -> None:
-    # multus, whereabouts, network-attachments, cleartaints, node pool, sample workloads.
-    assert len(built.workloads.manifests) == 6
-    built.template.resource_count_is(MANIFEST, 6)
+def test_one_manifest_per_enabled_chart_network_and_pool(built: Built) -> None:
+    # multus, whereabouts, the NAD inventory, multus1's NADs, cleartaints, the pool inventory,
+    # the pool's NodePool, sample workloads.
+    assert len(built.workloads.manifests) == 8
+    built.template.resource_count_is(MANIFEST, 8)
+    assert len(built.workloads.network_manifests) == 1
+    assert len(built.workloads.node_pools) == 1
 
 
-def test_network_attachments_wait_for_the_multus_crd(built: Built) -> None:
+def test_network_attachments_wait_for_the_multus_crd_and_their_namespace(built: Built) -> None:
     multus = built.workloads.manifests[0]
-    assert built.logical_id(multus) in _depends_on(built, built.workloads.network_attachments)
+    (network,) = built.workloads.network_manifests
+    assert {
+        built.logical_id(multus),
+        built.logical_id(built.workloads.network_attachments),
+    } <= _depends_on(built, network)
 
 
 def test_node_pool_waits_for_the_karpenter_release(built: Built) -> None:
     release = built.stack.get_logical_id(built.release)
-    assert release in _depends_on(built, built.workloads.node_pool)
+    (node_pool,) = built.workloads.node_pools
+    assert release in _depends_on(built, node_pool)
 
 
 def test_sample_workloads_wait_for_their_network_attachments(built: Built) -> None:
     sample = built.workloads.manifests[-1]
-    assert built.logical_id(built.workloads.network_attachments) in _depends_on(built, sample)
+    (network,) = built.workloads.network_manifests
+    assert built.logical_id(network) in _depends_on(built, sample)
+
+
+def test_per_network_and_per_pool_manifests_create_with_kubectl_apply(built: Built) -> None:
+    """Overwrite: a Create that takes over objects the cluster already has (an upgrade from the
+    shared manifests) adopts them; the shared ones, now inventories, keep kubectl create."""
+    resources = built.template.to_json()["Resources"]
+    for manifest in (*built.workloads.network_manifests, *built.workloads.node_pools):
+        assert resources[built.logical_id(manifest)]["Properties"]["Overwrite"] is True
+    for manifest in (built.workloads.network_attachments, built.workloads.node_pool):
+        assert resources[built.logical_id(manifest)]["Properties"].get("Overwrite") in (None, False)
 
 
 def test_independent_charts_do_not_wait_for_other_charts(built: Built) -> None:
     manifest_ids = {built.logical_id(m) for m in built.workloads.manifests}
     release = built.stack.get_logical_id(built.release)
-    multus, whereabouts, _, cleartaints, *_ = built.workloads.manifests
+    multus, whereabouts, _, _, cleartaints, *_ = built.workloads.manifests
     for manifest in (multus, whereabouts, cleartaints):
         assert not _depends_on(built, manifest) & (manifest_ids | {release})

@@ -99,6 +99,11 @@ DAY2_CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         DEFAULTS,
         {"node_pools": [{"name": "multus"}, {"name": "control", "networks": ["multus1"]}]},
     ),
+    # the control pool of add-node-pool removed again
+    "remove-node-pool": (
+        {"node_pools": [{"name": "multus"}, {"name": "control", "networks": ["multus1"]}]},
+        DEFAULTS,
+    ),
     "make-network-dual-stack": (
         DEFAULTS,
         {"vpc": {"ipv6": True}, "multus": {"networks": _networks_with(_dual_stack_second_network)}},

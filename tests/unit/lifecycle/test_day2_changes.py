@@ -49,6 +49,7 @@ DOCUMENTED_ROWS = {
     "add a route to a network's `routes`": "add-route",
     "make a network dual-stack": "make-network-dual-stack",
     "add a node pool to `node_pools`": "add-node-pool",
+    "remove a node pool from `node_pools`": "remove-node-pool",
 }
 HASH_LENGTH = 8  # CDK appends an 8-character hash of the construct path to logical IDs
 
@@ -67,8 +68,9 @@ EXPECTED_REPLACEMENTS: dict[str, set[tuple[str, str, str]]] = {
     # rules are properties EC2 changes in place; the group and its ENIs stay
     "change-security-group-rules": set(),
     "add-route": set(),
-    # the new pool's NodePool, EC2NodeClass and DaemonSets are objects in existing manifests
+    # the new pool's NodePool and EC2NodeClass are a new manifest, its DaemonSets join others
     "add-node-pool": set(),
+    "remove-node-pool": set(),
     # a subnet's Ipv6CidrBlock is not createOnly (AWS::EC2::Subnet resource schema): EC2
     # associates the /64 with the subnet in place, so its ENIs and addresses stay
     "make-network-dual-stack": set(),
@@ -82,12 +84,23 @@ EXPECTED_REPLACEMENTS: dict[str, set[tuple[str, str, str]]] = {
     },
 }
 
-# change -> resources that must be updated in place (what carries the change to the cluster)
-# what follows the AZ list: the NodePool's zones and user-data, the NADs, the pod IP agent's
-# ranges, the node ENI policy's subnets and the teardown Lambda's subnets
+# change -> resources that must be updated in place (what carries the change to the cluster).
+# Each pool and each network has a manifest of its own (EksClusterkarpenternodepool<pool>,
+# EksClusternetworkattachments<network>); the shared ones (EksClusterkarpenternodepool,
+# EksClusternetworkattachments) are inventories that change when a pool's or network's objects
+# are added, renamed or removed.
+DEFAULT_POOL = (CLUSTER, "EksClusterkarpenternodepoolmultus")
+NAD_INVENTORY = (CLUSTER, "EksClusternetworkattachments")
+MULTUS1_NADS = (CLUSTER, "EksClusternetworkattachmentsmultus1")
+MULTUS2_NADS = (CLUSTER, "EksClusternetworkattachmentsmultus2")
+# what follows the AZ list: the NodePool's zones and user-data, the NADs (one more or one less
+# per network, so the inventory too), the pod IP agent's ranges, the node ENI policy's subnets
+# and the teardown Lambda's subnets
 PER_AZ_UPDATES = {
-    (CLUSTER, "EksClusterkarpenternodepool"),
-    (CLUSTER, "EksClusternetworkattachments"),
+    DEFAULT_POOL,
+    NAD_INVENTORY,
+    MULTUS1_NADS,
+    MULTUS2_NADS,
     (CLUSTER, "EksClustermultuspodips"),
     (CLUSTER, "MultusEniPolicy"),
     (CLUSTER, "TeardownIsComplete"),
@@ -106,16 +119,17 @@ EXPECTED_UPDATES: dict[str, set[tuple[str, str]]] = {
         (CLUSTER, "EksCoreDns"),
     },
     "bump-karpenter": {(CLUSTER, "KarpenterCrds"), (CLUSTER, "KarpenterController")},
+    # the new network's NADs are a manifest of their own (added), named in the inventory
     "add-network": {
         (CLUSTER, "KarpenterController"),  # reservedENIs
-        (CLUSTER, "EksClusterkarpenternodepool"),
-        (CLUSTER, "EksClusternetworkattachments"),
+        DEFAULT_POOL,
+        NAD_INVENTORY,
         (CLUSTER, "EksClustermultuspodips"),
         (CLUSTER, "MultusEniPolicy"),
     },
     "change-reservation": {
         (NETWORK, "CidrReservationsmultus1uswest2a"),
-        (CLUSTER, "EksClusternetworkattachments"),
+        MULTUS1_NADS,
         (CLUSTER, "EksClustermultuspodips"),
     },
     # the EKS cluster keeps its subnets (test below); the teardown's Lambda runs in every AZ
@@ -124,14 +138,18 @@ EXPECTED_UPDATES: dict[str, set[tuple[str, str]]] = {
     "change-security-group-rules": {(NETWORK, "MultusSecurityGroup")},
     # the network's NADs (IPAM routes, mainTableRoutes and the transit gateway's MTU); the
     # routes themselves are new; the pools' user-data, whose ENI .link carries that MTU
-    "add-route": {
-        (CLUSTER, "EksClusternetworkattachments"),
-        (CLUSTER, "EksClusterkarpenternodepool"),
-    },
-    # the check reads the new pool's alias too; the pool's NodePool and EC2NodeClass, and the
-    # cleartaints and pod IP agent DaemonSets of its own, join the existing manifests
+    "add-route": {MULTUS1_NADS, DEFAULT_POOL},
+    # the check reads the new pool's alias too; the pool's NodePool and EC2NodeClass are a
+    # manifest of their own (added), named in the inventory; the cleartaints and pod IP agent
+    # DaemonSets of its own join the existing manifests
     "add-node-pool": {
         (CLUSTER, "AmiReleaseCheck"),
+        (CLUSTER, "EksClusterkarpenternodepool"),
+        (CLUSTER, "EksClustercleartaints"),
+        (CLUSTER, "EksClustermultuspodips"),
+    },
+    # the inventory no longer names the pool; its DaemonSets leave the manifests they are in
+    "remove-node-pool": {
         (CLUSTER, "EksClusterkarpenternodepool"),
         (CLUSTER, "EksClustercleartaints"),
         (CLUSTER, "EksClustermultuspodips"),
@@ -143,24 +161,31 @@ EXPECTED_UPDATES: dict[str, set[tuple[str, str]]] = {
         (NETWORK, "NetworkVpcmultus2Subnet1Subnet"),
         (NETWORK, "NetworkVpcmultus2Subnet2Subnet"),
         (NETWORK, "MultusSecurityGroupmultus2"),
-        (CLUSTER, "EksClusterkarpenternodepool"),
-        (CLUSTER, "EksClusternetworkattachments"),
+        DEFAULT_POOL,
+        MULTUS2_NADS,
         (CLUSTER, "EksClustermultuspodips"),
         (CLUSTER, "MultusEniPolicy"),
     },
     "move-multus-subnet": {
         (NETWORK, "CidrReservationsmultus1uswest2b"),
-        (CLUSTER, "EksClusterkarpenternodepool"),
-        (CLUSTER, "EksClusternetworkattachments"),
+        DEFAULT_POOL,
+        MULTUS1_NADS,
         (CLUSTER, "EksClustermultuspodips"),
         (CLUSTER, "MultusEniPolicy"),
     },
+}
+# change -> (stack, logical ID without its hash) of every added kubectl manifest
+EXPECTED_ADDED_MANIFESTS: dict[str, set[tuple[str, str]]] = {
+    "add-network": {(CLUSTER, "EksClusternetworkattachmentsmultus3")},
+    "add-node-pool": {(CLUSTER, "EksClusterkarpenternodepoolcontrol")},
 }
 
 
 # change -> (stack, logical ID without its hash) of every removed resource
 REMOVED_SUBNET_GROUPS = ("Public", "Nodes", "multus1", "multus2")
 EXPECTED_REMOVALS: dict[str, set[tuple[str, str]]] = {
+    # the pool's manifest: CloudFormation's Delete of it deletes its NodePool and EC2NodeClass
+    "remove-node-pool": {(CLUSTER, "EksClusterkarpenternodepoolcontrol")},
     # the third AZ's subnets with their routes, its NAT gateway and its reservations
     "remove-az": {
         *(
@@ -232,6 +257,20 @@ def test_the_change_reaches_the_cluster_through_updates(
     assert EXPECTED_UPDATES[name] <= updated
 
 
+def test_added_manifests_are_exactly_the_expected_ones(
+    change: tuple[str, Templates, Templates, AppChanges],
+) -> None:
+    """A new pool or network is a manifest of its own, so removing it later deletes it."""
+    name, _, after, changes = change
+    added = {
+        (stack, without_hash(logical_id))
+        for stack, stack_changes in changes.stacks.items()
+        for logical_id in stack_changes.added
+        if after[stack]["Resources"][logical_id]["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+    }
+    assert added == EXPECTED_ADDED_MANIFESTS.get(name, set())
+
+
 def test_the_eks_cluster_is_never_replaced_nor_removed(
     change: tuple[str, Templates, Templates, AppChanges],
 ) -> None:
@@ -255,7 +294,7 @@ def test_no_cross_stack_reference_blocks_the_update(
 def test_removed_resources_are_exactly_the_expected_ones(
     change: tuple[str, Templates, Templates, AppChanges],
 ) -> None:
-    """Only removing an AZ removes anything; every other change is additive."""
+    """Only removing an AZ or a pool removes anything; every other change is additive."""
     name, _, _, changes = change
     removed = {
         (stack, without_hash(logical_id))
@@ -321,6 +360,12 @@ def test_a_new_node_pool_leaves_the_existing_pools_nodes_alone(synth: Synth) -> 
         new = {o["metadata"]["name"]: o for o in by_kind(after[CLUSTER], kind)}
         assert set(new) == {"multus", "control"}
         assert new["multus"] == old["multus"]
+    # and its manifest gets no request at all: CloudFormation leaves it as it is
+    changes = compare(before, after).stacks[CLUSTER]
+    pool_manifest = logical_id(
+        after[CLUSTER], "Custom::AWSCDK-EKS-KubernetesResource", "EksClusterkarpenternodepoolmultus"
+    )
+    assert pool_manifest not in changes.updated | set(changes.replaced)
 
 
 def cluster_subnets(templates: Templates) -> Any:

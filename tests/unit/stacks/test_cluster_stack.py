@@ -743,7 +743,7 @@ def test_the_eni_policy_names_every_multus_group_and_nothing_else(
 def test_the_node_pool_waits_for_the_eni_policy(cluster: dict[str, Any]) -> None:
     """A node of a changed EC2NodeClass creates ENIs in groups only the updated policy allows."""
     node_pool = logical_id(
-        cluster, "Custom::AWSCDK-EKS-KubernetesResource", "EksClusterkarpenternodepool"
+        cluster, "Custom::AWSCDK-EKS-KubernetesResource", "EksClusterkarpenternodepoolmultus"
     )
     assert logical_id(cluster, "AWS::IAM::Policy", "MultusEniPolicy") in waits_for(
         cluster, node_pool

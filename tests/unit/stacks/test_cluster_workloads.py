@@ -63,12 +63,39 @@ def cluster(default_app: SynthesizedApp) -> dict[str, Any]:
     return default_app.template_json(default_app.stage.cluster)
 
 
+def manifests_with(template: dict[str, Any], kind: str) -> dict[str, list[dict[str, Any]]]:
+    """Logical ID -> objects, of every manifest holding an object of `kind`."""
+    return {
+        logical_id: objects
+        for logical_id, (objects, _) in manifests(template).items()
+        if any(o["kind"] == kind for o in objects)
+    }
+
+
 def test_crds_before_their_custom_resources(cluster: dict[str, Any]) -> None:
     multus_id, _ = manifest_with_multus(cluster)
-    _, nad_depends_on = manifest_with(cluster, "NetworkAttachmentDefinition")
-    assert multus_id in nad_depends_on
+    resources = manifests(cluster)
+    nad_manifests = manifests_with(cluster, "NetworkAttachmentDefinition")
+    assert len(nad_manifests) == 2  # one per network
+    for logical_id in nad_manifests:
+        assert multus_id in resources[logical_id][1]
     _, node_pool_depends_on = manifest_with(cluster, "NodePool")
     assert helm_release(cluster, "karpenter") in node_pool_depends_on
+
+
+def test_each_network_has_a_manifest_of_its_own(cluster: dict[str, Any]) -> None:
+    """So that removing a network deletes its NADs (CloudFormation deletes the resource)."""
+    found = {
+        logical_id: sorted(o["metadata"]["name"] for o in objects)
+        for logical_id, objects in manifests_with(cluster, "NetworkAttachmentDefinition").items()
+    }
+    assert sorted(found.values()) == [
+        ["multus1-us-west-2a", "multus1-us-west-2b"],
+        ["multus2-us-west-2a", "multus2-us-west-2b"],
+    ]
+    for logical_id, names in found.items():
+        network = names[0].split("-")[0]
+        assert logical_id.startswith(f"EksClusternetworkattachments{network}")
 
 
 def manifest_with_multus(template: dict[str, Any]) -> tuple[str, list[str]]:
@@ -351,21 +378,51 @@ def multus_networks_line(user_data: str) -> list[str]:
     return [" ".join(line.split()[:4]) for line in value.group(1).splitlines()]
 
 
-def test_every_pool_has_its_node_pool_and_node_class_in_the_one_node_pool_manifest(
+#: The logical ID of the manifest that held every pool's objects before each pool had its own:
+#: it stays (an inventory ConfigMap), so an upgrade updates it instead of deleting those objects.
+SHARED_NODE_POOL_MANIFEST = "EksClusterkarpenternodepool3C9C061E"
+SHARED_NAD_MANIFEST = "EksClusternetworkattachmentsD2B1A4B8"
+
+
+def test_the_shared_manifests_keep_their_logical_ids_as_inventories(
     two_pools: dict[str, Any], cluster: dict[str, Any]
 ) -> None:
-    logical_id, _ = manifest_with(two_pools, "NodePool")
-    # The default app's NodePool manifest keeps its logical ID with any number of pools.
-    assert logical_id == manifest_with(cluster, "NodePool")[0]
-    objects, _ = manifests(two_pools)[logical_id]
-    # upf's node profile reserves hugepages, which its NodeOverlay advertises to Karpenter.
-    assert sorted((o["kind"], o["metadata"]["name"]) for o in objects) == [
-        ("EC2NodeClass", "control"),
-        ("EC2NodeClass", "upf"),
-        ("NodeOverlay", "upf"),
-        ("NodePool", "control"),
-        ("NodePool", "upf"),
-    ]
+    for template in (cluster, two_pools):
+        resources = manifests(template)
+        (pools,) = resources[SHARED_NODE_POOL_MANIFEST][0]
+        assert (pools["kind"], pools["metadata"]["name"]) == ("ConfigMap", "karpenter-node-pools")
+        (nads,) = resources[SHARED_NAD_MANIFEST][0]
+        assert (nads["kind"], nads["metadata"]["name"]) == (
+            "ConfigMap",
+            "multus-network-attachments",
+        )
+    (pools,) = manifests(two_pools)[SHARED_NODE_POOL_MANIFEST][0]
+    assert pools["data"] == {
+        "upf": "NodePool/upf,EC2NodeClass/upf,NodeOverlay/upf",
+        "control": "NodePool/control,EC2NodeClass/control",
+    }
+
+
+def test_every_pool_has_its_node_pool_and_node_class_in_a_manifest_of_its_own(
+    two_pools: dict[str, Any],
+) -> None:
+    found = manifests_with(two_pools, "NodePool")
+    by_pool = {
+        next(o["metadata"]["name"] for o in objects if o["kind"] == "NodePool"): (
+            logical_id,
+            objects,
+        )
+        for logical_id, objects in found.items()
+    }
+    assert sorted(by_pool) == ["control", "upf"]
+    for pool, (logical_id, pool_objects) in by_pool.items():
+        assert logical_id.startswith(f"EksClusterkarpenternodepool{pool}")
+        # upf's node profile reserves hugepages, which its NodeOverlay advertises to Karpenter.
+        assert sorted(o["kind"] for o in pool_objects) == sorted(
+            ["EC2NodeClass", "NodePool", *(["NodeOverlay"] if pool == "upf" else [])]
+        )
+        assert {o["metadata"]["name"] for o in pool_objects} == {pool}
+    objects = [o for _, pool_objects in by_pool.values() for o in pool_objects]
     classes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "EC2NodeClass"}
     assert multus_networks_line(classes["upf"]["spec"]["userData"]) == [
         "n3 n3 1 false",

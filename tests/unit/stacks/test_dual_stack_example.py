@@ -233,15 +233,15 @@ def rendered(value: Any) -> str:
 
 
 def nad_configs(cluster: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    (logical_id,) = [
+    logical_ids = [  # one manifest per network
         logical_id
         for logical_id, (objects, _) in manifests(cluster).items()
         if any(o["kind"] == "NetworkAttachmentDefinition" for o in objects)
     ]
-    manifest = cluster["Resources"][logical_id]["Properties"]["Manifest"]
     return {
         nad["metadata"]["name"]: json.loads(nad["spec"]["config"])
-        for nad in json.loads(rendered(manifest))
+        for logical_id in logical_ids
+        for nad in json.loads(rendered(cluster["Resources"][logical_id]["Properties"]["Manifest"]))
     }
 
 

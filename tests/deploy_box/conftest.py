@@ -1,0 +1,66 @@
+"""The deploy box tier: aws-cdk's kubectl handler, from the synthesized assets and unchanged, fed
+CloudFormation's events against a real control plane (testing_support/deploy_box). A fresh box
+per test (about 5 s: the control plane and the registry; the Go builds are cached). Without Go
+the tier skips and says why; under CI=true it fails instead."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testing_support.cluster_box.build import BuildError
+from testing_support.deploy_box.box import DeployBox, running_deploy_box
+from testing_support.karpenter_box.app_world import AppTemplates
+from tests.conftest import REPO, SynthesizedApp, cdk_json_context, synthesize
+
+StartBox = Callable[[AppTemplates], DeployBox]
+
+
+def templates(app: SynthesizedApp) -> AppTemplates:
+    return AppTemplates.of_stage(app.stage, app.stage.outdir)
+
+
+def assembly(app: SynthesizedApp) -> Path:
+    return Path(app.stage.outdir)
+
+
+def synthesize_config(directory: Path, config: dict[str, Any]) -> SynthesizedApp:
+    """An app of `config` (written as a config file, as an operator would keep it)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    config_file = directory / "config.json"
+    config_file.write_text(json.dumps(config))
+    return synthesize(directory / "cdk.out", cdk_json_context(config_file=str(config_file)))
+
+
+def example(name: str) -> dict[str, Any]:
+    return dict(json.loads((REPO / "examples" / name).read_text()))
+
+
+@pytest.fixture
+def start_box(tmp_path: Path) -> Iterator[StartBox]:
+    """Starts a box for an app (its node group's nodes registered); stopped after the test."""
+    with ExitStack() as stack:
+
+        def start(app: AppTemplates) -> DeployBox:
+            try:
+                return stack.enter_context(
+                    running_deploy_box(
+                        tmp_path / "box",
+                        app.cluster,
+                        app.config.availability_zones,
+                        kubernetes_minor=app.config.cluster.kubernetes_version,
+                        karpenter_version=app.config.karpenter.version,
+                    )
+                )
+            except BuildError as error:
+                if os.environ.get("CI"):
+                    pytest.fail(f"deploy box: {error}")
+                pytest.skip(f"deploy box tier cannot run: {error}")
+
+        yield start
