@@ -87,6 +87,14 @@ def synthesize(outdir: Path, context: dict[str, Any]) -> SynthesizedApp:
     return SynthesizedApp(stage=stage, outdir=outdir, synth_error=synth_error)
 
 
+def synthesize_config(directory: Path, config: dict[str, Any]) -> SynthesizedApp:
+    """An app of `config` (written as a config file, as an operator would keep it)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    config_file = directory / "config.json"
+    config_file.write_text(json.dumps(config))
+    return synthesize(directory / "cdk.out", cdk_json_context(config_file=str(config_file)))
+
+
 @pytest.fixture(scope="session")
 def default_app(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
     return synthesize(tmp_path_factory.mktemp("cdk.out"), cdk_json_context())

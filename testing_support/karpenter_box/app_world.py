@@ -75,11 +75,13 @@ class AppWorld:
     def cluster_name(self) -> str:
         return self.app.config.cluster_name
 
-    def manifests(self) -> list[tuple[str, list[dict[str, Any]]]]:
+    def manifests(self, app: AppTemplates | None = None) -> list[tuple[str, list[dict[str, Any]]]]:
         """Each kubectl manifest of the cluster template (logical ID, its objects), in
-        CloudFormation's creation order."""
-        template = self.app.cluster
-        resolve = resolver(dict(self.app.templates), self.app.cluster_stack, self.ids).resolve
+        CloudFormation's creation order; of `app` (a later synth of the app, a day-2 change),
+        resolved to this world's IDs, when given."""
+        app = app or self.app
+        template = app.cluster
+        resolve = resolver(dict(app.templates), app.cluster_stack, self.ids).resolve
         return [
             (
                 logical_id,

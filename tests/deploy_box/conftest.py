@@ -17,7 +17,7 @@ import pytest
 from testing_support.cluster_box.build import BuildError
 from testing_support.deploy_box.box import DeployBox, running_deploy_box
 from testing_support.karpenter_box.app_world import AppTemplates
-from tests.conftest import REPO, SynthesizedApp, cdk_json_context, synthesize
+from tests.conftest import REPO, SynthesizedApp
 
 StartBox = Callable[[AppTemplates], DeployBox]
 
@@ -28,14 +28,6 @@ def templates(app: SynthesizedApp) -> AppTemplates:
 
 def assembly(app: SynthesizedApp) -> Path:
     return Path(app.stage.outdir)
-
-
-def synthesize_config(directory: Path, config: dict[str, Any]) -> SynthesizedApp:
-    """An app of `config` (written as a config file, as an operator would keep it)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    config_file = directory / "config.json"
-    config_file.write_text(json.dumps(config))
-    return synthesize(directory / "cdk.out", cdk_json_context(config_file=str(config_file)))
 
 
 def example(name: str) -> dict[str, Any]:

@@ -15,9 +15,9 @@ import pytest
 from testing_support.deploy_box.box import DeployBox
 from testing_support.deploy_box.inventory import live
 from testing_support.karpenter_box.app_world import AppTemplates
-from tests.conftest import FIVE_G_CORE, REPO, SynthesizedApp
+from tests.conftest import FIVE_G_CORE, REPO, SynthesizedApp, synthesize_config
 from tests.deploy_box.checks import compare_with_template, manifest_differences
-from tests.deploy_box.conftest import StartBox, assembly, synthesize_config, templates
+from tests.deploy_box.conftest import StartBox, assembly, templates
 
 pytestmark = pytest.mark.deploy_box
 

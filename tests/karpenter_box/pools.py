@@ -180,3 +180,15 @@ def taint_keys(node: dict[str, Any]) -> list[str]:
 def settle(seconds: float) -> None:
     """A pause in which something must NOT happen (what the test then checks is unchanged)."""
     time.sleep(seconds)
+
+
+def cordon(box: KarpenterBox, nodes: AbstractSet[str], unschedulable: bool = True) -> None:
+    """Cordoned, a node gets node.kubernetes.io/unschedulable (the node lifecycle controller),
+    which no pool pod tolerates: neither the scheduler nor Karpenter's simulation places a pod
+    there, so the next pending pod gets a node of its own."""
+    for node in nodes:
+        box.api.merge_patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": unschedulable}})
+
+
+def node_names(box: KarpenterBox) -> set[str]:
+    return {node["metadata"]["name"] for node in box.api.items("/api/v1/nodes")}

@@ -2,18 +2,23 @@
 budget closes its maintenance window, a control pool with Karpenter's default budget): a change
 to one pool's EC2NodeClass drifts that pool's NodeClaims only (Karpenter's own drift hash) and
 Karpenter replaces them; a budget whose window is closed keeps a drifted node, one whose window
-is open lets its replacement through; `expire_after: Never` reaches the NodeClaims."""
+is open lets its replacement through; `expire_after: Never` reaches the NodeClaims; a pool added
+on day 2 drifts no node of the others."""
 
 from __future__ import annotations
 
 import datetime
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from testing_support.cluster_box.objects import apply, delete_objects
+from testing_support.karpenter_box.app_world import AppTemplates
 from testing_support.karpenter_box.box import KarpenterBox
 from testing_support.karpenter_box.kubelet import wait_for
+from tests.conftest import FIVE_G_CORE, REPO, SynthesizedApp, synthesize_config
 from tests.karpenter_box.pools import (
     LAUNCH_SECONDS as DRIFT_SECONDS,
 )
@@ -88,6 +93,59 @@ def test_expire_after_never_reaches_the_node_claims(
     assert upf and all(claim["spec"]["expireAfter"] == "Never" for claim in upf)
     control = claims(five_g_core_box, "control")
     assert control and all(claim["spec"]["expireAfter"] != "Never" for claim in control)
+
+
+#: What Karpenter reads of a pool (and hashes for drift).
+KARPENTER_KINDS = ("NodePool", "EC2NodeClass", "NodeOverlay")
+
+
+@pytest.fixture(scope="module")
+def five_g_core_with_an_edge_pool(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
+    """examples/5g-core.json with a third pool on day 2: an edge pool on n6."""
+    config = json.loads((REPO / FIVE_G_CORE).read_text())
+    config["node_pools"].append(
+        {"name": "edge", "networks": ["n6"], "labels": {"example.com/network-function": "edge"}}
+    )
+    return synthesize_config(tmp_path_factory.mktemp("5g-core-with-edge"), config)
+
+
+def test_a_new_pool_drifts_no_node_of_the_other_pools(
+    five_g_core_box: KarpenterBox,
+    running_pools: dict[str, set[str]],
+    five_g_core_with_an_edge_pool: SynthesizedApp,
+) -> None:
+    """The new synth's pool objects, every pool's, applied as the deploy would: Karpenter
+    takes the new pool, and its drift hashes of the existing pools' NodePools and
+    EC2NodeClasses find no difference (a change the new pool made to theirs would drift and
+    replace every running node of the core)."""
+    box = five_g_core_box
+    app = five_g_core_with_an_edge_pool
+    later = AppTemplates.of_stage(app.stage, app.stage.outdir)
+    objects = [
+        o
+        for _, objects in box.world.manifests(later)
+        for o in objects
+        if o["kind"] in KARPENTER_KINDS
+    ]
+    assert {o["metadata"]["name"] for o in objects} == {"upf", "control", "edge"}
+    before = {pool: launched_names(box, pool) for pool in running_pools}
+    apply(box.plane, objects)
+    try:
+        wait_for(
+            lambda: any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in box.api.get(f"{NODEPOOLS}/edge").get("status", {}).get("conditions", [])
+            ),
+            DRIFT_SECONDS,
+            "Karpenter took the edge pool (its NodePool Ready)",
+            lambda: box.api.get(f"{NODEPOOLS}/edge").get("status"),
+        )
+        settle(KEPT_SECONDS)
+        for pool in running_pools:
+            assert not [c["metadata"]["name"] for c in claims(box, pool) if drifted(c)], pool
+            assert launched_names(box, pool) == before[pool], pool
+    finally:
+        delete_objects(box.plane, [o for o in objects if o["metadata"]["name"] == "edge"])
 
 
 def test_drift_of_one_pool_replaces_its_nodes_only(

@@ -18,10 +18,12 @@ from testing_support.karpenter_box.kubelet import instance_id, wait_for
 from tests.karpenter_box.pools import (
     LAUNCH_SECONDS,
     claims,
+    cordon,
     create_pod,
     delete_pod,
     get_pod,
     launched,
+    node_names,
     node_pools,
     pool_pod,
 )
@@ -73,13 +75,8 @@ def test_a_stuck_node_is_replaced_by_karpenter(default_box: KarpenterBox, short_
     known = {c["metadata"]["name"] for c in claims(box, pool)}
     box.kubelet.stuck_pools.add(pool)
     pod = pool_pod("waits-for-a-ready-node", node_pools(box)[pool])
-    # Not on a node earlier tests left: the pod needs a node of its own. Cordoned, they get
-    # node.kubernetes.io/unschedulable (the node lifecycle controller), which the pod does not
-    # tolerate, so neither the scheduler nor Karpenter's simulation places it there.
-    for node in box.api.items("/api/v1/nodes"):
-        box.api.merge_patch(
-            f"/api/v1/nodes/{node['metadata']['name']}", {"spec": {"unschedulable": True}}
-        )
+    # Not on a node earlier tests left: the pod needs a node of its own.
+    cordon(box, node_names(box))
     create_pod(box, pod)
     try:
         stuck = launched(box, pool, known)
