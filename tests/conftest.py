@@ -5,16 +5,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aws_cdk as cdk
 import pytest
-from aws_cdk.assertions import Template
-from cdk_nag import AwsSolutionsChecks
 from xdist.scheduler import LoadScopeScheduling
 
-from app import build_app
-from stages.environment_stage import EnvironmentStage
+if TYPE_CHECKING:
+    # The CDK app, cdk-nag and aws_cdk's assertions cost seconds to import: they load where a
+    # synth needs them, so a test that synthesizes nothing starts in about a second.
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    from stages.environment_stage import EnvironmentStage
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,6 +41,8 @@ class SynthesizedApp:
         return dict(json.loads(path.read_text()))
 
     def template(self, stack: cdk.Stack) -> Template:
+        from aws_cdk.assertions import Template
+
         return Template.from_json(self.template_json(stack))
 
     def templates_by_stack_name(self) -> dict[str, dict[str, Any]]:
@@ -59,6 +63,11 @@ def synthesize_with_nag(outdir: Path, context: dict[str, Any]) -> tuple[cdk.App,
     """Build the real app (app.build_app) and synthesize it with cdk-nag AwsSolutions attached.
 
     Returns the app and the validation failure, if any (templates are written before it)."""
+    import aws_cdk as cdk
+    from cdk_nag import AwsSolutionsChecks
+
+    from app import build_app
+
     app = cdk.App(outdir=str(outdir), context=context)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     build_app(app)
@@ -82,6 +91,8 @@ def open_nag_findings(report: dict[str, Any]) -> list[str]:
 
 
 def synthesize(outdir: Path, context: dict[str, Any]) -> SynthesizedApp:
+    from stages.environment_stage import EnvironmentStage
+
     app, synth_error = synthesize_with_nag(outdir, context)
     stage = next(child for child in app.node.children if isinstance(child, EnvironmentStage))
     return SynthesizedApp(stage=stage, outdir=outdir, synth_error=synth_error)
