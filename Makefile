@@ -82,11 +82,15 @@ bench: $(VENV)/.installed cni-plugins
 # reaching AWS through the EC2 emulator (testing_support/karpenter_box): builds them once per
 # pinned version (Go, cached outside the clone), runs CMD with KUBECONFIG, the box's kubectl and
 # the AWS_ENDPOINT_URL* settings of the emulator. CMD and CONFIG reach the box through the
-# environment, unsplit and unquoted by make's shell.
+# environment, unsplit and unquoted by make's shell. With THEN=<config b>: CONFIG's app deployed
+# through aws-cdk's real kubectl handler, updated to THEN's the same way, then CMD (the deploy
+# box, testing_support/deploy_box: no Karpenter, no emulator).
 CMD ?= kubectl get --raw /readyz
 CONFIG ?=
+THEN ?=
 cluster-box: export CLUSTER_BOX_CMD = $(value CMD)
 cluster-box: export CLUSTER_BOX_CONFIG = $(value CONFIG)
+cluster-box: export CLUSTER_BOX_THEN = $(value THEN)
 cluster-box: $(VENV)/.installed
 	$(BIN)/python -m testing_support.cluster_box
 

@@ -19,11 +19,13 @@ import tempfile
 from pathlib import Path
 
 from testing_support.cluster_box.build import BuildError
+from testing_support.deploy_box.command import deploy_then_update
 from testing_support.karpenter_box.app_world import synthesize_app
 from testing_support.karpenter_box.box import running_karpenter_box
 
 COMMAND_ENV = "CLUSTER_BOX_CMD"
 CONFIG_ENV = "CLUSTER_BOX_CONFIG"
+THEN_ENV = "CLUSTER_BOX_THEN"
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -34,9 +36,12 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     config_file = os.environ.get(CONFIG_ENV, "")
+    then_file = os.environ.get(THEN_ENV, "")
     with tempfile.TemporaryDirectory(prefix="cluster-box-") as directory:
         work = Path(directory)
         try:
+            if then_file:
+                return deploy_then_update(REPO, work, config_file or None, then_file, command)
             app = synthesize_app(REPO, work / "cdk.out", config_file or None)
             with running_karpenter_box(work, app) as box:
                 print(f"cluster-box: API server {box.plane.server}; Karpenter "

@@ -43,8 +43,10 @@ class DeployBox:
     plane: ControlPlane
     registry: Registry
     api: KubeApi
-    tools: Path
-    charts: dict[str, Path]
+    #: helm of the first app's kubectl layer, for rendering the charts the way the handler does.
+    helm: Path
+    #: (chart, Karpenter version) -> the packaged chart the registry serves.
+    charts: dict[tuple[str, str], Path]
     sandbox: Path
     handler_kubeconfig: Path
     pods: PodPlayer
@@ -60,7 +62,8 @@ class DeployBox:
         handler = KubectlHandler(
             asset=asset,
             sandbox=self.sandbox,
-            tools=self.tools,
+            # The layer of the app's Kubernetes minor: a version bump replaces the handler's layer.
+            tools=layer_tools(app.config.cluster.kubernetes_version)["kubectl"].parent,
             region=region,
             stack_id=STACK_ID.format(region=region, stack=app.cluster_stack),
             function_variables=function_environment(template, asset.name.removeprefix("asset.")),
@@ -146,18 +149,24 @@ def running_deploy_box(
     zones: list[str],
     *,
     kubernetes_minor: str,
-    karpenter_version: str,
+    karpenter_versions: Sequence[str],
 ) -> Iterator[DeployBox]:
-    """A box with the charts of `karpenter_version` in its registry and the system nodes of
-    `cluster_template`'s node group registered."""
+    """A box with the charts of each of `karpenter_versions` in its registry (a version bump
+    pulls the new one) and the system nodes of `cluster_template`'s node group registered."""
     binaries = build_all()
     tools = layer_tools(kubernetes_minor)
-    module = module_source(karpenter_version)
+    modules = {version: module_source(version) for version in karpenter_versions}
     with (
         running(directory / "cluster", binaries) as plane,
         running_registry(directory / "registry") as registry,
     ):
-        charts = push_release_charts(registry, tools["helm"], module, karpenter_version, directory)
+        charts = {
+            (chart, version): packaged
+            for version, module in modules.items()
+            for chart, packaged in push_release_charts(
+                registry, tools["helm"], module, version, directory
+            ).items()
+        }
         api = KubeApi(plane)
         for node in system_nodes(cluster_template, zones):
             register(api, node)
@@ -169,7 +178,7 @@ def running_deploy_box(
                 plane=plane,
                 registry=registry,
                 api=api,
-                tools=tools["helm"].parent,
+                helm=tools["helm"],
                 charts=charts,
                 sandbox=directory / "lambda",
                 handler_kubeconfig=kubeconfig,

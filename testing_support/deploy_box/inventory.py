@@ -143,12 +143,13 @@ def helm_template(
 
 def expected(
     resources: Mapping[str, tuple[str, Mapping[str, Any]]],
-    charts: Mapping[str, Path],
+    charts: Mapping[tuple[str, str], Path],
     helm: Path,
     namespaced: Mapping[tuple[str, str], bool],
 ) -> dict[Identity, dict[str, Any]]:
     """The objects of the kubectl provider resources `resources` (logical ID -> (type,
-    resolved properties)), each mapped to the object the template gives."""
+    resolved properties)), each mapped to the object the template gives; a chart is rendered
+    from `charts` by its name and version."""
     objects: dict[Identity, dict[str, Any]] = {}
     for resource_type, properties in resources.values():
         if resource_type == MANIFEST:
@@ -157,7 +158,8 @@ def expected(
             release = properties["Release"]
             namespace = properties.get("Namespace", "default")
             values = json.loads(properties.get("Values", "{}"))
-            items = helm_template(helm, charts[properties["Chart"]], release, namespace, values)
+            chart = charts[(properties["Chart"], properties["Version"])]
+            items = helm_template(helm, chart, release, namespace, values)
             for item in items:  # helm installs a namespaced object into the release's namespace
                 group = item["apiVersion"].rpartition("/")[0]
                 if namespaced.get((group, item["kind"]), False):

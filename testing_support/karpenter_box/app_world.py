@@ -109,6 +109,13 @@ class AppWorld:
 def synthesize_app(repo: Path, outdir: Path, config_file: str | None) -> AppTemplates:
     """The app of cdk.json's context (with `config_file`, as `-c config_file=...` gives it),
     synthesized into `outdir` as `cdk synth` would."""
+    return synthesize_stage(repo, outdir, config_file)[0]
+
+
+def synthesize_stage(
+    repo: Path, outdir: Path, config_file: str | None
+) -> tuple[AppTemplates, Path]:
+    """As synthesize_app, with the stage's assembly folder (its assets: the kubectl handler's)."""
     import aws_cdk as cdk
 
     from app import build_app
@@ -123,7 +130,7 @@ def synthesize_app(repo: Path, outdir: Path, config_file: str | None) -> AppTemp
     stages = [child for child in app.node.children if isinstance(child, EnvironmentStage)]
     if not stages:
         raise ValueError(f"{config_file}: a pipeline config; give one environment's config")
-    return AppTemplates.of_stage(stages[0], stages[0].outdir)
+    return AppTemplates.of_stage(stages[0], stages[0].outdir), Path(stages[0].outdir)
 
 
 def create_world(

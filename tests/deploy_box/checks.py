@@ -38,7 +38,7 @@ def compare_with_template(box: DeployBox, app: AppTemplates, baseline: set[Ident
     found = {
         i: o for i, o in live(box.plane).items() if i not in baseline and written_by_the_handler(o)
     }
-    want = expected(resolved_properties(app), box.charts, box.tools / "helm", namespaced)
+    want = expected(resolved_properties(app), box.charts, box.helm, namespaced)
     records = helm_records(found)
     return Comparison(
         missing=sorted(str(i) for i in set(want) - set(found)),

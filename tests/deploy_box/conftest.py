@@ -17,9 +17,9 @@ import pytest
 from testing_support.cluster_box.build import BuildError
 from testing_support.deploy_box.box import DeployBox, running_deploy_box
 from testing_support.karpenter_box.app_world import AppTemplates
-from tests.conftest import REPO, SynthesizedApp
+from tests.conftest import FIVE_G_CORE, REPO, SynthesizedApp, synthesize_config
 
-StartBox = Callable[[AppTemplates], DeployBox]
+StartBox = Callable[..., DeployBox]
 
 
 def templates(app: SynthesizedApp) -> AppTemplates:
@@ -36,10 +36,13 @@ def example(name: str) -> dict[str, Any]:
 
 @pytest.fixture
 def start_box(tmp_path: Path) -> Iterator[StartBox]:
-    """Starts a box for an app (its node group's nodes registered); stopped after the test."""
+    """Starts a box for an app (its node group's nodes registered), its registry serving the
+    Karpenter charts of that app and of the `later` apps it is updated to; stopped after the
+    test."""
     with ExitStack() as stack:
 
-        def start(app: AppTemplates) -> DeployBox:
+        def start(app: AppTemplates, *later: AppTemplates) -> DeployBox:
+            versions = dict.fromkeys(a.config.karpenter.version for a in (app, *later))
             try:
                 return stack.enter_context(
                     running_deploy_box(
@@ -47,7 +50,7 @@ def start_box(tmp_path: Path) -> Iterator[StartBox]:
                         app.cluster,
                         app.config.availability_zones,
                         kubernetes_minor=app.config.cluster.kubernetes_version,
-                        karpenter_version=app.config.karpenter.version,
+                        karpenter_versions=list(versions),
                     )
                 )
             except BuildError as error:
@@ -56,3 +59,12 @@ def start_box(tmp_path: Path) -> Iterator[StartBox]:
                 pytest.skip(f"deploy box tier cannot run: {error}")
 
         yield start
+
+
+@pytest.fixture(scope="session")
+def five_g_core_without_control(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
+    """examples/5g-core.json without its control pool (n2 stays, without a pool); its config
+    file is config.json beside the app's cdk.out."""
+    config = json.loads((REPO / FIVE_G_CORE).read_text())
+    config["node_pools"] = [p for p in config["node_pools"] if p["name"] != "control"]
+    return synthesize_config(tmp_path_factory.mktemp("5g-core-without-control"), config)

@@ -7,7 +7,6 @@ before (same UID, same generation: neither replaced nor rewritten)."""
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from testing_support.deploy_box.box import DeployBox
 from testing_support.deploy_box.inventory import live
 from testing_support.karpenter_box.app_world import AppTemplates
-from tests.conftest import FIVE_G_CORE, REPO, SynthesizedApp, synthesize_config
+from tests.conftest import SynthesizedApp, synthesize_config
 from tests.deploy_box.checks import compare_with_template, manifest_differences
 from tests.deploy_box.conftest import StartBox, assembly, templates
 
@@ -39,20 +38,12 @@ def _updated(
     """A box with `before` created, then updated to `after`; the baseline and the objects of
     KARPENTER_KINDS and NADs as they were before the update."""
     old, new = templates(before), templates(after)
-    box = start_box(old)
+    box = start_box(old, new)
     baseline = set(live(box.plane))
     box.create(old, assembly(before))
     previous = _objects(box, (*KARPENTER_KINDS, "NetworkAttachmentDefinition"))
     box.update(old, new, assembly(after))
     return box, new, baseline, previous
-
-
-@pytest.fixture(scope="module")
-def five_g_core_without_control(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedApp:
-    """examples/5g-core.json without its control pool (n2 stays, without a pool)."""
-    config = json.loads((REPO / FIVE_G_CORE).read_text())
-    config["node_pools"] = [p for p in config["node_pools"] if p["name"] != "control"]
-    return synthesize_config(tmp_path_factory.mktemp("5g-core-without-control"), config)
 
 
 def test_removing_a_node_pool_removes_its_nodepool_ec2nodeclass_and_overlay(
