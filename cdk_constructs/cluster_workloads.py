@@ -85,18 +85,18 @@ class ClusterWorkloads(Construct):
         self.network_attachments = self._deploy(
             NetworkInventoryChart(self._charts, "network-attachments", props.network_attachments),
         )
-        #: One manifest per network: its NADs.
+        #: One manifest per network (and per network and removable AZ): its NADs.
         self.network_manifests = [
             self._deploy(
                 NetworkAttachmentsChart(
                     self._charts,
-                    f"network-attachments-{network}",
-                    props.network_attachments.of_network(network),
+                    f"network-attachments-{key}",
+                    props.network_attachments.of_manifest(key),
                 ),
                 after=[multus, self.network_attachments],  # the NAD CRD, the namespace
                 overwrite=True,
             )
-            for network in props.network_attachments.networks
+            for key in props.network_attachments.manifests
         ]
         self._deploy(ClearTaintsChart(self._charts, "cleartaints", props.clear_taints))
         if props.pod_ips is not None:

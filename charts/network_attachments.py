@@ -3,11 +3,14 @@ the CNI chain charts/nad_cni_configs.py renders; networks in node_prefix mode ge
 config instead (docs/node-prefix-mode.md).
 
 Each network's NADs are a chart (one manifest, one CloudFormation resource) of their own
-(`NetworkAttachmentsProps.of_network`), so removing a network from the config removes its
+(`NetworkAttachmentsProps.of_manifest`), so removing a network from the config removes its
 resource and CloudFormation's Delete of it deletes its NADs: an update of one manifest for all
 networks would leave them, as kubectl's prune list has no custom resources (docs/operations.md,
-"How an update is applied"). `NetworkInventoryChart` keeps the NAD namespace, when the app
-creates it, and a ConfigMap naming each network's NADs.
+"How an update is applied"). For the same reason the NADs of an AZ that can be removed (one
+outside the control plane's AZs, which cannot: config/model/app_config.py) are a manifest per
+network and AZ; the network's manifest keeps the rest under its first ID, so an upgrade from a
+manifest per network changes nothing. `NetworkInventoryChart` keeps the NAD namespace, when the
+app creates it, and a ConfigMap naming each network's NADs.
 """
 
 from __future__ import annotations
@@ -31,23 +34,27 @@ class NetworkAttachmentsProps:
     itself); it then belongs to this chart, and removing the chart deletes it with its pods.
     node_local_names: NADs of node_prefix networks, which carry no config: Multus reads the CNI
     config whose "name" is the NAD's name from the node (the node bootstrap writes it).
-    networks: each Multus network's NAD names, in multus.networks order (`of_network`)."""
+    networks: each Multus network's NAD names, in multus.networks order (the inventory).
+    manifests: the NAD names of each manifest (`of_manifest`), by its key: the network's name
+    for its NADs in the control plane's AZs, <network>-<AZ> for those of another AZ."""
 
     namespace: str
     attachments: Sequence[NetworkAttachment]
     create_namespace: bool = False
     node_local_names: Sequence[str] = ()
     networks: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    manifests: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
-    def of_network(self, network: str) -> NetworkAttachmentsProps:
-        """The NADs of one network (its chart creates no namespace: the inventory does)."""
-        names = set(self.networks[network])
+    def of_manifest(self, key: str) -> NetworkAttachmentsProps:
+        """The NADs of one manifest (its chart creates no namespace: the inventory does)."""
+        names = set(self.manifests[key])
         return replace(
             self,
             attachments=[a for a in self.attachments if a.name in names],
             node_local_names=[n for n in self.node_local_names if n in names],
             create_namespace=False,
-            networks={network: self.networks[network]},
+            networks={},
+            manifests={key: self.manifests[key]},
         )
 
 

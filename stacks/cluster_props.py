@@ -40,7 +40,12 @@ from charts.sample_workloads import SampleWorkloadsProps, ZoneWorkload
 from charts.whereabouts import WhereaboutsProps
 from config import AppConfig
 from config.model import NODE_TERMINATION_MARGIN_MINUTES, NodePoolConfig
-from config.network_plan import NetworkPlan, NetworkPlanRow, networks_in_order
+from config.network_plan import (
+    NetworkPlan,
+    NetworkPlanRow,
+    network_attachment_name,
+    networks_in_order,
+)
 from config.node_bootstrap_plan import NodeBootstrapProps
 from config.node_bootstrap_plan import node_bootstrap_props as plan_bootstrap_props
 from config.node_labels import (
@@ -263,8 +268,11 @@ def cluster_workloads_props(
     images = config.images
     nads = []
     node_local_names = []
-    # Each network's NAD names, in multus.networks order: a manifest per network.
+    # Each network's NAD names, in multus.networks order, and each manifest's: one per network,
+    # and one per network and AZ for an AZ that can be removed (charts/network_attachments.py).
     networks: dict[str, list[str]] = {network.name: [] for network in config.multus.networks}
+    manifests: dict[str, list[str]] = {}
+    fixed_zones = set(config.control_plane_zones)
     for a in attachments:
         if a.plan.whereabouts_chain:
             nad = network_attachment(a.plan, ipv6_range(a))
@@ -275,6 +283,11 @@ def cluster_workloads_props(
             names = [slot.nad_name for slot in a.plan.eni_slots]
             node_local_names += names
         networks[a.plan.network] += names
+        zone = a.plan.availability_zone
+        key = (
+            a.plan.network if zone in fixed_zones else network_attachment_name(a.plan.network, zone)
+        )
+        manifests.setdefault(key, []).extend(names)
     pod_ips = pod_ips_props(
         config,
         images.multus_pod_ips.reference,
@@ -310,6 +323,7 @@ def cluster_workloads_props(
             node_local_names=node_local_names,
             create_namespace=config.multus.creates_nad_namespace,
             networks={network: names for network, names in networks.items() if names},
+            manifests={key: names for key, names in manifests.items() if names},
         ),
         clear_taints=ClearTaintsProps(
             image=images.cleartaints.reference,

@@ -10,8 +10,9 @@ the handler's commands changes: `helm registry login public.ecr.aws` and `helm p
 oci://public.ecr.aws/karpenter/<chart> --version <v>` run as in Lambda.
 
 The charts pushed are what Karpenter's release pushes (hack/release/common.sh of the provider
-at the pinned tag: `publishHelmChart` sets the chart's version and appVersion to the release,
-`helm package`, `helm push ... oci://public.ecr.aws/karpenter/`), made from the provider's Go
+at the pinned tag: `build` names the release's controller image in values.yaml (here by tag
+only: `_name_the_release_image`), `publishHelmChart` sets the chart's version and appVersion to
+the release, `helm package`, `helm push ... oci://public.ecr.aws/karpenter/`), made from the provider's Go
 module (charts/karpenter-crd, charts/karpenter): the module zip drops symlinks, so
 charts/karpenter/crds/ (in the repository one symlink per file of pkg/apis/crds/) is laid
 again from pkg/apis/crds/ before packaging.
@@ -258,6 +259,7 @@ def push_release_charts(
             path.chmod(0o755 if path.is_dir() else 0o644)
         staged.chmod(0o755)
         if chart == "karpenter":
+            _name_the_release_image(staged / "values.yaml", version)
             crds = staged / "crds"
             crds.mkdir(exist_ok=True)
             for crd in sorted((module_directory / "pkg" / "apis" / "crds").glob("*.yaml")):
@@ -271,6 +273,17 @@ def push_release_charts(
         _run([str(helm), "push", str(artifact), REPOSITORY], work, environment)
         packaged[chart] = artifact
     return packaged
+
+
+def _name_the_release_image(values_file: Path, version: str) -> None:
+    """The controller image the release names in the chart (hack/release/common.sh, `build`: its
+    `yq` sets controller.image's tag to the release and digest to the image ko pushed; the
+    module's values.yaml still names the previous release's). The digest of the release's image
+    is not knowable here, so the box's chart names the image by its tag: a chart-level
+    deviation no pod sees, as the box pulls no image."""
+    values = yaml.safe_load(values_file.read_text())
+    values["controller"]["image"].update({"tag": version, "digest": ""})
+    values_file.write_text(yaml.safe_dump(values, sort_keys=False))
 
 
 def _base_environment(work: Path) -> dict[str, str]:

@@ -86,6 +86,7 @@ def _props(cluster: eks.Cluster, release: cdk.CfnResource) -> ClusterWorkloadsPr
             namespace="default",
             attachments=attachments,
             networks={"multus1": [a.name for a in attachments]},
+            manifests={"multus1": [a.name for a in attachments]},
         ),
         clear_taints=ClearTaintsProps(
             image=images.cleartaints.reference,
