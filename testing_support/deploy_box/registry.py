@@ -12,8 +12,8 @@ oci://public.ecr.aws/karpenter/<chart> --version <v>` run as in Lambda.
 The charts pushed are what Karpenter's release pushes (hack/release/common.sh of the provider
 at the pinned tag: `build` names the release's controller image in values.yaml (here by tag
 only: `_name_the_release_image`), `publishHelmChart` sets the chart's version and appVersion to
-the release, `helm package`, `helm push ... oci://public.ecr.aws/karpenter/`), made from the provider's Go
-module (charts/karpenter-crd, charts/karpenter): the module zip drops symlinks, so
+the release, `helm package`, `helm push ... oci://public.ecr.aws/karpenter/`), made from the
+provider's Go module (charts/karpenter-crd, charts/karpenter): the module zip drops symlinks, so
 charts/karpenter/crds/ (in the repository one symlink per file of pkg/apis/crds/) is laid
 again from pkg/apis/crds/ before packaging.
 """
