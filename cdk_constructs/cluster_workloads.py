@@ -33,6 +33,7 @@ from charts.cleartaints import ClearTaintsChart, ClearTaintsProps
 from charts.karpenter_node_pool import (
     KarpenterNodePoolChart,
     KarpenterNodePoolProps,
+    NodeOverlayChart,
     NodePoolInventoryChart,
 )
 from charts.multus import MultusChart, MultusProps
@@ -111,7 +112,8 @@ class ClusterWorkloads(Construct):
         self.node_pool = self._deploy(
             NodePoolInventoryChart(self._charts, "karpenter-node-pool", props.node_pools)
         )
-        #: One manifest per pool: its NodePool, EC2NodeClass and NodeOverlay.
+        #: One manifest per pool: its NodePool and EC2NodeClass; and one per pool with extended
+        #: resources: its NodeOverlay (an update that drops it could not prune it).
         self.node_pools = [
             self._deploy(
                 KarpenterNodePoolChart(
@@ -121,6 +123,17 @@ class ClusterWorkloads(Construct):
                 overwrite=True,
             )
             for pool in props.node_pools
+        ]
+        self.node_overlays = [
+            self._deploy(
+                NodeOverlayChart(
+                    self._charts, f"karpenter-node-overlay-{pool.node_pool_name}", pool
+                ),
+                after=[props.karpenter_release],  # the NodeOverlay CRD
+                overwrite=True,  # adopts the NodeOverlay of a pool manifest before this one
+            )
+            for pool in props.node_pools
+            if pool.extended_resources
         ]
         if props.sample_workloads is not None:
             self._deploy(

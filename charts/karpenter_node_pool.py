@@ -9,9 +9,11 @@ the pool's user-data attaches separately.
 
 Each pool is a chart (one manifest, one CloudFormation resource) of its own, so removing a pool
 from the config removes its resource and CloudFormation's Delete of it deletes the pool's
-NodePool, EC2NodeClass and NodeOverlay: an update of one manifest for all pools would leave
-them, as kubectl's prune list has no custom resources (docs/operations.md, "How an update is
-applied"). `NodePoolInventoryChart` names each pool's objects in a ConfigMap.
+NodePool and EC2NodeClass: an update of one manifest for all pools would leave them, as
+kubectl's prune list has no custom resources (docs/operations.md, "How an update is applied").
+A pool's NodeOverlay is a chart of its own likewise (`NodeOverlayChart`), so a pool whose node
+profile stops reserving hugepages loses it. `NodePoolInventoryChart` names each pool's objects
+in a ConfigMap.
 """
 
 from __future__ import annotations
@@ -121,8 +123,7 @@ NODE_OVERLAY_WEIGHT = 10000
 
 class KarpenterNodePoolChart(cdk8s.Chart):
     """Per pool a karpenter.sh/v1 NodePool and the karpenter.k8s.aws/v1 EC2NodeClass it
-    launches, and a karpenter.sh/v1alpha1 NodeOverlay where its nodes have extended resources.
-    The app makes one chart (one manifest) per pool (module docstring)."""
+    launches. The app makes one chart (one manifest) per pool (module docstring)."""
 
     def __init__(
         self, scope: Construct, construct_id: str, pools: Sequence[KarpenterNodePoolProps]
@@ -145,15 +146,24 @@ class KarpenterNodePoolChart(cdk8s.Chart):
                 name=props.node_pool_name,
                 body={"spec": _node_pool_spec(props)},
             )
-            if props.extended_resources:
-                api_object(
-                    self,
-                    pool_object_name("node-overlay", props.node_pool_name),
-                    api_version="karpenter.sh/v1alpha1",
-                    kind="NodeOverlay",
-                    name=props.node_pool_name,
-                    body={"spec": _node_overlay_spec(props)},
-                )
+
+
+class NodeOverlayChart(cdk8s.Chart):
+    """The karpenter.sh/v1alpha1 NodeOverlay of a pool whose nodes have extended resources (a
+    chart, so a manifest, of its own: module docstring)."""
+
+    def __init__(self, scope: Construct, construct_id: str, props: KarpenterNodePoolProps) -> None:
+        super().__init__(scope, construct_id)
+        if not props.extended_resources:
+            raise ValueError(f"pool {props.node_pool_name}: no extended resources to overlay")
+        api_object(
+            self,
+            pool_object_name("node-overlay", props.node_pool_name),
+            api_version="karpenter.sh/v1alpha1",
+            kind="NodeOverlay",
+            name=props.node_pool_name,
+            body={"spec": _node_overlay_spec(props)},
+        )
 
 
 def _requirement(key: str, values: Sequence[str]) -> dict[str, Any]:

@@ -24,14 +24,13 @@ from config.model.base import (
     _K8S_NAME,
     _LINUX_IFNAME,
     EXISTING_NAMESPACES,
-    Cidr,
     StrictModel,
     net,
     unit,
 )
 from config.model.connection_tracking import ConnectionTrackingConfig
 from config.model.network_subnets import MultusSubnetConfig, NetworkIpv6Config
-from config.model.routes import MultusRouteConfig
+from config.model.routes import MultusRouteConfig, PodRoutedRange
 from config.model.security_groups import (
     ANYWHERE_IPV6,
     NetworkSecurityGroupConfig,
@@ -123,14 +122,15 @@ class MultusNetworkConfig(StrictModel):
         "network's subnets and, via the subnet's VPC router, in its pods over the Multus "
         "interface (docs/network.md, Routes to the RAN and data networks).",
     )
-    pod_routed_ranges: list[Cidr] = Field(
+    pod_routed_ranges: list[PodRoutedRange] = Field(
         default=[],
         description="IPv4 ranges that pods of this network answer for without holding them "
         "as their own addresses, such as a UPF's UE address pool on N6: the node agent of the "
         "node where a pod asking for a range (its network annotation's cni-args "
         "podRoutedRanges) gets its address points the range's route in the network's route "
         "tables at that node's ENI, and the route follows the pod when it moves "
-        "(docs/multus-pod-ips.md, Routes that follow a pod).",
+        "(docs/multus-pod-ips.md, Routes that follow a pod). None may cover the instance "
+        "metadata service's 169.254.169.254 (the node routes the range to the pod).",
     )
     ipv6: NetworkIpv6Config | None = Field(
         default=None,

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
+from typing import Annotated
+
 from pydantic import (
+    AfterValidator,
     Field,
     StrictBool,
     field_validator,
@@ -11,6 +15,7 @@ from pydantic import (
 
 from config import patterns
 from config.model.base import (
+    Cidr,
     RuleCidr,
     StrictModel,
 )
@@ -21,6 +26,40 @@ from config.model.security_groups import (
 )
 from config.network_plan import RouteTarget
 
+#: The instance metadata service's addresses (EC2 User Guide, "Access instance metadata for an
+#: EC2 instance": IPv4 169.254.169.254, IPv6 fd00:ec2::254 on Nitro instances). The node's
+#: IMDSv2 hop limit of 1 keeps pods off them only while their packets are forwarded by the
+#: node; a route of the config that covers one opens another path (issue #49).
+IMDS_ADDRESSES = (
+    ipaddress.IPv4Address("169.254.169.254"),
+    ipaddress.IPv6Address("fd00:ec2::254"),
+)
+
+
+def imds_address_in(cidr: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The IMDS address inside `cidr` (a valid CIDR), or None."""
+    network = ipaddress.ip_network(cidr)
+    return next((address for address in IMDS_ADDRESSES if address in network), None)
+
+
+def _pod_routed_range_clear_of_imds(cidr: str) -> str:
+    # The multus-pod-ip plugin routes each range a pod asks for in the node's own namespace via
+    # the pod (multus_pod_ips/cni_plugin.py): a range over 169.254.169.254 would send the
+    # node's IMDS requests (the kubelet's, the pod IP agent's, their credentials) to that pod.
+    address = imds_address_in(cidr)
+    if address is not None:
+        raise ValueError(
+            f"{cidr} covers {address}, the instance metadata service's address: the node routes "
+            "a pod-routed range to the pod that asks for it, so the node's own IMDS requests "
+            "(the kubelet's, the pod IP agent's) would go to that pod; give a range that leaves "
+            f"{address} out (for example a UE pool 10.45.0.0/16)"
+        )
+    return cidr
+
+
+#: A pod-routed range: an IPv4 CIDR that leaves the instance metadata service out.
+PodRoutedRange = Annotated[Cidr, AfterValidator(_pod_routed_range_clear_of_imds)]
+
 
 class MultusRouteConfig(StrictModel):
     """A destination outside the VPC (the RAN, a data network) that a Multus network's subnets
@@ -28,7 +67,8 @@ class MultusRouteConfig(StrictModel):
 
     destination: RuleCidr = Field(
         description="CIDR outside the VPC, for example the RAN's gNB range (N3) or a data "
-        "network (N6); not 0.0.0.0/0 (the default route is nat_egress). An IPv6 CIDR needs a "
+        "network (N6); not 0.0.0.0/0 (the default route is nat_egress), nor one that covers "
+        "the instance metadata service (169.254.169.254, fd00:ec2::254). An IPv6 CIDR needs a "
         "dual-stack network (ipv6) and a transit gateway or network interface target."
     )
     transit_gateway_id: str | None = Field(
@@ -73,6 +113,18 @@ class MultusRouteConfig(StrictModel):
                 f"{ANYWHERE_IPV6} is the default IPv6 route, which a dual-stack network's "
                 "nat_egress gives (to the VPC's egress-only internet gateway); routes name the "
                 "ranges beyond the VPC, for example 2001:db8:45::/48"
+            )
+        # A pod gets each route on its Multus interface (the NAD's routes, via the subnet's VPC
+        # router): a process that binds the Multus address would send IMDS requests out of the
+        # Multus ENI, where the node's hop limit of 1 does not stop the answer.
+        address = imds_address_in(destination)
+        if address is not None:
+            raise ValueError(
+                f"{destination} covers {address}, the instance metadata service's address: "
+                "the pods get this route on their Multus interface, so a pod that binds its "
+                "Multus address would reach the node's IMDS, and the node role's credentials, "
+                "over the Multus ENI; route only ranges that leave "
+                f"{address} out (for example 10.200.0.0/16)"
             )
         return destination
 

@@ -31,7 +31,7 @@ from testing_support.deploy_box.inventory import (
 from testing_support.deploy_box.monitoring_crds import MONITORING_KINDS, apply_monitoring_crds
 from testing_support.deploy_box.stack import StackEvent, resolved_properties
 from testing_support.karpenter_box.app_world import AppTemplates
-from tests.conftest import REPO, SynthesizedApp, synthesize_config
+from tests.conftest import FIVE_G_CORE, REPO, SynthesizedApp, synthesize_config
 from tests.deploy_box.checks import compare_with_template, manifest_differences
 from tests.deploy_box.conftest import StartBox, assembly, templates
 
@@ -64,6 +64,17 @@ def _networks(*edits: tuple[int, dict[str, Any]]) -> list[dict[str, Any]]:
     for index, keys in edits:
         networks[index].update(copy.deepcopy(keys))
     return networks
+
+
+FIVE_G_CORE_CONFIG: dict[str, Any] = json.loads((REPO / FIVE_G_CORE).read_text())
+
+
+def _upf_without_hugepages() -> dict[str, Any]:
+    """examples/5g-core.json with the upf pool's node profile reserving no hugepages."""
+    config = copy.deepcopy(FIVE_G_CORE_CONFIG)
+    (upf,) = [pool for pool in config["node_pools"] if pool["name"] == "upf"]
+    del upf["node_profile"]["hugepages_2mi"]
+    return config
 
 
 PINNED_TWO_ZONES = {"cluster": {"control_plane_availability_zones": ["us-west-2a", "us-west-2b"]}}
@@ -224,6 +235,9 @@ CHANGES: dict[str, Day2Change] = {
         {},
         {"node_pools": [{"name": "multus", "instance_cpus": [4, 8, 16, 32]}]},
     ),
+    "node_profile": Day2Change(
+        "change a pool's `node_profile`", FIVE_G_CORE_CONFIG, _upf_without_hugepages()
+    ),
     "monitoring_on": Day2Change(
         "turn `monitoring.prometheus_operator` on or off",
         {},
@@ -363,6 +377,8 @@ def test_day2_change_leaves_exactly_the_new_templates_objects(
 
     monitoring = {i.kind for i in outcome.found} & MONITORING_KINDS
     assert monitoring == (MONITORING_KINDS if "monitoring" in change.after else set())
+    overlays = sorted(i.name for i in outcome.found if i.kind == "NodeOverlay")
+    assert overlays == (["upf"] if change.after == FIVE_G_CORE_CONFIG else [])
 
 
 def test_a_karpenter_version_bump_upgrades_the_crds_then_the_controller(

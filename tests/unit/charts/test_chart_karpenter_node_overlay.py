@@ -18,7 +18,7 @@ from typing import Any
 import cdk8s
 import pytest
 
-from charts.karpenter_node_pool import KarpenterNodePoolChart
+from charts.karpenter_node_pool import KarpenterNodePoolChart, NodeOverlayChart
 from config import AppConfig, load_config
 from stacks.cluster_props import node_pool_props
 from tests.conftest import REPO
@@ -38,7 +38,13 @@ def chart_objects(config: AppConfig) -> list[dict[str, Any]]:
         node_pool_props(config, pool, node_role_name=STRINGIFIED_TOKEN, user_data="user-data")
         for pool in config.node_pools
     ]
-    return cdk8s.Testing.synth(KarpenterNodePoolChart(cdk8s.Testing.app(), "node-pool", pools))
+    app = cdk8s.Testing.app()
+    charts = [KarpenterNodePoolChart(app, "node-pool", pools)] + [
+        NodeOverlayChart(app, f"node-overlay-{pool.node_pool_name}", pool)
+        for pool in pools
+        if pool.extended_resources
+    ]
+    return [o for chart in charts for o in cdk8s.Testing.synth(chart)]
 
 
 def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -103,6 +109,13 @@ def test_a_config_without_hugepages_renders_no_overlay() -> None:
     objects = chart_objects(AppConfig())
     assert of_kind(objects, "NodePool")
     assert of_kind(objects, "NodeOverlay") == []
+
+
+def test_the_overlay_chart_refuses_a_pool_without_extended_resources() -> None:
+    (pool,) = AppConfig().node_pools
+    props = node_pool_props(AppConfig(), pool, node_role_name="role", user_data="user-data")
+    with pytest.raises(ValueError, match="no extended resources"):
+        NodeOverlayChart(cdk8s.Testing.app(), "overlay", props)
 
 
 def test_overlay_is_valid_against_the_crd_and_its_cel_rules(

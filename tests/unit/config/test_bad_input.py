@@ -1627,6 +1627,73 @@ ROUTES = [
         routes({"destination": "0.0.0.0/0", "transit_gateway_id": TGW}),
         (f"{ROUTE}.destination", "is the default route", "nat_egress"),
     ),
+    # Issue #49: a route or a pod-routed range that covers the instance metadata service's
+    # address (IMDS_ADDRESSES) synthesized; only the default route itself was refused.
+    BadInput(
+        "route-destination-covers-imds-link-local",
+        "accepted",
+        routes({"destination": "169.254.0.0/16", "transit_gateway_id": TGW}),
+        (
+            f"{ROUTE}.destination",
+            "169.254.0.0/16 covers 169.254.169.254, the instance metadata service's address",
+            "route only ranges that leave 169.254.169.254 out",
+        ),
+    ),
+    BadInput(
+        "route-destination-covers-imds-half-the-space",
+        "accepted",
+        routes({"destination": "128.0.0.0/1", "nat_gateway": True}),
+        (f"{ROUTE}.destination", "128.0.0.0/1 covers 169.254.169.254", "leave 169.254.169.254"),
+    ),
+    BadInput(
+        "route-destination-is-imds-itself",
+        "accepted",
+        routes({"destination": "169.254.169.254/32", "network_interface_id": "eni-01234567"}),
+        (f"{ROUTE}.destination", "169.254.169.254/32 covers 169.254.169.254"),
+    ),
+    BadInput(
+        "ipv6-route-destination-covers-imds",
+        "accepted",
+        dual_stack_routes({"destination": "fd00::/8", "transit_gateway_id": TGW}),
+        (f"{ROUTE}.destination", "fd00::/8 covers fd00:ec2::254", "leave fd00:ec2::254 out"),
+    ),
+    BadInput(
+        "pod-routed-range-covers-imds",
+        "accepted",
+        config({"multus": {"networks": networks(pod_routed_ranges=["169.254.0.0/16"])}}),
+        (
+            "multus.networks[0].pod_routed_ranges[0]",
+            "169.254.0.0/16 covers 169.254.169.254",
+            "the node's own IMDS requests",
+            "leaves 169.254.169.254 out",
+        ),
+    ),
+    BadInput(
+        "imds-covered-by-routes-and-ranges-all-at-once",
+        "accepted",
+        config(
+            {
+                "multus": {
+                    "networks": [
+                        {
+                            **networks()[0],
+                            "routes": [
+                                {"destination": "10.200.0.0/16", "transit_gateway_id": TGW},
+                                {"destination": "128.0.0.0/1", "transit_gateway_id": TGW},
+                            ],
+                            "pod_routed_ranges": ["10.45.0.0/16", "169.254.169.0/24"],
+                        },
+                        {**networks()[1], "pod_routed_ranges": ["128.0.0.0/2"]},
+                    ]
+                }
+            }
+        ),
+        (
+            "multus.networks[0].routes[1].destination: 128.0.0.0/1 covers 169.254.169.254",
+            "multus.networks[0].pod_routed_ranges[1]: 169.254.169.0/24 covers 169.254.169.254",
+            "multus.networks[1].pod_routed_ranges[0]: 128.0.0.0/2 covers 169.254.169.254",
+        ),
+    ),
     BadInput(
         "route-destination-inside-the-vpc",
         "routes",

@@ -817,7 +817,13 @@ def test_route_target_ids_have_8_or_17_hex_digits(key: str, digits: int, accepte
         ("10.1.0.0/32", True),  # the first after it
         ("10.0.0.0/16", False),  # the VPC's own block: its local route's
         ("10.0.0.0/15", True),  # around it: a summary route, the local route wins inside
-        ("128.0.0.0/1", True),  # half the address space, but not the default route
+        ("0.0.0.0/1", True),  # half the address space around the VPC, without IMDS
+        ("128.0.0.0/1", False),  # the other half holds 169.254.169.254 (issue #49)
+        ("169.254.169.253/32", True),  # the address before IMDS
+        ("169.254.169.254/32", False),
+        ("169.254.169.255/32", True),
+        ("169.254.168.0/24", True),
+        ("169.254.169.0/24", False),
         ("0.0.0.0/0", False),
     ],
 )
@@ -829,6 +835,54 @@ def test_a_route_leads_beyond_the_vpc_and_is_not_the_default_route(
         assert parse_config(raw).multus.networks[0].routes[0].destination == destination
     else:
         assert ".routes[0].destination: " in error_for(raw)
+
+
+@pytest.mark.parametrize(
+    ("destination", "accepted"),
+    [
+        ("fd00:ec2::/32", False),  # the IPv6 IMDS address fd00:ec2::254 is inside
+        ("fd00:ec2::254/128", False),
+        ("fd00:ec2::255/128", True),
+        ("fd00:ec3::/32", True),
+        ("fc00::/8", True),  # the other half of the unique-local fc00::/7
+        ("8000::/1", False),
+        ("::/1", True),
+    ],
+)
+def test_an_ipv6_route_leaves_the_instance_metadata_service_out(
+    destination: str, accepted: bool
+) -> None:
+    raw = with_route(destination=destination, transit_gateway_id="tgw-0123456789abcdef0")
+    raw["vpc"]["ipv6"] = True
+    raw["multus"]["networks"][0]["ipv6"] = {}
+    if accepted:
+        assert parse_config(raw).multus.networks[0].routes[0].destination == destination
+    else:
+        assert f".routes[0].destination: {destination} covers fd00:ec2::254" in error_for(raw)
+
+
+@pytest.mark.parametrize(
+    ("pod_routed_range", "accepted"),
+    [
+        ("169.254.168.0/24", True),
+        ("169.254.169.0/24", False),
+        ("169.254.169.254/32", False),
+        ("169.254.169.255/32", True),
+        ("128.0.0.0/2", False),
+        ("192.0.0.0/2", True),
+    ],
+)
+def test_a_pod_routed_range_leaves_the_instance_metadata_service_out(
+    pod_routed_range: str, accepted: bool
+) -> None:
+    raw = changed("multus.networks.0.pod_routed_ranges", [pod_routed_range])
+    if accepted:
+        assert parse_config(raw).multus.networks[0].pod_routed_ranges == [pod_routed_range]
+    else:
+        assert (
+            f"multus.networks[0].pod_routed_ranges[0]: {pod_routed_range} covers 169.254.169.254"
+            in error_for(raw)
+        )
 
 
 def test_overlapping_but_distinct_destinations_pass_the_longest_prefix_wins() -> None:
