@@ -68,6 +68,7 @@ THREE_AZS: dict[str, Any] = {
     },
     "multus": {"networks": _networks_with(_third_az)},
 }
+HUGEPAGES_PROFILE: dict[str, Any] = {"hugepages_2mi": 512}
 DAY2_CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # from the previous minor to the default one
     "bump-kubernetes": ({"cluster": {"kubernetes_version": "1.34"}}, DEFAULTS),
@@ -108,6 +109,16 @@ DAY2_CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         DEFAULTS,
         {"vpc": {"ipv6": True}, "multus": {"networks": _networks_with(_dual_stack_second_network)}},
     ),
+    "change-instance-sizes": (
+        DEFAULTS,
+        {"node_pools": [{"name": "multus", "instance_cpus": [4, 8, 16, 32]}]},
+    ),
+    # a pool whose node profile stops reserving hugepages (its NodeOverlay goes)
+    "change-node-profile": (
+        {"node_pools": [{"name": "multus", "node_profile": HUGEPAGES_PROFILE}]},
+        DEFAULTS,
+    ),
+    "monitoring-on": (DEFAULTS, {"monitoring": {"prometheus_operator": True}}),
 }
 
 # Not a documented day-2 change (the old subnet holds the nodes' and the control plane's ENIs):

@@ -50,6 +50,9 @@ DOCUMENTED_ROWS = {
     "make a network dual-stack": "make-network-dual-stack",
     "add a node pool to `node_pools`": "add-node-pool",
     "remove a node pool from `node_pools`": "remove-node-pool",
+    "change a pool's instance sizes": "change-instance-sizes",
+    "change a pool's `node_profile`": "change-node-profile",
+    "turn `monitoring.prometheus_operator` on or off": "monitoring-on",
 }
 HASH_LENGTH = 8  # CDK appends an 8-character hash of the construct path to logical IDs
 
@@ -59,6 +62,9 @@ EXPECTED_REPLACEMENTS: dict[str, set[tuple[str, str, str]]] = {
     "bump-kubernetes": {(CLUSTER, "AWS::Lambda::LayerVersion", "EksKubectlLayer")},
     "bump-karpenter": set(),
     "add-network": set(),
+    "change-instance-sizes": set(),
+    "change-node-profile": set(),
+    "monitoring-on": set(),
     # the reservation is a custom resource: CloudFormation updates it, its handler re-reserves
     "change-reservation": set(),
     # a managed node group's subnets are createOnly: a new system node group, then the old goes
@@ -133,8 +139,15 @@ EXPECTED_UPDATES: dict[str, set[tuple[str, str]]] = {
         (CLUSTER, "EksClustermultuspodips"),
     },
     # the EKS cluster keeps its subnets (test below); the teardown's Lambda runs in every AZ
-    "add-az": {*PER_AZ_UPDATES},
-    "remove-az": {*PER_AZ_UPDATES},
+    # the new AZ's NADs are a manifest per network (added), so the networks' manifests stay
+    "add-az": PER_AZ_UPDATES - {MULTUS1_NADS, MULTUS2_NADS},
+    "remove-az": PER_AZ_UPDATES - {MULTUS1_NADS, MULTUS2_NADS},
+    # the pool's requirements only
+    "change-instance-sizes": {DEFAULT_POOL},
+    # the pool's user-data (the profile's part); its NodeOverlay's manifest is removed
+    "change-node-profile": {DEFAULT_POOL},
+    # a manifest of its own is added; nothing else changes
+    "monitoring-on": set(),
     "change-security-group-rules": {(NETWORK, "MultusSecurityGroup")},
     # the network's NADs (IPAM routes, mainTableRoutes and the transit gateway's MTU); the
     # routes themselves are new; the pools' user-data, whose ENI .link carries that MTU
@@ -178,6 +191,12 @@ EXPECTED_UPDATES: dict[str, set[tuple[str, str]]] = {
 EXPECTED_ADDED_MANIFESTS: dict[str, set[tuple[str, str]]] = {
     "add-network": {(CLUSTER, "EksClusternetworkattachmentsmultus3")},
     "add-node-pool": {(CLUSTER, "EksClusterkarpenternodepoolcontrol")},
+    # the third AZ's NADs, a manifest per network (charts/network_attachments.py)
+    "add-az": {
+        (CLUSTER, "EksClusternetworkattachmentsmultus1uswest2c"),
+        (CLUSTER, "EksClusternetworkattachmentsmultus2uswest2c"),
+    },
+    "monitoring-on": {(CLUSTER, "EksClustermultuspodipsmonitoring")},
 }
 
 
@@ -197,7 +216,11 @@ EXPECTED_REMOVALS: dict[str, set[tuple[str, str]]] = {
         (NETWORK, "NetworkVpcPublicSubnet3NATGateway"),
         (NETWORK, "CidrReservationsmultus1uswest2c"),
         (NETWORK, "CidrReservationsmultus2uswest2c"),
+        # and its NADs' manifests: their Delete deletes them
+        (CLUSTER, "EksClusternetworkattachmentsmultus1uswest2c"),
+        (CLUSTER, "EksClusternetworkattachmentsmultus2uswest2c"),
     },
+    "change-node-profile": {(CLUSTER, "EksClusterkarpenternodeoverlaymultus")},
 }
 
 
