@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -55,6 +56,23 @@ def required_version(directory: Path, dependency: str) -> str | None:
     text = (directory / "go.mod").read_text()
     match = re.search(rf"^\s*(?:require\s+)?{re.escape(dependency)} (v\S+)", text, re.MULTILINE)
     return None if match is None else match.group(1)
+
+
+def downloaded_module(
+    go: str, directory: Path, module: str, version: str, error: type[Exception]
+) -> Path:
+    """The folder of `module`@`version` in Go's module cache, downloaded first if missing and
+    checked against the go.sum in `directory`."""
+    completed = subprocess.run(
+        [go, "mod", "download", "-json", f"{module}@{version}"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise error(f"go mod download {module}@{version}: {completed.stderr.strip()}")
+    return Path(json.loads(completed.stdout)["Dir"])
 
 
 def built(build: GoBuild, go: str, cache: Path) -> dict[str, Path]:

@@ -7,14 +7,12 @@ cache and checked against go.sum."""
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 from pathlib import Path
 
 from testing_support.cluster_box.build import BuildError
 from testing_support.cluster_box.control_plane import ControlPlane
-from testing_support.go_build import required_version
+from testing_support.go_build import downloaded_module, required_version
 
 GO_MODULE = Path(__file__).parent / "go" / "prometheus-operator"
 MODULE = "github.com/prometheus-operator/prometheus-operator"
@@ -32,16 +30,7 @@ def _module_directory() -> Path:
     version = required_version(GO_MODULE, MODULE)
     if version is None:
         raise BuildError(f"{GO_MODULE}/go.mod requires no {MODULE}")
-    completed = subprocess.run(
-        [go, "mod", "download", "-json", f"{MODULE}@{version}"],
-        cwd=GO_MODULE,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if completed.returncode != 0:
-        raise BuildError(f"go mod download {MODULE}@{version}: {completed.stderr.strip()}")
-    return Path(json.loads(completed.stdout)["Dir"])
+    return downloaded_module(go, GO_MODULE, MODULE, version, BuildError)
 
 
 def apply_monitoring_crds(plane: ControlPlane) -> None:

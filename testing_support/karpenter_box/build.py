@@ -13,14 +13,12 @@ charts/karpenter-crd) in the module cache, which `go mod download` fills.
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from testing_support.cluster_box.build import BuildError, cache_root
-from testing_support.go_build import GoBuild, built, required_version
+from testing_support.go_build import GoBuild, built, downloaded_module, required_version
 
 GO_MODULES = Path(__file__).parent / "go"
 PROVIDER = "github.com/aws/karpenter-provider-aws"
@@ -88,13 +86,4 @@ def module_source(version: str) -> Path:
 
 def _module_source(go: str, directory: Path, version: str) -> Path:
     """The provider module's folder in Go's module cache (downloaded if it is not there)."""
-    completed = subprocess.run(
-        [go, "mod", "download", "-json", f"{PROVIDER}@v{version}"],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if completed.returncode != 0:
-        raise BuildError(f"go mod download {PROVIDER}@v{version}: {completed.stderr.strip()}")
-    return Path(json.loads(completed.stdout)["Dir"])
+    return downloaded_module(go, directory, PROVIDER, f"v{version}", BuildError)
