@@ -60,6 +60,24 @@ def api_object(
     return obj
 
 
+def inventory_config_map(
+    scope: Construct, name: str, entries: Mapping[str, Sequence[str]]
+) -> cdk8s.ApiObject:
+    """A ConfigMap in kube-system naming, per key, the objects of one of the app's manifests
+    (comma-separated): the manifest that held them all before each got its own keeps its
+    CloudFormation resource as this inventory, so an upgrade updates it instead of deleting it
+    (which would delete the objects it held)."""
+    return api_object(
+        scope,
+        "inventory",
+        api_version="v1",
+        kind="ConfigMap",
+        name=name,
+        namespace="kube-system",
+        body={"data": {key: ",".join(objects) for key, objects in entries.items()}},
+    )
+
+
 def string_schema() -> dict[str, Any]:
     return {"type": "string"}
 

@@ -25,7 +25,7 @@ from typing import Any
 import cdk8s
 from constructs import Construct
 
-from charts.building_blocks import api_object
+from charts.building_blocks import api_object, inventory_config_map
 from config.node_labels import (
     KARPENTER_NODE_LABEL_KEY,
     KARPENTER_NODE_LABEL_VALUE,
@@ -273,27 +273,15 @@ class NodePoolInventoryChart(cdk8s.Chart):
         self, scope: Construct, construct_id: str, pools: Sequence[KarpenterNodePoolProps]
     ) -> None:
         super().__init__(scope, construct_id)
-        api_object(
+        inventory_config_map(
             self,
-            "inventory",
-            api_version="v1",
-            kind="ConfigMap",
-            name=INVENTORY_CONFIG_MAP,
-            namespace="kube-system",
-            body={
-                "data": {
-                    props.node_pool_name: ",".join(
-                        [
-                            f"NodePool/{props.node_pool_name}",
-                            f"EC2NodeClass/{props.node_class_name}",
-                            *(
-                                [f"NodeOverlay/{props.node_pool_name}"]
-                                if props.extended_resources
-                                else []
-                            ),
-                        ]
-                    )
-                    for props in pools
-                }
+            INVENTORY_CONFIG_MAP,
+            {
+                props.node_pool_name: [
+                    f"NodePool/{props.node_pool_name}",
+                    f"EC2NodeClass/{props.node_class_name}",
+                    *([f"NodeOverlay/{props.node_pool_name}"] if props.extended_resources else []),
+                ]
+                for props in pools
             },
         )

@@ -23,7 +23,7 @@ import cdk8s
 import cdk8s_plus_28 as kplus
 from constructs import Construct
 
-from charts.building_blocks import api_object
+from charts.building_blocks import api_object, inventory_config_map
 from charts.nad_cni_configs import NetworkAttachment, cni_configs
 
 
@@ -124,17 +124,11 @@ class NetworkInventoryChart(cdk8s.Chart):
             kplus.Namespace(
                 self, "namespace", metadata=cdk8s.ApiObjectMetadata(name=props.namespace)
             )
-        api_object(
+        inventory_config_map(
             self,
-            "inventory",
-            api_version="v1",
-            kind="ConfigMap",
-            name=INVENTORY_CONFIG_MAP,
-            namespace="kube-system",
-            body={
-                "data": {
-                    network: ",".join(f"{props.namespace}/{name}" for name in names)
-                    for network, names in props.networks.items()
-                }
+            INVENTORY_CONFIG_MAP,
+            {
+                network: [f"{props.namespace}/{name}" for name in names]
+                for network, names in props.networks.items()
             },
         )
