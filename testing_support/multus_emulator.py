@@ -1072,7 +1072,6 @@ class Ec2Emulator:
             "MULTUS_EC2_ENDPOINT": self.proxy.url,
             "MULTUS_ROOT": str(root),
             "MULTUS_HOST_CHANGES": "0" if netns is None else "1",
-            "MULTUS_WAIT_SECONDS": "10",
             **(env or {}),
         }
         in_netns = [] if netns is None else ["ip", "netns", "exec", netns]

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+SEND_TIMEOUT = 30.0
+
 
 class GuestAgentError(RuntimeError):
     """The agent did not answer in time, or refused a command."""
@@ -56,13 +58,17 @@ class GuestAgent:
         self._socket.close()
 
     def sync(self, *, timeout: float, attempt_seconds: float = 3.0) -> None:
-        """Returns once the agent answers; each attempt that gets no answer sends a new id."""
+        """Returns once the agent answers; each attempt that gets no answer sends a new id and
+        waits twice as long (up to 30 s). Why the backoff: while the guest's port is closed (a
+        reboot), QEMU reads nothing from the socket, every request stays queued in it, and a
+        new one every 3 s through a slow boot would fill its send buffer."""
         deadline = time.monotonic() + timeout
         while True:
             token = random.randrange(1, 2**31)
             # 0xFF first: the agent drops whatever partial request it holds (its reset byte)
             self._send({"execute": "guest-sync-delimited", "arguments": {"id": token}}, b"\xff")
             attempt_end = min(deadline, time.monotonic() + attempt_seconds)
+            attempt_seconds = min(attempt_seconds * 2, 30.0)
             while time.monotonic() < attempt_end:
                 message = self._read(attempt_end - time.monotonic())
                 if message is not None and message.get("return") == token:
@@ -116,7 +122,15 @@ class GuestAgent:
             pause = min(pause * 2, 1.0)
 
     def _send(self, request: dict[str, Any], prefix: bytes = b"") -> None:
-        self._socket.sendall(prefix + json.dumps(request).encode() + b"\n")
+        # Its own timeout: _read leaves the socket with whatever remained of its last wait.
+        self._socket.settimeout(SEND_TIMEOUT)
+        try:
+            self._socket.sendall(prefix + json.dumps(request).encode() + b"\n")
+        except TimeoutError:
+            raise GuestAgentError(
+                f"{request['execute']}: the agent's socket took nothing for {SEND_TIMEOUT:.0f} s "
+                "(QEMU reads none while the guest's port is closed: is the guest up?)"
+            ) from None
 
     def _read(self, timeout: float) -> dict[str, Any] | None:
         """The next JSON message, or None when none came within `timeout` seconds."""
