@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# How long a request may wait for room in the socket before the guest counts as gone.
 SEND_TIMEOUT = 30.0
 
 
