@@ -175,9 +175,11 @@ def _spawn(plane: ControlPlane, name: str, command: list[str]) -> None:
 
 
 def _stop(plane: ControlPlane) -> None:
+    """Stops the processes one at a time, the last started first, so etcd outlives the API
+    server: signalled together, a kube-apiserver that had served a deploy never exited within
+    the 10 s and was killed (measured: 10.3 s per deploy box; one at a time, 1.3 s)."""
     for _, process in reversed(plane.processes):
         process.terminate()
-    for _, process in reversed(plane.processes):
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
