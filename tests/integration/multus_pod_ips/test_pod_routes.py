@@ -526,3 +526,85 @@ def test_a_dual_stack_pods_ipv6_subnet_and_route_are_on_net1_in_the_main_table_w
     } == {(SUBNET_IPV6, None, None), (IPV6_ROUTE["dst"], IPV6_ROUTE["gw"], None)}
     unbound = route_get(namespaces, OTHER_MULTUS_POD_IPV6)
     assert "dev net1" in unbound, unbound
+    # IMDS over IPv6 is blackholed as over IPv4, in the main table and in sbr's table.
+    blackholes = json.loads(
+        ip(
+            "-n", namespaces.pod, "-j", "-6", "route", "show", "table", "all", "type", "blackhole"
+        ).stdout
+    )
+    assert {(r["dst"], r.get("table", "main")) for r in blackholes} >= {
+        ("fd00:ec2::254", "main")
+    }, blackholes
+    assert len({r.get("table", "main") for r in blackholes}) == 2, blackholes
+
+
+# The instance metadata service answers on every ENI of the instance (the Nitro card), so the
+# subnet's side plays it here: 169.254.169.254 behind the VPC router, as sbr's default route
+# via 10.0.4.1 would reach it from the Multus address.
+INSTANCE_METADATA = "169.254.169.254"
+
+
+def instance_metadata_connection(ns: Namespaces, source: str | None) -> str:
+    """Connects from the pod to the subnet side's 169.254.169.254:80, bound to `source` or
+    not; "connected", or the errno's name (EINVAL: a blackhole route), or "timeout"."""
+    server = subprocess.Popen(
+        [
+            "ip",
+            "netns",
+            "exec",
+            ns.subnet,
+            sys.executable,
+            "-c",
+            "import socket\n"
+            f"s = socket.create_server(('{INSTANCE_METADATA}', 80))\n"
+            "print('listening', flush=True)\n"
+            "while True:\n"
+            "    s.accept()[0].close()\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().strip() == "listening"
+        client = in_netns(
+            ns.pod,
+            sys.executable,
+            "-c",
+            "import errno, socket\n"
+            "s = socket.socket()\n"
+            "s.settimeout(3)\n" + (f"s.bind(('{source}', 0))\n" if source else "") + "try:\n"
+            f"    s.connect(('{INSTANCE_METADATA}', 80))\n"
+            "    print('connected')\n"
+            "except socket.timeout:\n"
+            "    print('timeout')\n"
+            "except OSError as error:\n"
+            "    print(errno.errorcode[error.errno])\n",
+        )
+        assert client.returncode == 0, client.stderr
+        return client.stdout.strip()
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+
+
+def test_no_socket_of_the_pod_reaches_the_instance_metadata_service_over_net1(
+    namespaces: Namespaces, tmp_path: Path
+) -> None:
+    """Bound to its Multus address, a pod's connection would follow sbr's default route via
+    the VPC router to IMDS, which answers on the Multus ENI too (no hop for IMDSv2's limit to
+    count); the NAD's multus-pod-ip blackholes 169.254.169.254 there and in the main table
+    (multus_pod_ips/cni_plugin.py; aws/amazon-ecs-cni-plugins plugins/eni/engine/nsclosure.go
+    does the same for task ENIs)."""
+    vpc_cni_eth0(namespaces)
+    ip("-n", namespaces.subnet, "addr", "add", f"{INSTANCE_METADATA}/32", "dev", "lo")
+    agent = StandInAgent(tmp_path / "agent.sock")
+    try:
+        run_chain(namespaces, agent.path)
+    finally:
+        agent.close()
+
+    assert instance_metadata_connection(namespaces, POD_ADDRESS) == "EINVAL"
+    assert instance_metadata_connection(namespaces, None) == "EINVAL"
+    # The subnet's side itself is reachable from the Multus address: only IMDS is cut.
+    assert unbound_connection_source(namespaces) == POD_ADDRESS
