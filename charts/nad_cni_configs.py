@@ -223,14 +223,12 @@ def pod_ip_assignment(attachment: NetworkAttachment) -> dict[str, Any]:
     so the pod also initiates towards them over this interface; on a network with
     pod_routed_ranges, the ranges a pod may ask for in its network annotation's cni-args
     (the agent then points their routes at this node, and the plugin routes them on the node
-    via the pod's eth0, since ipvlan delivers only the addresses a pod holds); and blackholes
-    the instance metadata service for the pod, whatever address it binds.
+    via the pod's eth0, since ipvlan delivers only the addresses a pod holds).
     Whereabouts-mode networks only."""
     plugin: dict[str, Any] = {
         "type": CNI_PLUGIN_TYPE,
         "master": attachment.master_interface,
         "mainTableSubnet": attachment.subnet_cidr,
-        "instanceMetadataBlackhole": True,
     }
     if attachment.routes:
         plugin["mainTableRoutes"] = attachment.main_table_routes

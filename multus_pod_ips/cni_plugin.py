@@ -53,17 +53,6 @@ LoadDelegateNetConf: addCNIArgsInConfList, injectCNIArgs). The plugin refuses a 
 does not offer and hands the rest to the agent with the ADD, which points each range's route
 in the network's route tables at this node's ENI.
 
-"instanceMetadataBlackhole" (true in every NAD the charts render): the ADD adds blackhole
-routes for the instance metadata service (169.254.169.254/32; fd00:ec2::254/128 too with
-"mainTableSubnetIpv6") to the pod's main table and to each table that sbr made for the
-interface's addresses (found by their "from <address>" rules), before the agent is asked. Why:
-sbr's table routes everything from the Multus address via the VPC router, and IMDS answers on
-every ENI of the instance, so a socket bound to that address (an NF binding its N2/N3 address,
-`curl --interface net1`) would reach the node's IMDS over the Multus ENI, where no hop is
-counted and IMDSv2's hop limit never applies (AWS's own ECS ENI plugin adds the same routes:
-aws/amazon-ecs-cni-plugins plugins/eni/engine/nsclosure.go). A pod with NET_ADMIN can delete
-them; Pod Security admission keeps that capability from the network functions' namespaces.
-
 On the node, such a range reaches the pod over its pod network interface, not over its Multus
 one: ipvlan hands a packet arriving on the ENI to the slave that holds its exact destination
 address, every other packet to the host (Linux drivers/net/ipvlan/ipvlan_core.c,
@@ -120,11 +109,6 @@ CLONE_NEWNET = 0x40000000  # <linux/sched.h>
 #: The network configuration keys of the subnets put back into the pod's main table, with the
 #: IP version each must be.
 MAIN_TABLE_SUBNET_KEYS = (("mainTableSubnet", 4), ("mainTableSubnetIpv6", 6))
-
-
-#: The instance metadata service's addresses (EC2 User Guide, "Access instance metadata for
-#: an EC2 instance": IPv4, and IPv6 on Nitro instances), by IP version.
-INSTANCE_METADATA_ROUTES = {4: "169.254.169.254/32", 6: "fd00:ec2::254/128"}
 
 
 class CniError(Exception):
@@ -207,8 +191,6 @@ def _run(command: str, config: dict[str, Any], environ: dict[str, str]) -> str:
     ifname = environ["CNI_IFNAME"]
     for route in _main_table(config, addresses, ifname):
         _ip(["route", "replace", *route], netns)
-    if config.get("instanceMetadataBlackhole") is True and netns:
-        _blackhole_instance_metadata(config, addresses, netns)
     pod_interface = _pod_network_interface(config)
     if routed_ranges and pod_interface:
         # The pod answers from addresses of its ranges over this interface, so its ARP requests
@@ -362,21 +344,6 @@ def _main_table_routes(
             )
         checked.append((str(destination), str(gateway), version))
     return checked
-
-
-def _blackhole_instance_metadata(config: dict[str, Any], addresses: list[str], netns: str) -> None:
-    """Blackhole routes for IMDS in the pod's main table and in the table of each of the
-    interface's addresses (sbr's), for IPv4 and, on a dual-stack network, IPv6."""
-    versions = [4, 6] if "mainTableSubnetIpv6" in config else [4]
-    for version in versions:
-        own = {a for a in addresses if ipaddress.ip_address(a).version == version}
-        rules = json.loads(_ip([f"-{version}", "-j", "rule", "show"], netns) or "[]")
-        tables = ["main", *sorted({str(r["table"]) for r in rules if r.get("src") in own})]
-        destination = INSTANCE_METADATA_ROUTES[version]
-        for table in tables:
-            _ip(
-                [f"-{version}", "route", "replace", "blackhole", destination, "table", table], netns
-            )
 
 
 def _pod_network_interface(config: dict[str, Any]) -> str:

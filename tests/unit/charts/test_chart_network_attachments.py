@@ -129,7 +129,6 @@ def test_cni_config_is_ipvlan_with_whereabouts_then_sbr_then_pod_ip_assignment(
         "type": CNI_PLUGIN_TYPE,
         "master": ipvlan["master"],
         "mainTableSubnet": "10.0.7.0/24",
-        "instanceMetadataBlackhole": True,
     }
 
 

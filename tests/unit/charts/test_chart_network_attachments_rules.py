@@ -126,13 +126,11 @@ def test_attachments_and_props_are_immutable() -> None:
 
 def test_the_pod_ip_plugin_is_told_the_networks_eni_and_subnet() -> None:
     # multus_pod_ips/cni_plugin.py reads "master" (the ENI's interface name, as ipvlan does)
-    # and "mainTableSubnet" (the route it puts back into the pod's main table after sbr), and
-    # blackholes IMDS for the pod (tests/integration/multus_pod_ips/test_pod_routes.py).
+    # and "mainTableSubnet" (the route it puts back into the pod's main table after sbr).
     assert cni_config(attachment())["plugins"][-1] == {
         "type": CNI_PLUGIN_TYPE,
         "master": "multus1",
         "mainTableSubnet": "10.0.4.0/24",
-        "instanceMetadataBlackhole": True,
     }
 
 
